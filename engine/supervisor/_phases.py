@@ -1,0 +1,41 @@
+"""Boot phases of a vLLM server, read from its log as it starts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Ordered: a later phase never goes back to an earlier one.
+PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("starting", re.compile(r"vLLM API server version|non-default args")),
+    ("initializing engine", re.compile(r"Initializing a V1 LLM engine|EngineCore|Waiting for init")),
+    ("loading weights", re.compile(r"Loading weights|Loading safetensors|Starting to load model")),
+    ("weights loaded", re.compile(r"Model loading took|Loading weights took")),
+    ("compiling", re.compile(r"torch\.compile|Compiling|compilation|CUDA graph|Capturing")),
+    ("allocating KV cache", re.compile(r"KV cache|GPU KV cache size|Maximum concurrency")),
+    ("starting server", re.compile(r"Starting vLLM API server|Available routes|Started server")),
+    ("server up", re.compile(r"Application startup complete|Uvicorn running")),
+)
+
+PLUGIN_MARKER = "[sparkcode-plugin]"
+
+
+def phase_of(lines: Iterable[str], current: str | None = None) -> str | None:
+    """The latest phase reached, given new log lines and the phase so far."""
+    order = [name for name, _ in PHASES]
+    best = order.index(current) if current in order else -1
+    for line in lines:
+        for index, (_, pattern) in enumerate(PHASES):
+            if index > best and pattern.search(line):
+                best = index
+    return order[best] if best >= 0 else current
+
+
+def plugin_lines(lines: Iterable[str]) -> list[str]:
+    """What sparkcode's vLLM plugin reported in the engine log."""
+    out: list[str] = []
+    for line in lines:
+        at = line.find(PLUGIN_MARKER)
+        if at >= 0:
+            out.append(line[at + len(PLUGIN_MARKER):].strip())
+    return out

@@ -1,0 +1,3 @@
+from sparkcode.cli import main
+
+main()

@@ -1,0 +1,195 @@
+"""``sparkcode engine ...``: profiles, start, stop, status, logs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from engine.errors import EngineStateError
+from engine.paths import Paths
+from engine.profiles import default_profile_name, list_profiles, load_profile, render
+from engine.supervisor import EngineStatus, Supervisor, tail_lines
+
+from . import _patches
+from ._format import human_bytes, human_duration
+
+engine_app = typer.Typer(help="Start, watch and stop the managed vLLM engine.", no_args_is_help=True)
+
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option("--profile", "-p", help="Profile name or path to a profile TOML file."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    _patches.register(engine_app)
+    app.add_typer(engine_app, name="engine")
+
+
+@engine_app.command("profiles")
+def profiles_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the engine profiles (shipped and user-defined)."""
+    paths = Paths.from_env()
+    default = default_profile_name()
+    profiles = list_profiles(paths)
+    if as_json:
+        typer.echo(json.dumps([
+            {"name": p.name, "kind": p.kind, "description": p.description,
+             "source": str(p.source), "default": p.name == default}
+            for p in profiles
+        ], indent=2))
+        return
+    width = max(len(p.name) for p in profiles)
+    for p in profiles:
+        mark = "*" if p.name == default else " "
+        typer.echo(f"{mark} {p.name:<{width}}  {p.kind:<8}  {p.description}")
+    typer.echo("\n* default on this machine")
+
+
+@engine_app.command("command")
+def command_cmd(
+    profile: ProfileOpt = None,
+    port: Annotated[int | None, typer.Option(help="Override the profile's port.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print the exact command line and environment a profile launches."""
+    paths = Paths.from_env()
+    prof = load_profile(profile or default_profile_name(), paths)
+    spec = render(prof, paths, port=port)
+    if as_json:
+        typer.echo(json.dumps({"argv": spec.argv, "env": spec.redacted_env(),
+                               "base_url": spec.base_url, "model": spec.model}, indent=2))
+        return
+    if prof.kind == "endpoint":
+        typer.echo(f"# profile {prof.name}: no local engine; requests go to {spec.base_url}")
+        if spec.api_key_env:
+            typer.echo(f"# API key read from ${spec.api_key_env}")
+        return
+    for key, value in sorted(spec.redacted_env().items()):
+        typer.echo(f"export {key}={_quote(value)}")
+    typer.echo(" \\\n  ".join(_quote(a) for a in spec.argv))
+
+
+def _quote(value: str) -> str:
+    import shlex
+
+    return shlex.quote(value)
+
+
+@engine_app.command("start")
+def start_cmd(
+    profile: ProfileOpt = None,
+    port: Annotated[int | None, typer.Option(help="Port to serve on.")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once launched.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 900.0,
+    skip_memory_check: Annotated[
+        bool, typer.Option("--skip-memory-check", help="Launch even if memory looks short.")
+    ] = False,
+) -> None:
+    """Start the engine detached and wait until it answers /health."""
+    from engine.models import prepare_model
+
+    paths = Paths.from_env()
+    prof = load_profile(profile or default_profile_name(), paths)
+    spec = render(prof, paths, port=port)
+    prepare_model(prof, paths, progress=lambda msg: typer.echo(f"  {msg}", err=True))
+    typer.echo(f"starting {prof.name} on {spec.base_url} ...", err=True)
+    began = time.monotonic()
+
+    def show(phase: str) -> None:
+        typer.echo(f"  [{time.monotonic() - began:5.1f}s] {phase}", err=True)
+
+    status = Supervisor(paths).start(
+        prof, spec, wait=not no_wait, timeout=timeout, on_phase=show,
+        skip_memory_check=skip_memory_check,
+    )
+    if no_wait:
+        typer.echo(f"launched pid {status.pid}; log {status.log_path}")
+    else:
+        typer.echo(f"ready: {status.model} at {status.base_url} (pid {status.pid}, "
+                   f"{time.monotonic() - began:.1f}s)")
+
+
+@engine_app.command("stop")
+def stop_cmd() -> None:
+    """Stop the engine (SIGINT, then SIGTERM, then SIGKILL) and leave no process."""
+    sup = Supervisor(Paths.from_env())
+    before = sup.status()
+    sup.stop()
+    if before.state == "crashed":
+        code = before.exit_code if before.exit_code is not None else "unknown"
+        typer.echo(f"engine had already exited (code {code}); record cleared")
+    else:
+        typer.echo(f"stopped engine pid {before.pid} ({before.profile})")
+
+
+@engine_app.command("status")
+def status_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Show the engine's state, health, memory and model."""
+    status = Supervisor(Paths.from_env()).status()
+    if as_json:
+        typer.echo(json.dumps(status.to_json(), indent=2))
+        return
+    typer.echo(_describe(status))
+    if status.state == "crashed":
+        raise typer.Exit(1)
+
+
+def _describe(s: EngineStatus) -> str:
+    if s.state == "stopped":
+        return "engine: stopped"
+    lines = [f"engine: {s.state}" + (f" ({s.phase})" if s.state == "booting" and s.phase else "")]
+    rows = [
+        ("profile", s.profile), ("model", s.model), ("pid", s.pid), ("port", s.port),
+        ("url", s.base_url), ("healthy", "yes" if s.healthy else "no"),
+        ("uptime", human_duration(s.uptime_s) if s.uptime_s is not None else None),
+        ("memory", human_bytes(s.memory_rss_bytes) if s.memory_rss_bytes else None),
+        ("vllm", s.vllm_version), ("log", s.log_path),
+    ]
+    if s.state == "crashed":
+        code = s.exit_code if s.exit_code is not None else "unknown"
+        rows.append(("exit", f"code {code}" + (f", signal {s.exit_signal}" if s.exit_signal else "")))
+    for line in s.plugin:
+        rows.append(("plugin", line))
+    lines += [f"  {k:<8} {v}" for k, v in rows if v is not None]
+    if s.log_tail:
+        lines.append("  last log lines:")
+        lines += [f"  | {line}" for line in s.log_tail]
+    return "\n".join(lines)
+
+
+@engine_app.command("logs")
+def logs_cmd(
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines to show.")] = 50,
+) -> None:
+    """Print the engine log (the running engine's, else the latest)."""
+    sup = Supervisor(Paths.from_env())
+    path = sup.log_path()
+    if path is None:
+        raise EngineStateError("no engine log yet; start an engine first")
+    for line in tail_lines(path, lines):
+        typer.echo(line)
+    if follow:
+        _follow(sup, path)
+
+
+def _follow(sup: Supervisor, path: Path) -> None:
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        while True:
+            chunk = fh.readline()
+            if chunk:
+                typer.echo(chunk.decode("utf-8", "replace").rstrip("\n"))
+                continue
+            if sup.status().state in ("stopped", "crashed"):
+                return
+            time.sleep(0.2)

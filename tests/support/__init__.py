@@ -1,0 +1,1 @@
+"""Shared test helpers: tiny local models and a real vLLM engine fixture."""

