@@ -8,13 +8,14 @@ from collections.abc import Iterable
 # Ordered: a later phase never goes back to an earlier one.
 PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("starting", re.compile(r"vLLM API server version|non-default args")),
-    ("initializing engine", re.compile(r"Initializing a V1 LLM engine|EngineCore|Waiting for init")),
-    ("loading weights", re.compile(r"Loading weights|Loading safetensors|Starting to load model")),
-    ("weights loaded", re.compile(r"Model loading took|Loading weights took")),
-    ("compiling", re.compile(r"torch\.compile|Compiling|compilation|CUDA graph|Capturing")),
-    ("allocating KV cache", re.compile(r"KV cache|GPU KV cache size|Maximum concurrency")),
-    ("starting server", re.compile(r"Starting vLLM API server|Available routes|Started server")),
-    ("server up", re.compile(r"Application startup complete|Uvicorn running")),
+    ("initializing engine", re.compile(r"Initializing a V1 LLM engine")),
+    ("loading weights", re.compile(r"Loading safetensors checkpoint|Starting to load model")),
+    ("weights loaded", re.compile(r"Loading weights took|Model loading took")),
+    ("compiling", re.compile(r"torch\.compile takes|Compiling a graph|Capturing CUDA graph")),
+    ("allocating KV cache", re.compile(r"KV cache size|for KV cache on node|Available KV cache")),
+    ("warming up", re.compile(r"init engine \(profile, create kv cache, warmup model\)")),
+    ("starting server", re.compile(r"Starting vLLM API server|Available routes")),
+    ("server up", re.compile(r"Application startup complete")),
 )
 
 PLUGIN_MARKER = "[sparkcode-plugin]"

@@ -264,11 +264,12 @@ class Supervisor:
         log = Path(record.log_path)
         while True:
             offset, new_lines = _read_new(log, offset)
-            new_phase = phase_of(new_lines, phase)
-            if new_phase != phase and new_phase is not None:
-                phase = new_phase
-                if on_phase:
-                    on_phase(phase)
+            for line in new_lines:
+                new_phase = phase_of((line,), phase)
+                if new_phase != phase and new_phase is not None:
+                    phase = new_phase
+                    if on_phase:
+                        on_phase(phase)
             if not self._alive(record):
                 _reap(record.pid)
                 status = self.status(tail=30)

@@ -1,0 +1,34 @@
+"""Suite-wide fixtures.
+
+Every test runs with ``SPARKCODE_HOME`` pointing into its own temporary
+directory, so nothing reads or writes the developer's real config or data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.paths import Paths
+
+
+@pytest.fixture(autouse=True)
+def sparkcode_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "sparkcode-home"
+    monkeypatch.setenv("SPARKCODE_HOME", str(home))
+    yield home
+
+
+@pytest.fixture
+def paths(sparkcode_home: Path) -> Paths:
+    return Paths.from_env()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama with a local tokenizer, built once per test run."""
+    from tests.support.tiny_models import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")

@@ -1,0 +1,140 @@
+"""Profile parsing, validation and rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ProfileError
+from engine.paths import Paths
+from engine.profiles import list_profiles, load_profile, parse_profile, render
+
+
+def _parse(text: str) -> object:
+    return parse_profile(text, Path("test.toml"))
+
+
+def test_shipped_profiles_load(paths: Paths) -> None:
+    names = [p.name for p in list_profiles(paths)]
+    assert names == ["cpu-demo", "endpoint", "glm53-flash-spark"]
+
+
+def test_cpu_demo_renders_eager_cpu_command(paths: Paths) -> None:
+    spec = render(load_profile("cpu-demo", paths), paths, python="/py")
+    assert spec.argv[:3] == ["/py", "-m", "vllm.entrypoints.openai.api_server"]
+    assert "--enforce-eager" in spec.argv
+    assert spec.argv[spec.argv.index("--model") + 1] == str(
+        paths.models_dir / "smollm2-135m-instruct"
+    )
+    assert spec.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    # Threads bound to every core we may run on, none reserved.
+    assert spec.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert spec.env["VLLM_CPU_OMP_THREADS_BIND"]
+    assert spec.base_url == "http://127.0.0.1:8400/v1"
+
+
+def test_port_override(paths: Paths) -> None:
+    spec = render(load_profile("cpu-demo", paths), paths, port=9123)
+    assert spec.argv[spec.argv.index("--port") + 1] == "9123"
+    assert spec.base_url.endswith(":9123/v1")
+
+
+def test_spark_profile_renders_recipe(paths: Paths) -> None:
+    spec = render(load_profile("glm53-flash-spark", paths), paths)
+    argv = spec.argv
+    assert argv[argv.index("--max-model-len") + 1] == "204800"
+    spec_cfg = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec_cfg["method"] == "dflash"
+    assert spec_cfg["num_speculative_tokens"] == 7
+    assert "--enable-prefix-caching" in argv
+    assert argv[argv.index("--reasoning-parser") + 1] == "glm45"
+    assert argv[argv.index("--tool-call-parser") + 1] == "glm47"
+    assert "--enable-auto-tool-choice" in argv
+    rc = json.loads(argv[argv.index("--reasoning-config") + 1])
+    assert rc["reasoning_end_str"] == "</think>"
+    assert spec.env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    assert spec.env["VLLM_PLUGINS"] == "sparkcode"
+    assert "scheduler_fix" in spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
+
+
+SPARK_BASE = """
+[profile]
+name = "x"
+[model]
+path = "/m"
+[speculative]
+method = "dflash"
+model = "/d"
+num_speculative_tokens = {k}
+"""
+
+
+def test_dflash_rejects_more_than_block_minus_one() -> None:
+    _parse(SPARK_BASE.format(k=7))
+    with pytest.raises(ProfileError, match="exceeds the DFlash drafter's block of 8"):
+        _parse(SPARK_BASE.format(k=8))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[profile\nname=", "malformed TOML"),
+        ('[profile]\nname = "x"\n[bogus]\n', "unknown section"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = "80"\n', "expected an integer"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = 70000\n', "at most 65535"),
+        ('[profile]\nname = "x"\n[model]\n', "exactly one of"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\nbuiltin = "smollm2-135m-instruct"\n',
+         "exactly one of"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenable_auto_tool_choice = true\n',
+         "needs tool_call_parser"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["nope"]\n',
+         "unknown feature"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenforce_eager = 1\n',
+         "expected true or false"),
+        ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "ftp://x"\n',
+         "http"),
+        ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "http://h/v1"\n'
+         'api_key_env = "sk-abc123-secret"\n', "name an environment variable"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[agent]\nreasoning_effort = "huge"\n',
+         "reasoning_effort"),
+    ],
+)
+def test_invalid_profiles_name_the_problem(text: str, message: str) -> None:
+    with pytest.raises(ProfileError, match=message) as info:
+        _parse(text)
+    assert "test.toml" in str(info.value)
+
+
+def test_unknown_profile_lists_known(paths: Paths) -> None:
+    with pytest.raises(ProfileError, match="unknown profile 'nope'.*cpu-demo"):
+        load_profile("nope", paths)
+
+
+def test_user_profile_overrides_and_must_match_name(paths: Paths) -> None:
+    paths.profiles_dir.mkdir(parents=True)
+    (paths.profiles_dir / "cpu-demo.toml").write_text(
+        '[profile]\nname = "cpu-demo"\n[model]\npath = "/models/x"\n'
+    )
+    assert load_profile("cpu-demo", paths).model_path == "/models/x"
+    (paths.profiles_dir / "mine.toml").write_text('[profile]\nname = "other"\n[model]\npath="/m"\n')
+    with pytest.raises(ProfileError, match="name is 'other'"):
+        load_profile("mine", paths)
+
+
+def test_endpoint_profile_keeps_key_out_of_render(paths: Paths,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-super-secret")
+    spec = render(load_profile("endpoint", paths), paths)
+    assert spec.argv == []
+    assert spec.api_key_env == "OPENAI_API_KEY"
+    assert "sk-super-secret" not in repr(spec)
+
+
+def test_secret_env_is_redacted_in_shell_line(paths: Paths) -> None:
+    prof = _parse('[profile]\nname = "x"\n[model]\npath = "/m"\n[env]\nHF_TOKEN = "hf_abc"\n')
+    spec = render(prof, paths)  # type: ignore[arg-type]
+    assert spec.env["HF_TOKEN"] == "hf_abc"
+    assert "hf_abc" not in spec.shell_line()
+    assert "HF_TOKEN='<redacted>'" in spec.shell_line()
