@@ -1,9 +1,174 @@
-"""Placeholder: this command group is registered by its owning module."""
+"""``sparkcode quantize``: convert the FP8 GLM-5.3-Flash checkpoint; inspect the result.
+
+Command shape: ``quantize`` is a command group whose *default* command is
+``convert``, so both spellings of the issue work::
+
+    sparkcode quantize SRC DST [--method gptq|rtn] [--calib FILE] [--pool-gb 2] [--resume]
+    sparkcode quantize inspect DST
+
+The group looks at its first argument: a subcommand name (``convert``,
+``inspect``) selects that subcommand, anything else is taken as SRC of
+``convert``. (A source directory literally named ``inspect`` is written
+``./inspect`` or with the explicit ``sparkcode quantize convert ...``.)
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
 import typer
+from typer.core import TyperGroup
+
+from engine.quant.calib import DEFAULT_MIN_TOKENS
+from engine.quant.checkpoint import ShardInfo
+
+from ._format import human_bytes, human_duration
+
+DEFAULT_COMMAND = "convert"
+
+
+class _DefaultToConvert(TyperGroup):
+    """A group that runs ``convert`` when the first argument is not a subcommand."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [DEFAULT_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+quantize_app = typer.Typer(
+    cls=_DefaultToConvert,
+    help="Convert the FP8 GLM-5.3-Flash checkpoint to 2-bit experts (or inspect a conversion).",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app (none yet)."""
+    app.add_typer(quantize_app, name="quantize")
+
+
+class _RichProgress:
+    """Two bars: the whole conversion (bytes of source, with ETA) and the current shard."""
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.bar = Progress(
+            TextColumn("{task.description:<34}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("{task.fields[size]}"), TimeElapsedColumn(), TextColumn("eta"),
+            TimeRemainingColumn(), transient=False,
+        )
+        self.total: Any = None
+        self.shard: Any = None
+
+    def __enter__(self) -> _RichProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    @staticmethod
+    def _bytes(shard: ShardInfo) -> int:
+        return sum(t.nbytes for t in shard.tensors)
+
+    def begin(self, shards: list[ShardInfo], done: set[str]) -> None:
+        total = sum(self._bytes(s) for s in shards)
+        already = sum(self._bytes(s) for s in shards if s.name in done)
+        self.total = self.bar.add_task(f"all {len(shards)} shards", total=total,
+                                       completed=already, size=human_bytes(total))
+
+    def shard_begin(self, shard: ShardInfo) -> None:
+        if self.shard is not None:
+            self.bar.remove_task(self.shard)
+        self.shard = self.bar.add_task(shard.name[-34:], total=self._bytes(shard),
+                                       size=human_bytes(self._bytes(shard)))
+
+    def tensor_done(self, shard: ShardInfo, name: str, nbytes: int) -> None:
+        self.bar.advance(self.shard, nbytes)
+        self.bar.advance(self.total, nbytes)
+
+    def shard_done(self, shard: ShardInfo) -> None:
+        return None
+
+    def note(self, message: str) -> None:
+        self.bar.console.print(message)
+
+
+@quantize_app.command("convert")
+def convert_cmd(
+    src: Annotated[Path, typer.Argument(help="Official FP8 checkpoint directory.")],
+    dst: Annotated[Path, typer.Argument(help="Output directory (must not exist yet).")],
+    method: Annotated[str, typer.Option(help="Routed-expert quantizer: gptq or rtn.")] = "gptq",
+    calib: Annotated[Path | None, typer.Option(
+        help="Calibration activations (safetensors from the capture hook); needed by gptq.")]
+        = None,
+    pool_gb: Annotated[float, typer.Option(
+        help="Byte budget of the FP4 hot-expert pool, in GiB (0 disables it).")] = 2.0,
+    resume: Annotated[bool, typer.Option(
+        help="Continue an interrupted conversion of the same SRC into DST.")] = False,
+    act_order: Annotated[bool, typer.Option(
+        help="GPTQ in decreasing Hessian-diagonal order (static groups).")] = False,
+    damp: Annotated[float, typer.Option(help="GPTQ dampening, fraction of mean diag(H).")]
+        = 0.01,
+    min_tokens: Annotated[int, typer.Option(
+        help="Fewest routed tokens for an expert's own down_proj Hessian.")]
+        = DEFAULT_MIN_TOKENS,
+    down_fallback: Annotated[str, typer.Option(
+        help="Starved experts' down_proj: rtn or pooled (layer-wide Hessian).")] = "rtn",
+    device: Annotated[str, typer.Option(help="Torch device for GPTQ (cpu, cuda).")] = "cpu",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Convert SRC (FP8 GLM-5.3-Flash) into DST (W2 experts, P12 BF16, FP4 pool)."""
+    import time
+
+    from engine.errors import UserError
+    from engine.quant.pipeline import ConvertOptions, convert
+
+    if method not in ("gptq", "rtn"):
+        raise UserError(f"--method must be gptq or rtn, not {method!r}")
+    if down_fallback not in ("rtn", "pooled"):
+        raise UserError(f"--down-fallback must be rtn or pooled, not {down_fallback!r}")
+    if pool_gb < 0:
+        raise UserError("--pool-gb must not be negative")
+    options = ConvertOptions(method=method, calib=calib, pool_gb=pool_gb,  # type: ignore[arg-type]
+                             damp=damp, act_order=act_order, min_tokens=min_tokens,
+                             down_fallback=down_fallback,  # type: ignore[arg-type]
+                             device=device)
+    started = time.monotonic()
+    if quiet:
+        manifest = convert(src, dst, options, resume=resume)
+    else:
+        with _RichProgress() as progress:
+            manifest = convert(src, dst, options, resume=resume, progress=progress)
+    pool = manifest.pool
+    typer.echo(
+        f"wrote {dst}: {human_bytes(manifest.summary.get('out_bytes', 0))} from "
+        f"{human_bytes(manifest.summary.get('src_bytes', 0))} in "
+        f"{human_duration(time.monotonic() - started)}; FP4 pool {len(pool.get('experts', []))} "
+        f"experts, coverage {100 * float(pool.get('coverage', 0.0)):.1f}%")
+
+
+@quantize_app.command("inspect")
+def inspect_cmd(
+    dst: Annotated[Path, typer.Argument(help="A converted model directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per-layer error (relative Frobenius, output error on calibration inputs) and sizes."""
+    from engine.quant.inspect import inspect_model, render_text
+
+    report = inspect_model(dst)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        typer.echo(render_text(report))

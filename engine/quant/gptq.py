@@ -1,0 +1,268 @@
+"""GPTQ for the W2 codec: 4-level codebook ``{-4, -1, 1, 4}``, one scale per 32 inputs.
+
+The algorithm (Frantar et al., "GPTQ", 2022) quantizes one input column at a
+time and spreads each column's error over the columns not yet quantized,
+weighted by the inverse Hessian ``H = 2 X Xᵀ`` of the layer's real inputs:
+
+* dead inputs (``H_ii == 0``) get ``H_ii = 1`` and a zeroed weight column;
+* dampening adds ``damp * mean(diag H)`` to the diagonal;
+* ``Hinv`` is the upper Cholesky factor of ``H⁻¹`` (Cholesky, inverse, Cholesky);
+* updates are lazy at two levels: within a 32-column group every column updates
+  the rest of its group, after each group the rest of the block is updated by one
+  small GEMM, after each block the rest of the matrix by one large GEMM. The
+  arithmetic is the textbook column loop's; only the order of the additions moves.
+
+Scales: without act-order a group's scale is fixed when the group starts, by the
+W2 round-to-nearest rule (:func:`engine.quant.w2.rtn_scales`) applied to the
+*error-updated* weights of that group, then rounded to what the file stores.
+With act-order (columns visited by decreasing ``H_ii``) the groups would be
+scattered, so scales are fixed up front from the original weights ("static
+groups"): groups stay 32 contiguous inputs and the on-disk layout is unchanged.
+
+:func:`gptq_reference` is the plain unblocked loop, kept for tests and for the
+speed benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from engine.quant import w2
+
+GROUP = w2.GROUP
+_OUTER = (w2.CODEBOOK[2] + w2.CODEBOOK[3]) / 2  # 2.5: threshold between levels 1 and 4
+
+
+class GPTQError(RuntimeError):
+    """The Hessian could not be inverted even after extra dampening."""
+
+
+class HessianAccumulator:
+    """Running mean of ``2 x xᵀ`` over input rows, kept in float32.
+
+    ``add`` may be called with any number of rows; the result is the same as
+    one call with all of them (up to rounding).
+    """
+
+    def __init__(self, dim: int, device: torch.device | str | None = None) -> None:
+        self.dim = dim
+        self.hessian = torch.zeros(dim, dim, dtype=torch.float32, device=device)
+        self.count = 0
+
+    def add(self, x: torch.Tensor) -> None:
+        rows = x.reshape(-1, self.dim).to(self.hessian.device, torch.float32)
+        n = int(rows.shape[0])
+        if n == 0:
+            return
+        total = self.count + n
+        self.hessian.mul_(self.count / total)
+        rows = rows * math.sqrt(2.0 / total)
+        self.hessian.addmm_(rows.t(), rows)
+        self.count = total
+
+    def merge(self, other: HessianAccumulator) -> None:
+        """Fold another accumulator's rows into this one."""
+        total = self.count + other.count
+        if total == 0:
+            return
+        self.hessian.mul_(self.count / total).add_(other.hessian, alpha=other.count / total)
+        self.count = total
+
+
+@dataclass(frozen=True)
+class GPTQResult:
+    """Codes ``[out, in]`` (uint8 0..3), the stored scales and the GPTQ loss."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor  # float32 [out, in/32], exactly representable as ue5m3
+    loss: float
+    damp_used: float
+
+    def to_w2(self) -> w2.W2Tensor:
+        return w2.W2Tensor.from_codes(self.codes.cpu(), w2.encode_scales(self.scales.cpu()))
+
+    def dequantize(self) -> torch.Tensor:
+        return w2.dequantize(self.codes, self.scales, torch.float32)
+
+
+def _group_scales(block: torch.Tensor) -> torch.Tensor:
+    """The stored scale(s) the RTN rule picks for ``block`` ``[out, 32k]``."""
+    return w2.round_scales(w2.rtn_scales(block))
+
+
+def _quantize_column(
+    w: torch.Tensor, s: torch.Tensor, book: torch.Tensor, even_rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nearest level of ``w / s``; returns (codes, dequantized values).
+
+    Exact zeros go to +1 on even rows and -1 on odd ones (as ``w2.nearest_code``
+    does along a row), without a host sync per column.
+    """
+    x = w / torch.where(s > 0, s, torch.ones_like(s))
+    code = (x > -_OUTER).to(torch.uint8)
+    code += x > 0
+    code += x > _OUTER
+    code += (x == 0) & even_rows
+    return code, book[code.long()] * s
+
+
+def prepare_hessian(hessian: torch.Tensor, damp: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dead-column fix and dampening; returns (H, dead mask). Does not modify its input."""
+    h = hessian.to(torch.float32).clone()
+    diag = torch.diagonal(h)
+    dead = diag == 0
+    diag[dead] = 1.0
+    diag.add_(damp * float(diag.mean()))
+    return h, dead
+
+
+def inverse_cholesky(h: torch.Tensor, damp: float, *, retries: int = 4) -> tuple[torch.Tensor, float]:
+    """Upper Cholesky factor of ``H⁻¹``; on failure add more dampening (x10 each retry).
+
+    Returns the factor and the dampening fraction finally used.
+    """
+    mean_diag = float(torch.diagonal(h).mean())
+    extra = 0.0
+    used = damp
+    for attempt in range(retries + 1):
+        try:
+            hh = h
+            if extra:
+                hh = h.clone()
+                torch.diagonal(hh).add_(extra * mean_diag)
+            lower = torch.linalg.cholesky(hh)
+            inv = torch.cholesky_inverse(lower)
+            return torch.linalg.cholesky(inv, upper=True), used + extra
+        except torch.linalg.LinAlgError:
+            extra = max(damp, 0.01) * (10.0 ** (attempt + 1))
+    raise GPTQError(f"Hessian is not positive definite even with dampening {used + extra:g}")
+
+
+def gptq_quantize(
+    weight: torch.Tensor,
+    hessian: torch.Tensor,
+    *,
+    damp: float = 0.01,
+    blocksize: int = 128,
+    act_order: bool = False,
+) -> GPTQResult:
+    """Quantize ``weight`` ``[out, in]`` to W2 codes minimising ``||(W - Q) X||``.
+
+    ``hessian`` is ``[in, in]`` (e.g. from :class:`HessianAccumulator`). Runs on
+    ``weight``'s device. ``blocksize`` must be a multiple of 32.
+    """
+    if weight.dim() != 2 or weight.shape[1] % GROUP:
+        raise ValueError(f"GPTQ needs [out, in] with in a multiple of {GROUP}, "
+                         f"got {tuple(weight.shape)}")
+    if blocksize % GROUP:
+        raise ValueError(f"blocksize {blocksize} is not a multiple of {GROUP}")
+    out_f, in_f = (int(d) for d in weight.shape)
+    if tuple(hessian.shape) != (in_f, in_f):
+        raise ValueError(f"Hessian shape {tuple(hessian.shape)} does not match in={in_f}")
+    device = weight.device
+    W = weight.to(torch.float32).clone()
+    H, dead = prepare_hessian(hessian.to(device), damp)
+    W[:, dead] = 0.0
+
+    perm: torch.Tensor | None = None
+    group_of: list[int] = []
+    scales = torch.zeros(out_f, in_f // GROUP, dtype=torch.float32, device=device)
+    if act_order:
+        scales = _group_scales(W)  # static groups: fixed before the order changes
+        perm = torch.argsort(torch.diagonal(H), descending=True)
+        W = W[:, perm]
+        H = H[perm][:, perm]
+        group_of = (perm // GROUP).tolist()
+    Hinv, damp_used = inverse_cholesky(H, damp)
+
+    book = torch.tensor(w2.CODEBOOK, dtype=torch.float32, device=device)
+    even_rows = torch.arange(out_f, device=device) % 2 == 0
+    codes = torch.empty(out_f, in_f, dtype=torch.uint8, device=device)
+    loss = torch.zeros((), dtype=torch.float32, device=device)
+    hinv_diag = torch.diagonal(Hinv).clone()
+
+    for b1 in range(0, in_f, blocksize):
+        b2 = min(b1 + blocksize, in_f)
+        W1 = W[:, b1:b2]  # a view: updates land in W
+        Err1 = torch.empty_like(W1)
+        for g1 in range(0, b2 - b1, GROUP):
+            g2 = g1 + GROUP
+            if not act_order:
+                scales[:, (b1 + g1) // GROUP] = _group_scales(W1[:, g1:g2]).squeeze(1)
+            Hg = Hinv[b1 + g1:b1 + g2, b1 + g1:b1 + g2]
+            for j in range(g1, g2):
+                col = b1 + j
+                grp = group_of[col] if perm is not None else col // GROUP
+                w = W1[:, j]
+                code, q = _quantize_column(w, scales[:, grp], book, even_rows)
+                codes[:, col] = code
+                err = (w - q) / hinv_diag[col]
+                loss += (err * err).sum()
+                # Spread the error over the rest of this group right away.
+                W1[:, j + 1:g2] -= err.unsqueeze(1) * Hg[j - g1, j - g1 + 1:].unsqueeze(0)
+                Err1[:, j] = err
+            # ...over the rest of the block with one GEMM per group...
+            if g2 < b2 - b1:
+                W1[:, g2:] -= Err1[:, g1:g2] @ Hinv[b1 + g1:b1 + g2, b1 + g2:b2]
+        # ...and over the rest of the matrix with one GEMM per block.
+        if b2 < in_f:
+            W[:, b2:] -= Err1 @ Hinv[b1:b2, b2:]
+
+    if perm is not None:
+        codes = codes[:, torch.argsort(perm)]
+    return GPTQResult(codes, scales, float(loss) / 2.0, damp_used)
+
+
+def gptq_reference(
+    weight: torch.Tensor, hessian: torch.Tensor, *, damp: float = 0.01
+) -> GPTQResult:
+    """The textbook column loop without lazy updates (no act-order).
+
+    Each column's error updates every remaining column of the whole matrix at
+    once. Same algorithm and scale rule as :func:`gptq_quantize`; used to check
+    it and as the speed benchmark's baseline.
+    """
+    out_f, in_f = (int(d) for d in weight.shape)
+    W = weight.to(torch.float32).clone()
+    H, dead = prepare_hessian(hessian.to(W.device), damp)
+    W[:, dead] = 0.0
+    Hinv, damp_used = inverse_cholesky(H, damp)
+    scales = torch.zeros(out_f, in_f // GROUP, dtype=torch.float32, device=W.device)
+    codes = torch.empty(out_f, in_f, dtype=torch.uint8, device=W.device)
+    book = torch.tensor(w2.CODEBOOK, dtype=torch.float32, device=W.device)
+    even_rows = torch.arange(out_f, device=W.device) % 2 == 0
+    loss = 0.0
+    for i in range(in_f):
+        if i % GROUP == 0:
+            scales[:, i // GROUP] = _group_scales(W[:, i:i + GROUP]).squeeze(1)
+        w = W[:, i]
+        code, q = _quantize_column(w, scales[:, i // GROUP], book, even_rows)
+        codes[:, i] = code
+        d = Hinv[i, i]
+        loss += float(((w - q) ** 2).sum() / d ** 2)
+        err = (w - q) / d
+        W[:, i:] -= err.unsqueeze(1) * Hinv[i, i:].unsqueeze(0)
+    return GPTQResult(codes, scales, loss / 2.0, damp_used)
+
+
+def output_error(weight: torch.Tensor, approx: torch.Tensor, hessian: torch.Tensor) -> float:
+    """Relative output error ``||(W - Q) X||_F / ||W X||_F`` computed from ``H = 2 X Xᵀ / n``.
+
+    ``tr(D H Dᵀ)`` is proportional to ``||D X||²``; the factor cancels in the ratio.
+    """
+    w = weight.to(torch.float32)
+    h = hessian.to(w.device, torch.float32)
+    delta = w - approx.to(w.device, torch.float32)
+    num = float(((delta @ h) * delta).sum())
+    den = float(((w @ h) * w).sum())
+    return math.sqrt(max(num, 0.0) / den) if den > 0 else 0.0
+
+
+def relative_frobenius(weight: torch.Tensor, approx: torch.Tensor) -> float:
+    """``||W - Q||_F / ||W||_F``."""
+    w = weight.to(torch.float32)
+    den = float(w.norm())
+    return float((w - approx.to(w.device, torch.float32)).norm()) / den if den > 0 else 0.0
