@@ -1,0 +1,42 @@
+"""The coding agent: an OpenAI-compatible streaming client, tools, and the loop.
+
+Public surface (used by the TUI, ``sparkcode run`` and the session recorder):
+
+- :class:`ChatClient` (``client.py``): streaming chat completions over an httpx
+  transport the caller may wrap (recording) or replace (``MockTransport``).
+- :class:`Agent` / :class:`AgentSettings` (``loop.py``): ``run_turn(text)`` is an
+  async generator of events; ``subscribe(cb)`` for observers; ``undo()``.
+- The events (``events.py``), :class:`MetricsPoller` (``metrics.py``),
+  :class:`UndoStore` (``undo.py``), :class:`Permissions` (``permissions.py``).
+"""
+
+from __future__ import annotations
+
+from .client import ChatClient, ChatError, ChatResult, EngineGone, ModelCard
+from .events import *  # noqa: F403
+from .events import __all__ as _event_names
+from .loop import DEFAULT_SYSTEM_PROMPT, Agent, AgentSettings, Approver
+from .metrics import MetricsPoller, parse_metrics
+from .permissions import Permissions
+from .tools import ToolRegistry, default_tools
+from .undo import UndoError, UndoStore
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "Agent",
+    "AgentSettings",
+    "Approver",
+    "ChatClient",
+    "ChatError",
+    "ChatResult",
+    "EngineGone",
+    "MetricsPoller",
+    "ModelCard",
+    "Permissions",
+    "ToolRegistry",
+    "UndoError",
+    "UndoStore",
+    "default_tools",
+    "parse_metrics",
+    *_event_names,
+]

@@ -1,0 +1,57 @@
+"""The OpenAI chat-completions stream frames, decoded with msgspec.
+
+Typed msgspec structs decode a frame several times faster than ``json.loads``
+into dicts, which keeps the client path close to bare line iteration. Unknown
+fields are ignored, so any OpenAI-compatible server's extras pass through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class FunctionDelta(msgspec.Struct, omit_defaults=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallDelta(msgspec.Struct, omit_defaults=True):
+    index: int = 0
+    id: str | None = None
+    type: str | None = None
+    function: FunctionDelta | None = None
+
+
+class Delta(msgspec.Struct, omit_defaults=True):
+    role: str | None = None
+    content: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
+
+
+class Choice(msgspec.Struct, omit_defaults=True):
+    index: int = 0
+    delta: Delta | None = None
+    finish_reason: str | None = None
+
+
+class Usage(msgspec.Struct, omit_defaults=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    completion_tokens_details: dict[str, Any] | None = None
+    prompt_tokens_details: dict[str, Any] | None = None
+
+
+class Frame(msgspec.Struct, omit_defaults=True):
+    """One ``data:`` payload of the stream."""
+
+    choices: list[Choice] = []
+    usage: Usage | None = None
+    error: Any = None
+
+
+FRAME_DECODER = msgspec.json.Decoder(Frame)

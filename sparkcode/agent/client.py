@@ -1,0 +1,538 @@
+"""An async OpenAI chat-completions client for streaming agent turns.
+
+:class:`ChatClient` talks to any OpenAI-compatible server (vLLM, SGLang,
+llama.cpp, hosted APIs) over httpx. Every request goes through the
+``transport`` it was given, so the session recorder can wrap the transport and
+nothing bypasses recording.
+
+A stream is read as raw bytes and split into SSE events here (faster than
+``aiter_lines``); frames are decoded with msgspec. Tokens are counted from the
+server's ``usage`` (``stream_options.continuous_usage_stats``), never from the
+number of frames: speculative decoding sends several tokens per frame.
+
+Request fields a server rejects with HTTP 400 naming them (``thinking_token_budget``
+without a reasoning parser, ``reasoning_effort`` on non-reasoning models...) are
+dropped for the rest of this client's life and the request is retried; each
+drop is reported once through :attr:`ChatStream.notices`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+import msgspec
+
+from ._wire import FRAME_DECODER, Frame
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+
+DROPPABLE_FIELDS: tuple[str, ...] = (
+    "thinking_token_budget",
+    "reasoning_effort",
+    "continuous_usage_stats",
+    "chat_template_kwargs",
+)
+"""Optional request fields dropped (and remembered) when a server rejects them."""
+
+
+class ChatError(Exception):
+    """A request failed; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class EngineGone(ChatError):
+    """The server could not be reached or the connection dropped mid-stream."""
+
+
+class ToolChoiceUnsupported(ChatError):
+    """The server cannot parse tool calls (vLLM without ``--tool-call-parser``)."""
+
+
+@dataclass
+class ToolCall:
+    """One assembled tool call: ``arguments`` is the raw JSON text as streamed."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class StreamStats:
+    """Usage and timing of one streamed request."""
+
+    started: float = 0.0
+    """``time.monotonic()`` when the request was sent."""
+    first_token: float | None = None
+    last_token: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int | None = None
+    tokens_at_first: int = 0
+    """Completion tokens carried by the first frame (excluded from decode rate)."""
+    usage_seen: bool = False
+    """False when the server sent no usage at all (tokens are then estimated)."""
+    frames: int = 0
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.started
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        if self.first_token is None or self.last_token is None:
+            return None
+        span = self.last_token - self.first_token
+        tokens = self.completion_tokens - self.tokens_at_first
+        return tokens / span if span > 0 and tokens > 0 else None
+
+    @property
+    def prefill_tok_s(self) -> float | None:
+        ttft = self.ttft_s
+        return self.prompt_tokens / ttft if ttft and self.prompt_tokens else None
+
+
+@dataclass(slots=True)
+class StreamDelta:
+    """What one frame added. Empty strings when a kind of text did not change."""
+
+    reasoning: str
+    content: str
+    tool_calls: bool
+    """True when a tool call started or grew in this frame."""
+    usage: bool
+    """True when this frame carried usage."""
+
+
+@dataclass
+class ChatResult:
+    """The assembled assistant message of a finished (or cut) stream."""
+
+    content: str
+    reasoning: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    stats: StreamStats
+    cut: bool = False
+    """True when the client closed the stream before the server finished."""
+
+
+@dataclass
+class ModelCard:
+    """One entry of ``/v1/models``."""
+
+    id: str
+    max_model_len: int | None = None
+    root: str | None = None
+
+
+@dataclass
+class _Builder:
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, ToolCall] = field(default_factory=dict)
+    args: dict[int, list[str]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    done: bool = False
+
+
+class ChatStream:
+    """One streaming request: iterate for :class:`StreamDelta`, then :meth:`result`.
+
+    Use as ``async with client.stream_chat(...) as stream``; leaving the block
+    early (e.g. the thinking budget ran over) closes the connection, which makes
+    vLLM abort the request.
+    """
+
+    def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
+        self._client = client
+        self.body = body
+        self.notices: list[str] = []
+        """Fields dropped while opening this stream, as human-readable lines."""
+        self.stats = StreamStats()
+        self._b = _Builder()
+        self._response: httpx.Response | None = None
+        self._cut = False
+
+    async def __aenter__(self) -> ChatStream:
+        self._response = await self._client._open(self)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._response is not None:
+            if not self._b.done:
+                self._cut = True
+            await self._response.aclose()
+
+    def __aiter__(self) -> AsyncIterator[StreamDelta]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[StreamDelta]:
+        response = self._response
+        if response is None:
+            raise RuntimeError("ChatStream used outside 'async with'")
+        buf = b""
+        data: list[bytes] = []
+        try:
+            async for chunk in response.aiter_bytes():
+                buf = buf + chunk if buf else chunk
+                if b"\n" not in buf:
+                    continue
+                lines = buf.split(b"\n")
+                buf = lines.pop()
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        payload = line[5:].strip()
+                        if data or not payload.startswith(b"{"):
+                            data.append(payload)
+                            continue
+                        delta = self._frame(payload)
+                        if delta is not None:
+                            yield delta
+                    elif not line or line == b"\r":
+                        if data:
+                            joined = b"\n".join(data)
+                            data = []
+                            if joined == b"[DONE]":
+                                self._b.done = True
+                                return
+                            delta = self._frame(joined)
+                            if delta is not None:
+                                yield delta
+                    # other SSE fields (event:, id:, retry:, comments) are ignored
+        except httpx.TransportError as exc:
+            raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
+                             f"{_describe(exc)}") from None
+        if buf.startswith(b"data:") and buf[5:].strip() == b"[DONE]":
+            self._b.done = True
+            return
+        if self._b.finish_reason is None:
+            raise EngineGone(f"the stream from {self._client.base_url} ended before the "
+                             "response was complete (engine stopped or crashed?)")
+        self._b.done = True  # finished without [DONE]: some servers do that
+
+    def _frame(self, payload: bytes) -> StreamDelta | None:
+        try:
+            frame: Frame = FRAME_DECODER.decode(payload)
+        except msgspec.DecodeError:
+            if payload == b"[DONE]":
+                self._b.done = True
+                return None
+            raise ChatError(f"malformed stream frame: {payload[:200]!r}") from None
+        if frame.error is not None:
+            raise ChatError(f"server error mid-stream: {_error_text(frame.error)}")
+        stats = self.stats
+        stats.frames += 1
+        b = self._b
+        reasoning = content = ""
+        calls = False
+        for choice in frame.choices:
+            d = choice.delta
+            if d is not None:
+                r = d.reasoning or d.reasoning_content
+                if r:
+                    reasoning = r
+                    b.reasoning.append(r)
+                if d.content:
+                    content = d.content
+                    b.content.append(d.content)
+                if d.tool_calls:
+                    calls = True
+                    for tc in d.tool_calls:
+                        self._tool_delta(tc.index, tc.id, tc.function)
+            if choice.finish_reason:
+                b.finish_reason = choice.finish_reason
+        usage = frame.usage
+        produced = bool(reasoning or content or calls)
+        if usage is not None:
+            stats.usage_seen = True
+            added = usage.completion_tokens - stats.completion_tokens
+            stats.prompt_tokens = usage.prompt_tokens
+            stats.completion_tokens = usage.completion_tokens
+            details = usage.completion_tokens_details
+            if reasoning and added > 0:
+                stats.reasoning_tokens += added
+            if details and isinstance(details.get("reasoning_tokens"), int):
+                stats.reasoning_tokens = max(stats.reasoning_tokens, details["reasoning_tokens"])
+            pdetails = usage.prompt_tokens_details
+            if pdetails and isinstance(pdetails.get("cached_tokens"), int):
+                stats.cached_tokens = pdetails["cached_tokens"]
+        elif produced and not stats.usage_seen:
+            # No usage from this server: one token per frame is the best guess.
+            stats.completion_tokens += 1
+            if reasoning:
+                stats.reasoning_tokens += 1
+        if produced:
+            now = time.monotonic()
+            if stats.first_token is None:
+                stats.first_token = now
+                stats.tokens_at_first = stats.completion_tokens
+            stats.last_token = now
+        elif usage is None and not frame.choices:
+            return None
+        return StreamDelta(reasoning, content, calls, usage is not None)
+
+    def _tool_delta(self, index: int, call_id: str | None, fn: Any) -> None:
+        b = self._b
+        call = b.calls.get(index)
+        if call is None:
+            call = b.calls[index] = ToolCall(index=index)
+            b.args[index] = []
+        if call_id:
+            call.id = call_id
+        if fn is not None:
+            if fn.name:
+                call.name += fn.name if call.name != fn.name else ""
+            if fn.arguments:
+                b.args[index].append(fn.arguments)
+
+    @property
+    def content(self) -> str:
+        return "".join(self._b.content)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self._b.reasoning)
+
+    def result(self) -> ChatResult:
+        """The message assembled so far (complete once iteration has ended)."""
+        b = self._b
+        calls = []
+        for index in sorted(b.calls):
+            call = b.calls[index]
+            call.arguments = "".join(b.args[index])
+            if not call.id:
+                call.id = f"call_{index}_{int(self.stats.started * 1000) % 10**8}"
+            calls.append(call)
+        return ChatResult(
+            content="".join(b.content), reasoning="".join(b.reasoning), tool_calls=calls,
+            finish_reason=b.finish_reason, stats=self.stats, cut=self._cut or not b.done,
+        )
+
+
+class ChatClient:
+    """Streaming chat completions against one OpenAI-compatible server.
+
+    Args:
+        base_url: The API root, e.g. ``http://127.0.0.1:8400/v1``.
+        model: The model name sent with every request.
+        api_key_env: Name of the environment variable holding the API key; it is
+            read at request time and never stored.
+        transport: The httpx transport every request goes through (the session
+            recorder passes a recording wrapper; tests pass ``MockTransport``).
+        timeout: httpx timeouts; the read timeout bounds silence mid-stream.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.dropped: set[str] = set()
+        """Request fields this server rejected; never sent again."""
+        self.tool_choice_supported = True
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
+
+    @property
+    def root_url(self) -> str:
+        """The server root (``/metrics`` and ``/health`` live here, not under /v1)."""
+        return self.base_url.removesuffix("/v1")
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream"}
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ChatError(f"environment variable {self.api_key_env} (the API key) is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def build_body(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body of a streaming request (fields this server rejected left out)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+        if tools:
+            body["tools"] = list(tools)
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
+        if params:
+            body.update({k: v for k, v in params.items() if v is not None})
+        self._strip(body)
+        return body
+
+    def _strip(self, body: dict[str, Any]) -> None:
+        for name in self.dropped:
+            body.pop(name, None)
+            if name == "continuous_usage_stats":
+                body.get("stream_options", {}).pop(name, None)
+        if not self.tool_choice_supported and body.get("tools"):
+            body["tool_choice"] = "none"
+
+    def stream_chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> ChatStream:
+        """A streaming request; enter it with ``async with``."""
+        body = self.build_body(messages, tools=tools, tool_choice=tool_choice, params=params)
+        return ChatStream(self, body)
+
+    async def _open(self, stream: ChatStream) -> httpx.Response:
+        url = f"{self.base_url}/chat/completions"
+        for _attempt in range(len(DROPPABLE_FIELDS) + 2):
+            stream.stats.started = time.monotonic()
+            request = self._http.build_request("POST", url, json=stream.body,
+                                               headers=self._headers())
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.TransportError as exc:
+                raise EngineGone(f"cannot reach {self.base_url}: {_describe(exc)}") from None
+            if response.status_code < 400:
+                return response
+            text = (await response.aread()).decode("utf-8", "replace")
+            await response.aclose()
+            message = _error_text(_json_or_text(text))
+            if response.status_code in (400, 422) and self._drop_rejected(stream, message):
+                continue
+            raise ChatError(f"HTTP {response.status_code} from {url}: {message}",
+                            status=response.status_code)
+        raise ChatError(f"the server kept rejecting the request: {url}")
+
+    def _drop_rejected(self, stream: ChatStream, message: str) -> bool:
+        """Drop a rejected optional field from the body; True if worth retrying."""
+        body = stream.body
+        lowered = message.lower()
+        for name in DROPPABLE_FIELDS:
+            if name not in lowered or name in self.dropped:
+                continue
+            present = name in body or name in body.get("stream_options", {})
+            if not present:
+                continue
+            self.dropped.add(name)
+            self._strip(body)
+            stream.notices.append(f"the server rejected '{name}'; not sending it again "
+                                  f"({message[:160]})")
+            return True
+        if ("tool choice" in lowered or "tool_choice" in lowered) and self.tool_choice_supported \
+                and body.get("tools") and body.get("tool_choice", "auto") == "auto":
+            self.tool_choice_supported = False
+            self._strip(body)
+            stream.notices.append("the server cannot parse tool calls (no tool-call parser); "
+                                  f"continuing without tools ({message[:160]})")
+            return True
+        return False
+
+    async def list_models(self) -> list[ModelCard]:
+        """``GET /v1/models``."""
+        url = f"{self.base_url}/models"
+        try:
+            response = await self._http.get(url, headers=self._headers(), timeout=10.0)
+        except httpx.TransportError as exc:
+            raise EngineGone(f"cannot reach {self.base_url}: {_describe(exc)}") from None
+        if response.status_code >= 400:
+            raise ChatError(f"HTTP {response.status_code} from {url}: "
+                            f"{_error_text(_json_or_text(response.text))}",
+                            status=response.status_code)
+        try:
+            data = response.json()["data"]
+            return [ModelCard(id=str(m["id"]), max_model_len=m.get("max_model_len"),
+                              root=m.get("root")) for m in data]
+        except (ValueError, KeyError, TypeError):
+            raise ChatError(f"{url} did not return an OpenAI model list") from None
+
+    async def fetch_metrics(self) -> str | None:
+        """The Prometheus text of ``/metrics``, or None if the server has none."""
+        try:
+            response = await self._http.get(f"{self.root_url}/metrics", timeout=5.0)
+        except httpx.TransportError:
+            return None
+        return response.text if response.status_code == 200 else None
+
+    async def health(self) -> bool:
+        try:
+            response = await self._http.get(f"{self.root_url}/health", timeout=2.0)
+        except httpx.TransportError:
+            return False
+        return response.status_code == 200
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return msgspec.json.decode(text.encode())
+    except msgspec.DecodeError:
+        return text
+
+
+def _error_text(error: Any) -> str:
+    """The human message inside an OpenAI-style error payload."""
+    if isinstance(error, dict):
+        inner = error.get("error", error)
+        if isinstance(inner, dict):
+            return str(inner.get("message") or inner)
+        if isinstance(inner, str):
+            return inner
+        return str(error.get("message") or error.get("detail") or error)
+    return str(error)[:500]
+
+
+__all__ = [
+    "DROPPABLE_FIELDS",
+    "ChatClient",
+    "ChatError",
+    "ChatResult",
+    "ChatStream",
+    "EngineGone",
+    "ModelCard",
+    "StreamDelta",
+    "StreamStats",
+    "ToolCall",
+    "ToolChoiceUnsupported",
+]

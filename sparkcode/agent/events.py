@@ -1,0 +1,289 @@
+"""Everything the agent loop tells the outside world, as small typed events.
+
+:meth:`sparkcode.agent.loop.Agent.run_turn` is an async generator of these
+events, and every event is also handed to each ``on_event`` subscriber first
+(the session recorder subscribes; the TUI and ``sparkcode run`` iterate). The
+events are plain frozen dataclasses so they can be logged as JSON with
+:func:`event_to_json`; the only live object is the future inside
+:class:`ApprovalRequested`.
+
+Order within one turn::
+
+    TurnStarted
+      ( RequestStarted
+        ReasoningDelta* ContentDelta* UsageUpdate* [BudgetExceeded] [Notice]
+        ( ToolCallStarted [SnapshotTaken] [ApprovalRequested ApprovalResolved]
+          ToolCallFinished )*
+        MetricsUpdate? )+
+    [ContextCompacted] [AgentError]
+    TurnFinished
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ApprovalKind = Literal["edit", "shell", "git", "loop", "other"]
+FinishReason = Literal["stop", "max_turns", "loop", "denied", "error", "cancelled", "length"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Base class: every event records when it happened (``time.time()``)."""
+
+    at: float = field(default_factory=time.time, compare=False)
+
+    @property
+    def kind(self) -> str:
+        """The event's type name, as written in JSON (``"ContentDelta"``...)."""
+        return type(self).__name__
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnStarted(Event):
+    """The user sent ``user_text``; ``turn`` counts user turns from 1."""
+
+    turn: int
+    user_text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestStarted(Event):
+    """One chat-completions request is about to be sent (a turn makes several)."""
+
+    request: int
+    """Requests sent so far in this turn, counting this one (from 1)."""
+    reasoning_effort: str | None
+    thinking_token_budget: int | None
+    """``None`` when the field is not sent (server rejected it, or unlimited)."""
+    messages: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReasoningDelta(Event):
+    """Streamed thinking text. ``tokens_so_far`` counts tokens, not frames."""
+
+    text: str
+    tokens_so_far: int
+    budget: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContentDelta(Event):
+    """Streamed answer text (markdown)."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallStarted(Event):
+    """The model asked for a tool. ``arguments`` is ``{}`` when they did not parse;
+    ``raw_arguments`` is what the model actually sent."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalDecision:
+    """The answer to an :class:`ApprovalRequested`."""
+
+    approved: bool
+    reason: str = ""
+    """Shown to the model when refused (e.g. what to do instead)."""
+    always: bool = False
+    """Allow this tool without asking for the rest of the session."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequested(Event):
+    """The loop waits until :meth:`respond` is called (or the agent's ``approver``
+    callback answers). ``detail`` is the unified diff of an edit or the shell
+    command; ``kind="loop"`` asks whether to go on after repeated identical calls."""
+
+    call_id: str
+    tool: str
+    kind: ApprovalKind
+    summary: str
+    detail: str
+    future: asyncio.Future[ApprovalDecision] = field(compare=False, repr=False)
+
+    def respond(self, decision: ApprovalDecision | bool) -> None:
+        """Answer the request (idempotent: later answers are ignored)."""
+        if isinstance(decision, bool):
+            decision = ApprovalDecision(approved=decision)
+        if not self.future.done():
+            self.future.get_loop().call_soon_threadsafe(_set_if_pending, self.future, decision)
+
+
+def _set_if_pending(fut: asyncio.Future[ApprovalDecision], value: ApprovalDecision) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalResolved(Event):
+    """How an approval request was answered (or decided by rules/mode)."""
+
+    call_id: str
+    tool: str
+    approved: bool
+    by: Literal["user", "rule", "mode"]
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallFinished(Event):
+    """A tool call's result as sent back to the model. ``error`` is set when the
+    call failed or was refused (``result`` then carries the same message);
+    ``diff`` is the unified diff of a file edit."""
+
+    call_id: str
+    name: str
+    result: str
+    error: str | None = None
+    diff: str | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetExceeded(Event):
+    """Thinking passed ``budget`` (+ margin) without the server ending it; the
+    stream was cut and the turn continues with thinking off."""
+
+    used: int
+    budget: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notice(Event):
+    """Something the user should know that is not an error (a dropped request
+    field, a fallback, a compaction)."""
+
+    message: str
+    code: str = ""
+    """Stable machine name, e.g. ``thinking_budget_unsupported``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageUpdate(Event):
+    """Token accounting from the server's ``usage`` (continuous during a stream).
+
+    Rates are ``None`` until measurable: ``decode_tok_s`` = completion tokens
+    after the first / time since the first token; ``prefill_tok_s`` = prompt
+    tokens / TTFT."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    ttft_s: float | None
+    decode_tok_s: float | None
+    prefill_tok_s: float | None
+    context_used: int
+    context_limit: int | None
+    cached_tokens: int | None = None
+    final: bool = False
+    """True for the last update of a request."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsUpdate(Event):
+    """Engine-side figures from ``/metrics`` deltas since the previous poll;
+    ``None`` where the engine does not export them (or nothing happened)."""
+
+    acceptance_length: float | None
+    """Speculative decoding: 1 + accepted / drafts."""
+    prefix_cache_hit_rate: float | None
+    """Prefix-cache hits / queries, in tokens."""
+    kv_cache_usage: float | None
+    """KV-cache use, 0..1 (a gauge, not a delta)."""
+    running: int | None = None
+    waiting: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotTaken(Event):
+    """The workspace was snapshotted (for undo) before the first change of a turn."""
+
+    snapshot: str
+    turn: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class UndoApplied(Event):
+    """The workspace was restored to ``snapshot``; ``changed`` lists paths touched."""
+
+    snapshot: str
+    changed: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextCompacted(Event):
+    """Older turns were replaced by a summary to stay under the context limit."""
+
+    tokens_before: int
+    tokens_after_estimate: int
+    messages_summarised: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentError(Event):
+    """The turn could not go on (engine gone, HTTP error...). History up to the
+    failure is kept; the user can retry with the next message."""
+
+    message: str
+    code: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnFinished(Event):
+    """The turn ended. ``content`` is the final assistant answer (may be empty)."""
+
+    reason: FinishReason
+    content: str
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """A JSON-ready dict: ``{"type": <kind>, ...fields}`` (futures left out)."""
+    out: dict[str, Any] = {"type": event.kind}
+    for f in dataclasses.fields(event):
+        if f.name == "future":
+            continue
+        value = getattr(event, f.name)
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+__all__ = [
+    "AgentError",
+    "ApprovalDecision",
+    "ApprovalKind",
+    "ApprovalRequested",
+    "ApprovalResolved",
+    "BudgetExceeded",
+    "ContentDelta",
+    "ContextCompacted",
+    "Event",
+    "FinishReason",
+    "MetricsUpdate",
+    "Notice",
+    "ReasoningDelta",
+    "RequestStarted",
+    "SnapshotTaken",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFinished",
+    "TurnStarted",
+    "UndoApplied",
+    "UsageUpdate",
+    "event_to_json",
+]

@@ -1,0 +1,474 @@
+"""The agent loop: stream a reply, run its tool calls, repeat until it answers.
+
+Design: :meth:`Agent.run_turn` is an async generator of
+:mod:`~sparkcode.agent.events`; each event goes to every ``on_event``
+subscriber (:meth:`Agent.subscribe`) just before it is yielded. Consumers
+(the TUI, ``sparkcode run``) iterate; observers (the session recorder)
+subscribe. Approvals: an :class:`ApprovalRequested` event carries a future;
+the loop waits on it after yielding the event, so the consumer answers with
+``event.respond(...)``; or give the agent an ``approver`` coroutine, which is
+then asked instead (headless runs, tests).
+
+The history (:attr:`Agent.history`) is the OpenAI message list; it is valid to
+send at every point between turns (every tool call has its result), also
+after an error or a cancelled turn, so nothing is lost and the user can go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import config as _config
+from ._calls import CheckedCall, check_call
+from .client import ChatClient, ChatError, ChatResult, EngineGone
+from .context import ContextMeter, Message, compact
+from .events import (
+    AgentError,
+    ApprovalDecision,
+    ApprovalRequested,
+    ApprovalResolved,
+    BudgetExceeded,
+    ContentDelta,
+    ContextCompacted,
+    Event,
+    FinishReason,
+    Notice,
+    ReasoningDelta,
+    RequestStarted,
+    SnapshotTaken,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    UndoApplied,
+    UsageUpdate,
+)
+from .metrics import MetricsPoller
+from .permissions import Permissions
+from .tools import ToolContext, ToolError, ToolRegistry, default_tools
+from .undo import UndoError, UndoStore
+
+log = logging.getLogger(__name__)
+
+Approver = Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]
+Subscriber = Callable[[Event], None]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are sparkcode, a coding agent working in a software project (the workspace). Use "
+    "the tools to inspect and change it: paths are relative to the workspace root. Read a "
+    "file before editing it; edit_file needs old_string to match exactly once. Prefer small, "
+    "correct changes and check them (run the tests when there are some). When you are done, "
+    "reply with a short summary of what you changed."
+)
+LOOP_REPEATS = 3
+"""Identical consecutive tool calls that stop the loop and ask the user."""
+
+
+@dataclass
+class AgentSettings:
+    """Per-session knobs; the TUI's /effort, /budget, /approve change them live."""
+
+    reasoning_effort: str = "low"
+    """Sent with every request (GLM-5.3-Flash treats a missing value as max)."""
+    thinking_token_budget: int = 1536
+    """Sent with every request; -1 = unlimited (not sent)."""
+    budget_margin: int = 64
+    """Tokens past the budget tolerated before the client cuts the stream."""
+    max_turns: int = 50
+    """Model requests per user message."""
+    max_tokens: int | None = None
+    temperature: float | None = None
+    force_tool: str | None = None
+    """Name a tool in ``tool_choice`` on the first request of each turn (vLLM then
+    constrains the arguments to the tool's schema); for tests and scripted runs."""
+    context_limit: int | None = None
+    """The engine's max_model_len (from /v1/models)."""
+    compact_threshold: float = 0.8
+    bash_timeout_s: float = 120.0
+    usage_interval_s: float = 0.1
+    """Least time between two :class:`UsageUpdate` events of one stream."""
+
+
+class Agent:
+    """One conversation with one model in one workspace."""
+
+    def __init__(
+        self,
+        client: ChatClient,
+        workspace: Path,
+        *,
+        settings: AgentSettings | None = None,
+        permissions: Permissions | None = None,
+        tools: ToolRegistry | None = None,
+        undo: UndoStore | None = None,
+        metrics: MetricsPoller | None = None,
+        approver: Approver | None = None,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+    ) -> None:
+        self.client = client
+        self.workspace = workspace.resolve()
+        self.settings = settings or AgentSettings()
+        self.permissions = permissions or Permissions(_config.Config())
+        self.tools = tools or default_tools()
+        self.undo_store = undo
+        self.metrics = metrics
+        self.approver = approver
+        self.history: list[Message] = [{"role": "system", "content": system_prompt}]
+        self.context = ContextMeter(limit=self.settings.context_limit)
+        self.turns = 0
+        self._subscribers: list[Subscriber] = []
+        self._cancel = False
+        self._ctx = ToolContext(workspace=self.workspace,
+                                bash_timeout_s=self.settings.bash_timeout_s)
+
+    # -- public API ----------------------------------------------------------
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback`` with every event; returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    def cancel(self) -> None:
+        """Stop the running turn at the next stream frame or tool boundary."""
+        self._cancel = True
+
+    def clear(self) -> None:
+        """Forget the conversation (the system prompt stays)."""
+        self.history = self.history[:1]
+        self.context = ContextMeter(limit=self.settings.context_limit)
+
+    def undo(self) -> UndoApplied:
+        """Restore the workspace to the snapshot before the last changing turn."""
+        if self.undo_store is None:
+            raise UndoError("undo is not available (no snapshot store)")
+        snap, changed = self.undo_store.undo()
+        event = UndoApplied(snapshot=snap, changed=tuple(changed))
+        self._notify(event)
+        return event
+
+    async def run_turn(self, user_text: str) -> AsyncIterator[Event]:
+        """Send ``user_text`` and stream the turn's events until TurnFinished."""
+        try:
+            async for event in self._turn(user_text):
+                self._notify(event)
+                yield event
+        finally:
+            self._repair_history()
+
+    # -- internals -----------------------------------------------------------
+
+    def _notify(self, event: Event) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:  # a broken observer must not break the turn
+                log.exception("event subscriber failed on %s", event.kind)
+
+    def _repair_history(self) -> None:
+        """Give every tool call in the history a result (an interrupted turn may
+        leave some without), so the next request is valid."""
+        answered = {m.get("tool_call_id") for m in self.history if m.get("role") == "tool"}
+        i = 0
+        while i < len(self.history):
+            msg = self.history[i]
+            i += 1
+            for call in msg.get("tool_calls") or []:
+                if call["id"] not in answered:
+                    self.history.insert(i, {"role": "tool", "tool_call_id": call["id"],
+                                            "content": "not run: the turn was interrupted"})
+                    answered.add(call["id"])
+                    i += 1
+
+    def _params(self, thinking_closed: bool) -> dict[str, Any]:
+        s = self.settings
+        params: dict[str, Any] = {"max_tokens": s.max_tokens, "temperature": s.temperature}
+        if thinking_closed:
+            params["reasoning_effort"] = "none"
+        else:
+            params["reasoning_effort"] = s.reasoning_effort
+            if s.thinking_token_budget >= 0:
+                params["thinking_token_budget"] = s.thinking_token_budget
+        return params
+
+    async def _turn(self, user_text: str) -> AsyncIterator[Event]:
+        self._cancel = False
+        self.turns += 1
+        turn = self.turns
+        self.history.append({"role": "user", "content": user_text})
+        yield TurnStarted(turn=turn, user_text=user_text)
+        if self.metrics is not None:
+            await self.metrics.poll()  # baseline for this turn's deltas
+        thinking_closed = False
+        snapshot_done = False
+        last_sig, repeats = "", 0
+        prompt_total = completion_total = 0
+        content = ""
+        for request in range(1, self.settings.max_turns + 1):
+            async for event in self._maybe_compact():
+                yield event
+            params = self._params(thinking_closed)
+            choice: Any = "auto"
+            if self.settings.force_tool and request == 1:
+                choice = {"type": "function", "function": {"name": self.settings.force_tool}}
+            yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
+                                 thinking_token_budget=params.get("thinking_token_budget"),
+                                 messages=len(self.history))
+            box: list[ChatResult] = []
+            try:
+                async for event in self._stream(params, choice, thinking_closed, box):
+                    yield event
+            except (ChatError, OSError) as exc:
+                partial = box[0].content if box else ""
+                if partial:
+                    self.history.append({"role": "assistant", "content": partial})
+                code = "engine_gone" if isinstance(exc, EngineGone) else "request_failed"
+                yield AgentError(message=f"{exc}. The conversation so far is kept; send a "
+                                 "message to retry.", code=code)
+                yield self._finished("error", partial, request, prompt_total, completion_total)
+                return
+            result = box[0]
+            prompt_total += result.stats.prompt_tokens
+            completion_total += result.stats.completion_tokens
+            if self.metrics is not None:
+                update = await self.metrics.poll()
+                if update is not None:
+                    yield update
+            if self._cancel:
+                if result.content:
+                    self.history.append({"role": "assistant", "content": result.content})
+                yield self._finished("cancelled", result.content, request, prompt_total,
+                                     completion_total)
+                return
+            if result.cut and not result.tool_calls and not result.content:
+                # Thinking ran past the budget: go on with thinking closed.
+                yield BudgetExceeded(used=result.stats.reasoning_tokens,
+                                     budget=self.settings.thinking_token_budget)
+                thinking_closed = True
+                continue
+            checked = [check_call(c, self.tools) for c in result.tool_calls]
+            content = result.content
+            message: Message = {"role": "assistant", "content": content}
+            if checked:
+                message["tool_calls"] = [c.history_entry() for c in checked]
+            self.history.append(message)
+            self.context.record(result.stats.prompt_tokens, result.stats.completion_tokens,
+                                len(self.history))
+            if not checked:
+                reason: FinishReason = "length" if result.finish_reason == "length" else "stop"
+                yield self._finished(reason, content, request, prompt_total, completion_total)
+                return
+            stop: FinishReason | None = None
+            for call in checked:
+                if stop is not None:
+                    self._tool_result(call, f"not run: {stop_note(stop)}")
+                    continue
+                yield ToolCallStarted(call_id=call.call_id, name=call.name, arguments=call.args,
+                                      raw_arguments=call.raw_arguments)
+                repeats = repeats + 1 if call.signature == last_sig else 1
+                last_sig = call.signature
+                if repeats >= LOOP_REPEATS:
+                    box_d: list[ApprovalDecision] = []
+                    async for event in self._ask(call, "loop",
+                                                 f"{call.name} was called {repeats} times in a "
+                                                 "row with the same arguments; continue?",
+                                                 call.history_arguments, box_d):
+                        yield event
+                    if not box_d[0].approved:
+                        stop = "loop"
+                        msg = "stopped: the same call was repeated; the user was asked"
+                        self._tool_result(call, msg)
+                        yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
+                                               error=msg)
+                        continue
+                    repeats = 0
+                async for event in self._execute(call, turn, snapshot_done):
+                    if isinstance(event, SnapshotTaken):
+                        snapshot_done = True
+                    if isinstance(event, ApprovalResolved) and not event.approved \
+                            and event.by == "user":
+                        stop = "denied"
+                    yield event
+                if self._cancel:
+                    stop = "cancelled"
+            if stop is not None:
+                yield self._finished(stop, content, request, prompt_total, completion_total)
+                return
+        yield Notice(message=f"stopped after {self.settings.max_turns} model requests in one "
+                     "turn (max_turns); send a message to let it continue", code="max_turns")
+        yield self._finished("max_turns", content, self.settings.max_turns, prompt_total,
+                             completion_total)
+
+    def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
+                  completion: int) -> TurnFinished:
+        return TurnFinished(reason=reason, content=content, requests=requests,
+                            prompt_tokens=prompt, completion_tokens=completion)
+
+    def _tool_result(self, call: CheckedCall, text: str) -> None:
+        self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
+
+    async def _stream(self, params: dict[str, Any], choice: Any, thinking_closed: bool,
+                      box: list[ChatResult]) -> AsyncIterator[Event]:
+        """One streamed request; its result is put in ``box`` (also when cut)."""
+        s = self.settings
+        budget = s.thinking_token_budget if not thinking_closed and \
+            s.thinking_token_budget >= 0 else None
+        limit = budget + max(s.budget_margin, 0) if budget is not None else None
+        stream = self.client.stream_chat(self.history, tools=self.tools.specs(),
+                                         tool_choice=choice, params=params)
+        last_usage = 0.0
+        try:
+            async with stream:
+                for note in stream.notices:
+                    yield Notice(message=note, code="request_field_dropped")
+                stats = stream.stats
+                answered = False
+                async for delta in stream:
+                    if delta.reasoning:
+                        yield ReasoningDelta(text=delta.reasoning,
+                                             tokens_so_far=stats.reasoning_tokens, budget=budget)
+                    if delta.content:
+                        answered = True
+                        yield ContentDelta(text=delta.content)
+                    if delta.tool_calls:
+                        answered = True
+                    if delta.usage and time.monotonic() - last_usage >= s.usage_interval_s:
+                        last_usage = time.monotonic()
+                        yield self._usage(stream.stats, final=False)
+                    if self._cancel:
+                        break
+                    if limit is not None and not answered and stats.reasoning_tokens > limit:
+                        break
+        finally:
+            box.append(stream.result())
+        yield self._usage(stream.stats, final=True)
+
+    def _usage(self, stats: Any, *, final: bool) -> UsageUpdate:
+        return UsageUpdate(
+            prompt_tokens=stats.prompt_tokens, completion_tokens=stats.completion_tokens,
+            reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
+            decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
+            context_used=stats.prompt_tokens + stats.completion_tokens,
+            context_limit=self.settings.context_limit, cached_tokens=stats.cached_tokens,
+            final=final,
+        )
+
+    async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,
+                   box: list[ApprovalDecision]) -> AsyncIterator[Event]:
+        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+        request = ApprovalRequested(call_id=call.call_id, tool=call.name, kind=kind,
+                                    summary=summary, detail=detail, future=future)
+        yield request
+        if self.approver is not None and not future.done():
+            decision = await self.approver(request)
+        else:
+            decision = await future
+        box.append(decision)
+        if decision.always and decision.approved and kind != "loop":
+            self.permissions.always.add(call.name)
+        yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=decision.approved,
+                               by="user", reason=decision.reason)
+
+    async def _execute(self, call: CheckedCall, turn: int,
+                       snapshot_done: bool) -> AsyncIterator[Event]:
+        started = time.monotonic()
+        if call.error is not None or call.tool is None:
+            problem = call.error or "invalid call"
+            self._tool_result(call, f"error: {problem}")
+            yield ToolCallFinished(call_id=call.call_id, name=call.name,
+                                   result=f"error: {problem}", error=problem)
+            return
+        tool = call.tool
+        decision = self.permissions.decide(tool, call.args)
+        diff: str | None = None
+        if decision.verdict == "deny":
+            yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=False,
+                                   by="rule", reason=decision.reason)
+            msg = f"refused: {decision.reason}; do not retry this call, choose another way"
+            self._tool_result(call, msg)
+            yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg, error=msg)
+            return
+        if decision.verdict == "ask":
+            try:
+                preview = await tool.preview(call.args, self._ctx)
+            except ToolError as exc:
+                # The call cannot succeed (e.g. the edit does not match): say so, no prompt.
+                self._tool_result(call, f"error: {exc}")
+                yield ToolCallFinished(call_id=call.call_id, name=call.name,
+                                       result=f"error: {exc}", error=str(exc))
+                return
+            box: list[ApprovalDecision] = []
+            kind = {"edit": "edit", "shell": "shell", "git": "git"}.get(tool.kind, "other")
+            async for event in self._ask(call, kind, preview.summary, preview.detail, box):
+                yield event
+            if not box[0].approved:
+                why = f" The user said: {box[0].reason}" if box[0].reason else ""
+                msg = f"the user declined this {call.name} call.{why}"
+                self._tool_result(call, msg)
+                yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
+                                       error=msg)
+                return
+        else:
+            yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=True,
+                                   by=decision.by, reason=decision.reason)
+        if not tool.is_read_only(call.args) and not snapshot_done and self.undo_store:
+            try:
+                snap = await asyncio.to_thread(self.undo_store.snapshot, f"before turn {turn}")
+                yield SnapshotTaken(snapshot=snap, turn=turn)
+            except UndoError as exc:
+                yield Notice(message=f"could not snapshot the workspace for undo: {exc}",
+                             code="snapshot_failed")
+        error: str | None = None
+        try:
+            output = await tool.run(call.args, self._ctx)
+            text, diff = output.text, output.diff
+        except ToolError as exc:
+            text, error = f"error: {exc}", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a tool bug becomes a result, not a crash
+            log.exception("tool %s crashed", call.name)
+            text, error = f"error: {call.name} failed: {type(exc).__name__}: {exc}", str(exc)
+        self._tool_result(call, text)
+        yield ToolCallFinished(call_id=call.call_id, name=call.name, result=text, error=error,
+                               diff=diff, duration_s=time.monotonic() - started)
+
+    async def _maybe_compact(self) -> AsyncIterator[Event]:
+        limit = self.settings.context_limit
+        if not limit:
+            return
+        used = self.context.estimate(self.history)
+        if used < self.settings.compact_threshold * limit:
+            return
+        new, count = await compact(self.history, self._summarise, limit_chars=limit * 2)
+        if count == 0:
+            yield Notice(message=f"the context is nearly full ({used} of {limit} tokens) and "
+                         "there is nothing older to compact; consider /clear",
+                         code="context_full")
+            return
+        self.history = new
+        from .context import estimate_tokens
+
+        after = estimate_tokens(new)
+        self.context = ContextMeter(limit=limit)
+        yield ContextCompacted(tokens_before=used, tokens_after_estimate=after,
+                               messages_summarised=count)
+
+    async def _summarise(self, messages: list[Message]) -> str:
+        params = {"reasoning_effort": "none", "max_tokens": 1024,
+                  "temperature": self.settings.temperature}
+        async with self.client.stream_chat(messages, params=params) as stream:
+            async for _ in stream:
+                pass
+        return stream.content
+
+
+def stop_note(reason: FinishReason) -> str:
+    return {
+        "denied": "an earlier call in this step was declined by the user",
+        "loop": "the loop was stopped after repeated identical calls",
+        "cancelled": "the turn was cancelled",
+    }.get(reason, "the turn ended")

@@ -1,0 +1,61 @@
+"""The agent's tools and the registry the loop offers to the model."""
+
+from __future__ import annotations
+
+from ._base import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
+from ._confine import resolve_in_workspace
+from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, unified_diff
+from ._git import GitCommit, GitDiff, GitLog, GitStatus
+from ._shell import Bash, is_read_only_command
+
+
+class ToolRegistry:
+    """Tools by name, in a fixed order (the ``tools`` list must stay byte-stable
+    between requests so the engine's prefix cache keeps hitting)."""
+
+    def __init__(self, tools: list[Tool]) -> None:
+        self._tools = {t.name: t for t in tools}
+        self._specs = [t.spec() for t in tools]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[dict[str, object]]:
+        return self._specs
+
+
+def default_tools() -> ToolRegistry:
+    return ToolRegistry([
+        ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Bash(),
+        GitStatus(), GitDiff(), GitLog(), GitCommit(),
+    ])
+
+
+__all__ = [
+    "Bash",
+    "EditFile",
+    "GitCommit",
+    "GitDiff",
+    "GitLog",
+    "GitStatus",
+    "Grep",
+    "ListFiles",
+    "Preview",
+    "ReadFile",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolKind",
+    "ToolOutput",
+    "ToolRegistry",
+    "WriteFile",
+    "cap_output",
+    "default_tools",
+    "is_read_only_command",
+    "resolve_in_workspace",
+    "unified_diff",
+]

@@ -1,0 +1,95 @@
+"""What a tool is: a JSON schema for the model plus an async ``run``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+ToolKind = Literal["read", "edit", "shell", "git"]
+"""``read`` never changes anything; the others may need approval."""
+
+
+class ToolError(Exception):
+    """A tool refused or failed; the message goes back to the model as the result,
+    so it must say what to do differently."""
+
+
+@dataclass
+class ToolContext:
+    """What every tool call may use."""
+
+    workspace: Path
+    """Resolved, absolute workspace root; file tools never leave it."""
+    bash_timeout_s: float = 120.0
+    output_cap: int = 30_000
+    """Characters of tool output sent back to the model before capping."""
+
+
+@dataclass
+class ToolOutput:
+    """A successful call's result text and, for edits, the unified diff."""
+
+    text: str
+    diff: str | None = None
+
+
+@dataclass
+class Preview:
+    """What the user approves: a one-line summary and the diff or command."""
+
+    summary: str
+    detail: str
+    diff: str | None = None
+
+
+@dataclass
+class Tool:
+    """One tool as offered to the model."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: ToolKind
+    required: tuple[str, ...] = field(default=())
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": self.parameters,
+                    "required": list(self.required),
+                },
+            },
+        }
+
+    def is_read_only(self, args: dict[str, Any]) -> bool:
+        """Whether this particular call changes nothing (bash decides per command)."""
+        return self.kind == "read"
+
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
+        """Describe the call for an approval prompt (may raise :class:`ToolError`)."""
+        return Preview(summary=f"{self.name}({_short(args)})", detail=_short(args, 2000))
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raise NotImplementedError
+
+
+def _short(args: dict[str, Any], limit: int = 120) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cap_output(text: str, limit: int) -> str:
+    """Keep head and tail of long output, with a note saying it was cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit // 3):]
+    cut = len(text) - len(head) - len(tail)
+    return f"{head}\n[... output capped: {cut} characters omitted ...]\n{tail}"

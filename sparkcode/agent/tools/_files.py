@@ -1,0 +1,301 @@
+"""File tools: read_file, write_file, edit_file, list_files, grep."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
+from ._confine import display, resolve_in_workspace
+
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
+                       ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox"})
+MAX_READ_BYTES = 2_000_000
+
+
+def _read_text(path: Path, shown: str) -> str:
+    if not path.exists():
+        raise ToolError(f"{shown} does not exist; use list_files to see what is there")
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory; use list_files to list it")
+    try:
+        size = path.stat().st_size
+        if size > MAX_READ_BYTES:
+            raise ToolError(f"{shown} is {size} bytes, too large to read whole; use grep or "
+                            "read_file with a line range")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+    if b"\x00" in data[:8192]:
+        raise ToolError(f"{shown} looks binary; only text files can be read")
+    return data.decode("utf-8", "replace")
+
+
+def unified_diff(old: str, new: str, shown: str) -> str:
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=f"a/{shown}", tofile=f"b/{shown}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int | None) -> int | None:
+    value = args.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            return int(str(value))
+        except ValueError:
+            raise ToolError(f"{name} must be an integer, got {value!r}") from None
+    return value
+
+
+class ReadFile(Tool):
+    def __init__(self) -> None:
+        super().__init__(
+            name="read_file",
+            description="Read a text file in the workspace, with line numbers. Optionally "
+                        "only lines start_line..end_line (1-based, inclusive).",
+            parameters={
+                "path": {"type": "string", "description": "Path relative to the workspace."},
+                "start_line": {"type": "integer", "description": "First line (1-based)."},
+                "end_line": {"type": "integer", "description": "Last line (inclusive)."},
+            },
+            kind="read", required=("path",),
+        )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path = resolve_in_workspace(ctx.workspace, args["path"])
+        shown = display(ctx.workspace, path)
+        lines = _read_text(path, shown).splitlines()
+        start = _int_arg(args, "start_line", 1) or 1
+        end = _int_arg(args, "end_line", None) or len(lines)
+        if start < 1 or end < start:
+            raise ToolError(f"bad line range {start}..{end}; lines are 1-based and "
+                            "end_line >= start_line")
+        if lines and start > len(lines):
+            raise ToolError(f"{shown} has only {len(lines)} lines; start_line {start} is past "
+                            "the end")
+        end = min(end, len(lines))
+        body = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(start, end + 1))
+        header = f"{shown} (lines {start}-{end} of {len(lines)})" if lines else f"{shown} (empty)"
+        return ToolOutput(cap_output(f"{header}\n{body}", ctx.output_cap))
+
+
+class WriteFile(Tool):
+    def __init__(self) -> None:
+        super().__init__(
+            name="write_file",
+            description="Create or overwrite a file in the workspace with the given content "
+                        "(parent directories are created).",
+            parameters={
+                "path": {"type": "string", "description": "Path relative to the workspace."},
+                "content": {"type": "string", "description": "The complete new file content."},
+            },
+            kind="edit", required=("path", "content"),
+        )
+
+    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str]:
+        path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
+        shown = display(ctx.workspace, path)
+        if path.is_dir():
+            raise ToolError(f"{shown} is a directory; give a file path")
+        content = args["content"]
+        if not isinstance(content, str):
+            raise ToolError("content must be a string")
+        old = _read_text(path, shown) if path.exists() else ""
+        return path, shown, old, content
+
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
+        path, shown, old, new = self._plan(args, ctx)
+        diff = unified_diff(old, new, shown)
+        verb = "overwrite" if path.exists() else "create"
+        return Preview(summary=f"{verb} {shown}", detail=diff, diff=diff)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path, shown, old, new = self._plan(args, ctx)
+        existed = path.exists()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(new, encoding="utf-8")
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {exc.strerror}") from None
+        lines = new.count("\n") + (0 if new.endswith("\n") or not new else 1)
+        verb = "overwrote" if existed else "created"
+        return ToolOutput(f"{verb} {shown} ({lines} lines)", diff=unified_diff(old, new, shown))
+
+
+class EditFile(Tool):
+    def __init__(self) -> None:
+        super().__init__(
+            name="edit_file",
+            description="Replace an exact piece of text in a file. old_string must match the "
+                        "file exactly (whitespace included) and only once, unless replace_all "
+                        "is true. Read the file first.",
+            parameters={
+                "path": {"type": "string", "description": "Path relative to the workspace."},
+                "old_string": {"type": "string", "description": "Exact text to replace."},
+                "new_string": {"type": "string", "description": "Replacement text."},
+                "replace_all": {"type": "boolean",
+                                "description": "Replace every occurrence (default false)."},
+            },
+            kind="edit", required=("path", "old_string", "new_string"),
+        )
+
+    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str]:
+        path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
+        shown = display(ctx.workspace, path)
+        old_s, new_s = args["old_string"], args["new_string"]
+        if not isinstance(old_s, str) or not isinstance(new_s, str):
+            raise ToolError("old_string and new_string must be strings")
+        if not old_s:
+            raise ToolError("old_string is empty; to create or replace a whole file use "
+                            "write_file")
+        if old_s == new_s:
+            raise ToolError("old_string and new_string are identical; nothing would change")
+        text = _read_text(path, shown)
+        count = text.count(old_s)
+        if count == 0:
+            raise ToolError(_not_found(text, old_s, shown))
+        if count > 1 and not args.get("replace_all"):
+            lines = _match_lines(text, old_s)
+            raise ToolError(
+                f"old_string occurs {count} times in {shown} (at lines "
+                f"{', '.join(map(str, lines[:10]))}); include more surrounding lines so it "
+                "matches exactly once, or set replace_all to true"
+            )
+        return path, shown, text, text.replace(old_s, new_s)
+
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
+        _, shown, old, new = self._plan(args, ctx)
+        diff = unified_diff(old, new, shown)
+        return Preview(summary=f"edit {shown}", detail=diff, diff=diff)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        path, shown, old, new = self._plan(args, ctx)
+        try:
+            path.write_text(new, encoding="utf-8")
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {exc.strerror}") from None
+        return ToolOutput(f"edited {shown}", diff=unified_diff(old, new, shown))
+
+
+def _match_lines(text: str, needle: str) -> list[int]:
+    out, start = [], 0
+    while (i := text.find(needle, start)) >= 0:
+        out.append(text.count("\n", 0, i) + 1)
+        start = i + 1
+    return out
+
+
+def _not_found(text: str, needle: str, shown: str) -> str:
+    msg = (f"old_string was not found in {shown}. It must match exactly, including "
+           "indentation and line breaks; read the file again and copy the text.")
+    first = next((ln.strip() for ln in needle.splitlines() if ln.strip()), "")
+    if first:
+        lines = text.splitlines()
+        close = difflib.get_close_matches(first, [ln.strip() for ln in lines], n=1, cutoff=0.6)
+        if close:
+            n = next(i for i, ln in enumerate(lines, 1) if ln.strip() == close[0])
+            msg += f" The closest line is {n}: {lines[n - 1]!r}"
+    return msg
+
+
+def walk_files(root: Path, base: Path) -> Iterator[Path]:
+    """Files under ``base``, skipping VCS, virtualenv and cache directories,
+    never following directory symlinks (they may point out of the workspace)."""
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+class ListFiles(Tool):
+    LIMIT = 500
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="list_files",
+            description="List files under a workspace directory (recursive), optionally "
+                        "filtered by a glob such as '*.py' or 'src/**/test_*.py'.",
+            parameters={
+                "path": {"type": "string", "description": "Directory (default '.')."},
+                "pattern": {"type": "string", "description": "Glob on the relative path."},
+            },
+            kind="read",
+        )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        base = resolve_in_workspace(ctx.workspace, str(args.get("path") or "."))
+        if not base.is_dir():
+            raise ToolError(f"{display(ctx.workspace, base)} is not a directory")
+        pattern = args.get("pattern") or None
+        root = ctx.workspace.resolve()
+        out: list[str] = []
+        total = 0
+        for path in walk_files(root, base):
+            rel = str(path.relative_to(root))
+            if pattern and not (fnmatch.fnmatch(rel, pattern)
+                                or fnmatch.fnmatch(path.name, pattern)):
+                continue
+            total += 1
+            if len(out) < self.LIMIT:
+                out.append(rel)
+        if not out:
+            return ToolOutput("no files match" if pattern else "the directory is empty")
+        more = f"\n[{total - len(out)} more not shown; narrow the pattern]" if total > len(out) \
+            else ""
+        return ToolOutput("\n".join(out) + more)
+
+
+class Grep(Tool):
+    LIMIT = 200
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="grep",
+            description="Search file contents with a Python regular expression; prints "
+                        "path:line: text for each match.",
+            parameters={
+                "pattern": {"type": "string", "description": "Regular expression."},
+                "path": {"type": "string", "description": "File or directory (default '.')."},
+                "glob": {"type": "string", "description": "Only files matching this glob."},
+                "ignore_case": {"type": "boolean"},
+            },
+            kind="read", required=("pattern",),
+        )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        try:
+            regex = re.compile(args["pattern"], re.IGNORECASE if args.get("ignore_case") else 0)
+        except (re.error, TypeError) as exc:
+            raise ToolError(f"invalid regular expression: {exc}") from None
+        base = resolve_in_workspace(ctx.workspace, str(args.get("path") or "."))
+        root = ctx.workspace.resolve()
+        files = [base] if base.is_file() else list(walk_files(root, base))
+        glob = args.get("glob") or None
+        hits: list[str] = []
+        for path in files:
+            rel = str(path.relative_to(root))
+            if glob and not (fnmatch.fnmatch(rel, glob) or fnmatch.fnmatch(path.name, glob)):
+                continue
+            try:
+                if path.stat().st_size > MAX_READ_BYTES:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if b"\x00" in data[:8192]:
+                continue
+            for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if regex.search(line):
+                    hits.append(f"{rel}:{n}: {line[:300]}")
+                    if len(hits) > self.LIMIT:
+                        hits.append(f"[more than {self.LIMIT} matches; narrow the search]")
+                        return ToolOutput("\n".join(hits))
+        return ToolOutput("\n".join(hits) if hits else "no matches")

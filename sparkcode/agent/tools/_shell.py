@@ -1,0 +1,170 @@
+"""The bash tool: one command in the workspace, in its own process group.
+
+A timeout kills the whole group (so ``make`` and its children die too), and the
+output kept is bounded while reading (head and tail), with a note when cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import signal
+import time
+from typing import Any
+
+from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
+
+READ_ONLY_COMMANDS = frozenset({
+    "ls", "cat", "head", "tail", "wc", "grep", "rg", "pwd", "echo", "which", "file", "stat",
+    "tree", "du", "df", "sort", "uniq", "cut", "diff", "true", "whoami", "date", "env",
+    "basename", "dirname", "realpath", "less", "more", "nl", "tr", "awk", "sed", "find",
+})
+READ_ONLY_GIT = frozenset({"status", "diff", "log", "show", "blame", "ls-files", "rev-parse",
+                           "branch", "describe", "shortlog"})
+_SAFE_REDIRECTS = re.compile(r"\s\d?>\s*/dev/null|\s2>&1")
+_FIND_WRITES = {"-exec", "-execdir", "-delete", "-ok", "-okdir", "-fprint", "-fprintf", "-fls"}
+
+
+def is_read_only_command(command: str) -> bool:
+    """Conservative: True only for pipelines of known read-only commands with
+    no output redirection, command substitution or in-place editing."""
+    cmd = _SAFE_REDIRECTS.sub(" ", command)
+    if any(tok in cmd for tok in (">", "$(", "`", "<(", "\n")):
+        return False
+    for segment in re.split(r"\|\|?|&&|;", cmd):
+        try:
+            words = shlex.split(segment)
+        except ValueError:
+            return False
+        if not words:
+            continue
+        head = os.path.basename(words[0])
+        if head == "git":
+            if len(words) < 2 or words[1] not in READ_ONLY_GIT:
+                return False
+            if words[1] == "branch" and any(w in ("-d", "-D", "-m", "-M", "-c", "-C")
+                                            for w in words[2:]):
+                return False
+            continue
+        if head not in READ_ONLY_COMMANDS:
+            return False
+        if head == "sed" and any(w.startswith("-i") or w == "--in-place" for w in words[1:]):
+            return False
+        if head == "find" and _FIND_WRITES.intersection(words[1:]):
+            return False
+        if head == "awk" and any("system" in w or ">" in w for w in words[1:]):
+            return False
+    return True
+
+
+class _Capture:
+    """Keeps the first and last ``limit // 2`` bytes of a stream."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        if self.total <= len(self.head) + len(self.tail):
+            return head + self.tail.decode("utf-8", "replace")
+        cut = self.total - len(self.head) - len(self.tail)
+        return (f"{head}\n[... output capped: {cut} bytes omitted of {self.total} ...]\n"
+                f"{self.tail.decode('utf-8', 'replace')}")
+
+
+class Bash(Tool):
+    def __init__(self) -> None:
+        super().__init__(
+            name="bash",
+            description="Run a shell command in the workspace directory and return its exit "
+                        "code and combined stdout/stderr. Long output is capped; a timeout "
+                        "kills the command and everything it started.",
+            parameters={
+                "command": {"type": "string", "description": "The bash command line."},
+                "timeout_s": {"type": "number",
+                              "description": "Seconds before it is killed (default 120)."},
+            },
+            kind="shell", required=("command",),
+        )
+
+    def is_read_only(self, args: dict[str, Any]) -> bool:
+        command = args.get("command")
+        return isinstance(command, str) and is_read_only_command(command)
+
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
+        command = str(args.get("command", ""))
+        return Preview(summary=f"run: {command.splitlines()[0][:100] if command else ''}",
+                       detail=command)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        command = args["command"]
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("command must be a non-empty string")
+        timeout = args.get("timeout_s") or ctx.bash_timeout_s
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            raise ToolError(f"timeout_s must be a number, got {timeout!r}") from None
+        return await run_command(command, ctx, timeout)
+
+
+async def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolOutput:
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", command, cwd=ctx.workspace, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    capture = _Capture(ctx.output_cap)
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    async def pump() -> None:
+        while chunk := await stdout.read(65536):
+            capture.feed(chunk)
+
+    reader = asyncio.ensure_future(pump())
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+        # Background children may hold the pipe open: give them a moment, then kill.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), 0.5)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        _kill_group(proc.pid)
+        if not reader.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(reader, 2.0)
+        if proc.returncode is None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5.0)
+    output = capture.text().rstrip("\n")
+    elapsed = time.monotonic() - started
+    if timed_out:
+        return ToolOutput(f"[timed out after {timeout:g}s; the command and its process group "
+                          f"were killed]\n{output}")
+    return ToolOutput(f"exit code {proc.returncode} ({elapsed:.1f}s)\n{output}")
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,163 @@
+"""The user's sparkcode configuration file (``Paths.config_file``, TOML).
+
+Example::
+
+    [agent]
+    permission_mode = "ask"        # ask | auto-edit | full-auto
+    reasoning_effort = "low"       # overrides the profile's default
+    thinking_token_budget = 1536   # -1 = unlimited
+    max_turns = 50                 # model requests per user message
+    bash_timeout_s = 120
+    profile = "cpu-demo"           # default engine profile
+
+    [permissions]
+    # "tool" or "tool:glob"; the glob matches the shell command for bash, the
+    # path for file tools and the message for git_commit. deny beats allow.
+    allow = ["bash:pytest*", "edit_file:docs/*"]
+    deny = ["bash:rm -rf *", "write_file:.env"]
+
+A missing file means the defaults; a malformed one is a :class:`ConfigError`
+naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from engine.errors import UserError
+from engine.paths import Paths
+from engine.profiles import REASONING_EFFORTS
+
+PermissionMode = Literal["ask", "auto-edit", "full-auto"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "auto-edit", "full-auto")
+
+
+class ConfigError(UserError):
+    """``config.toml`` is malformed."""
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    """``tool`` or ``tool:glob`` from the config's allow/deny lists."""
+
+    tool: str
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> PermissionRule:
+        tool, sep, pattern = text.partition(":")
+        return cls(tool=tool.strip(), pattern=pattern.strip() if sep else None)
+
+    def matches(self, tool: str, subject: str) -> bool:
+        if not fnmatch.fnmatchcase(tool, self.tool):
+            return False
+        return self.pattern is None or fnmatch.fnmatchcase(subject, self.pattern)
+
+    def __str__(self) -> str:
+        return self.tool if self.pattern is None else f"{self.tool}:{self.pattern}"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything ``config.toml`` can set; ``None`` means "use the profile's"."""
+
+    permission_mode: PermissionMode = "ask"
+    reasoning_effort: str | None = None
+    thinking_token_budget: int | None = None
+    max_turns: int = 50
+    bash_timeout_s: float = 120.0
+    profile: str | None = None
+    allow: tuple[PermissionRule, ...] = ()
+    deny: tuple[PermissionRule, ...] = ()
+    source: Path | None = None
+
+
+_AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "max_turns",
+               "bash_timeout_s", "profile"}
+_SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"}}
+
+
+def load_config(paths: Paths | None = None) -> Config:
+    """Read ``config.toml``; defaults when it does not exist."""
+    path = (paths or Paths.from_env()).config_file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, source: Path) -> Config:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: malformed TOML: {exc}") from None
+    for section, table in doc.items():
+        if section not in _SECTIONS:
+            raise ConfigError(f"{source}: unknown section [{section}] "
+                              f"(known: {', '.join(sorted(_SECTIONS))})")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: {section} must be a table")
+        for key in table:
+            if key not in _SECTIONS[section]:
+                raise ConfigError(f"{source}: [{section}] unknown key {key!r} "
+                                  f"(known: {', '.join(sorted(_SECTIONS[section]))})")
+    agent: dict[str, Any] = doc.get("agent", {})
+    perms: dict[str, Any] = doc.get("permissions", {})
+
+    def fail(section: str, key: str, why: str) -> ConfigError:
+        return ConfigError(f"{source}: [{section}] {key}: {why}")
+
+    mode = agent.get("permission_mode", "ask")
+    if mode not in PERMISSION_MODES:
+        raise fail("agent", "permission_mode", f"must be one of {', '.join(PERMISSION_MODES)}")
+    effort = agent.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise fail("agent", "reasoning_effort", f"must be one of {', '.join(REASONING_EFFORTS)}")
+    budget = agent.get("thinking_token_budget")
+    if budget is not None and (not _is_int(budget) or budget < -1):
+        raise fail("agent", "thinking_token_budget", "must be an integer >= -1 (-1 = unlimited)")
+    max_turns = agent.get("max_turns", 50)
+    if not _is_int(max_turns) or max_turns < 1:
+        raise fail("agent", "max_turns", "must be a positive integer")
+    timeout = agent.get("bash_timeout_s", 120.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise fail("agent", "bash_timeout_s", "must be a positive number of seconds")
+    profile = agent.get("profile")
+    if profile is not None and not isinstance(profile, str):
+        raise fail("agent", "profile", "must be a string")
+
+    def rules(key: str) -> tuple[PermissionRule, ...]:
+        value = perms.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise fail("permissions", key, "must be a list of 'tool' or 'tool:glob' strings")
+        return tuple(PermissionRule.parse(v) for v in value)
+
+    return Config(
+        permission_mode=cast(PermissionMode, mode), reasoning_effort=effort,
+        thinking_token_budget=budget, max_turns=max_turns, bash_timeout_s=float(timeout),
+        profile=profile, allow=rules("allow"), deny=rules("deny"), source=source,
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+__all__ = [
+    "PERMISSION_MODES",
+    "Config",
+    "ConfigError",
+    "PermissionMode",
+    "PermissionRule",
+    "load_config",
+    "parse_config",
+]
