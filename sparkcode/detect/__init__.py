@@ -1,0 +1,47 @@
+"""Degeneration detector: spots looping or garbled model output while it streams.
+
+Usage::
+
+    detector = DegenerationDetector()
+    for delta in stream:
+        verdict = detector.feed(delta)            # or feed(delta, token_logprobs)
+        if verdict is not None:                   # fires once, on first evidence
+            offer_to_stop(verdict.pattern, verdict.detail, verdict.position)
+    final = detector.finish()                     # also judges the last word
+
+    detect_text(text) -> Verdict                  # the same on a whole text
+
+Patterns (names in :data:`PATTERNS`, thresholds in :class:`DetectorConfig`):
+
+``char_run``
+    One character 32 times in a row; 160 for indentation and separator
+    characters (``-``, ``=``, ``#``, ``*``, space, ...) whose long runs are normal
+    in code (``# ------`` lines, aligned comments).
+``subword_repeat``
+    A subword repeated 8 times back to back. With no tokenizer, a subword is
+    any 2-12 character unit (``thethe``, ``the the``, ``ung ung``) or one whole
+    word separated only by non-word characters. Units with no two adjacent
+    letters (``0, ``, ``\\x00``, ``--- |``) are data or table syntax and need 16.
+``phrase_loop``
+    A 2-8 word phrase repeated 12 times in a row, covering 60% of the text.
+``block_loop``
+    A 2-64 word block repeated 5 times in a row over at least 480 characters,
+    anywhere in the text (sentence and code-line loops after a long answer).
+``symbol_run``
+    40 symbols in a row (whitespace ignored) using at least 6 different ones.
+``odd_chars``
+    8 control, format, private-use, unassigned or U+FFFD characters in 64.
+``mixed_script``
+    Two words within 2000 characters that glue writing systems together
+    (``calcулate``; CJK inside a Latin identifier or inside a code fence).
+``script_churn``
+    Token salad: 8 script changes across 3 scripts within 24 words.
+``logprob_collapse``
+    With logprobs: the mean of the last 16 tokens falls 2.5 nats below the
+    running baseline and under -3.0.
+"""
+
+from ._config import PATTERNS, DetectorConfig, Verdict
+from ._detector import DegenerationDetector, detect_text
+
+__all__ = ["PATTERNS", "DegenerationDetector", "DetectorConfig", "Verdict", "detect_text"]

@@ -1,0 +1,121 @@
+"""The detector's thresholds and its result type."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# Characters that legitimately form long runs in normal code and prose:
+# indentation, separator lines (``# ------``, ``=====``), underlines in
+# reStructuredText, dotted leaders in tables of contents, box-drawing rules.
+# Their runs use ``structural_char_run`` instead of ``char_run``.
+DEFAULT_STRUCTURAL_CHARS = " \t-=#*_~+./\\|`'\"^<>:─━═·•"
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Thresholds of every check; the defaults are the measured ones.
+
+    Counts are "in a row" (back to back) unless a window is named.
+    """
+
+    char_run: int = 32
+    """One character this many times in a row (the single-Spark rule)."""
+    structural_char_run: int = 160
+    """Run length for the characters in ``structural_chars`` (longer than any sane line)."""
+    structural_chars: str = DEFAULT_STRUCTURAL_CHARS
+    """Characters whose runs are common in normal code: spaces, separator punctuation."""
+
+    min_unit: int = 2
+    """Shortest character unit of the subword check (1 is the char-run check)."""
+    max_unit: int = 12
+    """Longest character unit of the subword check."""
+    subword_repeats: int = 8
+    """A subword unit (or a whole word) repeated this many times in a row."""
+    data_unit_repeats: int = 16
+    """Repeats for units with no two adjacent letters (``0, ``, ``\\x00``, ``--- | ``):
+    such runs are common in data literals and tables, so they need more evidence."""
+
+    phrase_min_words: int = 2
+    phrase_max_words: int = 8
+    phrase_repeats: int = 12
+    """A 2-8 word phrase repeated this many times in a row ..."""
+    phrase_coverage: float = 0.6
+    """... covering at least this fraction of all text seen so far."""
+
+    block_max_words: int = 64
+    """Longest repeated word block of the ``block_loop`` check."""
+    block_repeats: int = 5
+    """A 2-64 word block repeated this many times in a row ..."""
+    block_min_chars: int = 480
+    """... spanning at least this many characters, wherever it sits in the text."""
+
+    symbol_run: int = 40
+    """Symbol characters (not letters, digits or whitespace) in a row; whitespace
+    neither breaks nor counts."""
+    symbol_run_distinct: int = 6
+    """... with at least this many different symbols (single-character runs are
+    the char-run check's business)."""
+
+    odd_window: int = 64
+    odd_chars: int = 8
+    """Unusual code points (controls, format characters, private use, unassigned,
+    U+FFFD) within the last ``odd_window`` characters."""
+
+    mixed_script_words: int = 2
+    """Words mixing scripts (``calcулate``; CJK inside a Latin identifier) needed ..."""
+    mixed_script_window: int = 2000
+    """... within this many characters."""
+
+    churn_window_words: int = 24
+    churn_switches: int = 8
+    churn_scripts: int = 3
+    """Token salad: in the last ``churn_window_words`` words, at least
+    ``churn_switches`` script changes between neighbouring words across at least
+    ``churn_scripts`` different scripts."""
+
+    logprob_window: int = 16
+    """Tokens in the rolling logprob mean."""
+    logprob_baseline_min: int = 32
+    """Tokens needed before the baseline is trusted."""
+    logprob_drop: float = 2.5
+    """Fire when the rolling mean is this many nats below the running baseline ..."""
+    logprob_floor: float = -3.0
+    """... and below this absolute mean (a confident model rarely averages under it)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the detector concluded.
+
+    ``position`` is the number of characters consumed when the check fired (the
+    offset just past the evidence); ``start`` is where the evidence begins.
+    Both are ``None`` when the text is not degenerate.
+    """
+
+    degenerate: bool
+    pattern: str
+    """Name of the check that fired (``"none"`` when not degenerate)."""
+    detail: str
+    """One human sentence about what was seen."""
+    position: int | None = None
+    start: int | None = None
+    chars_seen: int = 0
+    extra: dict[str, str | int | float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+PATTERNS: tuple[str, ...] = (
+    "char_run",
+    "subword_repeat",
+    "phrase_loop",
+    "block_loop",
+    "symbol_run",
+    "odd_chars",
+    "mixed_script",
+    "script_churn",
+    "logprob_collapse",
+)
+"""Every pattern name a :class:`Verdict` can carry, besides ``"none"``."""
