@@ -38,7 +38,7 @@ class Event:
     at: float = field(default_factory=time.time, compare=False)
 
     @property
-    def kind(self) -> str:
+    def event_type(self) -> str:
         """The event's type name, as written in JSON (``"ContentDelta"``...)."""
         return type(self).__name__
 
@@ -253,8 +253,8 @@ class TurnFinished(Event):
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
-    """A JSON-ready dict: ``{"type": <kind>, ...fields}`` (futures left out)."""
-    out: dict[str, Any] = {"type": event.kind}
+    """A JSON-ready dict: ``{"type": <event_type>, ...fields}`` (futures left out)."""
+    out: dict[str, Any] = {"type": event.event_type}
     for f in dataclasses.fields(event):
         if f.name == "future":
             continue

@@ -168,7 +168,7 @@ class Agent:
             try:
                 callback(event)
             except Exception:  # a broken observer must not break the turn
-                log.exception("event subscriber failed on %s", event.kind)
+                log.exception("event subscriber failed on %s", event.event_type)
 
     def _repair_history(self) -> None:
         """Give every tool call in the history a result (an interrupted turn may

@@ -44,9 +44,12 @@ class UndoStore:
                 GIT_COMMITTER_NAME="sparkcode", GIT_COMMITTER_EMAIL="sparkcode@localhost",
             )
             if fresh:
-                g.execute(["git", "init", "-q", "--bare", str(self.git_dir)])
-                g.execute(["git", "config", "core.bare", "false"])
-                g.execute(["git", "config", "core.autocrlf", "false"])
+                try:
+                    g.execute(["git", "init", "-q"])
+                    g.execute(["git", "config", "core.autocrlf", "false"])
+                except git.GitCommandError as exc:
+                    raise UndoError(f"cannot create the undo store {self.git_dir}: "
+                                    f"{(exc.stderr or str(exc)).strip()}") from None
                 (self.git_dir / "info").mkdir(exist_ok=True)
                 # The user's own repository is not part of a snapshot.
                 (self.git_dir / "info" / "exclude").write_text(".git\n")
