@@ -74,13 +74,13 @@ class ReadFile(Tool):
         shown = display(ctx.workspace, path)
         lines = _read_text(path, shown).splitlines()
         start = _int_arg(args, "start_line", 1) or 1
+        if lines and start > len(lines):
+            raise ToolError(f"{shown} has only {len(lines)} lines; start_line {start} is past "
+                            "the end")
         end = _int_arg(args, "end_line", None) or len(lines)
         if start < 1 or end < start:
             raise ToolError(f"bad line range {start}..{end}; lines are 1-based and "
                             "end_line >= start_line")
-        if lines and start > len(lines):
-            raise ToolError(f"{shown} has only {len(lines)} lines; start_line {start} is past "
-                            "the end")
         end = min(end, len(lines))
         body = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(start, end + 1))
         header = f"{shown} (lines {start}-{end} of {len(lines)})" if lines else f"{shown} (empty)"
