@@ -1,0 +1,7 @@
+"""The sparkcode terminal UI (Textual)."""
+
+from __future__ import annotations
+
+from .app import SparkcodeApp, TuiSettings
+
+__all__ = ["SparkcodeApp", "TuiSettings"]

@@ -1,0 +1,204 @@
+"""The sparkcode application: one main screen, an engine watcher, palette commands."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePath
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from engine.supervisor import EngineStatus
+
+from .agent_port import AgentFactory
+from .engine_control import EngineControl
+from .messages import EngineActionFailed, EngineBecameReady, EngineProgress, EngineViewUpdated
+from .screens.main import MainScreen
+from .widgets.engine_panel import EngineView
+
+WIDGET_CSS: list[str | PurePath] = [f"widgets/{name}.tcss" for name in (
+    "chat", "tool_card", "approval", "engine_panel", "status_bar", "prompt",
+)]
+
+
+@dataclass(frozen=True)
+class TuiSettings:
+    """How the app was started."""
+
+    workspace: Path
+    """Where the agent's tools work (and @path completion looks)."""
+    endpoint: str | None = None
+    """The base URL requests go to (a managed engine's URL or a user's server)."""
+    model: str | None = None
+    """The model name requests ask for."""
+    auto_start: bool = False
+    """Start the managed engine at launch when it is not running."""
+    poll_s: float = 1.0
+    """Seconds between engine status polls while the panel is open or the engine boots."""
+    idle_poll_s: float = 5.0
+    """Seconds between polls otherwise."""
+    show_engine_panel: bool = False
+    """Open with the engine panel shown."""
+
+
+class SparkcodeApp(App[None]):
+    """The terminal UI: conversation, engine panel, live status bar."""
+
+    TITLE = "sparkcode"
+    CSS_PATH = ["app.tcss", *WIDGET_CSS]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, settings: TuiSettings, engine: EngineControl,
+                 agent_factory: AgentFactory) -> None:
+        super().__init__()
+        self.settings = settings
+        """How the app was started."""
+        self.engine = engine
+        """The engine behind the conversation."""
+        self.agent_factory = agent_factory
+        """Builds the agent once the engine answers."""
+        self.engine_view = EngineView(
+            managed=engine.managed, profile=engine.profile_name,
+            status=EngineStatus(state="stopped"), endpoint=settings.endpoint,
+            model=settings.model,
+        )
+        """The latest engine snapshot."""
+        self._busy: str | None = None
+        self._error: str | None = None
+        self._auto_started = False
+        self._last_poll = 0.0
+        self._main = MainScreen()
+
+    @property
+    def main(self) -> MainScreen:
+        """The main screen (others, like the session browser, may be above it)."""
+        return self._main
+
+    def on_mount(self) -> None:
+        # Pushed rather than returned from get_default_screen: only pushed
+        # screens load their CSS_PATH.
+        self.push_screen(self._main)
+        self.poll_engine()
+        self.set_interval(min(self.settings.poll_s, self.settings.idle_poll_s), self._tick)
+
+    # -- engine watching -------------------------------------------------------
+
+    def _tick(self) -> None:
+        state = self.engine_view.status.state
+        watching = (self.main.engine_panel_shown or state in ("booting", "unhealthy")
+                    or self._busy is not None)
+        period = self.settings.poll_s if watching else self.settings.idle_poll_s
+        if time.monotonic() - self._last_poll >= period - 0.05:
+            self.poll_engine()
+
+    @work(thread=True, exclusive=True, group="engine-poll", exit_on_error=False)
+    def poll_engine(self) -> None:
+        """Read the engine's status off the UI thread."""
+        self._last_poll = time.monotonic()
+        status = self.engine.status()
+        pagemath = self.engine.pagemath() if status.state == "ready" else None
+        self.post_message(EngineViewUpdated(self._view(status, pagemath)))
+
+    def _view(self, status: EngineStatus, pagemath: str | None = None) -> EngineView:
+        model = self.settings.model or status.model
+        return replace(self.engine_view, status=status, busy=self._busy, error=self._error,
+                       pagemath=pagemath, model=model,
+                       endpoint=self.settings.endpoint or status.base_url,
+                       log_tail=tuple(status.log_tail))
+
+    def on_engine_view_updated(self, message: EngineViewUpdated) -> None:
+        before = self.engine_view.status.state
+        view = replace(message.view, busy=self._busy, error=self._error)
+        self.engine_view = view
+        self.main.show_engine(view)
+        state = view.status.state
+        if (self.settings.auto_start and not self._auto_started and view.managed
+                and state in ("stopped", "crashed")):
+            self._auto_started = True
+            self.main.notice(f"starting the {view.profile} engine (F2 shows its progress)")
+            self.start_engine()
+        elif state == "ready" and before != "ready" and view.status.base_url:
+            self.post_message(EngineBecameReady(view.status.base_url))
+
+    def on_engine_became_ready(self, message: EngineBecameReady) -> None:
+        self.main.engine_ready()
+
+    def on_engine_progress(self, message: EngineProgress) -> None:
+        self.main.notice(message.text)
+
+    def on_engine_action_failed(self, message: EngineActionFailed) -> None:
+        self.main.error(f"engine {message.action} failed: {message.error}")
+
+    def _set_busy(self, busy: str | None, error: str | None = None) -> None:
+        self._busy = busy
+        self._error = error
+        self.post_message(EngineViewUpdated(replace(self.engine_view, busy=busy, error=error)))
+
+    def _progress(self, text: str) -> None:
+        self.post_message(EngineProgress(text))
+
+    @work(thread=True, exclusive=True, group="engine-action", exit_on_error=False)
+    def start_engine(self) -> None:
+        """Prepare the model and launch the engine without blocking the UI."""
+        if not self.engine.managed:
+            self.post_message(EngineActionFailed("start", "the endpoint is not managed here"))
+            return
+        self.call_from_thread(self._set_busy, "starting")
+        try:
+            self.engine.start(self._progress)
+        except Exception as exc:  # shown in the panel and the conversation
+            self.call_from_thread(self._set_busy, None, str(exc))
+            self.post_message(EngineActionFailed("start", str(exc)))
+        else:
+            self.call_from_thread(self._set_busy, None)
+        self.call_from_thread(self.poll_engine)
+
+    @work(thread=True, exclusive=True, group="engine-action", exit_on_error=False)
+    def stop_engine(self) -> None:
+        """Stop the engine (SIGINT, SIGTERM, SIGKILL) without blocking the UI."""
+        if not self.engine.managed:
+            self.post_message(EngineActionFailed("stop", "the endpoint is not managed here"))
+            return
+        self.call_from_thread(self._set_busy, "stopping")
+        try:
+            self.engine.stop()
+        except Exception as exc:  # shown in the panel and the conversation
+            self.call_from_thread(self._set_busy, None, str(exc))
+            self.post_message(EngineActionFailed("stop", str(exc)))
+        else:
+            self.call_from_thread(self._set_busy, None)
+        self.call_from_thread(self.poll_engine)
+
+    # -- command palette ---------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        main = self.main
+        yield SystemCommand("Engine panel", "Show or hide the engine panel",
+                            main.action_toggle_engine)
+        yield SystemCommand("Start engine", "Start the managed engine", self.start_engine)
+        yield SystemCommand("Stop engine", "Stop the managed engine", self.stop_engine)
+        yield SystemCommand("Clear conversation", "Start a new conversation",
+                            main.action_clear)
+        yield SystemCommand("Undo last turn", "Restore the workspace to before the last "
+                            "turn's changes", lambda: main.run_command("/undo"))
+        yield SystemCommand("Stop turn", "Stop the running turn", main.action_stop_turn)
+        yield SystemCommand("Toggle thinking", "Collapse or expand thinking blocks",
+                            main.action_toggle_thinking)
+        for mode in ("ask", "auto-edit", "full-auto"):
+            yield SystemCommand(f"Approval mode: {mode}", f"/approve {mode}",
+                                lambda mode=mode: main.run_command(f"/approve {mode}"))
+        for effort in ("low", "high", "max"):
+            yield SystemCommand(f"Reasoning effort: {effort}", f"/effort {effort}",
+                                lambda effort=effort: main.run_command(f"/effort {effort}"))
+        yield SystemCommand("Sessions", "Browse recorded sessions",
+                            lambda: main.run_command("/sessions"))
+        yield SystemCommand("Help", "Show the commands and key bindings",
+                            lambda: main.run_command("/help"))

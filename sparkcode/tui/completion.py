@@ -1,0 +1,105 @@
+"""Completion for the prompt: slash commands, their arguments and ``@path`` mentions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from textual.suggester import Suggester
+
+from .commands import COMMANDS
+
+MAX_FILES = 20_000
+"""Files indexed at most (a huge tree still completes, from the first ones found)."""
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__",
+                       ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox", "dist", "build"})
+
+
+class WorkspaceFiles:
+    """The workspace's file paths (relative, ``/``-separated), listed lazily.
+
+    Inside a git repository the list is ``git ls-files`` (tracked and untracked,
+    ignored files excluded); elsewhere a directory walk that skips tool caches.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._files: list[str] | None = None
+
+    def invalidate(self) -> None:
+        """Forget the list (files may have changed); the next use lists again."""
+        self._files = None
+
+    @property
+    def files(self) -> list[str]:
+        if self._files is None:
+            self._files = sorted(self._list())
+        return self._files
+
+    def _list(self) -> list[str]:
+        try:
+            out = subprocess.run(
+                ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                cwd=self.root, capture_output=True, timeout=5, check=True,
+            ).stdout
+            return [p for p in out.decode("utf-8", "replace").split("\0") if p][:MAX_FILES]
+        except (OSError, subprocess.SubprocessError):
+            return self._walk()
+
+    def _walk(self) -> list[str]:
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            rel = Path(dirpath).relative_to(self.root)
+            for name in sorted(filenames):
+                found.append((rel / name).as_posix())
+                if len(found) >= MAX_FILES:
+                    return found
+        return found
+
+    def complete(self, partial: str) -> str | None:
+        """The shortest path starting with ``partial`` (ties: alphabetical)."""
+        matches = [p for p in self.files if p.startswith(partial) and p != partial]
+        if not matches:
+            return None
+        return min(matches, key=lambda p: (len(p), p))
+
+
+def _complete_word(word: str, choices: Sequence[str]) -> str | None:
+    for choice in choices:
+        if choice.startswith(word) and choice != word:
+            return choice
+    return None
+
+
+class PromptSuggester(Suggester):
+    """Suggests the rest of a slash command, its argument, or an ``@path``."""
+
+    def __init__(self, files: WorkspaceFiles) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.files = files
+
+    async def get_suggestion(self, value: str) -> str | None:
+        if not value:
+            return None
+        if value.startswith("/"):
+            return self._command(value)
+        head, sep, last = value.rpartition(" ")
+        if last.startswith("@") and len(last) > 1:
+            path = self.files.complete(last[1:])
+            if path is not None:
+                return f"{head}{sep}@{path}"
+        return None
+
+    def _command(self, value: str) -> str | None:
+        name, sep, arg = value.partition(" ")
+        if not sep:
+            found = _complete_word(name[1:], sorted(COMMANDS))
+            return None if found is None else "/" + found
+        command = COMMANDS.get(name[1:])
+        if command is None or " " in arg:
+            return None
+        found = _complete_word(arg, command.choices)
+        return None if found is None else f"{name} {found}"

@@ -1,0 +1,127 @@
+"""What the TUI can ask of an engine: its status, start, stop.
+
+Every method blocks (process checks, HTTP health probes, model conversion),
+so the app calls them from thread workers only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable
+from typing import Protocol
+
+import httpx
+
+from engine.paths import Paths
+from engine.profiles import Profile, load_profile, render
+from engine.supervisor import EngineStatus, Supervisor
+
+Progress = Callable[[str], None]
+
+
+class EngineControl(Protocol):
+    """The engine behind the conversation, managed by sparkcode or not."""
+
+    @property
+    def managed(self) -> bool:
+        """True when sparkcode starts and stops this engine."""
+
+    @property
+    def profile_name(self) -> str | None:
+        """The profile, or None for a bare endpoint."""
+
+    def status(self) -> EngineStatus:
+        """A fresh snapshot of the engine."""
+
+    def start(self, progress: Progress) -> None:
+        """Launch the engine (returns once launched; status() shows the boot)."""
+
+    def stop(self) -> None:
+        """Stop the engine and every process it started."""
+
+    def pagemath(self) -> str | None:
+        """The prefix-cache page math line, if the engine package provides one."""
+
+
+class ManagedEngine:
+    """A profile's vLLM engine, run by :class:`engine.supervisor.Supervisor`."""
+
+    managed = True
+
+    def __init__(self, paths: Paths, profile: Profile) -> None:
+        self.paths = paths
+        self.profile = profile
+        self.supervisor = Supervisor(paths)
+
+    @classmethod
+    def for_profile(cls, paths: Paths, name: str) -> ManagedEngine:
+        return cls(paths, load_profile(name, paths))
+
+    @property
+    def profile_name(self) -> str:
+        return self.profile.name
+
+    def status(self) -> EngineStatus:
+        return self.supervisor.status(tail=30)
+
+    def start(self, progress: Progress) -> None:
+        from engine.models import prepare_model
+
+        spec = render(self.profile, self.paths)
+        prepare_model(self.profile, self.paths, progress=progress)
+        progress(f"launching {self.profile.name} on {spec.base_url}")
+        self.supervisor.start(self.profile, spec, wait=False)
+
+    def stop(self) -> None:
+        self.supervisor.stop()
+
+    def pagemath(self) -> str | None:
+        return pagemath_line(self.profile)
+
+
+class ExternalEndpoint:
+    """An OpenAI-compatible server sparkcode does not run; status is a health probe."""
+
+    managed = False
+    profile_name = None
+
+    def __init__(self, base_url: str, model: str | None) -> None:
+        self.base_url = base_url
+        self.model = model
+
+    def status(self) -> EngineStatus:
+        root = self.base_url.rstrip("/")
+        healthy = False
+        with contextlib.suppress(httpx.HTTPError):
+            healthy = httpx.get(f"{root}/models", timeout=2.0).status_code < 500
+        return EngineStatus(state="ready" if healthy else "unhealthy", healthy=healthy,
+                            base_url=self.base_url, model=self.model)
+
+    def start(self, progress: Progress) -> None:
+        raise RuntimeError("an external endpoint cannot be started from sparkcode")
+
+    def stop(self) -> None:
+        raise RuntimeError("an external endpoint cannot be stopped from sparkcode")
+
+    def pagemath(self) -> str | None:
+        return None
+
+
+def pagemath_line(profile: Profile) -> str | None:
+    """One line of prefix-cache page math from ``engine.pagemath``, when it exists.
+
+    That module is optional (built separately); any failure just hides the line.
+    """
+    try:
+        module = importlib.import_module("engine.pagemath")
+    except ImportError:
+        return None
+    describe = getattr(module, "summary_line", None) or getattr(module, "describe", None)
+    if describe is None:
+        return None
+    try:
+        line = describe(profile)
+    except Exception:  # an optional, separately built module must never break the panel
+        return None
+    return line if isinstance(line, str) else None

@@ -1,0 +1,38 @@
+"""Messages the TUI's parts send each other (widget-local ones live in their widget)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from .widgets.engine_panel import EngineView
+
+
+@dataclass
+class EngineViewUpdated(Message):
+    """A fresh engine snapshot from the polling thread."""
+
+    view: EngineView
+
+
+@dataclass
+class EngineProgress(Message):
+    """A line of progress while the engine is being prepared or launched."""
+
+    text: str
+
+
+@dataclass
+class EngineActionFailed(Message):
+    """Start or stop failed; ``error`` says why."""
+
+    action: str
+    error: str
+
+
+@dataclass
+class EngineBecameReady(Message):
+    """The managed engine just turned healthy (a queued prompt may go now)."""
+
+    base_url: str

@@ -1,0 +1,1 @@
+"""The TUI's screens, each with its ``.tcss`` beside it."""

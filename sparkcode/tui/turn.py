@@ -1,0 +1,155 @@
+"""Renders the agent's events into the conversation, status bar and approvals."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from textual.containers import Vertical
+
+from sparkcode.agent import events as ev
+
+from .stats import StatsTracker
+from .widgets.approval import ApprovalCard
+from .widgets.chat import DegenerationWarning
+from .widgets.conversation import Conversation
+from .widgets.status_bar import StatusBar
+
+_REASONS = {
+    "max_turns": "the turn reached its request limit",
+    "loop": "the model kept repeating the same tool call, so the turn stopped",
+    "denied": "the turn stopped after a denied tool call",
+    "cancelled": "the turn was stopped",
+    "length": "the answer hit the output token limit",
+}
+
+
+class Detector(Protocol):
+    """The part of ``sparkcode.detect.DegenerationDetector`` the TUI uses."""
+
+    def feed(self, delta: str) -> Any: ...
+
+
+def default_detector_factory() -> Callable[[], Detector] | None:
+    """The degeneration detector's class, if that package is importable."""
+    try:
+        module = importlib.import_module("sparkcode.detect")
+    except ImportError:
+        return None
+    factory = getattr(module, "DegenerationDetector", None)
+    return factory if callable(factory) else None
+
+
+class TurnRenderer:
+    """Turns one stream of :mod:`sparkcode.agent.events` into widget updates."""
+
+    def __init__(self, conversation: Conversation, status_bar: StatusBar,
+                 approvals: Vertical, stats: StatsTracker,
+                 detector_factory: Callable[[], Detector] | None) -> None:
+        self.conversation = conversation
+        self.status_bar = status_bar
+        self.approvals = approvals
+        self.stats = stats
+        self.detector_factory = detector_factory
+        self._detector: Detector | None = None
+        self._warned = False
+        self.last_content = ""
+        """The final answer of the last finished turn."""
+
+    def _new_detector(self) -> None:
+        self._detector = self.detector_factory() if self.detector_factory else None
+        self._warned = False
+
+    async def _check(self, delta: str) -> None:
+        if self._detector is None or self._warned:
+            return
+        verdict = self._detector.feed(delta)
+        if verdict is not None and getattr(verdict, "degenerate", True):
+            self._warned = True
+            pattern = getattr(verdict, "pattern", "degenerate")
+            detail = getattr(verdict, "detail", str(verdict))
+            await self.conversation.mount(DegenerationWarning(pattern, detail))
+
+    async def handle(self, event: ev.Event) -> None:
+        """Apply one event; unknown event types are ignored."""
+        conv = self.conversation
+        match event:
+            case ev.TurnStarted():
+                self._new_detector()
+            case ev.RequestStarted():
+                self.status_bar.stats = self.stats.request_started()
+            case ev.ReasoningDelta(text=text, tokens_so_far=tokens, budget=budget):
+                block = await conv.thinking(budget)
+                block.append_text(text, tokens)
+            case ev.ContentDelta(text=text):
+                answer = await conv.answer()
+                answer.append_text(text)
+                await self._check(text)
+            case ev.UsageUpdate():
+                self.status_bar.stats = self.stats.usage(event)
+                thinking = conv.current_thinking
+                if thinking is not None and event.reasoning_tokens:
+                    thinking.used = max(thinking.used, event.reasoning_tokens)
+            case ev.MetricsUpdate():
+                self.status_bar.stats = self.stats.metrics(event)
+            case ev.BudgetExceeded(used=used, budget=budget):
+                thinking = conv.current_thinking
+                if thinking is not None:
+                    thinking.note = "over budget: cut"
+                    await thinking.finish()
+                await conv.add_notice(
+                    f"thinking passed its budget ({used} of {budget} tokens) and the server "
+                    "did not stop it: the stream was cut and the answer continues without "
+                    "thinking")
+            case ev.Notice(message=message):
+                await conv.add_notice(message)
+            case ev.ToolCallStarted(call_id=call_id, name=name):
+                args: dict[str, Any] | str = event.arguments or event.raw_arguments
+                await conv.add_tool_card(call_id, name, args)
+            case ev.ApprovalRequested():
+                await self._ask(event)
+            case ev.ApprovalResolved(call_id=call_id, approved=approved):
+                card = conv.tool_card(call_id)
+                if card is not None:
+                    card.state = "running" if approved else "denied"
+            case ev.ToolCallFinished():
+                card = conv.tool_card(event.call_id)
+                if card is not None:
+                    if event.diff:
+                        card.set_diff(event.diff)
+                    denied = card.state == "denied"
+                    card.set_result(event.result, ok=event.error is None)
+                    if denied:
+                        card.state = "denied"
+            case ev.ContextCompacted():
+                await conv.add_notice(
+                    f"context compacted: {event.messages_summarised} older messages "
+                    f"summarised ({event.tokens_before} -> ~{event.tokens_after_estimate} "
+                    "tokens)")
+            case ev.UndoApplied(changed=changed):
+                await conv.add_notice(_undo_text(changed))
+            case ev.AgentError(message=message):
+                await conv.add_error(message)
+            case ev.TurnFinished(reason=reason, content=content):
+                await conv.end_segment()
+                self.status_bar.stats = self.stats.turn_finished()
+                self.last_content = content
+                if reason in _REASONS:
+                    await conv.add_notice(_REASONS[reason])
+            case _:
+                pass
+
+    async def _ask(self, request: ev.ApprovalRequested) -> None:
+        card = self.conversation.tool_card(request.call_id)
+        if card is not None:
+            card.state = "waiting"
+        await self.approvals.mount(ApprovalCard(request))
+        self.approvals.display = True
+
+
+def _undo_text(changed: tuple[str, ...]) -> str:
+    if not changed:
+        return "undo: the workspace already matched the snapshot"
+    shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    return f"undo: restored {shown}"

@@ -1,0 +1,90 @@
+"""The approval card: an edit's diff or a shell command, approve or deny."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Static
+
+from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+
+from .tool_card import diff_text
+
+_TITLES = {
+    "edit": "Apply this edit?",
+    "shell": "Run this command?",
+    "git": "Run this git operation?",
+    "loop": "The model repeated the same tool call. Go on?",
+    "other": "Allow this tool call?",
+}
+
+
+class ApprovalCard(Vertical, can_focus=True):
+    """Asks the user about one :class:`ApprovalRequested`; answers it once."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "approve", "Approve"),
+        Binding("a", "always", "Always allow"),
+        Binding("n", "deny", "Deny"),
+        Binding("escape", "deny", "Deny", show=False),
+    ]
+
+    @dataclass
+    class Decided(Message):
+        """The user answered the request shown on ``card``."""
+
+        card: ApprovalCard
+        decision: ApprovalDecision
+
+    def __init__(self, request: ApprovalRequested) -> None:
+        super().__init__(classes=f"approval -{request.kind}")
+        self.request = request
+        """The pending request this card answers."""
+        self._answered = False
+
+    def compose(self) -> ComposeResult:
+        request = self.request
+        yield Static(Text(_TITLES.get(request.kind, _TITLES["other"]), style="bold"),
+                     classes="approval-title")
+        yield Static(Text(f"{request.tool}: {request.summary}"), classes="approval-summary")
+        detail = diff_text(request.detail) if request.kind == "edit" else Text(
+            request.detail, style="bold")
+        with VerticalScroll(classes="approval-detail"):
+            yield Static(detail)
+        with Horizontal(classes="approval-buttons"):
+            yield Button("Approve (y)", id="approve", variant="success", compact=True)
+            yield Button("Always (a)", id="always", variant="primary", compact=True)
+            yield Button("Deny (n)", id="deny", variant="error", compact=True)
+
+    def on_mount(self) -> None:
+        self.focus()
+
+    def _answer(self, approved: bool, *, always: bool = False) -> None:
+        if self._answered:
+            return
+        self._answered = True
+        reason = "" if approved else "the user denied this; ask what to do instead"
+        decision = ApprovalDecision(approved=approved, always=always, reason=reason)
+        self.post_message(self.Decided(self, decision))
+
+    def action_approve(self) -> None:
+        self._answer(True)
+
+    def action_always(self) -> None:
+        self._answer(True, always=True)
+
+    def action_deny(self) -> None:
+        self._answer(False)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        {"approve": self.action_approve, "always": self.action_always,
+         "deny": self.action_deny}[event.button.id or "deny"]()

@@ -1,0 +1,145 @@
+"""The blocks a conversation is made of: prompts, answers, thinking, notices, errors."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Button, Collapsible, Markdown, Static
+
+from .stream_buffer import StreamBuffer
+
+
+class UserMessage(Static):
+    """What the user typed."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(Text(text), classes="user-message")
+        self.text = text
+        """The prompt as sent."""
+
+
+class Notice(Static):
+    """A line from sparkcode itself (help, command results, what just happened)."""
+
+    def __init__(self, text: str, *, markup: bool = False) -> None:
+        super().__init__(text if markup else Text(text), classes="notice")
+
+
+class ErrorMessage(Static):
+    """An error, shown inline where it happened."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(Text(text), classes="error-message")
+        self.text = text
+        """The error text."""
+
+
+class AssistantMessage(Markdown):
+    """The assistant's answer, rendered as markdown while it streams."""
+
+    def __init__(self) -> None:
+        super().__init__("", classes="assistant-message")
+        self._buffer = StreamBuffer(self, self.append)
+        self._text: list[str] = []
+
+    @property
+    def text(self) -> str:
+        """Everything streamed so far, rendered or not."""
+        return "".join(self._text)
+
+    def append_text(self, delta: str) -> None:
+        """Add a streamed fragment; it renders on the next flush."""
+        self._text.append(delta)
+        self._buffer.write(delta)
+
+    async def finish(self) -> None:
+        """Render whatever is still pending."""
+        await self._buffer.flush()
+
+
+class ThinkingBlock(Collapsible):
+    """The model's reasoning, streamed live, headed ``thinking: used / budget``."""
+
+    used: reactive[int] = reactive(0)
+    """Reasoning tokens so far."""
+    budget: reactive[int | None] = reactive(None)
+    """The thinking token budget the request carried."""
+    note: reactive[str] = reactive("")
+    """What happened to the thinking (for example: the budget was passed)."""
+    done: reactive[bool] = reactive(False)
+    """True once the model stopped thinking."""
+
+    def __init__(self, budget: int | None) -> None:
+        self._body = Static("", classes="thinking-text")
+        super().__init__(self._body, title="thinking", collapsed=False, classes="thinking")
+        self._chunks: list[str] = []
+        self._buffer = StreamBuffer(self, self._render_text)
+        self.set_reactive(ThinkingBlock.budget, budget)
+
+    def on_mount(self) -> None:
+        self._update_title()
+
+    @property
+    def text(self) -> str:
+        return "".join(self._chunks)
+
+    def append_text(self, delta: str, tokens: int | None = None) -> None:
+        """Add streamed reasoning; ``tokens`` is the running reasoning-token count."""
+        self._chunks.append(delta)
+        self._buffer.write(delta)
+        if tokens is not None:
+            self.used = tokens
+
+    def _render_text(self, _: str) -> None:
+        self._body.update(Text(self.text))
+
+    async def finish(self, *, collapse: bool = True) -> None:
+        await self._buffer.flush()
+        self.done = True
+        if collapse:
+            self.collapsed = True
+
+    def _update_title(self) -> None:
+        budget = "?" if self.budget is None else str(self.budget)
+        title = f"thinking: {self.used} / {budget} tokens"
+        if self.note:
+            title += f" · {self.note}"
+        self.title = title
+
+    def watch_used(self) -> None:
+        self._update_title()
+
+    def watch_budget(self) -> None:
+        self._update_title()
+
+    def watch_note(self) -> None:
+        self._update_title()
+
+
+class DegenerationWarning(Horizontal):
+    """The streamed answer looks degenerate; offers to stop the turn."""
+
+    class StopRequested(Message):
+        """The user chose to stop the degenerate turn."""
+
+    def __init__(self, pattern: str, detail: str) -> None:
+        super().__init__(classes="degeneration")
+        self.pattern = pattern
+        """The detector's check that fired."""
+        self.detail = detail
+        """What it saw, in one sentence."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"⚠ degenerate output ({self.pattern}): {self.detail}"),
+                     classes="degeneration-text")
+        yield Button("Stop turn", id="stop-degenerate", variant="warning", compact=True)
+
+    @on(Button.Pressed, "#stop-degenerate")
+    def _stop(self, event: Button.Pressed) -> None:
+        event.stop()
+        event.button.disabled = True
+        self.post_message(self.StopRequested())

@@ -1,0 +1,150 @@
+"""The engine panel: what the engine is doing, with start and stop buttons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Button, Log, Static
+
+from engine.supervisor import EngineStatus
+
+LOG_LINES = 30
+"""Log lines the panel keeps."""
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """Everything the panel renders, in one immutable snapshot."""
+
+    managed: bool
+    """False when sparkcode talks to an endpoint it does not run."""
+    profile: str | None
+    status: EngineStatus
+    endpoint: str | None = None
+    """The base URL requests go to."""
+    model: str | None = None
+    """The model the agent asks for."""
+    busy: str | None = None
+    """An action in progress ("starting", "stopping") or None."""
+    error: str | None = None
+    """The last start/stop failure."""
+    pagemath: str | None = None
+    """The prefix-cache page math line, when the engine reports it."""
+    log_tail: tuple[str, ...] = field(default=())
+    """Recent engine log lines (booting, crashed)."""
+
+
+def human_gib(n: int) -> str:
+    """Bytes as GiB with one decimal (engine memory is always large)."""
+    return f"{n / 2**30:.1f} GiB"
+
+
+def state_line(view: EngineView) -> Text:
+    """``ready``, ``booting (loading weights)``, ``crashed (exit 1)``... coloured."""
+    status = view.status
+    if not view.managed:
+        return Text("endpoint (not managed)", style="bold cyan")
+    if view.busy:
+        return Text(f"{view.busy}…", style="bold yellow")
+    colour = {"ready": "green", "booting": "yellow", "unhealthy": "yellow",
+              "crashed": "red", "stopped": "dim"}[status.state]
+    text = Text(status.state, style=f"bold {colour}")
+    if status.state == "booting" and status.phase:
+        text.append(f" ({status.phase})", style=colour)
+    if status.state == "crashed":
+        code = "unknown" if status.exit_code is None else str(status.exit_code)
+        text.append(f" (exit {code})", style=colour)
+    return text
+
+
+class EnginePanel(Vertical):
+    """Profile, state, model, memory, log tail; start and stop without blocking."""
+
+    view: reactive[EngineView | None] = reactive(None, always_update=True)
+    """The snapshot shown; the app assigns a fresh one on every poll."""
+
+    class StartRequested(Message):
+        """The user pressed Start."""
+
+    class StopRequested(Message):
+        """The user pressed Stop."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("Engine", classes="panel-title")
+        yield Static("", id="engine-facts")
+        with Horizontal(id="engine-buttons"):
+            yield Button("Start", id="engine-start", variant="success", compact=True)
+            yield Button("Stop", id="engine-stop", variant="error", compact=True)
+        yield Static("", id="engine-error")
+        yield Static("log", classes="panel-subtitle")
+        yield Log(id="engine-log", max_lines=LOG_LINES, auto_scroll=True)
+
+    def on_mount(self) -> None:
+        self.watch_view(self.view)
+
+    def watch_view(self, view: EngineView | None) -> None:
+        if not self.is_mounted:
+            return
+        facts = self.query_one("#engine-facts", Static)
+        start = self.query_one("#engine-start", Button)
+        stop = self.query_one("#engine-stop", Button)
+        error = self.query_one("#engine-error", Static)
+        if view is None:
+            facts.update("checking…")
+            start.disabled = stop.disabled = True
+            return
+        facts.update(self._facts(view))
+        state = view.status.state
+        running = state in ("ready", "booting", "unhealthy")
+        start.disabled = not view.managed or running or view.busy is not None
+        stop.disabled = not view.managed or view.busy is not None or state == "stopped"
+        error.update(Text(view.error or "", style="red"))
+        error.display = bool(view.error)
+        self.set_class(state == "crashed", "-crashed")
+        self._show_log(view.log_tail)
+
+    def _facts(self, view: EngineView) -> Text:
+        status = view.status
+        rows: list[tuple[str, Text | str | None]] = [
+            ("profile", view.profile or "–"),
+            ("state", state_line(view)),
+            ("model", view.model or status.model),
+            ("url", view.endpoint or status.base_url),
+        ]
+        if view.managed:
+            rows.append(("memory", human_gib(status.memory_rss_bytes)
+                         if status.memory_rss_bytes else None))
+        if view.pagemath:
+            rows.append(("pages", view.pagemath))
+        out = Text()
+        for key, value in rows:
+            if value is None:
+                continue
+            out.append(f"{key:<8}", style="dim")
+            out.append(value if isinstance(value, Text) else Text(value))
+            out.append("\n")
+        out.rstrip()
+        return out
+
+    def _show_log(self, lines: tuple[str, ...]) -> None:
+        log = self.query_one("#engine-log", Log)
+        if tuple(log.lines) == lines[-LOG_LINES:]:
+            return
+        log.clear()
+        log.write_lines(lines[-LOG_LINES:])
+
+    @on(Button.Pressed, "#engine-start")
+    def _start(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.post_message(self.StartRequested())
+
+    @on(Button.Pressed, "#engine-stop")
+    def _stop(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.post_message(self.StopRequested())

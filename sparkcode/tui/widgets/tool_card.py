@@ -1,0 +1,122 @@
+"""A tool call as a card: the tool, its arguments, its result; edits as a diff."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+
+ToolState = Literal["running", "waiting", "done", "failed", "denied"]
+
+RESULT_LINES = 12
+"""Result lines shown on a card; the rest is summarised."""
+ARG_CHARS = 200
+"""Characters of one argument value shown on a card."""
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff coloured line by line."""
+    out = Text()
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        else:
+            style = ""
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out
+
+
+def format_arguments(arguments: dict[str, Any] | str) -> str:
+    """``key=value`` pairs, long values shortened; raw text if not a mapping."""
+    if isinstance(arguments, str):
+        return arguments if len(arguments) <= ARG_CHARS else arguments[:ARG_CHARS] + "…"
+    parts: list[str] = []
+    for key, value in arguments.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        shown = shown.replace("\n", "⏎")
+        if len(shown) > ARG_CHARS:
+            shown = shown[:ARG_CHARS] + f"… ({len(shown)} chars)"
+        parts.append(f"{key}={shown}")
+    return "  ".join(parts)
+
+
+def shorten_result(result: str, lines: int = RESULT_LINES) -> str:
+    rows = result.rstrip("\n").splitlines()
+    if len(rows) <= lines:
+        return "\n".join(rows)
+    return "\n".join(rows[:lines] + [f"… {len(rows) - lines} more lines"])
+
+
+_STATE_LABEL: dict[ToolState, str] = {
+    "running": "running",
+    "waiting": "waiting for approval",
+    "done": "done",
+    "failed": "failed",
+    "denied": "denied",
+}
+
+
+class ToolCard(Vertical):
+    """One tool call and, once it ran, its outcome."""
+
+    state: reactive[ToolState] = reactive("running")
+    """Where the call stands."""
+
+    def __init__(self, call_id: str, tool: str, arguments: dict[str, Any] | str,
+                 *, diff: str | None = None) -> None:
+        super().__init__(classes="tool-card")
+        self.call_id = call_id
+        """The tool call's id in the conversation."""
+        self.tool = tool
+        """The tool's name."""
+        self.arguments = arguments
+        """The arguments the model sent."""
+        self._header = Static("", classes="tool-header")
+        self._args = Static(Text(format_arguments(arguments)), classes="tool-args")
+        self._diff = Static(diff_text(diff) if diff else "", classes="tool-diff")
+        self._diff.display = bool(diff)
+        self._result = Static("", classes="tool-result")
+        self._result.display = False
+
+    def compose(self) -> ComposeResult:
+        yield self._header
+        yield self._args
+        yield self._diff
+        yield self._result
+
+    def on_mount(self) -> None:
+        self._render_header()
+
+    def set_diff(self, diff: str) -> None:
+        self._diff.update(diff_text(diff))
+        self._diff.display = bool(diff)
+
+    def set_result(self, result: str, *, ok: bool = True) -> None:
+        """Show the tool's output and mark the call finished."""
+        self._result.update(Text(shorten_result(result)))
+        self._result.display = bool(result.strip())
+        self.state = "done" if ok else "failed"
+
+    def watch_state(self, old: ToolState, new: ToolState) -> None:
+        self.remove_class(f"-{old}")
+        self.add_class(f"-{new}")
+        self._render_header()
+
+    def _render_header(self) -> None:
+        header = Text()
+        header.append("⚙ ", style="bold")
+        header.append(self.tool, style="bold")
+        header.append(f"  {_STATE_LABEL[self.state]}", style="italic")
+        self._header.update(header)
