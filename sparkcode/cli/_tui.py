@@ -1,9 +1,46 @@
-"""Placeholder: this command group is registered by its owning module."""
+"""``sparkcode`` with no command: open the terminal UI."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app (none yet)."""
+    """Make plain ``sparkcode`` (no subcommand) open the TUI."""
+    app.callback(invoke_without_command=True)(tui)
+
+
+def tui(
+    ctx: typer.Context,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", "-p", help="Engine profile (default: the machine's default profile).",
+    )] = None,
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", help="Use an existing OpenAI-compatible server at this base URL.",
+    )] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Model name to request (default: the server's first model).",
+    )] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        "--api-key-env", help="Environment variable holding the endpoint's API key.",
+    )] = None,
+    workspace: Annotated[Path | None, typer.Option(
+        "--workspace", "-w", help="Directory the agent works in (default: the current one).",
+    )] = None,
+) -> None:
+    """Open the sparkcode terminal UI (run a subcommand for anything else)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from engine.errors import UserError
+    from sparkcode.tui.launch import LaunchOptions, build_app
+
+    if endpoint and profile:
+        raise UserError("--endpoint and --profile exclude each other; pass one")
+    app = build_app(LaunchOptions(
+        workspace=workspace or Path.cwd(), profile=profile, endpoint=endpoint, model=model,
+        api_key_env=api_key_env,
+    ))
+    app.run()

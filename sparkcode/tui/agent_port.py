@@ -42,6 +42,9 @@ class AgentPort(Protocol):
     def run_turn(self, text: str) -> AsyncIterator[Event]:
         """Run one user turn, yielding its events as they happen."""
 
+    def cancel(self) -> None:
+        """Ask the running turn to stop at its next frame or tool boundary."""
+
     async def undo(self) -> str:
         """Restore the workspace to before the last changing turn; say what changed."""
 

@@ -131,6 +131,7 @@ class ScriptedAgent:
     approvals: list[ev.ApprovalRequested] = field(default_factory=list)
     edits_applied: list[str] = field(default_factory=list)
     resets: int = 0
+    cancels: int = 0
     closed: bool = False
 
     def set_model(self, name: str) -> None:
@@ -153,6 +154,9 @@ class ScriptedAgent:
         script = self.scripts.pop(0)
         async for event in script(self, text):
             yield event
+
+    def cancel(self) -> None:
+        self.cancels += 1
 
     async def undo(self) -> str:
         if not self.edits_applied:

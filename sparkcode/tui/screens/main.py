@@ -30,6 +30,8 @@ from ..widgets.status_bar import StatusBar
 if TYPE_CHECKING:
     from ..app import SparkcodeApp
 
+STOP_GRACE_S = 1.5
+"""Seconds a turn gets to stop by itself before its worker is cancelled."""
 WELCOME = "sparkcode: type a request and press Enter; /help lists the commands."
 
 
@@ -58,6 +60,7 @@ class MainScreen(Screen[None]):
         self._detector_factory = detector_factory or default_detector_factory()
         self._deferred: list[Callable[[AgentPort], None]] = []
         self._renderer: TurnRenderer | None = None
+        self._turn_serial = 0
         self._early: list[Callable[[], Awaitable[object]]] = []
 
     @property
@@ -175,6 +178,7 @@ class MainScreen(Screen[None]):
     def start_turn(self, text: str, *, shown: bool = False) -> None:
         """Run a turn now; ``shown`` when the prompt is already on screen."""
         self.turn_running = True
+        self._turn_serial += 1
         self._run_turn(text, shown)
 
     async def _ensure_agent(self) -> AgentPort:
@@ -261,8 +265,20 @@ class MainScreen(Screen[None]):
             self.sparkcode.poll_engine()
 
     def action_stop_turn(self) -> None:
-        """Stop the running turn (the conversation so far is kept)."""
-        if self.turn_running:
+        """Stop the running turn (the conversation so far is kept).
+
+        The agent is asked first, so it ends the turn cleanly at the next frame;
+        if it has not after ``STOP_GRACE_S``, the turn's worker is cancelled.
+        """
+        if not self.turn_running:
+            return
+        if self.agent is not None:
+            self.agent.cancel()
+        serial = self._turn_serial
+        self.set_timer(STOP_GRACE_S, lambda: self._force_stop(serial))
+
+    def _force_stop(self, serial: int) -> None:
+        if self.turn_running and serial == self._turn_serial:
             for worker in self.workers:
                 if worker.group == "turn":
                     worker.cancel()
