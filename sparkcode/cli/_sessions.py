@@ -1,9 +1,141 @@
-"""Placeholder: this command group is registered by its owning module."""
+"""``sparkcode sessions ...``: list, show and export recorded sessions."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from engine.errors import UserError
+from engine.paths import Paths
+from sparkcode.sessions import (
+    Exchange,
+    Session,
+    SessionStore,
+    exchange_output,
+    is_model_call,
+    summarize,
+)
+
+from ._format import human_duration
+
+sessions_app = typer.Typer(help="Recorded agent sessions.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app (none yet)."""
+    app.add_typer(sessions_app, name="sessions")
+
+
+def store() -> SessionStore:
+    return SessionStore(Paths.from_env().sessions_dir)
+
+
+def warn_problems(session: Session) -> None:
+    """Corrupt lines are reported (file and line) but never stop a command."""
+    for problem in session.problems:
+        typer.echo(f"warning: {problem}", err=True)
+    if session.truncated_tail:
+        typer.echo(f"warning: {session.path}: the last line was cut short (a crash while "
+                   "recording?) and was left out", err=True)
+
+
+@sessions_app.command("list")
+def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List recorded sessions, oldest first."""
+    rows = store().summaries()
+    if as_json:
+        typer.echo(json.dumps([r.to_json() for r in rows], indent=2))
+        return
+    if not rows:
+        typer.echo(f"no sessions recorded yet (in {store().directory})")
+        return
+    typer.echo(f"{'ID':<12}  {'CREATED':<25}  {'REQ':>4}  {'TOKENS':>7}  {'TIME':>7}  "
+               "ENGINE / MODEL")
+    for r in rows:
+        flag = " (damaged)" if r.problems or r.truncated else ""
+        typer.echo(f"{r.id:<12}  {r.created:<25}  {r.requests:>4}  {r.completion_tokens:>7}  "
+                   f"{human_duration(r.duration_s):>7}  {r.engine} / {r.model or '?'}{flag}")
+
+
+@sessions_app.command("show")
+def show_cmd(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="Session ID or unique prefix.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show one session: its engine, each request and what the agent did."""
+    session = store().load(session_id)
+    warn_problems(session)
+    summary = summarize(session)
+    if as_json:
+        typer.echo(json.dumps({
+            "summary": summary.to_json(), "header": session.header,
+            "problems": [str(p) for p in session.problems],
+            "requests": [_request_json(session, i) for i in range(len(session.exchanges))],
+            "events": [{"t_s": (e.t_ns - session.t0_ns) / 1e9, "type": e.type, "data": e.data}
+                       for e in session.events],
+        }, indent=2))
+        return
+    engine = session.engine
+    typer.echo(f"session {session.id}  ({session.path})")
+    typer.echo(f"  created    {summary.created}  origin {summary.origin}")
+    typer.echo(f"  workspace  {summary.workspace}")
+    typer.echo(f"  engine     {engine.get('profile') or 'endpoint'} at {engine.get('base_url')}"
+               f"  vLLM {engine.get('vllm_version') or '?'}")
+    typer.echo(f"  model      {summary.model or '?'}  revision "
+               f"{engine.get('model_revision') or '?'}")
+    if engine.get("argv"):
+        typer.echo(f"  command    {' '.join(str(a) for a in engine['argv'])}")
+    typer.echo("")
+    for item in session.timeline():
+        t = (item.t_ns - session.t0_ns) / 1e9
+        if isinstance(item, Exchange):
+            data = _request_json(session, session.exchanges.index(item))
+            error = f"  ERROR {data['error']}" if data["error"] else ""
+            typer.echo(f"[{t:8.2f}s] request {data['request']} {data['method']} {data['path']}"
+                       f" -> {data['status']}  {data['tokens']} tokens  "
+                       f"{data['chunks']} chunks  {data['finish'] or ''}{error}")
+            if data["text"]:
+                typer.echo(f"             {_clip(str(data['text']))}")
+        else:
+            typer.echo(f"[{t:8.2f}s] {item.type}: {_clip(json.dumps(item.data))}")
+
+
+def _request_json(session: Session, position: int) -> dict[str, object]:
+    exchange = session.exchanges[position]
+    output = exchange_output(exchange) if is_model_call(exchange) else None
+    return {
+        "request": exchange.index, "method": exchange.method, "path": exchange.path,
+        "status": exchange.status, "chunks": len(exchange.chunks),
+        "tokens": output.completion_tokens if output else None,
+        "finish": output.finish_reason if output else None,
+        "error": exchange.error or (output.error if output else None),
+        "text": (output.reasoning + output.content) if output else "",
+        "t_s": (exchange.t_ns - session.t0_ns) / 1e9,
+    }
+
+
+def _clip(text: str, width: int = 110) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+@sessions_app.command("export")
+def export_cmd(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="Session ID or unique prefix.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Where to write the JSONL file.")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite FILE.")] = False,
+) -> None:
+    """Copy a session file (JSONL, secrets already redacted) to FILE."""
+    source = store().resolve(session_id)
+    if file.is_dir():
+        file = file / source.name
+    if file.exists() and not force:
+        raise UserError(f"{file} exists; pass --force to overwrite it")
+    try:
+        shutil.copyfile(source, file)
+    except OSError as exc:
+        raise UserError(f"cannot write {file}: {exc.strerror}") from None
+    typer.echo(f"exported {source.stem} to {file}")

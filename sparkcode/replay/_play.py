@@ -1,0 +1,185 @@
+"""Play a recorded session back through the agent's own client.
+
+The recorded response bytes are served by an ``httpx.MockTransport`` at their
+recorded pace (divided by ``speed``), so the real :class:`ChatClient` parses
+them and the real TUI renderer draws them: what appears is what the user saw,
+rebuilt from the bytes, with no engine. Recorded agent events (tool calls,
+results, approvals, undo) are replayed between requests at their recorded
+times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from sparkcode.agent import events as ev
+from sparkcode.agent.client import ChatClient, ChatError, ChatStream
+from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
+
+MAX_GAP_S = 3.0
+"""Idle gaps longer than this (the user thinking, a slow tool) are shortened to it."""
+
+PLAYED_EVENTS: frozenset[str] = frozenset({
+    "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
+    "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
+    "MetricsUpdate",
+})
+
+
+class _PacedStream(httpx.AsyncByteStream):
+    """Yields recorded chunks with their recorded spacing divided by ``speed``."""
+
+    def __init__(self, exchange: Exchange, speed: float) -> None:
+        self._exchange = exchange
+        self._speed = speed
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        previous = self._exchange.response_t_ns or self._exchange.t_ns
+        for chunk in self._exchange.chunks:
+            if self._speed > 0:
+                gap = max(0, chunk.t_ns - previous) / 1e9 / self._speed
+                if gap > 0:
+                    await asyncio.sleep(min(gap, MAX_GAP_S))
+            previous = chunk.t_ns
+            yield chunk.data
+
+
+def playback_transport(exchanges: list[Exchange], speed: float) -> httpx.MockTransport:
+    """Answers each request with the next recorded response, in recorded order."""
+    queue = list(exchanges)
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if not queue:
+            return httpx.Response(599, json={"error": {"message": "no more recorded responses"}})
+        exchange = queue.pop(0)
+        if exchange.status is None:
+            raise httpx.ConnectError(exchange.error or "the recorded request got no response")
+        headers = [(k, v) for k, v in exchange.response_headers
+                   if k.lower() not in ("content-length", "transfer-encoding")]
+        return httpx.Response(exchange.status, headers=headers,
+                              stream=_PacedStream(exchange, speed))
+
+    return httpx.MockTransport(handler)
+
+
+def event_from_record(record: SessionEvent) -> ev.Event | None:
+    """Rebuild an agent event from its recorded JSON (None for unknown kinds)."""
+    if record.type not in PLAYED_EVENTS:
+        return None
+    cls = getattr(ev, record.type, None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in record.data:
+            value = record.data[f.name]
+            kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+    try:
+        event = cls(**kwargs)
+    except TypeError:
+        return None
+    return event if isinstance(event, ev.Event) else None
+
+
+def _last_user_text(body: dict[str, Any]) -> str | None:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else str(content)
+    return None
+
+
+async def _pause(gap_ns: int, speed: float) -> None:
+    if speed > 0 and gap_ns > 0:
+        await asyncio.sleep(min(gap_ns / 1e9 / speed, MAX_GAP_S))
+
+
+async def play_events(session: Session, *, speed: float = 1.0) -> AsyncIterator[ev.Event]:
+    """The session's events as the agent emitted them, rebuilt from the recording.
+
+    ``speed`` 1.0 is the original pace, 4.0 four times faster, 0 as fast as possible.
+    """
+    exchanges = [e for e in session.exchanges if is_model_call(e) and e.body_json is not None]
+    recorded_turns = any(e.type == "TurnStarted" for e in session.events)
+    first_body = exchanges[0].body_json if exchanges else None
+    client = ChatClient(
+        base_url=str(session.engine.get("base_url") or "http://recorded.invalid/v1"),
+        model=str((first_body or {}).get("model", "recorded")),
+        transport=playback_transport(exchanges, speed),
+    )
+    timeline: list[Exchange | SessionEvent] = [*exchanges, *session.events]
+    timeline.sort(key=lambda item: item.t_ns)
+    clock = session.t0_ns
+    turn = 0
+    last_user: str | None = None
+    requests_in_turn = 0
+    try:
+        for item in timeline:
+            await _pause(item.t_ns - clock, speed)
+            if isinstance(item, SessionEvent):
+                clock = item.t_ns
+                event = event_from_record(item)
+                if event is not None:
+                    if isinstance(event, ev.TurnStarted):
+                        requests_in_turn = 0
+                    yield event
+                continue
+            body = item.body_json or {}
+            user = _last_user_text(body)
+            if not recorded_turns and user is not None and user != last_user:
+                turn += 1
+                requests_in_turn = 0
+                yield ev.TurnStarted(turn=turn, user_text=user)
+            last_user = user
+            requests_in_turn += 1
+            async for event in _play_request(client, item, body, requests_in_turn):
+                yield event
+            clock = item.end_t_ns or (item.chunks[-1].t_ns if item.chunks else item.t_ns)
+            if not recorded_turns and _ends_turn(item):
+                yield ev.TurnFinished(reason="stop", content="", requests=requests_in_turn,
+                                      prompt_tokens=0, completion_tokens=0)
+    finally:
+        await client.aclose()
+
+
+def _ends_turn(exchange: Exchange) -> bool:
+    from sparkcode.sessions import exchange_output
+
+    return exchange_output(exchange).finish_reason != "tool_calls"
+
+
+async def _play_request(client: ChatClient, exchange: Exchange, body: dict[str, Any],
+                        number: int) -> AsyncIterator[ev.Event]:
+    budget = body.get("thinking_token_budget")
+    yield ev.RequestStarted(
+        request=number, reasoning_effort=body.get("reasoning_effort"),
+        thinking_token_budget=budget if isinstance(budget, int) else None,
+        messages=len(body.get("messages") or []),
+    )
+    stream = ChatStream(client, body)
+    try:
+        async with stream:
+            async for delta in stream:
+                stats = stream.stats
+                if delta.reasoning:
+                    yield ev.ReasoningDelta(text=delta.reasoning,
+                                            tokens_so_far=stats.reasoning_tokens,
+                                            budget=budget if isinstance(budget, int) else None)
+                if delta.content:
+                    yield ev.ContentDelta(text=delta.content)
+                if delta.usage:
+                    yield ev.UsageUpdate(
+                        prompt_tokens=stats.prompt_tokens,
+                        completion_tokens=stats.completion_tokens,
+                        reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
+                        decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
+                        context_used=stats.prompt_tokens + stats.completion_tokens,
+                        context_limit=None, cached_tokens=stats.cached_tokens,
+                    )
+    except ChatError as exc:
+        yield ev.AgentError(message=f"recorded request {exchange.index}: {exc}")

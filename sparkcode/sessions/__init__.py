@@ -1,0 +1,64 @@
+"""Session recording: one append-only JSONL file per agent session.
+
+Recording happens in one place, :class:`RecordingTransport`, an httpx
+transport under the agent's client. See :mod:`sparkcode.sessions._records`
+for the file format.
+"""
+
+from __future__ import annotations
+
+from ._agent import event_recorder, start_recording
+from ._fingerprint import engine_fingerprint, model_revision
+from ._load import SessionFileError, load_session
+from ._recorder import RecordingTransport, SessionRecorder, find_usage, new_session_id
+from ._records import (
+    FORMAT_VERSION,
+    Chunk,
+    Exchange,
+    LoadProblem,
+    Session,
+    SessionEvent,
+)
+from ._redact import REDACTED, Redactor, secret_values_from_env
+from ._sse import (
+    Piece,
+    TurnOutput,
+    exchange_output,
+    is_model_call,
+    is_streamed,
+    parse_output,
+    sse_events,
+)
+from ._store import SessionStore, SessionSummary, summarize
+
+__all__ = [
+    "FORMAT_VERSION",
+    "REDACTED",
+    "Chunk",
+    "Exchange",
+    "LoadProblem",
+    "Piece",
+    "RecordingTransport",
+    "Redactor",
+    "Session",
+    "SessionEvent",
+    "SessionFileError",
+    "SessionRecorder",
+    "SessionStore",
+    "SessionSummary",
+    "TurnOutput",
+    "engine_fingerprint",
+    "event_recorder",
+    "start_recording",
+    "exchange_output",
+    "find_usage",
+    "is_model_call",
+    "is_streamed",
+    "load_session",
+    "model_revision",
+    "new_session_id",
+    "parse_output",
+    "secret_values_from_env",
+    "sse_events",
+    "summarize",
+]

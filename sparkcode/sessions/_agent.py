@@ -1,0 +1,68 @@
+"""Connect the recorder to the agent: a recording client and an event subscriber."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from engine.paths import Paths
+
+from ._fingerprint import engine_fingerprint
+from ._recorder import RecordingTransport, SessionRecorder
+from ._redact import Redactor
+
+if TYPE_CHECKING:
+    from sparkcode.agent.events import Event
+
+STREAM_EVENTS: frozenset[str] = frozenset({"ContentDelta", "ReasoningDelta", "UsageUpdate"})
+"""Events derived from the recorded stream itself: not written twice."""
+
+FSYNC_EVENTS: frozenset[str] = frozenset({"TurnFinished", "ApprovalResolved", "UndoApplied",
+                                          "AgentError"})
+
+
+def event_recorder(recorder: SessionRecorder) -> Callable[[Event], None]:
+    """An ``Agent.subscribe`` callback writing tool calls, results, approvals, undo..."""
+    from sparkcode.agent.events import event_to_json
+
+    def on_event(event: Event) -> None:
+        kind = event.event_type
+        if kind in STREAM_EVENTS or recorder.closed:
+            return
+        data = event_to_json(event)
+        data.pop("type", None)
+        recorder.event(kind, data)
+        if kind in FSYNC_EVENTS:
+            recorder.sync()
+
+    return on_event
+
+
+def start_recording(
+    base_url: str,
+    *,
+    workspace: Path,
+    model: str | None = None,
+    paths: Paths | None = None,
+    api_key_env: str | None = None,
+    origin: str = "agent",
+    inner: httpx.AsyncBaseTransport | None = None,
+    on_error: Callable[[OSError], None] | None = None,
+) -> tuple[SessionRecorder, RecordingTransport]:
+    """Open a new session file and the transport to give the agent's ``ChatClient``."""
+    import os
+
+    paths = paths or Paths.from_env()
+    extra_secrets = []
+    if api_key_env and os.environ.get(api_key_env):
+        extra_secrets.append(os.environ[api_key_env])
+    redactor = Redactor.from_env(extra_secrets)
+    fingerprint: dict[str, Any] = engine_fingerprint(base_url, paths, model=model,
+                                                     redactor=redactor)
+    recorder = SessionRecorder(paths.sessions_dir, workspace=workspace, engine=fingerprint,
+                               redactor=redactor, origin=origin, on_error=on_error)
+    transport = RecordingTransport(inner or httpx.AsyncHTTPTransport(), recorder)
+    return recorder, transport

@@ -1,0 +1,322 @@
+"""Write a session file as the session happens.
+
+:class:`SessionRecorder` owns one append-only file. :class:`RecordingTransport`
+wraps the httpx transport under the agent's client, so every request the agent
+makes, and every byte that comes back, passes through it and nothing can
+bypass it.
+
+Crash safety: each record is one ``os.write`` of a whole line to a file opened
+with ``O_APPEND`` (no user-space buffer, so a chunk is in the kernel before the
+client sees it and survives SIGKILL); the file is fsynced at the end of every
+exchange and on agent turn boundaries. A kill can cut at most the line being
+written, which the loader drops.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets as _secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sparkcode import __version__
+
+from ._records import FORMAT_VERSION, SUFFIX, encode_bytes
+from ._redact import Redactor
+
+TAIL_KEEP = 64 * 1024
+"""Bytes of each response kept in memory to find the final usage object."""
+
+UNRECORDED_PATHS: tuple[str, ...] = ("/metrics", "/health")
+"""Monitoring polls: they cannot change what the model says, and would bloat the file."""
+
+ErrorHandler = Callable[[OSError], None]
+
+
+def new_session_id() -> str:
+    """12 hex digits; shown and typed as a prefix, like a git hash."""
+    return _secrets.token_hex(6)
+
+
+class SessionRecorder:
+    """Appends the records of one session to ``<sessions_dir>/<id>.jsonl``."""
+
+    def __init__(
+        self,
+        sessions_dir: Path,
+        *,
+        workspace: Path | str,
+        engine: Mapping[str, Any],
+        redactor: Redactor | None = None,
+        session_id: str | None = None,
+        origin: str = "agent",
+        extra: Mapping[str, Any] | None = None,
+        on_error: ErrorHandler | None = None,
+    ) -> None:
+        self.session_id = session_id or new_session_id()
+        self.redactor = redactor or Redactor.from_env()
+        self.on_error = on_error
+        self.failed: OSError | None = None
+        self._lock = threading.Lock()
+        self._next_req = 0
+        sessions_dir.mkdir(parents=True, exist_ok=True)
+        self.path = sessions_dir / f"{self.session_id}{SUFFIX}"
+        # Session files hold code and prompts: readable by the owner only.
+        self._fd: int | None = os.open(
+            self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
+        )
+        self.t0_ns = time.monotonic_ns()
+        header: dict[str, Any] = {
+            "kind": "header",
+            "format": FORMAT_VERSION,
+            "session_id": self.session_id,
+            "sparkcode_version": __version__,
+            "workspace": str(workspace),
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "t0_ns": self.t0_ns,
+            "origin": origin,
+            "engine": self._redact_obj(dict(engine)),
+        }
+        if extra:
+            header.update(self._redact_obj(dict(extra)))
+        self._write(_dumps(header))
+        self.sync()
+
+    # -- low level -------------------------------------------------------------
+
+    def _write(self, line: str) -> None:
+        if self._fd is None:
+            return
+        data = line.encode("utf-8")
+        try:
+            with self._lock:
+                view = memoryview(data)
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        # Recording must never take the agent down: stop recording, report once.
+        self.failed = exc
+        self.close()
+        if self.on_error is not None:
+            self.on_error(exc)
+
+    def sync(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._fail(exc)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass
+            os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def _redact_obj(self, value: Any) -> Any:
+        if not self.redactor.active:
+            return value
+        if isinstance(value, str):
+            return self.redactor.text(value)
+        if isinstance(value, dict):
+            return {k: self._redact_obj(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._redact_obj(v) for v in value]
+        return value
+
+    # -- records ---------------------------------------------------------------
+
+    def request(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> int:
+        """Record a request about to be sent; returns its index."""
+        with self._lock:
+            index = self._next_req
+            self._next_req += 1
+        record: dict[str, Any] = {
+            "kind": "request", "req": index, "t_ns": time.monotonic_ns(), "method": method,
+            "url": self.redactor.text(url), "headers": self.redactor.headers(headers),
+        }
+        if self.redactor.active:
+            try:
+                body = self.redactor.text(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        record.update(encode_bytes(body, "body", "body_b64"))
+        self._write(_dumps(record))
+        return index
+
+    def response(self, index: int, status: int, headers: list[tuple[str, str]]) -> None:
+        self._write(_dumps({
+            "kind": "response", "req": index, "t_ns": time.monotonic_ns(), "status": status,
+            "headers": self.redactor.headers(headers),
+        }))
+
+    def chunk(self, index: int, data: bytes) -> None:
+        """One piece of a response body, stamped on arrival (hot path: kept lean)."""
+        t_ns = time.monotonic_ns()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            payload = '"b64":"' + base64.b64encode(data).decode("ascii") + '"'
+        else:
+            if self.redactor.active:
+                text = self.redactor.text(text)
+            payload = '"data":' + json.dumps(text, ensure_ascii=False)
+        self._write(f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},{payload}}}\n')
+
+    def end(self, index: int, *, usage: Any, error: str | None, chunks: int,
+            nbytes: int) -> None:
+        self._write(_dumps({
+            "kind": "end", "req": index, "t_ns": time.monotonic_ns(), "usage": usage,
+            "error": error, "chunks": chunks, "bytes": nbytes,
+        }))
+        self.sync()
+
+    def event(self, type_: str, data: Mapping[str, Any]) -> None:
+        """An agent event: tool call, tool result, approval, undo, turn end..."""
+        self._write(_dumps({
+            "kind": "event", "t_ns": time.monotonic_ns(), "type": type_,
+            "data": self._redact_obj(_jsonable(dict(data))),
+        }))
+
+
+def _dumps(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    """Make agent event payloads JSON-safe without losing their content."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+def find_usage(tail: bytes, content_type: str | None) -> Any:
+    """The last ``usage`` object in a response body's tail (SSE or plain JSON)."""
+    if content_type and "json" in content_type and "event-stream" not in content_type:
+        try:
+            body = json.loads(tail)
+        except ValueError:
+            return None
+        return body.get("usage") if isinstance(body, dict) else None
+    usage: Any = None
+    for line in tail.split(b"\n"):
+        if not line.startswith(b"data:") or b'"usage"' not in line:
+            continue
+        try:
+            obj = json.loads(line[5:].strip())
+        except ValueError:
+            continue  # the first line of the tail can be cut; later ones are whole
+        if isinstance(obj, dict) and obj.get("usage"):
+            usage = obj["usage"]
+    return usage
+
+
+class _RecordingStream(httpx.AsyncByteStream):
+    """Passes a response body through, recording each chunk as it arrives."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, recorder: SessionRecorder, index: int,
+                 content_type: str | None) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self._index = index
+        self._content_type = content_type
+        self._tail = bytearray()
+        self._chunks = 0
+        self._bytes = 0
+        self._ended = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        recorder, index, tail = self._recorder, self._index, self._tail
+        try:
+            async for data in self._inner:
+                recorder.chunk(index, data)
+                self._chunks += 1
+                self._bytes += len(data)
+                tail += data
+                if len(tail) > 2 * TAIL_KEEP:
+                    del tail[:-TAIL_KEEP]
+                yield data
+        except GeneratorExit:
+            self._finish("closed by the client before the end of the stream")
+            raise
+        except BaseException as exc:
+            self._finish(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            raise
+        self._finish(None)
+
+    def _finish(self, error: str | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._recorder.end(
+            self._index, usage=find_usage(bytes(self._tail), self._content_type), error=error,
+            chunks=self._chunks, nbytes=self._bytes,
+        )
+
+    async def aclose(self) -> None:
+        # Closed before the body was read to the end: the client stopped it.
+        self._finish("closed by the client before the end of the stream")
+        await self._inner.aclose()
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that records every exchange of the transport it wraps."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, recorder: SessionRecorder) -> None:
+        self.inner = inner
+        self.recorder = recorder
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path.endswith(UNRECORDED_PATHS):
+            return await self.inner.handle_async_request(request)
+        body = await request.aread()
+        index = self.recorder.request(
+            request.method, str(request.url), list(request.headers.items()), body
+        )
+        try:
+            response = await self.inner.handle_async_request(request)
+        except BaseException as exc:
+            self.recorder.end(index, usage=None, error=f"{type(exc).__name__}: {exc}",
+                              chunks=0, nbytes=0)
+            raise
+        headers = list(response.headers.items())
+        self.recorder.response(index, response.status_code, headers)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        stream = _RecordingStream(response.stream, self.recorder, index,
+                                  response.headers.get("content-type"))
+        return httpx.Response(
+            status_code=response.status_code, headers=response.headers, stream=stream,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,128 @@
+"""The directory of session files: list them, find one by ID prefix."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import UserError
+
+from ._load import load_session
+from ._records import SUFFIX, Session
+
+
+@dataclass
+class SessionSummary:
+    """One row of ``sessions list``."""
+
+    id: str
+    path: str
+    created: str
+    origin: str
+    workspace: str
+    model: str | None
+    engine: str
+    """The profile name, or the endpoint URL for unmanaged engines."""
+    requests: int
+    events: int
+    completion_tokens: int
+    duration_s: float
+    problems: int
+    truncated: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(session: Session) -> SessionSummary:
+    engine = session.engine
+    tokens = 0
+    for exchange in session.exchanges:
+        if exchange.usage and isinstance(exchange.usage.get("completion_tokens"), int):
+            tokens += exchange.usage["completion_tokens"]
+    model = engine.get("model")
+    if model is None and session.exchanges:
+        body = session.exchanges[0].body_json
+        model = body.get("model") if body else None
+    ends = [e.end_t_ns or e.t_ns for e in session.exchanges] + [e.t_ns for e in session.events]
+    duration = (max(ends) - session.t0_ns) / 1e9 if ends else 0.0
+    return SessionSummary(
+        id=session.id, path=str(session.path), created=str(session.header.get("created", "")),
+        origin=str(session.header.get("origin", "")),
+        workspace=str(session.header.get("workspace", "")),
+        model=model if isinstance(model, str) else None,
+        engine=str(engine.get("profile") or engine.get("base_url") or "?"),
+        requests=len(session.exchanges), events=len(session.events), completion_tokens=tokens,
+        duration_s=max(duration, 0.0), problems=len(session.problems),
+        truncated=session.truncated_tail,
+    )
+
+
+class SessionStore:
+    """Session files under one directory (``Paths.sessions_dir``)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def files(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob(f"*{SUFFIX}"))
+
+    def ids(self) -> list[str]:
+        return [p.stem for p in self.files()]
+
+    def resolve(self, prefix: str) -> Path:
+        """The file of the session whose ID starts with ``prefix`` (a unique prefix)."""
+        prefix = prefix.strip()
+        if not prefix:
+            raise UserError("empty session ID")
+        direct = Path(prefix)
+        if direct.suffix == SUFFIX and direct.is_file():
+            return direct  # a path to a session file works too
+        matches = [p for p in self.files() if p.stem.startswith(prefix)]
+        if not matches:
+            raise UserError(f"no session with ID {prefix!r} in {self.directory} "
+                            "(see `sparkcode sessions list`)")
+        if len(matches) > 1:
+            shown = ", ".join(p.stem for p in matches[:5])
+            raise UserError(f"session ID {prefix!r} is ambiguous: {shown}"
+                            f"{' ...' if len(matches) > 5 else ''}")
+        return matches[0]
+
+    def load(self, prefix: str) -> Session:
+        return load_session(self.resolve(prefix))
+
+    def summaries(self) -> list[SessionSummary]:
+        """Every session, oldest first; unreadable files are skipped."""
+        out: list[SessionSummary] = []
+        for path in self.files():
+            try:
+                out.append(summarize(load_session(path)))
+            except UserError:
+                continue
+        out.sort(key=lambda s: (s.created, s.id))
+        return out
+
+    @property
+    def results_dir(self) -> Path:
+        """Replay results (``<id>.json``), shown by the TUI's sessions screen."""
+        return self.directory / "results"
+
+    def save_result(self, session_id: str, result: dict[str, Any]) -> Path:
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        path = self.results_dir / f"{session_id}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    def load_result(self, session_id: str) -> dict[str, Any] | None:
+        path = self.results_dir / f"{session_id}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
