@@ -26,6 +26,7 @@ from ._sse import (
     exchange_output,
     is_model_call,
     is_streamed,
+    model_turns_count,
     parse_output,
     sse_events,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "is_streamed",
     "load_session",
     "model_revision",
+    "model_turns_count",
     "new_session_id",
     "parse_output",
     "secret_values_from_env",

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from engine.profiles import is_secret_name
 from sparkcode import __version__
 
 from ._records import FORMAT_VERSION, SUFFIX, encode_bytes
@@ -73,6 +74,13 @@ class SessionRecorder:
             self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
         )
         self.t0_ns = time.monotonic_ns()
+        engine = dict(engine)
+        if isinstance(engine.get("env"), dict):
+            # A secret in the engine's environment is redacted wherever it appears.
+            for name, value in engine["env"].items():
+                if is_secret_name(str(name)) and isinstance(value, str):
+                    self.redactor.add(value)
+            engine["env"] = self.redactor.env(engine["env"])
         header: dict[str, Any] = {
             "kind": "header",
             "format": FORMAT_VERSION,
@@ -82,7 +90,7 @@ class SessionRecorder:
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "t0_ns": self.t0_ns,
             "origin": origin,
-            "engine": self._redact_obj(dict(engine)),
+            "engine": self._redact_obj(engine),
         }
         if extra:
             header.update(self._redact_obj(dict(extra)))
@@ -122,11 +130,11 @@ class SessionRecorder:
     def close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            try:
-                os.fsync(fd)
-            except OSError:
-                pass
-            os.close(fd)
+            for finish in (os.fsync, os.close):
+                try:
+                    finish(fd)
+                except OSError:
+                    pass  # already reported, or the fd is gone: nothing more to save
 
     @property
     def closed(self) -> bool:
@@ -266,7 +274,7 @@ class _RecordingStream(httpx.AsyncByteStream):
                     del tail[:-TAIL_KEEP]
                 yield data
         except GeneratorExit:
-            self._finish("closed by the client before the end of the stream")
+            self._finish(self._early_close_error())
             raise
         except BaseException as exc:
             self._finish(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
@@ -282,9 +290,15 @@ class _RecordingStream(httpx.AsyncByteStream):
             chunks=self._chunks, nbytes=self._bytes,
         )
 
+    def _early_close_error(self) -> str | None:
+        """None when the body was complete anyway (the client stops reading at the
+        SSE ``[DONE]`` line), else why the recording ends here."""
+        if self._tail.rstrip().endswith(b"data: [DONE]"):
+            return None
+        return "closed by the client before the end of the stream"
+
     async def aclose(self) -> None:
-        # Closed before the body was read to the end: the client stopped it.
-        self._finish("closed by the client before the end of the stream")
+        self._finish(self._early_close_error())
         await self._inner.aclose()
 
 

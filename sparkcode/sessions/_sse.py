@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._records import Exchange
+from ._records import Exchange, Session
 
 
 @dataclass(frozen=True)
@@ -171,3 +171,8 @@ def is_model_call(exchange: Exchange) -> bool:
     return exchange.method == "POST" and exchange.path.rstrip("/").endswith(
         ("/chat/completions", "/completions")
     )
+
+
+def model_turns_count(session: Session) -> int:
+    """How many generation requests the session made."""
+    return sum(1 for e in session.exchanges if is_model_call(e))
