@@ -5,15 +5,20 @@ per-tensor table of the 16 most frequent exponents. Values with any other expone
 their raw 16 bits go to a sparse list. Bit layout: ``kernels.bf16_layout``. The round trip is
 bit-exact for every pattern (NaN payloads, infinities, subnormals, -0.0).
 
-The byte-level work is done on uint8 views with 256-entry lookup tables, so packing and
-unpacking stream through memory a handful of times (see ``bench/bf16pack_throughput.py``).
+The codec runs on the CPU over numpy views of the tensor's memory, in chunks sized for the L2
+cache: every pass over a chunk is a vectorised whole-array operation, and only the input read
+and the output write touch main memory (see ``bench/bf16pack_throughput.py``). When the 16
+exponents form a contiguous range (the usual case for weights) packing is pure arithmetic;
+otherwise a 64 Ki-entry table maps each pair of exponents to its index byte.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 
 from engine.quant.format import (
@@ -23,7 +28,7 @@ from engine.quant.format import (
     P12_PAYLOAD_SUFFIX,
     P12_SHAPE_SUFFIX,
 )
-from kernels.bf16_layout import BYTES_PER_PAIR, TABLE_SIZE, payload_nbytes
+from kernels.bf16_layout import TABLE_SIZE, num_pairs, payload_nbytes
 
 __all__ = ["PackedBF16", "exponent_table", "pack", "unpack"]
 
@@ -97,77 +102,215 @@ class PackedBF16:
         return cls(payload, exps, esc_i, esc_v, tuple(int(d) for d in shape_t.tolist()))
 
 
-def _bytes_of(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(low byte, high byte) uint8 views of a bf16 tensor's bit patterns (little endian)."""
-    b = t.contiguous().reshape(-1).view(torch.uint8).view(-1, 2)
-    return b[:, 0], b[:, 1]
+#: Pairs of values per chunk: the chunk's scratch stays in the L2 cache.
+CHUNK_PAIRS = 1 << 15
+#: Tensors up to this many values get an exact exponent histogram; larger ones are counted on
+#: an evenly strided sample at least this big (the table choice only moves the escape count).
+EXACT_HISTOGRAM_MAX = 1 << 20
+
+U16 = np.ndarray[Any, np.dtype[np.uint16]]
+U32 = np.ndarray[Any, np.dtype[np.uint32]]
+U8 = np.ndarray[Any, np.dtype[np.uint8]]
+
+
+def _as_u16(t: torch.Tensor) -> U16:
+    """The tensor's bit patterns as a flat uint16 numpy array (no copy when contiguous on CPU)."""
+    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    return flat.view(torch.int16).numpy().view(np.uint16)
+
+
+def _as_pairs(u: U16) -> U32:
+    """View an even-length uint16 array as uint32 pairs, copying only if it is misaligned."""
+    if u.ctypes.data % 4:
+        u = u.copy()
+    return u.view(np.uint32)
+
+
+def _histogram(u: U16) -> np.ndarray[Any, np.dtype[np.int64]]:
+    sample = u
+    if u.size > EXACT_HISTOGRAM_MAX:
+        sample = u[:: u.size // EXACT_HISTOGRAM_MAX]
+    exps = (sample >> 7) & 0xFF
+    return np.bincount(exps, minlength=256).astype(np.int64)
 
 
 def exponent_table(t: torch.Tensor) -> torch.Tensor:
-    """The 16 most frequent exponents of ``t`` (uint8[16]), most frequent first.
+    """The 16 most frequent exponents of ``t`` as uint8[16], ascending.
 
-    Ties, and the filler slots of a tensor with fewer than 16 distinct exponents, are broken by
-    the smaller exponent, so the table is deterministic.
+    Ties, and the filler slots of a tensor with fewer than 16 distinct exponents, go to the
+    smaller exponent, so the table is deterministic.
     """
-    lo, hi = _bytes_of(t)
-    exp = ((hi & 0x7F) << 1) | (lo >> 7)
-    counts = torch.bincount(exp.to(torch.int32), minlength=256)
-    key = counts.to(torch.int64) * 256 + (255 - torch.arange(256, dtype=torch.int64))
-    return torch.topk(key, TABLE_SIZE).indices.to(torch.uint8)
+    return _table_from_counts(_histogram(_as_u16(t)))
+
+
+def _table_from_counts(counts: np.ndarray[Any, np.dtype[np.int64]]) -> torch.Tensor:
+    key = counts * 256 + (255 - np.arange(256, dtype=np.int64))
+    top = np.sort(np.argpartition(-key, TABLE_SIZE)[:TABLE_SIZE])
+    return torch.from_numpy(top.astype(np.uint8))
+
+
+def _index_of(table: U8) -> np.ndarray[Any, np.dtype[np.int16]]:
+    """Exponent -> table index, -1 where the exponent is not in the table."""
+    idx = np.full(256, -1, dtype=np.int16)
+    idx[table[::-1]] = np.arange(TABLE_SIZE - 1, -1, -1, dtype=np.int16)  # first slot wins
+    return idx
+
+
+def _pair_index_lut(index_of: np.ndarray[Any, np.dtype[np.int16]]) -> U16:
+    """(exponent_even | exponent_odd << 8) -> index byte, with bit 8 set if either escapes."""
+    e = np.arange(1 << 16, dtype=np.int32)
+    lo, hi = index_of[e & 0xFF].astype(np.int32), index_of[e >> 8].astype(np.int32)
+    esc = (lo < 0) | (hi < 0)
+    byte = np.maximum(lo, 0) | (np.maximum(hi, 0) << 4)
+    lut: U16 = (byte | (esc.astype(np.int32) << 8)).astype(np.uint16)
+    return lut
+
+
+class _Packer:
+    """Chunked P12 encoder over one tensor; see ``kernels.bf16_layout`` for the layout."""
+
+    def __init__(self, table: U8) -> None:
+        self.index_of = _index_of(table)
+        lo, hi = int(table.min()), int(table.max())
+        self.base = lo if hi - lo == TABLE_SIZE - 1 else None
+        self.pair_lut = None if self.base is not None else _pair_index_lut(self.index_of)
+        self.a = np.empty(CHUNK_PAIRS, np.uint32)
+        self.b = np.empty(CHUNK_PAIRS, np.uint32)
+        self.k = np.empty(CHUNK_PAIRS, np.uint16)
+
+    def chunk(self, c: U32, sign_mant: U8, nibbles: U8) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """Encode pairs ``c``; returns the chunk-relative indices of pairs holding an escape."""
+        m = c.size
+        a, b = self.a[:m], self.b[:m]
+        np.right_shift(c, 7, out=a)
+        np.bitwise_and(a, 0x00FF00FF, out=a)  # exponent_even | exponent_odd << 16
+        if self.base is not None:
+            # 256 + e - base per 16-bit half: in the table iff the half is 0x100..0x10F.
+            np.add(a, np.uint32(0x01000100 - self.base * 0x00010001), out=a)
+            np.bitwise_and(a, 0x000F000F, out=b)
+            np.bitwise_or(b, b >> 12, out=b)
+            np.copyto(nibbles, b, casting="unsafe")
+            np.bitwise_and(a, 0x01F001F0, out=a)
+            flagged = np.flatnonzero(a != 0x01000100)
+        else:
+            assert self.pair_lut is not None
+            k = self.k[:m]
+            np.bitwise_or(a, a >> 8, out=a)
+            np.bitwise_and(a, 0xFFFF, out=a)
+            np.take(self.pair_lut, a, out=k)
+            np.copyto(nibbles, k, casting="unsafe")
+            flagged = np.flatnonzero(k >= 0x100)
+        # Sign and mantissa of each value: bits 15 and 6..0 of the uint16 pattern.
+        cu, bu = c.view(np.uint16), b.view(np.uint16)
+        au = a.view(np.uint16)
+        np.right_shift(cu, 8, out=bu)
+        np.bitwise_and(bu, 0x80, out=bu)
+        np.bitwise_and(cu, 0x7F, out=au)
+        np.bitwise_or(au, bu, out=au)
+        np.copyto(sign_mant, au, casting="unsafe")
+        return flagged
 
 
 def pack(t: torch.Tensor, exponents: torch.Tensor | None = None) -> PackedBF16:
-    """Pack a bfloat16 tensor to 12 bits per value (plus escapes)."""
+    """Pack a bfloat16 tensor to 12 bits per value (plus escapes). Runs on the CPU."""
     if t.dtype != torch.bfloat16:
         raise TypeError(f"P12 packs bfloat16 tensors, got {t.dtype}")
-    table = exponent_table(t) if exponents is None else exponents.to(torch.uint8)
-    if table.numel() != TABLE_SIZE:
-        raise ValueError("P12 exponent table must hold 16 exponents")
-    n = t.numel()
-    lo, hi = _bytes_of(t)
-    # 256-entry map from exponent to table index, -1 (0xFF) for escapes.
-    index_of = torch.full((256,), 0xFF, dtype=torch.uint8)
-    index_of[table.long().flip(0)] = torch.arange(TABLE_SIZE - 1, -1, -1, dtype=torch.uint8)
-    exp = ((hi & 0x7F) << 1) | (lo >> 7)
-    idx = index_of[exp.to(torch.int32)]
-    escaped = idx == 0xFF
-    sign_mant = (hi & 0x80) | (lo & 0x7F)
-    idx = idx.masked_fill(escaped, 0)
+    u = _as_u16(t)
+    n = u.size
+    if exponents is None:
+        table_t = _table_from_counts(_histogram(u))
+    else:
+        table_t = torch.unique(exponents.to(torch.uint8).cpu())
+        if table_t.numel() != TABLE_SIZE:
+            raise ValueError("P12 exponent table must hold 16 distinct exponents")
+    table = table_t.numpy()
+    pairs = num_pairs(n)
+    payload = np.empty(3 * pairs, dtype=np.uint8)
+    sign_mant, nibbles = payload[: 2 * pairs], payload[2 * pairs :]
+    full = n // 2
+    packer = _Packer(table)
+    flagged: list[np.ndarray[Any, np.dtype[np.intp]]] = []
+    if full:
+        w = _as_pairs(u[: 2 * full])
+        for s in range(0, full, CHUNK_PAIRS):
+            e = min(s + CHUNK_PAIRS, full)
+            f = packer.chunk(w[s:e], sign_mant[2 * s : 2 * e], nibbles[s:e])
+            if f.size:
+                flagged.append(f + s)
     if n % 2:
-        pad = torch.zeros(1, dtype=torch.uint8)
-        sign_mant, idx = torch.cat((sign_mant, pad)), torch.cat((idx, pad))
-    npairs = (n + 1) // 2
-    payload = torch.empty(npairs, BYTES_PER_PAIR, dtype=torch.uint8)
-    payload[:, :2] = sign_mant.view(npairs, 2)
-    pairs = idx.view(npairs, 2)
-    payload[:, 2] = pairs[:, 0] | (pairs[:, 1] << 4)
-    escape_index = torch.nonzero(escaped).reshape(-1)
-    raw = t.contiguous().reshape(-1).view(torch.int16)[escape_index]
+        last = np.zeros(2, dtype=np.uint16)
+        last[0] = u[-1]
+        tail = np.zeros(1, dtype=np.uint8)
+        f = packer.chunk(last.view(np.uint32), sign_mant[-2:], tail)
+        nibbles[-1] = tail[0]
+        if f.size:
+            flagged.append(np.array([full], dtype=np.intp))
+    escape_index = np.zeros(0, dtype=np.int64)
+    if flagged:
+        # Resolve flagged pairs to values, and store escaped values with index 0.
+        fp = np.concatenate(flagged)
+        vals = np.stack((2 * fp, 2 * fp + 1), axis=1).reshape(-1)
+        vals = vals[vals < n]
+        idx = packer.index_of[(u[vals] >> 7) & 0xFF]
+        escape_index = vals[idx < 0].astype(np.int64)
+        both = np.zeros(2 * fp.size, dtype=np.int16)
+        both[: vals.size] = np.maximum(idx, 0)
+        both = both.reshape(-1, 2)
+        nibbles[fp] = (both[:, 0] | (both[:, 1] << 4)).astype(np.uint8)
+    raw = u[escape_index]
     return PackedBF16(
-        payload.reshape(-1), table, escape_index, raw.view(torch.uint16), tuple(t.shape)
+        torch.from_numpy(payload),
+        table_t,
+        torch.from_numpy(escape_index),
+        torch.from_numpy(raw.view(np.int16)).view(torch.uint16),
+        tuple(t.shape),
     )
 
 
-def unpack(p: PackedBF16) -> torch.Tensor:
-    """Decode a :class:`PackedBF16` back into the exact original bfloat16 tensor."""
+def _exponent_lut(table: U8) -> U32:
+    """Index byte -> both exponents placed at their bf16 bit positions within a uint32 pair."""
+    nib = np.arange(256)
+    tab = table.astype(np.uint32)
+    lut: U32 = ((tab[nib & 0xF] << 7) | (tab[nib >> 4] << 23)).astype(np.uint32)
+    return lut
+
+
+def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Decode a :class:`PackedBF16` back into the exact original bfloat16 tensor (on the CPU).
+
+    ``out``, if given, is a contiguous CPU bfloat16 tensor of the right size written in place
+    (e.g. a model parameter), which saves one allocation.
+    """
     n = p.numel
-    npairs = (n + 1) // 2
-    triples = p.payload.view(npairs, BYTES_PER_PAIR)
-    table = p.exponents.to(torch.int32)
-    # Per nibble byte, the high/low output byte contributions of both elements of the pair.
-    nib = torch.arange(256, dtype=torch.int32)
-    e_even, e_odd = table[nib & 0xF], table[nib >> 4]
-    hi_even, lo_even = (e_even >> 1).to(torch.uint8), ((e_even & 1) << 7).to(torch.uint8)
-    hi_odd, lo_odd = (e_odd >> 1).to(torch.uint8), ((e_odd & 1) << 7).to(torch.uint8)
-    nibbles = triples[:, 2].to(torch.int32)
-    out = torch.empty(npairs, 2, 2, dtype=torch.uint8)  # [pair, element, (lo, hi)]
-    sm0, sm1 = triples[:, 0], triples[:, 1]
-    torch.bitwise_or(sm0 & 0x7F, lo_even[nibbles], out=out[:, 0, 0])
-    torch.bitwise_or(sm0 & 0x80, hi_even[nibbles], out=out[:, 0, 1])
-    torch.bitwise_or(sm1 & 0x7F, lo_odd[nibbles], out=out[:, 1, 0])
-    torch.bitwise_or(sm1 & 0x80, hi_odd[nibbles], out=out[:, 1, 1])
-    flat = out.view(-1).view(torch.int16)[:n]
+    pairs = num_pairs(n)
+    payload = p.payload.detach().cpu().contiguous().numpy()
+    if payload.ctypes.data % 2:
+        payload = payload.copy()
+    plane = payload[: 2 * pairs].view(np.uint16)
+    nibbles = payload[2 * pairs :]
+    exp_lut = _exponent_lut(p.exponents.cpu().numpy())
+    words = np.empty(pairs, dtype=np.uint32)
+    x = np.empty(CHUNK_PAIRS, dtype=np.uint32)
+    s_ = np.empty(CHUNK_PAIRS, dtype=np.uint32)
+    for s in range(0, pairs, CHUNK_PAIRS):
+        e = min(s + CHUNK_PAIRS, pairs)
+        o, xx, ss = words[s:e], x[: e - s], s_[: e - s]
+        np.take(exp_lut, nibbles[s:e], out=o)
+        np.copyto(xx, plane[s:e], casting="unsafe")  # b0 | b1 << 8
+        np.bitwise_or(xx, xx << 8, out=xx)
+        np.bitwise_and(xx, 0x00FF00FF, out=xx)  # b0 | b1 << 16
+        np.bitwise_and(xx, 0x00800080, out=ss)  # the two sign bits ...
+        np.bitwise_xor(xx, ss, out=xx)
+        np.left_shift(ss, 8, out=ss)  # ... move to bits 15 and 31
+        np.bitwise_or(o, xx, out=o)
+        np.bitwise_or(o, ss, out=o)
+    flat = words.view(np.uint16)[:n]
     if p.escape_index.numel():
-        flat = flat.clone() if n % 2 else flat
-        flat[p.escape_index] = p.escape_values.view(torch.int16)
-    return flat.view(torch.bfloat16).reshape(p.shape)
+        flat[p.escape_index.cpu().numpy()] = p.escape_values.cpu().view(torch.int16).numpy()
+    result = torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16).reshape(p.shape)
+    if out is None:
+        return result
+    if out.dtype != torch.bfloat16 or out.numel() != n:
+        raise ValueError(f"out must be a bfloat16 tensor of {n} values")
+    out.copy_(result.reshape(out.shape))
+    return out
