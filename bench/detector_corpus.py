@@ -78,8 +78,9 @@ def source_files(root: Path, *, tests: bool) -> list[Path]:
 class Sources:
     """Lazily read standard-library files and their docstrings."""
 
-    def __init__(self, root: Path, rng: random.Random) -> None:
+    def __init__(self, root: Path, rng: random.Random, doc_files: int = 400) -> None:
         self.rng = rng
+        self.doc_files = doc_files
         self.files = source_files(root, tests=False)
         self.test_files = source_files(root, tests=True)
         self._texts: dict[Path, str | None] = {}
@@ -115,7 +116,7 @@ class Sources:
         """Docstrings of at least 80 characters from a seeded sample of files."""
         if self._docstrings is None:
             found: list[str] = []
-            for path in self.rng.sample(self.files, min(400, len(self.files))):
+            for path in self.rng.sample(self.files, min(self.doc_files, len(self.files))):
                 text = self.text(path)
                 if not text:
                     continue
@@ -368,9 +369,14 @@ def build_degenerate(src: Sources, count: int) -> list[Sample]:
     return out
 
 
-def build(seed: int, normal: int, degenerate: int, root: Path | None = None) -> list[Sample]:
-    """The whole corpus, in a fixed order for a given seed."""
-    src = Sources(root or stdlib_dir(), random.Random(seed))
+def build(seed: int, normal: int, degenerate: int, root: Path | None = None,
+          doc_files: int = 400) -> list[Sample]:
+    """The whole corpus, in a fixed order for a given seed.
+
+    ``doc_files`` is how many source files are parsed for docstrings (fewer
+    makes a quick sample for the unit tests).
+    """
+    src = Sources(root or stdlib_dir(), random.Random(seed), doc_files)
     return build_normal(src, normal) + build_degenerate(src, degenerate)
 
 

@@ -53,49 +53,55 @@ class RepetitionCheck:
         self._pos = 0
         self._run_len = [0] * (self._max + 1)
         self._run_last = [-2] * (self._max + 1)
+        # The smallest match count at which each period could fire.
+        cfg = self._cfg
+        self._floor = [0, min(cfg.char_run, cfg.structural_char_run) - 1] + [
+            (cfg.subword_repeats - 1) * p for p in range(2, self._max + 1)]
 
     def state_size(self) -> int:
         """Number of stored items (bounded by ``max_unit``)."""
         return len(self._tail) + len(self._run_len) + len(self._run_last)
 
     def feed(self, delta: str) -> Verdict | None:
-        cfg = self._cfg
         maxu = self._max
         s = self._tail + delta
         first = len(self._tail)
         base = self._pos - first  # absolute offset of s[0]
-        run_len, run_last = self._run_len, self._run_last
-        word_reps_1 = cfg.subword_repeats - 1
+        run_len, run_last, floor = self._run_len, self._run_last, self._floor
         for k in range(first, len(s)):
             c = s[k]
             lo = k - maxu if k > maxu else 0
-            window = s[lo:k]
-            j = window.find(c)
+            j = s.find(c, lo, k)
             if j < 0:
                 continue
             i = base + k
             while j >= 0:
-                p = k - lo - j
+                p = k - j
                 if run_last[p] == i - 1:
-                    run_len[p] += 1
+                    n = run_len[p] = run_len[p] + 1
                 else:
-                    run_len[p] = 1
+                    n = run_len[p] = 1
                 run_last[p] = i
-                n = run_len[p]
-                if p == 1:
-                    limit = cfg.structural_char_run if c in self._structural else cfg.char_run
-                    if n + 1 >= limit:
-                        self._advance(s, len(s) - first)
-                        return _hit("char_run", f"{c!r} repeated {n + 1} times in a row",
-                                    i + 1, i - n, unit=c, repeats=n + 1)
-                elif p >= cfg.min_unit and n >= word_reps_1 * p:
-                    verdict = self._unit_hit(s[k - p + 1:k + 1], n, p, i)
+                if n >= floor[p]:  # rare: only inside long runs
+                    verdict = self._judge(s, k, c, n, p, i)
                     if verdict is not None:
                         self._advance(s, len(s) - first)
                         return verdict
-                j = window.find(c, j + 1)
+                j = s.find(c, j + 1, k)
         self._advance(s, len(delta))
         return None
+
+    def _judge(self, s: str, k: int, c: str, n: int, p: int, i: int) -> Verdict | None:
+        cfg = self._cfg
+        if p == 1:
+            limit = cfg.structural_char_run if c in self._structural else cfg.char_run
+            if n + 1 >= limit:
+                return _hit("char_run", f"{c!r} repeated {n + 1} times in a row",
+                            i + 1, i - n, unit=c, repeats=n + 1)
+            return None
+        if p < cfg.min_unit:
+            return None
+        return self._unit_hit(s[k - p + 1:k + 1], n, p, i)
 
     def _unit_hit(self, unit: str, n: int, p: int, i: int) -> Verdict | None:
         if len(set(unit)) == 1:

@@ -189,8 +189,9 @@ class LoopCheck:
         copies = (run + n) // n
         start, end = self._run_start[n], word.end
         if n == 1:
-            need = cfg.subword_repeats if _has_word_letters(word.text) else cfg.data_unit_repeats
-            if copies >= need:
+            # Numbers and one-letter names repeat across rows of data literals
+            # (``[0, 0, 0],\n[0, 0, 0]``); the character check covers their loops.
+            if copies >= cfg.subword_repeats and _has_word_letters(word.text):
                 return Verdict(True, "subword_repeat",
                                f"word {word.text!r} repeated {copies} times in a row",
                                position=end, start=start, chars_seen=end,
