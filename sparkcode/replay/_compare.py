@@ -110,12 +110,16 @@ def _tagged(pieces: list[Piece]) -> tuple[str, list[tuple[int, int, Piece]]]:
 
 
 def _piece_at(spans: list[tuple[int, int, Piece]], char: int) -> tuple[int, Piece | None]:
+    """The piece holding offset ``char``; a channel tag belongs to the piece after it."""
     found: tuple[int, Piece | None] = (len(spans), None)
+    end = 0
     for start, index, piece in spans:
         if start > char:
-            break
+            # Past the previous piece's text means inside the tag before this one.
+            return found if found[1] is not None and char < end else (index, piece)
         found = (index, piece)
-    return found
+        end = start + len(piece.text)
+    return found if char < end else (len(spans), None)
 
 
 def _visible(tagged: str) -> str:

@@ -88,12 +88,16 @@ class ReplayScreen(Screen[None]):
     async def play(self) -> None:
         from sparkcode.agent import events as ev
 
+        conversation = self.query_one(Conversation)
         async for event in play_events(self.session, speed=self.speed):
             if isinstance(event, ev.RequestStarted):
                 self.played += 1
+            elif isinstance(event, ev.TurnStarted):
+                # The main screen shows the prompt when it is typed; here it is replayed.
+                await conversation.add_user(event.user_text)
             await self.renderer.handle(event)
             self.events_played += 1
-        await self.query_one(Conversation).end_segment()
+        await conversation.end_segment()
         self.finished = True
 
     def action_close(self) -> None:
