@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, ClassVar
@@ -11,6 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Markdown
@@ -100,7 +102,10 @@ class MainScreen(Screen[None]):
 
     @property
     def engine_panel_shown(self) -> bool:
-        return bool(self.engine_panel.display)
+        try:
+            return self._renderer is not None and bool(self.engine_panel.display)
+        except NoMatches:
+            return False
 
     def on_mount(self) -> None:
         self.engine_panel.display = self.sparkcode.settings.show_engine_panel
@@ -133,7 +138,9 @@ class MainScreen(Screen[None]):
             await add()
 
     def show_engine(self, view: EngineView) -> None:
-        if self._renderer is not None:
+        if self._renderer is None:
+            return  # on_mount shows the app's latest view
+        with contextlib.suppress(NoMatches):  # the app is shutting down
             self.engine_panel.view = view
 
     def engine_ready(self) -> None:
