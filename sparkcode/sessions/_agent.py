@@ -51,8 +51,13 @@ def start_recording(
     origin: str = "agent",
     inner: httpx.AsyncBaseTransport | None = None,
     on_error: Callable[[OSError], None] | None = None,
+    lazy: bool = True,
 ) -> tuple[SessionRecorder, RecordingTransport]:
-    """Open a new session file and the transport to give the agent's ``ChatClient``."""
+    """A new session recorder and the transport to give the agent's ``ChatClient``.
+
+    With ``lazy`` (the default) the file appears at the first model request or
+    agent event: connecting and quitting without a prompt records nothing.
+    """
     import os
 
     paths = paths or Paths.from_env()
@@ -63,6 +68,7 @@ def start_recording(
     fingerprint: dict[str, Any] = engine_fingerprint(base_url, paths, model=model,
                                                      redactor=redactor)
     recorder = SessionRecorder(paths.sessions_dir, workspace=workspace, engine=fingerprint,
-                               redactor=redactor, origin=origin, on_error=on_error)
+                               redactor=redactor, origin=origin, on_error=on_error,
+                               lazy=lazy)
     transport = RecordingTransport(inner or httpx.AsyncHTTPTransport(), recorder)
     return recorder, transport

@@ -60,19 +60,21 @@ class SessionRecorder:
         origin: str = "agent",
         extra: Mapping[str, Any] | None = None,
         on_error: ErrorHandler | None = None,
+        lazy: bool = False,
     ) -> None:
+        """``lazy``: create the file only at the first model request or agent event,
+        so connecting (which lists models) and quitting leaves no empty session."""
         self.session_id = session_id or new_session_id()
         self.redactor = redactor or Redactor.from_env()
         self.on_error = on_error
         self.failed: OSError | None = None
         self._lock = threading.Lock()
         self._next_req = 0
-        sessions_dir.mkdir(parents=True, exist_ok=True)
         self.path = sessions_dir / f"{self.session_id}{SUFFIX}"
-        # Session files hold code and prompts: readable by the owner only.
-        self._fd: int | None = os.open(
-            self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
-        )
+        self._fd: int | None = None
+        self._closed = False
+        self._pending: list[str] | None = [] if lazy else None
+        """Lines held until the first model request or agent event (``lazy``)."""
         self.t0_ns = time.monotonic_ns()
         engine = dict(engine)
         if isinstance(engine.get("env"), dict):
@@ -94,12 +96,33 @@ class SessionRecorder:
         }
         if extra:
             header.update(self._redact_obj(dict(extra)))
-        self._write(_dumps(header))
+        self._header_line = _dumps(header)
+        if not lazy:
+            self._open()
+
+    def _open(self) -> None:
+        """Create the file and write the header and anything held back."""
+        pending, self._pending = self._pending or [], None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Session files hold code and prompts: readable by the owner only.
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
+                               0o600)
+        except OSError as exc:
+            self._fail(exc)
+            return
+        self._write("".join([self._header_line, *pending]))
         self.sync()
 
     # -- low level -------------------------------------------------------------
 
-    def _write(self, line: str) -> None:
+    def _write(self, line: str, *, opens: bool = True) -> None:
+        if self._pending is not None:
+            self._pending.append(line)
+            if not opens:
+                return
+            self._open()
+            return
         if self._fd is None:
             return
         data = line.encode("utf-8")
@@ -128,6 +151,8 @@ class SessionRecorder:
             self._fail(exc)
 
     def close(self) -> None:
+        self._closed = True
+        self._pending = None  # nothing worth a file was recorded
         fd, self._fd = self._fd, None
         if fd is not None:
             for finish in (os.fsync, os.close):
@@ -138,7 +163,7 @@ class SessionRecorder:
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self._closed or self.failed is not None
 
     def _redact_obj(self, value: Any) -> Any:
         if not self.redactor.active:
@@ -168,14 +193,14 @@ class SessionRecorder:
             except UnicodeDecodeError:
                 pass
         record.update(encode_bytes(body, "body", "body_b64"))
-        self._write(_dumps(record))
+        self._write(_dumps(record), opens=method != "GET")
         return index
 
     def response(self, index: int, status: int, headers: list[tuple[str, str]]) -> None:
         self._write(_dumps({
             "kind": "response", "req": index, "t_ns": time.monotonic_ns(), "status": status,
             "headers": self.redactor.headers(headers),
-        }))
+        }), opens=False)
 
     def chunk(self, index: int, data: bytes) -> None:
         """One piece of a response body, stamped on arrival (hot path: kept lean)."""
@@ -190,14 +215,14 @@ class SessionRecorder:
             if self.redactor.active:
                 text = self.redactor.text(text)
             payload = '"data":' + json.dumps(text, ensure_ascii=False)
-        self._write(f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},{payload}}}\n')
+        self._write(f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},{payload}}}\n', opens=False)
 
     def end(self, index: int, *, usage: Any, error: str | None, chunks: int,
             nbytes: int) -> None:
         self._write(_dumps({
             "kind": "end", "req": index, "t_ns": time.monotonic_ns(), "usage": usage,
             "error": error, "chunks": chunks, "bytes": nbytes,
-        }))
+        }), opens=False)
         self.sync()
 
     def event(self, type_: str, data: Mapping[str, Any]) -> None:

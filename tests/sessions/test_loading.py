@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -82,7 +83,7 @@ async def test_ids_resolve_by_unique_prefix(paths: Paths) -> None:
     paths.sessions_dir.mkdir(parents=True)
     for name in ("abc123000000", "abd456000000"):
         (paths.sessions_dir / f"{name}.jsonl").write_text(
-            '{"kind":"header","session_id":"%s"}\n' % name)
+            json.dumps({"kind": "header", "session_id": name}) + "\n")
     assert store.resolve("abc").stem == "abc123000000"
     with pytest.raises(UserError, match="ambiguous"):
         store.resolve("ab")
@@ -125,11 +126,13 @@ def test_sigkill_mid_stream_leaves_a_loadable_file(paths: Paths, tmp_path: Path)
         assert proc.stdout is not None
         path = Path(proc.stdout.readline().strip())
         deadline = time.monotonic() + 60
-        while path.read_bytes().count(b'"kind":"chunk"') < 40:
+        while not path.exists() or path.read_bytes().count(b'"kind":"chunk"') < 40:
             assert time.monotonic() < deadline, "the recorder wrote no chunks"
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
     finally:
+        if proc.poll() is None:
+            proc.kill()
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     on_disk = path.read_bytes().count(b'"kind":"chunk"')

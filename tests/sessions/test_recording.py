@@ -118,10 +118,28 @@ async def test_monitoring_polls_are_not_recorded(tmp_path: Path) -> None:
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     assert await client.fetch_metrics() == "vllm:x 1\n"
     models = await client.list_models()
+    assert models[0].id == "m"
+    # Nothing but a model listing yet: no file (connect-and-quit leaves no empty session).
+    assert not recorder.path.exists()
+    async with client.stream_chat([{"role": "user", "content": "hi"}]) as stream:
+        async for _ in stream:
+            pass
     await client.aclose()
     recorder.close()
     session = load_session(recorder.path)
-    assert [e.path for e in session.exchanges] == ["/models"] and models[0].id == "m"
+    assert [e.path for e in session.exchanges] == ["/models", "/chat/completions"]
+    assert session.exchanges[0].response_bytes.startswith(b'{"object":"list"')
+
+
+async def test_connect_and_quit_records_nothing(tmp_path: Path) -> None:
+    recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
+                                          inner=EchoServer().transport())
+    client = ChatClient("http://scripted.test/v1", "m", transport=transport)
+    await client.list_models()
+    await client.aclose()
+    recorder.close()
+    event_recorder(recorder)(ev.Notice(message="late"))
+    assert not recorder.path.exists()
 
 
 async def test_a_stream_closed_early_is_marked(tmp_path: Path) -> None:
