@@ -31,7 +31,9 @@ class ManifestError(UserError):
 
 def tensor_digest(t: torch.Tensor) -> str:
     """sha256 of a tensor's raw bytes (any dtype, including FP8)."""
-    data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+    if t.numel() == 0:
+        return hashlib.sha256(b"").hexdigest()
+    data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
     return hashlib.sha256(memoryview(data)).hexdigest()
 
 
