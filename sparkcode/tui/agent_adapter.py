@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+
 from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.agent import Agent, AgentSettings, ChatClient, MetricsPoller, Permissions, UndoStore
 from sparkcode.agent.events import Event
 from sparkcode.config import PERMISSION_MODES, load_config
+from sparkcode.sessions import SessionRecorder, event_recorder, start_recording
 
 
 class ConnectError(UserError):
@@ -33,9 +35,11 @@ class AgentTarget:
 class LiveAgent:
     """:class:`sparkcode.agent.Agent` seen through the TUI's :class:`AgentPort`."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, recorder: SessionRecorder | None = None) -> None:
         self.agent = agent
         """The wrapped agent."""
+        self.recorder = recorder
+        """Records the session (requests, stream bytes, tool events), if any."""
 
     @property
     def model(self) -> str:
@@ -84,20 +88,33 @@ class LiveAgent:
 
     async def aclose(self) -> None:
         await self.agent.client.aclose()
+        if self.recorder is not None:
+            self.recorder.close()
 
 
 async def connect(target: AgentTarget, paths: Paths) -> LiveAgent:
-    """Build the agent for ``target``: model and context limit from /v1/models."""
-    client = ChatClient(target.base_url, target.model or "", target.api_key_env)
+    """Build the agent for ``target``: model and context limit from /v1/models.
+
+    The session is recorded (``sparkcode/sessions``) through the client's
+    transport, so ``/sessions`` can play it back later.
+    """
+    recorder, transport = start_recording(
+        target.base_url, workspace=target.workspace, model=target.model, paths=paths,
+        api_key_env=target.api_key_env, origin="tui",
+    )
+    client = ChatClient(target.base_url, target.model or "", target.api_key_env,
+                        transport=transport)
     try:
         cards = await client.list_models()
     except Exception as exc:  # any transport or HTTP failure
         await client.aclose()
+        recorder.close()
         raise ConnectError(f"cannot list models at {target.base_url}: {exc}") from None
     card = next((c for c in cards if c.id == target.model), None)
     if target.model is None:
         if not cards:
             await client.aclose()
+            recorder.close()
             raise ConnectError(f"{target.base_url} serves no model; pass --model")
         card = cards[0]
         client.model = card.id
@@ -115,4 +132,5 @@ async def connect(target: AgentTarget, paths: Paths) -> LiveAgent:
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics),
     )
-    return LiveAgent(agent)
+    agent.subscribe(event_recorder(recorder))
+    return LiveAgent(agent, recorder)

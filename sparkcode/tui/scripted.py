@@ -25,11 +25,13 @@ def chunks(text: str, size: int) -> list[str]:
 def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
                   delay_s: float = 0.0, chunk: int = 4, hold: asyncio.Event | None = None,
                   prompt_tokens: int = 120, ttft_s: float = 0.25,
-                  decode_tok_s: float = 42.0) -> TurnScript:
+                  decode_tok_s: float = 42.0,
+                  hold_after_thinking: asyncio.Event | None = None) -> TurnScript:
     """A turn that thinks, answers and reports usage, one token every ``delay_s``.
 
-    With ``hold`` the stream pauses before finishing until the event is set,
-    so a test can look at the screen mid-stream.
+    With ``hold`` the stream pauses before finishing (``hold_after_thinking``:
+    before answering) until the event is set, so a test can look at the screen
+    mid-stream.
     """
 
     async def run(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
@@ -40,9 +42,13 @@ def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
         for piece in chunks(thinking, chunk):
             completion += 1
             yield ev.ReasoningDelta(text=piece, tokens_so_far=completion, budget=budget)
+            if completion % 8 == 0:
+                yield _usage(prompt_tokens, completion, completion, ttft_s, decode_tok_s)
             if delay_s:
                 await asyncio.sleep(delay_s)
         reasoning = completion
+        if hold_after_thinking is not None:
+            await hold_after_thinking.wait()
         for piece in chunks(answer, chunk):
             completion += 1
             yield ev.ContentDelta(text=piece)

@@ -121,6 +121,10 @@ class MainScreen(Screen[None]):
         self._early.clear()
         self.prompt.focus()
 
+    async def on_unmount(self) -> None:
+        if self.agent is not None:
+            await self.agent.aclose()
+
     # -- small helpers the app uses ------------------------------------------------
 
     def notice(self, text: str) -> None:
