@@ -14,21 +14,23 @@ Usage::
 Patterns (names in :data:`PATTERNS`, thresholds in :class:`DetectorConfig`):
 
 ``char_run``
-    One character 32 times in a row; 160 for indentation and separator
+    One character 32 times in a row; 120 for alignment and separator
     characters (``-``, ``=``, ``#``, ``*``, space, ...) whose long runs are normal
-    in code (``# ------`` lines, aligned comments).
+    in code (``# ------`` lines, aligned comments, reST underlines).
 ``subword_repeat``
     A subword repeated 8 times back to back. With no tokenizer, a subword is
     any 2-12 character unit (``thethe``, ``the the``, ``ung ung``) or one whole
     word separated only by non-word characters. Units with no two adjacent
-    letters (``0, ``, ``\\x00``, ``--- |``) are data or table syntax and need 16.
+    letters (``0, ``, ``--- |``) or with an escape (``\\x00``) are data or
+    table syntax and need 24.
 ``phrase_loop``
     A 2-8 word phrase repeated 12 times in a row, covering 60% of the text.
 ``block_loop``
-    A 2-64 word block repeated 5 times in a row over at least 480 characters,
-    anywhere in the text (sentence and code-line loops after a long answer).
+    A 2-64 word block repeated 5 times in a row over at least 320 characters,
+    or 16 times if it holds a real word, anywhere in the text (sentence and
+    code-line loops after a long answer, where the 60% coverage never comes).
 ``symbol_run``
-    40 symbols in a row (whitespace ignored) using at least 6 different ones.
+    32 symbols in a row (whitespace ignored) using at least 6 different ones.
 ``odd_chars``
     8 control, format, private-use, unassigned or U+FFFD characters in 64.
 ``mixed_script``

@@ -16,11 +16,14 @@ _ODD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs"})
 
 
 def _is_data_unit(unit: str) -> bool:
-    """True when no two neighbouring letters occur in ``unit`` read cyclically.
+    """True for data or table syntax rather than a word piece.
 
-    Such units (``0, ``, ``\\x00``, ``--- | ``) are data or table syntax, not
-    word pieces; a looping *subword* always has two letters side by side.
+    That is a unit with an escape sequence (``\\x00``, ``\\ufffe``) or with no
+    two neighbouring letters read cyclically (``0, ``, ``--- | ``); a looping
+    *subword* always has two letters side by side.
     """
+    if "\\" in unit:
+        return True
     n = len(unit)
     return not any(unit[i].isalpha() and unit[(i + 1) % n].isalpha() for i in range(n))
 

@@ -190,8 +190,10 @@ class LoopCheck:
         start, end = self._run_start[n], word.end
         if n == 1:
             # Numbers and one-letter names repeat across rows of data literals
-            # (``[0, 0, 0],\n[0, 0, 0]``); the character check covers their loops.
-            if copies >= cfg.subword_repeats and _has_word_letters(word.text):
+            # (``[0, 0, 0],\n[0, 0, 0]``) and escapes repeat in string tables
+            # (``'\\ufffe'``); the character check covers their loops.
+            if copies >= cfg.subword_repeats and _has_word_letters(word.text) \
+                    and word.prev != "\\":
                 return Verdict(True, "subword_repeat",
                                f"word {word.text!r} repeated {copies} times in a row",
                                position=end, start=start, chars_seen=end,
@@ -201,11 +203,14 @@ class LoopCheck:
                      and copies >= cfg.phrase_repeats
                      and end > 0 and (end - start) / end >= cfg.phrase_coverage)
         block_ok = copies >= cfg.block_repeats and end - start >= cfg.block_min_chars
-        if not (phrase_ok or block_ok):
+        many = copies >= cfg.block_any_repeats
+        if not (phrase_ok or block_ok or many):
             return None
         words = self._last_words(n)
         if len({x.text for x in words}) < 2:
             return None  # one word over and over: the n == 1 period decides
+        if not (phrase_ok or block_ok or any(_has_word_letters(x.text) for x in words)):
+            return None
         shown = " ".join(x.text for x in words[:8]) + (" ..." if n > 8 else "")
         if phrase_ok:
             pattern = "phrase_loop"

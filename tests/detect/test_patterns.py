@@ -63,10 +63,17 @@ def test_whole_word_longer_than_a_unit_fires_at_8_not_7() -> None:
     assert verdict.extra["unit"] == word
 
 
-@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | "])
-def test_data_units_need_16(unit: str) -> None:
-    assert pattern_of(PROSE + "[" + unit * 15 + "]") == "none"
-    assert pattern_of(PROSE + "[" + unit * 16 + "]") == "subword_repeat"
+@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | ", "\\ufffe"])
+def test_data_units_need_more_copies(unit: str) -> None:
+    need = DetectorConfig().data_unit_repeats
+    assert need > DetectorConfig().subword_repeats
+    assert pattern_of(PROSE + " [" + unit * (need - 1) + "]") == "none"
+    assert pattern_of(PROSE + " [" + unit * need + "]") == "subword_repeat"
+
+
+def test_escaped_words_in_string_tables_are_data() -> None:
+    table = "TABLE = (\n" + "    '\\ufffe'\n" * 12 + ")\n"
+    assert pattern_of(table) == "none"
 
 
 def test_data_like_literal_is_normal() -> None:
@@ -110,6 +117,15 @@ def test_block_loop_fires_at_5_copies_anywhere() -> None:
     assert verdict.start == len(lead)
 
 
+def test_short_phrase_loop_far_into_the_text_fires_on_count() -> None:
+    need = DetectorConfig().block_any_repeats
+    lead = varied_prose(40)
+    phrase = "on the spec, "  # too short for the span rule, far too little coverage
+    assert len(phrase) * need < DetectorConfig().block_min_chars
+    assert pattern_of(lead + phrase * (need - 1) + "Done.") == "none"
+    assert pattern_of(lead + phrase * need + "Done.") == "block_loop"
+
+
 def test_repeated_code_lines_that_differ_are_normal() -> None:
     code = "".join(f"        self.field_{i} = kwargs.get('field_{i}', None)\n" for i in range(40))
     assert pattern_of(code) == "none"
@@ -117,16 +133,17 @@ def test_repeated_code_lines_that_differ_are_normal() -> None:
 
 # ---------------------------------------------------------------- symbol_run
 
-def test_symbol_run_fires_at_40_not_39() -> None:
+def test_symbol_run_fires_at_threshold_not_below() -> None:
     soup = "@#$%^&*" * 10
-    assert pattern_of(PROSE + soup[:39] + " a") == "none"
-    verdict = detect_text(PROSE + soup[:40] + " a")
+    need = DetectorConfig().symbol_run
+    assert pattern_of(PROSE + soup[:need - 1] + " a") == "none"
+    verdict = detect_text(PROSE + soup[:need] + " a")
     assert verdict.pattern == "symbol_run"
     assert verdict.start == len(PROSE)
 
 
 def test_symbol_run_ignores_spaces_and_needs_variety() -> None:
-    assert pattern_of(PROSE + " ".join("@#$%^&*" * 6)[:79] + " a") == "symbol_run"
+    assert pattern_of(PROSE + " ".join("@#$%^&*" * 6)[:63] + " a") == "symbol_run"
     assert pattern_of(PROSE + "-=+*-" * 10 + " a") == "none"  # only 4 different symbols
 
 
