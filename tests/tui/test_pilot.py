@@ -11,6 +11,7 @@ from textual.widgets import Input, Markdown
 
 from engine.supervisor import EngineStatus
 from sparkcode.tui import SparkcodeApp
+from sparkcode.tui.screens.main import MainScreen
 from sparkcode.tui.scripted import (
     ScriptedAgent,
     ScriptedEngine,
@@ -18,7 +19,6 @@ from sparkcode.tui.scripted import (
     edit_script,
     failing_script,
 )
-from sparkcode.tui.screens.main import MainScreen
 from sparkcode.tui.widgets import (
     ApprovalCard,
     AssistantMessage,
