@@ -20,12 +20,10 @@ class FunctionDelta(msgspec.Struct, omit_defaults=True):
 class ToolCallDelta(msgspec.Struct, omit_defaults=True):
     index: int = 0
     id: str | None = None
-    type: str | None = None
     function: FunctionDelta | None = None
 
 
 class Delta(msgspec.Struct, omit_defaults=True):
-    role: str | None = None
     content: str | None = None
     reasoning: str | None = None
     reasoning_content: str | None = None
@@ -33,7 +31,6 @@ class Delta(msgspec.Struct, omit_defaults=True):
 
 
 class Choice(msgspec.Struct, omit_defaults=True):
-    index: int = 0
     delta: Delta | None = None
     finish_reason: str | None = None
 
@@ -41,7 +38,6 @@ class Choice(msgspec.Struct, omit_defaults=True):
 class Usage(msgspec.Struct, omit_defaults=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    total_tokens: int = 0
     completion_tokens_details: dict[str, Any] | None = None
     prompt_tokens_details: dict[str, Any] | None = None
 
@@ -55,3 +51,5 @@ class Frame(msgspec.Struct, omit_defaults=True):
 
 
 FRAME_DECODER = msgspec.json.Decoder(Frame)
+FRAMES_DECODER = msgspec.json.Decoder(list[Frame])
+"""All frames of one network read, joined into a JSON array: one decoder call."""

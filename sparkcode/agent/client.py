@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from ._wire import FRAME_DECODER, Frame
+from ._wire import FRAME_DECODER, FRAMES_DECODER, Frame
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
 
@@ -182,109 +182,205 @@ class ChatStream:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[StreamDelta]:
+        """Yield one :class:`StreamDelta` per network read that carried anything.
+
+        All complete events of one read are decoded in one call and merged:
+        consumers see text as soon as it arrives, without paying for one event
+        (or one decoder call) per frame.
+        """
         response = self._response
         if response is None:
             raise RuntimeError("ChatStream used outside 'async with'")
         buf = b""
-        data: list[bytes] = []
+        b = self._b
+        # Line ends are normalised to \n until the first line shows the server
+        # uses plain \n (servers do not mix); a \r at a read's end waits for the next.
+        crlf: bool | None = None
+        held_cr = False
         try:
-            async for chunk in response.aiter_bytes():
+            # Streams are requested uncompressed, so the raw bytes are the body
+            # (aiter_bytes would run an identity decoder over every read).
+            plain = not response.headers.get("content-encoding") \
+                and not response.is_stream_consumed
+            reads = response.aiter_raw() if plain else response.aiter_bytes()
+            async for chunk in reads:
+                if crlf is not False:
+                    if held_cr:
+                        chunk, held_cr = b"\r" + chunk, False
+                    if chunk.endswith(b"\r"):
+                        chunk, held_cr = chunk[:-1], True
+                    if crlf is None and b"\n" in chunk:
+                        crlf = b"\r" in chunk
+                    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
                 buf = buf + chunk if buf else chunk
-                if b"\n" not in buf:
+                cut = buf.rfind(b"\n\n")
+                if cut < 0:
                     continue
-                lines = buf.split(b"\n")
-                buf = lines.pop()
-                for line in lines:
-                    if line.startswith(b"data:"):
-                        payload = line[5:].strip()
-                        if data or not payload.startswith(b"{"):
-                            data.append(payload)
-                            continue
-                        delta = self._frame(payload)
-                        if delta is not None:
-                            yield delta
-                    elif not line or line == b"\r":
-                        if data:
-                            joined = b"\n".join(data)
-                            data = []
-                            if joined == b"[DONE]":
-                                self._b.done = True
-                                return
-                            delta = self._frame(joined)
-                            if delta is not None:
-                                yield delta
-                    # other SSE fields (event:, id:, retry:, comments) are ignored
+                block, buf = buf[:cut], buf[cut + 2:]
+                delta = self._block(block)
+                if delta is not None:
+                    yield delta
+                if b.done:
+                    return
         except httpx.TransportError as exc:
             raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
                              f"{_describe(exc)}") from None
-        if buf.startswith(b"data:") and buf[5:].strip() == b"[DONE]":
-            self._b.done = True
+        if buf.strip() and _sse_data(buf.strip()) == b"[DONE]":
+            b.done = True
             return
-        if self._b.finish_reason is None:
+        if b.finish_reason is None:
             raise EngineGone(f"the stream from {self._client.base_url} ended before the "
                              "response was complete (engine stopped or crashed?)")
-        self._b.done = True  # finished without [DONE]: some servers do that
+        b.done = True  # finished without [DONE]: some servers do that
 
-    def _frame(self, payload: bytes) -> StreamDelta | None:
-        try:
-            frame: Frame = FRAME_DECODER.decode(payload)
-        except msgspec.DecodeError:
-            if payload == b"[DONE]":
-                self._b.done = True
-                return None
-            raise ChatError(f"malformed stream frame: {payload[:200]!r}") from None
-        if frame.error is not None:
-            raise ChatError(f"server error mid-stream: {_error_text(frame.error)}")
-        stats = self.stats
-        stats.frames += 1
-        b = self._b
-        reasoning = content = ""
-        calls = False
-        for choice in frame.choices:
-            d = choice.delta
-            if d is not None:
-                r = d.reasoning or d.reasoning_content
-                if r:
-                    reasoning = r
-                    b.reasoning.append(r)
-                if d.content:
-                    content = d.content
-                    b.content.append(d.content)
-                if d.tool_calls:
-                    calls = True
-                    for tc in d.tool_calls:
-                        self._tool_delta(tc.index, tc.id, tc.function)
-            if choice.finish_reason:
-                b.finish_reason = choice.finish_reason
-        usage = frame.usage
-        produced = bool(reasoning or content or calls)
-        if usage is not None:
-            stats.usage_seen = True
-            added = usage.completion_tokens - stats.completion_tokens
-            stats.prompt_tokens = usage.prompt_tokens
-            stats.completion_tokens = usage.completion_tokens
-            details = usage.completion_tokens_details
-            if reasoning and added > 0:
-                stats.reasoning_tokens += added
-            if details and isinstance(details.get("reasoning_tokens"), int):
-                stats.reasoning_tokens = max(stats.reasoning_tokens, details["reasoning_tokens"])
-            pdetails = usage.prompt_tokens_details
-            if pdetails and isinstance(pdetails.get("cached_tokens"), int):
-                stats.cached_tokens = pdetails["cached_tokens"]
-        elif produced and not stats.usage_seen:
-            # No usage from this server: one token per frame is the best guess.
-            stats.completion_tokens += 1
-            if reasoning:
-                stats.reasoning_tokens += 1
-        if produced:
-            now = time.monotonic()
-            if stats.first_token is None:
-                stats.first_token = now
-                stats.tokens_at_first = stats.completion_tokens
-            stats.last_token = now
-        elif usage is None and not frame.choices:
+    def _block(self, block: bytes) -> StreamDelta | None:
+        """Complete SSE events (separated by blank lines) -> one merged delta."""
+        if block.endswith(b"data: [DONE]") and (len(block) == 12 or block[-14:-12] == b"\n\n"):
+            self._b.done = True
+            block = block[:-14]
+        if not block:
             return None
-        return StreamDelta(reasoning, content, calls, usage is not None)
+        frames: list[Frame] | None = None
+        if block.startswith(b"data: {"):
+            # The usual shape: only one-line JSON data events. One C-level replace
+            # makes the block a JSON array; anything else (comments, other SSE
+            # fields, multi-line data) leaves invalid JSON and takes the general path.
+            try:
+                frames = FRAMES_DECODER.decode(
+                    b"[" + block[6:].replace(b"\n\ndata: ", b",") + b"]")
+            except msgspec.DecodeError:
+                frames = None
+        if frames is None:
+            frames = self._general(block)
+            if not frames:
+                return None
+        elif self.stats.first_token is not None:
+            fast = self._fast(frames)
+            if fast is not None:
+                return fast
+        return self._frames(frames)
+
+    def _general(self, block: bytes) -> list[Frame]:
+        """Any valid SSE: split events, keep data fields, stop at [DONE]."""
+        payloads: list[bytes] = []
+        for event in block.split(b"\n\n"):
+            payload = _sse_data(event)
+            if payload is None:
+                continue  # comments, event:/id:/retry: fields
+            if payload[:1] == b"{":
+                payloads.append(payload)
+            elif payload.strip() == b"[DONE]":
+                self._b.done = True
+                break
+            else:
+                raise ChatError(f"malformed stream frame: {payload[:200]!r}")
+        frames: list[Frame] = []
+        for payload in payloads:
+            try:
+                frames.append(FRAME_DECODER.decode(payload))
+            except msgspec.DecodeError:
+                raise ChatError(f"malformed stream frame: {payload[:200]!r}") from None
+        return frames
+
+    def _fast(self, frames: list[Frame]) -> StreamDelta | None:
+        """Text-only frames with usage on each (the bulk of a stream), accounted
+        with comprehensions instead of a per-frame loop; None = take the slow path."""
+        last = frames[-1].usage
+        if last is None or last.completion_tokens_details or last.prompt_tokens_details:
+            return None
+        try:
+            # Frames without choices (errors, a final usage frame) raise IndexError.
+            choices = [f.choices[0] for f in frames]
+            if choices[-1].finish_reason:  # n=1: the finishing frame is the last one
+                return None
+            deltas = [c.delta for c in choices]
+            if any([d.tool_calls for d in deltas]):  # type: ignore[union-attr]
+                return None
+            reasoning = "".join([d.reasoning or d.reasoning_content or ""  # type: ignore[union-attr]
+                                 for d in deltas])
+            content = "".join([d.content or "" for d in deltas])  # type: ignore[union-attr]
+        except (IndexError, AttributeError):
+            return None
+        if reasoning and content:
+            return None  # the switch from thinking to answering: count per frame
+        stats = self.stats
+        if reasoning and last.completion_tokens > stats.completion_tokens:
+            stats.reasoning_tokens += last.completion_tokens - stats.completion_tokens
+        stats.completion_tokens = last.completion_tokens
+        stats.prompt_tokens = last.prompt_tokens
+        stats.usage_seen = True
+        stats.frames += len(frames)
+        if reasoning or content:
+            stats.last_token = time.monotonic()
+        if reasoning:
+            self._b.reasoning.append(reasoning)
+        if content:
+            self._b.content.append(content)
+        return StreamDelta(reasoning, content, False, True)
+
+    def _frames(self, frames: list[Frame]) -> StreamDelta | None:
+        """Account frames one by one (any shape); the merged delta, if any."""
+        b = self._b
+        stats = self.stats
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls = usage_seen = produced = False
+        completion = stats.completion_tokens
+        for frame in frames:
+            if frame.error is not None:
+                raise ChatError(f"server error mid-stream: {_error_text(frame.error)}")
+            thought = False
+            made = False
+            for choice in frame.choices:
+                d = choice.delta
+                if d is not None:
+                    r = d.reasoning or d.reasoning_content
+                    if r:
+                        thought = made = True
+                        reasoning.append(r)
+                    if d.content:
+                        made = True
+                        content.append(d.content)
+                    if d.tool_calls:
+                        made = calls = True
+                        for tc in d.tool_calls:
+                            self._tool_delta(tc.index, tc.id, tc.function)
+                if choice.finish_reason:
+                    b.finish_reason = choice.finish_reason
+            usage = frame.usage
+            if usage is not None:
+                usage_seen = True
+                if thought and usage.completion_tokens > completion:
+                    stats.reasoning_tokens += usage.completion_tokens - completion
+                completion = usage.completion_tokens
+                stats.prompt_tokens = usage.prompt_tokens
+                if usage.completion_tokens_details or usage.prompt_tokens_details:
+                    _details(stats, usage)
+            elif made and not stats.usage_seen:
+                # No usage from this server: one token per frame is the best guess.
+                completion += 1
+                if thought:
+                    stats.reasoning_tokens += 1
+            if made and not produced:
+                produced = True
+                if stats.first_token is None:
+                    stats.first_token = time.monotonic()
+                    stats.tokens_at_first = completion
+        stats.frames += len(frames)
+        stats.completion_tokens = completion
+        if usage_seen:
+            stats.usage_seen = True
+        if produced:
+            stats.last_token = time.monotonic()
+        if not (reasoning or content or calls or usage_seen):
+            return None
+        r_text = "".join(reasoning)
+        c_text = "".join(content)
+        if r_text:
+            b.reasoning.append(r_text)
+        if c_text:
+            b.content.append(c_text)
+        return StreamDelta(r_text, c_text, calls, usage_seen)
 
     def _tool_delta(self, index: int, call_id: str | None, fn: Any) -> None:
         b = self._b
@@ -359,7 +455,7 @@ class ChatClient:
         return self.base_url.removesuffix("/v1")
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
+        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
             if not key:
@@ -497,6 +593,22 @@ class ChatClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _sse_data(event: bytes) -> bytes | None:
+    """The data of one SSE event (lines joined), None if it has no data field."""
+    data = [line[5:].removeprefix(b" ") for line in event.split(b"\n")
+            if line.startswith(b"data:")]
+    return b"\n".join(data) if data else None
+
+
+def _details(stats: StreamStats, usage: Any) -> None:
+    details = usage.completion_tokens_details
+    if details and isinstance(details.get("reasoning_tokens"), int):
+        stats.reasoning_tokens = max(stats.reasoning_tokens, details["reasoning_tokens"])
+    pdetails = usage.prompt_tokens_details
+    if pdetails and isinstance(pdetails.get("cached_tokens"), int):
+        stats.cached_tokens = pdetails["cached_tokens"]
 
 
 def _describe(exc: Exception) -> str:
