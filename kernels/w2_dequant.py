@@ -1,0 +1,169 @@
+"""Triton kernels for W2 (2-bit codes, ue5m3 scales per 32): dequantize and a decode GEMV.
+
+``w2_dequant`` expands packed codes into a bf16 matrix; ``w2_gemv`` computes ``y = x @ W.T``
+for a few rows of ``x`` (decode) straight from the packed codes, without materialising W.
+Bit layout and PyTorch references: ``kernels.w2_layout``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels._triton import HAVE_TRITON, tl, triton, usable_on
+from kernels.w2_layout import (
+    CODES_PER_BYTE,
+    GROUP,
+    SCALE_FP32_OFFSET,
+    decode_scales_reference,
+    unpack_codes_reference,
+    w2_dequant_reference,
+    w2_gemv_reference,
+)
+
+__all__ = [
+    "decode_scales_reference",
+    "unpack_codes_reference",
+    "w2_dequant",
+    "w2_dequant_reference",
+    "w2_gemv",
+    "w2_gemv_reference",
+]
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _w2_tile(packed_ptr, scales_ptr, rows, cols, n_rows, in_features, SCALE_OFFSET):
+        """Decode a [rows, cols] tile of W into float32 (inlined into both kernels)."""
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < in_features)
+        byte = tl.load(
+            packed_ptr + rows[:, None] * (in_features // 4) + cols[None, :] // 4,
+            mask=mask,
+            other=0,
+        ).to(tl.int32)
+        code = (byte >> ((cols[None, :] % 4) * 2)) & 3
+        mag = tl.where((code == 0) | (code == 3), 4.0, 1.0)
+        value = tl.where(code >= 2, mag, -mag)
+        sbyte = tl.load(
+            scales_ptr + rows[:, None] * (in_features // 32) + cols[None, :] // 32,
+            mask=mask,
+            other=0,
+        ).to(tl.int32)
+        scale = ((sbyte + SCALE_OFFSET) << 20).to(tl.float32, bitcast=True)
+        scale = tl.where(sbyte == 0, 0.0, scale)
+        return value * scale, mask
+
+    @triton.jit
+    def _w2_dequant_kernel(
+        packed_ptr,
+        scales_ptr,
+        out_ptr,
+        n_rows,
+        in_features,
+        SCALE_OFFSET: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
+        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        w, mask = _w2_tile(packed_ptr, scales_ptr, rows, cols, n_rows, in_features, SCALE_OFFSET)
+        out = out_ptr + rows[:, None] * in_features + cols[None, :]
+        tl.store(out, w.to(out_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def _w2_gemv_kernel(
+        x_ptr,
+        packed_ptr,
+        scales_ptr,
+        y_ptr,
+        n_rows,
+        in_features,
+        stride_xm,
+        stride_ym,
+        SCALE_OFFSET: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
+        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        m = tl.program_id(1)
+        acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+        for k0 in range(0, in_features, BLOCK_K):
+            cols = k0 + tl.arange(0, BLOCK_K)
+            w, _ = _w2_tile(packed_ptr, scales_ptr, rows, cols, n_rows, in_features, SCALE_OFFSET)
+            x = tl.load(x_ptr + m * stride_xm + cols, mask=cols < in_features, other=0.0)
+            acc += tl.sum(w * x.to(tl.float32)[None, :], axis=1)
+        tl.store(y_ptr + m * stride_ym + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < n_rows)
+
+
+def _check(packed: torch.Tensor, scales_enc: torch.Tensor, in_features: int) -> int:
+    if packed.dtype != torch.uint8 or scales_enc.dtype != torch.uint8:
+        raise TypeError("packed codes and ue5m3 scales must be uint8")
+    n_rows = int(packed.shape[0])
+    if in_features % GROUP or tuple(packed.shape) != (n_rows, in_features // CODES_PER_BYTE):
+        raise ValueError(f"packed shape {tuple(packed.shape)} does not fit in={in_features}")
+    if tuple(scales_enc.shape) != (n_rows, in_features // GROUP):
+        raise ValueError(f"scales shape {tuple(scales_enc.shape)} does not fit in={in_features}")
+    return n_rows
+
+
+def w2_dequant(
+    packed: torch.Tensor,
+    scales_enc: torch.Tensor,
+    in_features: int,
+    dtype: torch.dtype = torch.bfloat16,
+    block_r: int = 16,
+    block_k: int = 64,
+) -> torch.Tensor:
+    """Dequantize with the Triton kernel; bit-identical to ``w2_dequant_reference``.
+
+    Falls back to the reference where Triton cannot run (see ``kernels._triton``).
+    """
+    n_rows = _check(packed, scales_enc, in_features)
+    if not usable_on(packed.device):
+        return w2_dequant_reference(packed, scales_enc, in_features, dtype)
+    packed, scales_enc = packed.contiguous(), scales_enc.contiguous()
+    out = torch.empty(n_rows, in_features, dtype=dtype, device=packed.device)
+    grid = (triton.cdiv(n_rows, block_r), triton.cdiv(in_features, block_k))
+    _w2_dequant_kernel[grid](
+        packed,
+        scales_enc,
+        out,
+        n_rows,
+        in_features,
+        SCALE_OFFSET=SCALE_FP32_OFFSET,
+        BLOCK_R=block_r,
+        BLOCK_K=block_k,
+    )
+    return out
+
+
+def w2_gemv(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales_enc: torch.Tensor,
+    in_features: int,
+    block_r: int = 16,
+    block_k: int = 64,
+) -> torch.Tensor:
+    """``y = x @ W.T`` for ``x [m, in]`` from packed W2 weights (fp32 accumulation)."""
+    n_rows = _check(packed, scales_enc, in_features)
+    if x.dim() != 2 or x.shape[1] != in_features:
+        raise ValueError(f"x must be [m, {in_features}], got {tuple(x.shape)}")
+    if not usable_on(x.device):
+        return w2_gemv_reference(x, packed, scales_enc, in_features)
+    x = x.contiguous()
+    y = torch.empty(x.shape[0], n_rows, dtype=x.dtype, device=x.device)
+    grid = (triton.cdiv(n_rows, block_r), x.shape[0])
+    _w2_gemv_kernel[grid](
+        x,
+        packed.contiguous(),
+        scales_enc.contiguous(),
+        y,
+        n_rows,
+        in_features,
+        x.stride(0),
+        y.stride(0),
+        SCALE_OFFSET=SCALE_FP32_OFFSET,
+        BLOCK_R=block_r,
+        BLOCK_K=block_k,
+    )
+    return y
