@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Input, Markdown
+from textual.widgets import Input, Log, Markdown
 
 from engine.supervisor import EngineStatus
 from sparkcode.tui import SparkcodeApp
@@ -327,7 +327,7 @@ async def test_crashed_engine_shows_exit_code_and_log_tail(app_factory: AppFacto
         await until(pilot, lambda: panel.view is not None
                     and panel.view.status.state == "crashed")
         assert "crashed (exit 1)" in str(panel.query_one("#engine-facts").render())
-        assert list(panel.query_one("#engine-log").lines)[-1] == "RuntimeError: out of memory"
+        assert list(panel.query_one("#engine-log", Log).lines)[-1] == "RuntimeError: out of memory"
         assert panel.has_class("-crashed")
         # A prompt now is refused with a way out, not sent.
         await type_line(pilot, "hello")

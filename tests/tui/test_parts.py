@@ -1,0 +1,120 @@
+"""The TUI's pure parts: command parsing, completion, status figures, launch options."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from engine.paths import Paths
+from sparkcode.agent.events import MetricsUpdate, UsageUpdate
+from sparkcode.tui.commands import CommandError, parse_command
+from sparkcode.tui.completion import PromptSuggester, WorkspaceFiles
+from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine
+from sparkcode.tui.launch import LaunchOptions, build_app
+from sparkcode.tui.stats import LiveStats, StatsTracker, format_stats, short_count
+
+
+def test_parse_command_validates_arguments() -> None:
+    assert parse_command("/effort max").arg == "max"
+    assert parse_command("  /budget 512 ").arg == "512"
+    assert parse_command("/model").arg == ""
+    for bad, why in [("/effort extreme", "usage: /effort"), ("/budget -1", "usage: /budget"),
+                     ("/approve yolo", "usage: /approve"), ("/frobnicate", "unknown command")]:
+        with pytest.raises(CommandError, match=why):
+            parse_command(bad)
+
+
+async def test_suggester_completes_commands_arguments_and_paths(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "module.py").write_text("")
+    (tmp_path / "pkg" / "mod.py").write_text("")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "pkg.js").write_text("")
+    suggest = PromptSuggester(WorkspaceFiles(tmp_path)).get_suggestion
+    assert await suggest("/und") == "/undo"
+    assert await suggest("/effort h") == "/effort high"
+    assert await suggest("/approve au") == "/approve auto-edit"
+    assert await suggest("/effort high now") is None
+    assert await suggest("fix @pkg/mo") == "fix @pkg/mod.py"  # the shortest match
+    assert await suggest("fix @pkg/modu") == "fix @pkg/module.py"
+    assert await suggest("fix @node") is None  # tool caches are not offered
+    assert await suggest("no mention") is None
+
+
+def test_workspace_files_uses_git_and_respects_ignores(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("build.log\n")
+    (tmp_path / "build.log").write_text("")
+    (tmp_path / "app.py").write_text("")
+    files = WorkspaceFiles(tmp_path)
+    assert files.files == [".gitignore", "app.py"]
+    (tmp_path / "new.py").write_text("")
+    assert "new.py" not in files.files  # cached until invalidated
+    files.invalidate()
+    assert "new.py" in files.files
+
+
+def _usage(completion: int, decode: float | None, *, final: bool = False) -> UsageUpdate:
+    return UsageUpdate(prompt_tokens=400, completion_tokens=completion, reasoning_tokens=0,
+                       ttft_s=0.5, decode_tok_s=decode, prefill_tok_s=800.0,
+                       context_used=400 + completion, context_limit=8192, final=final)
+
+
+def test_stats_tracker_follows_a_request_and_keeps_history() -> None:
+    tracker = StatsTracker(history_len=2)
+    assert tracker.request_started().streaming
+    live = tracker.usage(_usage(10, 20.0))
+    assert live.decode_tps == 20.0 and live.decode_history == (20.0,)
+    live = tracker.usage(_usage(30, 25.0, final=True))
+    assert not live.streaming and live.decode_history == (25.0,)
+    tracker.request_started()
+    tracker.usage(_usage(5, 30.0, final=True))
+    tracker.request_started()
+    live = tracker.usage(_usage(5, 35.0, final=True))
+    assert live.decode_history == (30.0, 35.0)  # bounded
+    live = tracker.metrics(MetricsUpdate(acceptance_length=2.5, prefix_cache_hit_rate=None,
+                                         kv_cache_usage=0.25))
+    assert live.accept_len == 2.5 and live.kv_use == 0.25
+    assert live.prefix_hit_rate is None  # unknown stays unknown
+    assert tracker.reset_context().context_used == 0
+
+
+def test_format_stats_shows_acceptance_only_when_drafting() -> None:
+    base = LiveStats(decode_tps=31.25, prefill_tps=812.4, ttft_s=0.5, prefix_hit_rate=0.75,
+                     kv_use=0.031, context_used=1234, context_limit=8192)
+    text = format_stats(base)
+    assert "decode [b]31.2[/b] tok/s" in text and "prefill 812 tok/s" in text
+    assert "cache 75%" in text and "KV 3%" in text and "ctx 1.2k/8.2k" in text
+    assert "accept" not in text
+    assert "accept 2.40" in format_stats(base.merged(accept_len=2.4))
+    assert short_count(999) == "999" and short_count(2_500_000) == "2.5M"
+
+
+def test_build_app_resolves_endpoint_and_profile(tmp_path: Path, paths: Paths) -> None:
+    app = build_app(LaunchOptions(workspace=tmp_path, endpoint="http://127.0.0.1:9/v1",
+                                  model="m"), paths)
+    assert isinstance(app.engine, ExternalEndpoint) and not app.settings.auto_start
+    assert app.settings.endpoint == "http://127.0.0.1:9/v1"
+    app = build_app(LaunchOptions(workspace=tmp_path, profile="cpu-demo"), paths)
+    assert isinstance(app.engine, ManagedEngine) and app.settings.auto_start
+    assert app.settings.model == "smollm2-135m-instruct"
+
+
+def test_build_app_rejects_bad_input(tmp_path: Path, paths: Paths) -> None:
+    with pytest.raises(UserError, match="not a directory"):
+        build_app(LaunchOptions(workspace=tmp_path / "missing"), paths)
+    with pytest.raises(UserError, match="unknown profile"):
+        build_app(LaunchOptions(workspace=tmp_path, profile="nope"), paths)
+
+
+def test_cli_reports_bad_workspace_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(Path(__file__).parents[2] / ".venv/bin/sparkcode"), "--workspace",
+         str(tmp_path / "missing")], capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [
+        f"error: workspace {tmp_path / 'missing'} is not a directory"]
