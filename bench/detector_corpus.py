@@ -2,8 +2,10 @@
 
 Normal samples come from files already on the machine: the Python standard
 library's sources (cut into answer-sized chunks of 200-4000 characters at line
-boundaries), its docstrings (as prose) and answer-shaped mixes of both (prose,
-then a fenced code block, then more prose). ``test_code`` chunks come from the
+boundaries), its docstrings (as prose), answer-shaped mixes of both (prose,
+then a fenced code block, then more prose) and tool-output-like text built from
+those files (Markdown tables, directory trees, hex dumps, base64, test logs,
+file listings), which repeat structure legitimately. ``test_code`` chunks come from the
 standard library's own tests, which hold deliberately odd data, and are kept
 as their own kind so their rate can be read apart.
 
@@ -153,6 +155,58 @@ class Sources:
             text += "\n" + self.prose(self.rng.randint(80, 400))[:400]
         return text[:MAX_CHARS]
 
+    def structured(self, length: int) -> str:
+        """Tool-output-like text a model echoes: tables, trees, hex dumps, base64, logs.
+
+        All built from standard-library files, so repeated structure (``|---|``
+        rows, ``├──`` trees, ``0000`` columns, ``PASSED`` lines) is real data.
+        """
+        import base64
+        import binascii
+
+        rng = self.rng
+        form = rng.choice(["table", "tree", "hexdump", "base64", "test_log", "listing"])
+        paths = rng.sample(self.files, 40)
+        root = paths[0].parents[len(paths[0].parents) - 1]
+        rows: list[str] = []
+        if form == "table":
+            rows += ["| module | lines | bytes |", "|--------|------:|------:|"]
+            for path in paths:
+                text = self.text(path) or ""
+                rows.append(f"| `{path.stem}` | {text.count(chr(10))} | {len(text)} |")
+        elif form == "tree":
+            rows.append(str(paths[0].parent))
+            for i, path in enumerate(sorted(paths)):
+                branch = "└── " if i == len(paths) - 1 else "├── "
+                rows.append(("│   " if i % 3 else "") + branch + path.name)
+        elif form == "hexdump":
+            data = (self.text(paths[0]) or "").encode()[: length // 4]
+            for off in range(0, len(data), 16):
+                chunk = data[off:off + 16]
+                hexed = binascii.hexlify(chunk, " ").decode()
+                text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+                rows.append(f"{off:08x}: {hexed:<47}  {text}")
+        elif form == "base64":
+            data = (self.text(paths[0]) or "").encode()[: length // 2]
+            encoded = base64.b64encode(data).decode()
+            rows.append("payload = (")
+            rows += [f'    "{encoded[i:i + 64]}"' for i in range(0, len(encoded), 64)]
+            rows.append(")")
+        elif form == "test_log":
+            import re
+
+            names = re.findall(r"def (test_\w+)", self.text(rng.choice(self.test_files)) or "")
+            for name in names or ["test_basic"]:
+                status = "PASSED" if rng.random() < 0.9 else "SKIPPED"
+                rows.append(f"Lib/test/test_mod.py::Tests::{name} {status}")
+        else:
+            for path in paths:
+                size = len(self.text(path) or "")
+                rows.append(f"-rw-r--r--  1 root root {size:>8} Jan  1 00:00 "
+                            f"{path.relative_to(root)}")
+        text = "\n".join(rows) + "\n"
+        return text[:max(length, MIN_CHARS)][:MAX_CHARS]
+
     def words(self, count: int) -> list[str]:
         """``count`` consecutive words from a docstring."""
         for _ in range(100):
@@ -181,14 +235,15 @@ def _answer_length(rng: random.Random) -> int:
 
 
 def build_normal(src: Sources, count: int) -> list[Sample]:
-    """Normal samples: 45% code, 15% test code, 20% prose, 20% answers."""
+    """Normal samples: 40% code, 15% test code, 20% prose, 15% answers, 10% structured."""
     rng = src.rng
     out: list[Sample] = []
     kinds: list[tuple[str, float, Callable[[int], str]]] = [
-        ("code", 0.45, src.chunk),
+        ("code", 0.40, src.chunk),
         ("test_code", 0.15, lambda n: src.chunk(n, tests=True)),
         ("prose", 0.20, src.prose),
-        ("answer", 0.20, src.answer),
+        ("answer", 0.15, src.answer),
+        ("structured", 0.10, src.structured),
     ]
     for kind, share, make in kinds:
         for i in range(round(count * share)):

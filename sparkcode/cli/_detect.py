@@ -107,11 +107,6 @@ def _scan(stream: BinaryIO, name: str) -> tuple[Verdict, int, tuple[int, int] | 
 
 
 def _describe(verdict: Verdict, line_col: tuple[int, int] | None) -> str:
-    if not verdict.degenerate:
-        return f"ok: {verdict.detail}"
-    where = f"at char {verdict.position}"
-    if verdict.start is not None and verdict.start != verdict.position:
-        where = f"chars {verdict.start}-{verdict.position}"
-    if line_col is not None:
-        where += f" (from line {line_col[0]}, column {line_col[1]})"
-    return f"degenerate: {verdict.pattern} {where}: {verdict.detail}"
+    if line_col is None:
+        return verdict.describe()
+    return verdict.describe(f" (from line {line_col[0]}, column {line_col[1]})")

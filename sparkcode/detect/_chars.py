@@ -13,19 +13,29 @@ from collections import deque
 from ._config import DetectorConfig, Verdict
 
 _ODD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs"})
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def _is_data_unit(unit: str) -> bool:
     """True for data or table syntax rather than a word piece.
 
-    That is a unit with an escape sequence (``\\x00``, ``\\ufffe``) or with no
-    two neighbouring letters read cyclically (``0, ``, ``--- | ``); a looping
-    *subword* always has two letters side by side.
+    A looping *subword* is letters, mostly lower case (``ization``, ``the ``,
+    ``getValue``). Data repeats legitimately: escapes (``\\x00``), numbers and
+    table syntax with no two neighbouring letters (``0, ``, ``--- | ``), hex
+    with digits (``00ff``) and base64 of repetitive bytes (``ICAg`` = spaces,
+    ``LS0t`` = dashes), which puts two capitals next to other characters.
+    Neighbours are read cyclically, as the unit repeats.
     """
     if "\\" in unit:
         return True
     n = len(unit)
-    return not any(unit[i].isalpha() and unit[(i + 1) % n].isalpha() for i in range(n))
+    pairs = [(unit[i], unit[(i + 1) % n]) for i in range(n)]
+    if not any(a.isalpha() and b.isalpha() for a, b in pairs):
+        return True
+    if all(c in _HEX for c in unit) and any(c.isdigit() for c in unit):
+        return True
+    capitals = any(a.isupper() and b.isupper() for a, b in pairs)
+    return capitals and not all(c.isupper() for c in unit)
 
 
 def _hit(pattern: str, detail: str, position: int, start: int, **extra: str | int) -> Verdict:

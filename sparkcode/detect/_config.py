@@ -114,6 +114,18 @@ class Verdict:
         """A JSON-ready dict."""
         return asdict(self)
 
+    def describe(self, where: str = "") -> str:
+        """One line for people: ``degenerate: char_run at chars 10-42: 'x' repeated ...``.
+
+        ``where`` is appended to the location (a caller may add a line number).
+        """
+        if not self.degenerate:
+            return f"ok: {self.detail}"
+        span = f"at char {self.position}"
+        if self.start is not None and self.start != self.position:
+            span = f"at chars {self.start}-{self.position}"
+        return f"degenerate: {self.pattern} {span}{where}: {self.detail}"
+
 
 PATTERNS: tuple[str, ...] = (
     "char_run",

@@ -77,7 +77,10 @@ class DegenerationDetector:
         return self._settle(hits)
 
     def finish(self) -> Verdict:
-        """Judge the last word of the text and return the final verdict."""
+        """Judge the last word of the text and return the final verdict.
+
+        It marks the end of the text: :meth:`reset` before feeding another one.
+        """
         if self._fired is None:
             self._settle(self._judge_words(self._words.finish()))
         return self.verdict

@@ -46,7 +46,8 @@ def test_structural_runs_use_the_longer_limit(char: str) -> None:
 
 # ---------------------------------------------------------------- subword_repeat
 
-@pytest.mark.parametrize("unit", ["ab", "the ", "ung", "ization", "_get_value_x"])
+@pytest.mark.parametrize("unit", ["ab", "the ", "ung", "ization", "_get_value_x", "getValue",
+                                  "DEAD"])
 def test_subword_unit_fires_at_8_not_7(unit: str) -> None:
     assert len(unit) <= DetectorConfig().max_unit
     assert pattern_of(PROSE + unit * 7 + "!") == "none"
@@ -63,7 +64,7 @@ def test_whole_word_longer_than_a_unit_fires_at_8_not_7() -> None:
     assert verdict.extra["unit"] == word
 
 
-@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | ", "\\ufffe"])
+@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | ", "\\ufffe", "ICAg", "00ff", "LS0t"])
 def test_data_units_need_more_copies(unit: str) -> None:
     need = DetectorConfig().data_unit_repeats
     assert need > DetectorConfig().subword_repeats
@@ -234,6 +235,7 @@ def test_logprobs_several_per_delta_and_infinities() -> None:
     "| a | b |\n|---|---|\n| 1 | 2 |\n" * 4,
     "        self.a = a\n        self.b = b\n        self.c = c\n",
     "data = b'" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" * 3 + "'\n",
+    'blob = (\n    "' + "ICAg" * 16 + '"\n    "' + "ICAg" * 16 + '"\n)\n',  # base64 of spaces
     "    " * 8 + "return value\n",
 ])
 def test_normal_snippets(text: str) -> None:

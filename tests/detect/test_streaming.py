@@ -85,6 +85,13 @@ def test_empty_and_clean_verdicts() -> None:
     verdict = detector.finish()
     assert not verdict.degenerate and verdict.pattern == "none" and verdict.position is None
     assert verdict.to_json()["pattern"] == "none"
+    assert verdict.describe() == "ok: no degeneration in 0 characters"
+
+
+def test_describe_names_pattern_and_span() -> None:
+    verdict = detect_text("ok " + "!" * 40)
+    assert verdict.describe() == "degenerate: char_run at chars 3-35: '!' repeated 32 times in a row"
+    assert verdict.describe(" (line 1)").startswith("degenerate: char_run at chars 3-35 (line 1): ")
 
 
 def _normal_megabyte(rng: random.Random, size: int) -> str:
