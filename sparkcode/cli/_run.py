@@ -1,9 +1,265 @@
-"""Placeholder: this command group is registered by its owning module."""
+"""``sparkcode run "PROMPT"``: the agent loop without the TUI.
+
+Prints the answer as it streams (tool calls and notes on stderr), or one JSON
+object per event with ``--json``. Exit status: 0 when the agent finished its
+answer, 1 on an error (engine unreachable, HTTP failure...), 3 when it stopped
+early (max turns, a declined approval, a repeated-call loop, output cut by
+the length limit).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, TextIO
+
 import typer
+
+from engine.errors import UserError
+from engine.paths import Paths
+from engine.profiles import REASONING_EFFORTS
+from sparkcode.agent import (
+    Agent,
+    AgentError,
+    AgentSettings,
+    ApprovalDecision,
+    ApprovalRequested,
+    BudgetExceeded,
+    ContentDelta,
+    Event,
+    MetricsPoller,
+    Notice,
+    Permissions,
+    ReasoningDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    UndoStore,
+    event_to_json,
+)
+from sparkcode.config import Config, load_config
+from sparkcode.connection import Connection, resolve_connection
+
+EXIT_OK, EXIT_ERROR, EXIT_STOPPED = 0, 1, 3
+
+
+@dataclass
+class RunOptions:
+    prompt: str
+    workspace: Path
+    as_json: bool = False
+    max_turns: int | None = None
+    auto: bool = False
+    endpoint: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    profile: str | None = None
+    effort: str | None = None
+    budget: int | None = None
+    force_tool: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    record: bool = True
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app (none yet)."""
+    app.command("run")(run_cmd)
+
+
+def run_cmd(
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per event.")]
+    = False,
+    max_turns: Annotated[int | None, typer.Option(
+        "--max-turns", min=1, help="Most model requests for this prompt.")] = None,
+    auto: Annotated[bool, typer.Option(
+        "--auto", help="Full-auto: run edits and shell commands without asking.")] = False,
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", help="An OpenAI-compatible server URL instead of the managed engine.")]
+    = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name to request.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        "--api-key-env", help="Environment variable holding the API key.")] = None,
+    workspace: Annotated[Path | None, typer.Option(
+        "--workspace", "-w", help="The project directory (default: current directory).")]
+    = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", "-p", help="Engine profile (started if not running).")] = None,
+    effort: Annotated[str | None, typer.Option(
+        "--effort", help=f"reasoning_effort: {', '.join(REASONING_EFFORTS)}.")] = None,
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=-1, help="thinking_token_budget (-1 = unlimited).")] = None,
+    force_tool: Annotated[str | None, typer.Option("--force-tool", hidden=True)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True, min=1)] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", hidden=True)] = None,
+    no_record: Annotated[bool, typer.Option(
+        "--no-record", help="Do not record this session.")] = False,
+) -> None:
+    """Run the agent on PROMPT without the TUI and print the result."""
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise UserError(f"--effort must be one of {', '.join(REASONING_EFFORTS)}")
+    options = RunOptions(
+        prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
+        auto=auto, endpoint=endpoint, model=model, api_key_env=api_key_env, profile=profile,
+        effort=effort, budget=budget, force_tool=force_tool, max_tokens=max_tokens,
+        temperature=temperature, record=not no_record,
+    )
+    code = asyncio.run(run_headless(options))
+    if code:
+        raise typer.Exit(code)
+
+
+async def run_headless(options: RunOptions, paths: Paths | None = None,
+                       out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Resolve the engine, run one turn, print it; returns the exit status."""
+    paths = paths or Paths.from_env()
+    out = out or sys.stdout
+    err = err or sys.stderr
+    workspace = options.workspace.expanduser().resolve()
+    if not workspace.is_dir():
+        raise UserError(f"workspace {workspace} is not a directory")
+    config = load_config(paths)
+
+    def progress(message: str) -> None:
+        print(message, file=err, flush=True)
+
+    conn = await resolve_connection(
+        endpoint=options.endpoint, model=options.model, api_key_env=options.api_key_env,
+        profile=options.profile, paths=paths, config=config, progress=progress,
+    )
+    agent, closer = _build_agent(options, conn, config, paths, workspace)
+    printer = _Printer(out, err, options.as_json)
+    reason = "error"
+    try:
+        async for event in agent.run_turn(options.prompt):
+            printer.show(event)
+            if isinstance(event, ApprovalRequested) and agent.approver is None:
+                event.respond(await _ask_terminal(event, err))
+            if isinstance(event, TurnFinished):
+                reason = event.reason
+    finally:
+        await agent.client.aclose()
+        closer()
+    printer.end()
+    if printer.errors:
+        return EXIT_ERROR
+    return EXIT_OK if reason == "stop" else EXIT_STOPPED
+
+
+def _build_agent(options: RunOptions, conn: Connection, config: Config, paths: Paths,
+                 workspace: Path) -> tuple[Agent, Callable[[], None]]:
+    recorder = None
+    transport = None
+    if options.record:
+        from sparkcode.sessions import start_recording
+
+        recorder, transport = start_recording(
+            conn.base_url, workspace=workspace, model=conn.model, paths=paths,
+            api_key_env=conn.api_key_env, origin="run",
+        )
+    client = conn.client(transport)
+    settings = AgentSettings(
+        reasoning_effort=options.effort or conn.reasoning_effort,
+        thinking_token_budget=(options.budget if options.budget is not None
+                               else conn.thinking_token_budget),
+        max_turns=options.max_turns or config.max_turns,
+        max_tokens=options.max_tokens, temperature=options.temperature,
+        force_tool=options.force_tool, context_limit=conn.max_model_len,
+        bash_timeout_s=config.bash_timeout_s,
+    )
+    permissions = Permissions(config, mode="full-auto" if options.auto else None)
+    approver = None if sys.stdin.isatty() else _refuse
+    agent = Agent(client, workspace, settings=settings, permissions=permissions,
+                  undo=UndoStore(workspace, paths.data_dir),
+                  metrics=MetricsPoller(client.fetch_metrics), approver=approver)
+    if recorder is not None:
+        from sparkcode.sessions import event_recorder
+
+        agent.subscribe(event_recorder(recorder))
+        return agent, recorder.close
+    return agent, lambda: None
+
+
+async def _refuse(request: ApprovalRequested) -> ApprovalDecision:
+    """No one to ask: refuse, and say how to allow it."""
+    return ApprovalDecision(
+        approved=False,
+        reason="not approved: sparkcode run is not interactive; rerun with --auto or allow "
+               "this tool in config.toml [permissions]",
+    )
+
+
+async def _ask_terminal(request: ApprovalRequested, err: TextIO) -> ApprovalDecision:
+    print(f"\n--- approve {request.tool}: {request.summary}", file=err)
+    if request.detail:
+        print(request.detail.rstrip("\n"), file=err)
+    answer = await asyncio.to_thread(input, "approve? [y]es / [N]o / [a]lways: ")
+    answer = answer.strip().lower()
+    return ApprovalDecision(approved=answer in ("y", "yes", "a", "always"),
+                            always=answer in ("a", "always"))
+
+
+class _Printer:
+    """Human output: the answer on stdout, everything else on stderr."""
+
+    def __init__(self, out: TextIO, err: TextIO, as_json: bool) -> None:
+        self.out, self.err, self.as_json = out, err, as_json
+        self.errors = 0
+        self.thinking = 0
+        self.midline = False
+
+    def show(self, event: Event) -> None:
+        if isinstance(event, AgentError):
+            self.errors += 1
+        if self.as_json:
+            self.out.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
+            self.out.flush()
+            return
+        if isinstance(event, ReasoningDelta):
+            self.thinking = event.tokens_so_far
+        elif isinstance(event, ContentDelta):
+            self._thinking_done()
+            self.out.write(event.text)
+            self.out.flush()
+            self.midline = not event.text.endswith("\n")
+        elif isinstance(event, ToolCallStarted):
+            self._thinking_done()
+            self._newline()
+            args = json.dumps(event.arguments, ensure_ascii=False)
+            self._note(f"-> {event.name} {args[:200]}")
+        elif isinstance(event, ToolCallFinished):
+            first = event.result.strip().splitlines()[0] if event.result.strip() else ""
+            self._note(f"   {'failed' if event.error else 'ok'}: {first[:200]}")
+        elif isinstance(event, BudgetExceeded):
+            self._note(f"thinking passed its budget ({event.used} > {event.budget} tokens); "
+                       "continuing without thinking")
+        elif isinstance(event, Notice):
+            self._note(f"note: {event.message}")
+        elif isinstance(event, AgentError):
+            self._newline()
+            self._note(f"error: {event.message}")
+        elif isinstance(event, TurnFinished) and event.reason != "stop":
+            self._newline()
+            self._note(f"stopped: {event.reason}")
+
+    def _thinking_done(self) -> None:
+        if self.thinking:
+            self._note(f"(thought for {self.thinking} tokens)")
+            self.thinking = 0
+
+    def _newline(self) -> None:
+        if self.midline:
+            self.out.write("\n")
+            self.out.flush()
+            self.midline = False
+
+    def _note(self, text: str) -> None:
+        print(text, file=self.err, flush=True)
+
+    def end(self) -> None:
+        if not self.as_json:
+            self._newline()

@@ -1,0 +1,150 @@
+"""What the agent talks to: an explicit endpoint, an endpoint profile, or a
+managed local engine (started here when it is not running).
+
+:func:`resolve_connection` returns a :class:`Connection` with the base URL, the
+model (asked from ``/v1/models`` when not given), the name of the environment
+variable holding the API key (the key itself is read at request time and never
+stored), the engine's ``max_model_len`` and the agent defaults
+(``reasoning_effort``, ``thinking_token_budget``) from the profile, overridden
+by ``config.toml``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from engine.errors import EngineStateError, UserError
+from engine.paths import Paths
+from engine.profiles import AgentDefaults, Profile, default_profile_name, load_profile, render
+from engine.supervisor import Supervisor
+
+from .agent.client import ChatClient, ChatError
+from .config import Config, load_config
+
+Progress = Callable[[str], None]
+
+
+class EndpointError(UserError):
+    """The server cannot be reached, or serves no (such) model."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A resolved OpenAI-compatible server and the agent's defaults for it."""
+
+    base_url: str
+    """Ends in ``/v1``."""
+    model: str
+    api_key_env: str | None
+    max_model_len: int | None
+    reasoning_effort: str
+    thinking_token_budget: int
+    profile: str | None = None
+    """The profile used, None for ``--endpoint``."""
+    managed: bool = False
+    """True when sparkcode supervises the engine (a local vllm profile)."""
+
+    def client(self, transport: httpx.AsyncBaseTransport | None = None) -> ChatClient:
+        return ChatClient(self.base_url, self.model, self.api_key_env, transport=transport)
+
+
+def normalise_base_url(url: str) -> str:
+    """``http://host:8000`` and ``http://host:8000/v1/`` both become ``.../v1``."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--endpoint must be an http(s) URL, got {url!r}")
+    return url if url.endswith("/v1") else f"{url}/v1"
+
+
+async def resolve_connection(
+    *,
+    endpoint: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    profile: str | None = None,
+    paths: Paths | None = None,
+    config: Config | None = None,
+    start_engine: bool = True,
+    progress: Progress | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Connection:
+    """Resolve what to talk to; start the managed engine if needed and allowed."""
+    paths = paths or Paths.from_env()
+    config = config or load_config(paths)
+    say = progress or (lambda _msg: None)
+    if endpoint:
+        base = normalise_base_url(endpoint)
+        return await _finish(base, model, api_key_env, AgentDefaults(), config, None, False,
+                             transport)
+    name = profile or config.profile or default_profile_name()
+    prof = load_profile(name, paths)
+    if prof.kind == "endpoint":
+        spec = render(prof, paths)
+        return await _finish(spec.base_url, model or spec.model, api_key_env or spec.api_key_env,
+                             prof.agent, config, prof.name, False, transport)
+    base, served = await asyncio.to_thread(_ensure_engine, prof, paths, start_engine,
+                                           profile is not None, say)
+    return await _finish(base, model or served, api_key_env, prof.agent, config, prof.name, True,
+                         transport)
+
+
+def _ensure_engine(prof: Profile, paths: Paths, start: bool, explicit: bool,
+                   say: Progress) -> tuple[str, str | None]:
+    """The running engine's URL and model, booting it first if needed."""
+    sup = Supervisor(paths)
+    status = sup.status()
+    if status.state in ("ready", "booting", "unhealthy") and status.base_url:
+        if explicit and status.profile != prof.name:
+            raise EngineStateError(
+                f"an engine with profile {status.profile} is already running at "
+                f"{status.base_url}; stop it (`sparkcode engine stop`) or use --profile "
+                f"{status.profile}"
+            )
+        if status.state != "ready":
+            say(f"waiting for the engine ({status.profile}) to become ready ...")
+            status = sup.wait_ready(timeout=900.0, on_phase=lambda p: say(f"  {p}"))
+        return status.base_url or "", status.model
+    if not start:
+        raise EngineStateError("no engine is running; start one with `sparkcode engine start`")
+    if status.state == "crashed":
+        say(f"the last engine crashed (exit code {status.exit_code}); starting a new one")
+        sup.stop()  # clears the stale record
+    from engine.models import prepare_model
+
+    prepare_model(prof, paths, progress=say)
+    spec = render(prof, paths)
+    say(f"starting engine {prof.name} on {spec.base_url} ...")
+    status = sup.start(prof, spec, timeout=900.0, on_phase=lambda p: say(f"  {p}"))
+    return status.base_url or spec.base_url, status.model or spec.model
+
+
+async def _finish(base: str, model: str | None, api_key_env: str | None,
+                  defaults: AgentDefaults, config: Config, profile: str | None, managed: bool,
+                  transport: httpx.AsyncBaseTransport | None) -> Connection:
+    client = ChatClient(base, model or "", api_key_env, transport=transport)
+    try:
+        cards = await client.list_models()
+    except ChatError as exc:
+        raise EndpointError(f"cannot list the models at {base}: {exc}") from None
+    finally:
+        await client.aclose()
+    if not cards:
+        raise EndpointError(f"{base} serves no model")
+    if model is None:
+        card = cards[0]
+    else:
+        found = [c for c in cards if c.id == model]
+        if not found:
+            known = ", ".join(c.id for c in cards)
+            raise EndpointError(f"{base} does not serve model {model!r} (it serves: {known})")
+        card = found[0]
+    effort = config.reasoning_effort or defaults.reasoning_effort
+    budget = (config.thinking_token_budget if config.thinking_token_budget is not None
+              else defaults.thinking_token_budget)
+    return Connection(base_url=base, model=card.id, api_key_env=api_key_env,
+                      max_model_len=card.max_model_len, reasoning_effort=effort,
+                      thinking_token_budget=budget, profile=profile, managed=managed)

@@ -1,0 +1,95 @@
+"""``sparkcode run`` against a scripted server over real HTTP."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from engine.paths import Paths
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunOptions, run_headless
+from tests.agent.http_server import serve, url
+from tests.agent.scripted import Reply
+
+WRITE = ("write_file", json.dumps({"path": "notes/todo.txt", "content": "ship it\n"}))
+
+
+async def run(options: RunOptions) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_headless(options, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def test_json_run_writes_a_file_and_records_the_session(workspace: Path) -> None:
+    with serve([Reply(tool_calls=[WRITE]), Reply(content=["Done: ", "wrote it."])]) as server:
+        code, out, err = await run(RunOptions(prompt="write a todo", workspace=workspace,
+                                              as_json=True, auto=True, endpoint=url(server)))
+    assert code == EXIT_OK, err
+    events = [json.loads(line) for line in out.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "TurnStarted" and types[-1] == "TurnFinished"
+    assert "SnapshotTaken" in types and "ToolCallFinished" in types
+    assert events[-1]["content"] == "Done: wrote it." and events[-1]["reason"] == "stop"
+    assert (workspace / "notes/todo.txt").read_text() == "ship it\n"
+    assert server.requests[0]["model"] == "scripted"  # asked from /v1/models
+    sessions = list(Paths.from_env().sessions_dir.rglob("*.jsonl"))
+    assert sessions, "the run was not recorded"
+
+
+async def test_plain_output_streams_the_answer(workspace: Path) -> None:
+    with serve([Reply(reasoning=["hmm"], content=["Hello", " world"])]) as server:
+        code, out, err = await run(RunOptions(prompt="hi", workspace=workspace,
+                                              endpoint=url(server), record=False))
+    assert code == EXIT_OK and out == "Hello world\n"
+    assert "(thought for 1 tokens)" in err
+
+
+async def test_non_interactive_run_refuses_edits_without_auto(workspace: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with serve([Reply(tool_calls=[WRITE]), Reply(content=["ok"])]) as server:
+        code, out, err = await run(RunOptions(prompt="write", workspace=workspace,
+                                              endpoint=url(server), record=False))
+    assert code == EXIT_STOPPED
+    assert not (workspace / "notes").exists()
+    assert "stopped: denied" in err
+    tool_msg = [m for m in server.requests[0]["messages"] if m["role"] == "tool"]
+    assert tool_msg == []  # the refusal ended the turn; no second request
+    assert len(server.requests) == 1
+
+
+async def test_max_turns_stops_with_status_3(workspace: Path) -> None:
+    read = ("list_files", "{}")
+    with serve([Reply(tool_calls=[read]), Reply(tool_calls=[read])]) as server:
+        code, _, err = await run(RunOptions(prompt="look", workspace=workspace,
+                                            endpoint=url(server), max_turns=1, record=False))
+    assert code == EXIT_STOPPED and "max_turns" in err
+
+
+async def test_unreachable_endpoint_is_a_user_error(workspace: Path) -> None:
+    with pytest.raises(UserError, match="cannot list the models at http://127.0.0.1:9/v1"):
+        await run(RunOptions(prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9"))
+
+
+async def test_missing_workspace_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="is not a directory"):
+        await run(RunOptions(prompt="x", workspace=tmp_path / "nope",
+                             endpoint="http://127.0.0.1:9"))
+
+
+def test_cli_prints_one_error_line(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from sparkcode.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sparkcode", "run", "hi", "--endpoint",
+                                      "http://127.0.0.1:9", "-w", str(tmp_path)])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: cannot list the models")
