@@ -142,9 +142,11 @@ class SymbolCheck:
     """``symbol_run`` and ``odd_chars``: sudden runs of symbols or unusual code points.
 
     A symbol is any character that is neither a letter, a digit nor whitespace.
-    Whitespace inside a run neither breaks it nor counts (``@ # $ %`` is a run);
-    a letter or digit ends it. The run must also use several different symbols,
-    which keeps separator lines out (one repeated character is ``char_run``'s).
+    Spaces inside a run neither break it nor count (``@ # $ %`` is a run); a
+    letter, a digit or a line break ends it, so ASCII-art diagrams and grammar
+    tables, whose symbols spread over many lines, stay out. The run must also
+    use several different symbols, which keeps separator lines out (one
+    repeated character is ``char_run``'s).
     Odd characters are counted in a sliding window of the last characters.
     """
 
@@ -169,7 +171,7 @@ class SymbolCheck:
         window = cfg.odd_window
         for k, c in enumerate(delta):
             i = self._pos + k
-            if c.isalnum():
+            if c.isalnum() or c == "\n":
                 if self._run:
                     self._run = 0
                     self._distinct.clear()

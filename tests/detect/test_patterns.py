@@ -146,6 +146,8 @@ def test_symbol_run_fires_at_threshold_not_below() -> None:
 def test_symbol_run_ignores_spaces_and_needs_variety() -> None:
     assert pattern_of(PROSE + " ".join("@#$%^&*" * 6)[:63] + " a") == "symbol_run"
     assert pattern_of(PROSE + "-=+*-" * 10 + " a") == "none"  # only 4 different symbols
+    art = "+--------+     +--------+\n| <=>  {} | --> | [] ;;  |\n+--------+     +--------+\n"
+    assert pattern_of(PROSE + "\n" + art * 3) == "none"  # a diagram spreads over lines
 
 
 # ---------------------------------------------------------------- odd_chars
