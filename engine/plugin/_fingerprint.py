@@ -53,7 +53,7 @@ def normalised_tokens(source: str) -> list[str]:
         if tok.type == tokenize.STRING and tok.start[0] in doc_lines:
             continue
         if tok.type == tokenize.NEWLINE:
-            if out and out[-1] != "<NL>":
+            if out and out[-1] not in ("<NL>", "<IN>", "<DE>"):
                 out.append("<NL>")
         elif tok.type == tokenize.INDENT:
             out.append("<IN>")

