@@ -47,10 +47,6 @@ __all__ = [
 
 # Thresholds between neighbouring levels of CODEBOOK (midpoints): -2.5, 0, 2.5.
 _THRESH_OUTER = (CODEBOOK[2] + CODEBOOK[3]) / 2
-# Candidate scales tried per group, as fractions of max|w|; the best is then refined by least
-# squares. max|w|/4 puts the largest weight on level 4; smaller scales trade the tail for the
-# bulk, which usually wins for bell-shaped groups.
-_CANDIDATE_FRACTIONS = tuple(0.125 + 0.025 * i for i in range(18))  # 0.125 .. 0.55
 
 
 def _check_matrix(w: torch.Tensor) -> tuple[int, int]:
@@ -90,28 +86,26 @@ def _grouped(w: torch.Tensor) -> torch.Tensor:
 
 
 def rtn_scales(w: torch.Tensor) -> torch.Tensor:
-    """Per-group scales ``[out, in/32]`` (float32) minimising the group's squared error.
+    """Per-group scales ``[out, in/32]`` (float32) minimising each group's squared error.
 
-    For each candidate ``fraction * max|w|`` the codes are assigned by nearest level, the scale is
-    refitted by least squares for that assignment (``s = <w, q> / <q, q>``), and the best
-    refitted scale by squared error is kept. Vectorised over all groups; loops over the few
-    candidates only.
+    With the codebook {-4, -1, 1, 4} the nearest code keeps the weight's sign, so a code
+    assignment is fixed by how many of the group's largest magnitudes go to level 4 (``k``).
+    For a given ``k`` the least-squares scale is ``s_k = (4 A_k + B_k) / (16 k + 32 - k)``
+    (``A_k``: sum of the top ``k`` magnitudes, ``B_k``: the rest) and the error is
+    ``|w|^2 - (4 A_k + B_k)^2 / (15 k + 32)``. The scale at the optimum is ``s_k`` for its own
+    assignment, so taking the best of the 33 values of ``k`` is exact. Vectorised over groups.
     """
-    g = _grouped(w)
-    amax = g.abs().amax(dim=-1)
-    best_scale = amax / CODEBOOK[3]
-    best_err = torch.full_like(amax, float("inf"))
-    safe_amax = torch.where(amax > 0, amax, torch.ones_like(amax))
-    for frac in _CANDIDATE_FRACTIONS:
-        s = safe_amax * frac
-        q = code_values(nearest_code(g / s.unsqueeze(-1)))
-        s_fit = (g * q).sum(-1) / (q * q).sum(-1)
-        s_fit = torch.clamp(s_fit, min=0.0)
-        err = ((g - q * s_fit.unsqueeze(-1)) ** 2).sum(-1)
-        better = err < best_err
-        best_err = torch.where(better, err, best_err)
-        best_scale = torch.where(better, s_fit, best_scale)
-    return torch.where(amax > 0, best_scale, torch.zeros_like(best_scale))
+    g = _grouped(w).abs()
+    mags = torch.sort(g, dim=-1, descending=True).values
+    zero = torch.zeros_like(mags[..., :1])
+    top = torch.cat((zero, torch.cumsum(mags, dim=-1)), dim=-1)  # A_k, k = 0..32
+    total = top[..., -1:]
+    k = torch.arange(GROUP + 1, dtype=torch.float32, device=g.device)
+    cross = CODEBOOK[3] * top + (total - top)  # 4 A_k + B_k
+    norm = (CODEBOOK[3] ** 2 - 1) * k + GROUP  # 16 k + (32 - k)
+    best = torch.argmax(cross * cross / norm, dim=-1, keepdim=True)
+    scale = (cross.gather(-1, best) / norm[best]).squeeze(-1)
+    return scale
 
 
 def quantize_with_scales(w: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,144 @@
+"""Triton kernels against their PyTorch references (interpreted on CPU, small shapes).
+
+Triton interprets kernels only when ``TRITON_INTERPRET=1`` was set before it was first imported.
+If this process imported Triton without it (another test module pulled in vLLM), the kernel
+tests rerun in a fresh interpreter instead of being skipped silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from engine.quant import bf16pack, w2  # noqa: E402
+from kernels import _triton  # noqa: E402
+from kernels.bf16_unpack import bf16_unpack, bf16_unpack_reference  # noqa: E402
+from kernels.w2_dequant import (  # noqa: E402
+    w2_dequant,
+    w2_dequant_reference,
+    w2_gemv,
+    w2_gemv_reference,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+RUNS_HERE = _triton.usable_on(DEVICE)
+needs_triton = pytest.mark.skipif(not RUNS_HERE, reason="Triton cannot run kernels here")
+
+
+def test_kernels_package_imports_neither_engine_nor_sparkcode() -> None:
+    for path in (ROOT / "kernels").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in {"engine", "sparkcode"}, (path.name, name)
+
+
+def test_engine_uses_the_kernel_layout_constants() -> None:
+    from kernels import w2_layout
+
+    assert w2.CODEBOOK == w2_layout.CODEBOOK == (-4.0, -1.0, 1.0, 4.0)
+    assert w2.GROUP == w2_layout.GROUP == 32
+
+
+@pytest.mark.skipif(
+    RUNS_HERE or not _triton.HAVE_TRITON or torch.cuda.is_available(),
+    reason="kernels run in this process",
+)
+def test_kernels_in_a_fresh_interpreter() -> None:
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def _w2_case(out_f: int, in_f: int, seed: int) -> w2.W2Tensor:
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(out_f, in_f, generator=g) * 0.03
+    w[0, :32] = 0  # an all-zero group: scale byte 0
+    return w2.quantize_rtn(w)
+
+
+@needs_triton
+@pytest.mark.parametrize(("out_f", "in_f"), [(16, 64), (21, 96)])
+def test_w2_dequant_matches_reference_bit_exactly(out_f: int, in_f: int) -> None:
+    q = _w2_case(out_f, in_f, out_f)
+    packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
+    got = w2_dequant(packed, scales, in_f, block_r=8, block_k=32)
+    ref = w2_dequant_reference(packed, scales, in_f)
+    assert torch.equal(got.view(torch.int16), ref.view(torch.int16))
+    got32 = w2_dequant(packed, scales, in_f, dtype=torch.float32, block_r=8, block_k=32)
+    assert torch.equal(got32, w2_dequant_reference(packed, scales, in_f, torch.float32))
+
+
+@needs_triton
+def test_w2_gemv_matches_reference() -> None:
+    q = _w2_case(24, 128, 7)
+    x = torch.randn(3, 128, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
+    got = w2_gemv(x, packed, scales, 128, block_r=8, block_k=64)
+    ref = w2_gemv_reference(x, packed, scales, 128)
+    assert got.shape == (3, 24)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    # And against the dense product with the dequantized matrix in bf16 activations.
+    xb = x[:1].to(torch.bfloat16)
+    dense = xb.float() @ q.dequantize(torch.float32).to(DEVICE).T
+    torch.testing.assert_close(
+        w2_gemv(xb, packed, scales, 128).float(), dense, rtol=2e-2, atol=2e-2
+    )
+
+
+@needs_triton
+@pytest.mark.parametrize("numel", [1, 5, 2048, 3001])
+def test_bf16_unpack_matches_reference_bit_exactly(numel: int) -> None:
+    g = torch.Generator().manual_seed(numel)
+    t = torch.randint(-32768, 32768, (numel,), generator=g).to(torch.int16).view(torch.bfloat16)
+    t[: min(numel, 3)] = torch.tensor([float("nan"), float("-inf"), -0.0])[: min(numel, 3)]
+    p = bf16pack.pack(t)
+    args = (
+        p.payload.to(DEVICE),
+        p.exponents.to(DEVICE),
+        p.escape_index.to(DEVICE),
+        p.escape_values.to(DEVICE),
+        numel,
+    )
+    got = bf16_unpack(*args, block=256)
+    ref = bf16_unpack_reference(*args)
+    assert torch.equal(got.view(torch.int16).cpu(), ref.view(torch.int16).cpu())
+    assert torch.equal(got.view(torch.int16).cpu(), t.view(torch.int16))
+
+
+def test_wrappers_reject_mismatched_shapes() -> None:
+    q = _w2_case(8, 64, 0)
+    with pytest.raises(ValueError, match="does not fit in=96"):
+        w2_dequant(q.packed, q.scales_enc, 96)
+    with pytest.raises(ValueError, match=r"x must be \[m, 64\]"):
+        w2_gemv(torch.zeros(2, 32), q.packed, q.scales_enc, 64)
+    with pytest.raises(ValueError, match="payload must be"):
+        bf16_unpack(
+            torch.zeros(4, dtype=torch.uint8),
+            torch.zeros(16, dtype=torch.uint8),
+            torch.zeros(0, dtype=torch.int64),
+            torch.zeros(0, dtype=torch.uint16),
+            4,
+        )
