@@ -33,10 +33,16 @@ def phase_of(lines: Iterable[str], current: str | None = None) -> str | None:
 
 
 def plugin_lines(lines: Iterable[str]) -> list[str]:
-    """What sparkcode's vLLM plugin reported in the engine log."""
+    """What sparkcode's vLLM plugin reported in the engine log.
+
+    vLLM loads the plugin in each of its processes, so the same line can be
+    logged several times; each distinct line is kept once, in order.
+    """
     out: list[str] = []
     for line in lines:
         at = line.find(PLUGIN_MARKER)
         if at >= 0:
-            out.append(line[at + len(PLUGIN_MARKER):].strip())
+            text = line[at + len(PLUGIN_MARKER):].strip()
+            if text not in out:
+                out.append(text)
     return out

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import EngineStateError
+from engine.errors import EngineStateError, UserError
+from engine.pagemath import PageMath, prefix_cache_math
 from engine.paths import Paths
 from engine.profiles import default_profile_name, list_profiles, load_profile, render
 from engine.supervisor import EngineStatus, Supervisor, tail_lines
@@ -134,16 +135,32 @@ def status_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Show the engine's state, health, memory and model."""
-    status = Supervisor(Paths.from_env()).status()
+    paths = Paths.from_env()
+    status = Supervisor(paths).status()
+    page_math = _page_math(status, paths)
     if as_json:
-        typer.echo(json.dumps(status.to_json(), indent=2))
+        doc = status.to_json()
+        doc["prefix_cache"] = page_math.to_json() if page_math else None
+        typer.echo(json.dumps(doc, indent=2))
         return
-    typer.echo(_describe(status))
+    typer.echo(_describe(status, page_math))
     if status.state == "crashed":
         raise typer.Exit(1)
 
 
-def _describe(s: EngineStatus) -> str:
+def _page_math(status: EngineStatus, paths: Paths) -> PageMath | None:
+    """The running profile's prefix-cache page math; None if unknown or not hybrid."""
+    if status.profile is None:
+        return None
+    try:
+        profile = load_profile(status.profile, paths)
+    except UserError:
+        return None  # the profile file changed or went away since the start
+    log = tail_lines(Path(status.log_path), 400) if status.log_path else None
+    return prefix_cache_math(profile, paths, log)
+
+
+def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
     if s.state == "stopped":
         return "engine: stopped"
     lines = [f"engine: {s.state}" + (f" ({s.phase})" if s.state == "booting" and s.phase else "")]
@@ -159,6 +176,8 @@ def _describe(s: EngineStatus) -> str:
         rows.append(("exit", f"code {code}" + (f", signal {s.exit_signal}" if s.exit_signal else "")))
     for line in s.plugin:
         rows.append(("plugin", line))
+    if page_math is not None:
+        rows.append(("prefix", page_math.summary()))
     lines += [f"  {k:<8} {v}" for k, v in rows if v is not None]
     if s.log_tail:
         lines.append("  last log lines:")

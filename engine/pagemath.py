@@ -1,0 +1,210 @@
+"""Prefix-cache page math for hybrid (KDA / Mamba) models.
+
+On a hybrid model vLLM can only reuse a cached prefix where a linear-attention
+state was stored, and it stores one per Mamba block: prefix-cache hits come in
+multiples of ``mamba_block_size`` tokens. A new turn therefore re-prefills
+everything after the last block boundary it shares with an earlier prompt: up
+to one whole block plus the turn's new tokens. For GLM-5.3-Flash on one DGX
+Spark that block is 7168 tokens; at ~640 tokens/s of prefill that is up to
+~11 s per turn before any new token, and the seed reports a roughly constant
+~16 s of prefill per agent turn for this reason.
+
+Where the block size comes from, best first: the running engine's log (vLLM's
+own "Setting attention block size" line, or the scheduler_fix plugin's), the
+model's ``config.json``, or built-in facts for known models when the model is
+not downloaded yet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.paths import Paths
+from engine.profiles import Profile
+from engine.profiles._render import model_dir_for
+
+SEED_TURN_PREFILL_S = 16.0
+"""Prefill per agent turn on one Spark reported by the seed (GLM-5.3-Flash + DFlash2)."""
+
+_LOG_PATTERNS = (
+    re.compile(r"Mamba block of (\d+) tokens"),  # engine.plugin.scheduler_fix
+    re.compile(r"Setting attention block size to (\d+) tokens"),  # vLLM platform alignment
+)
+
+
+@dataclass(frozen=True)
+class HybridFacts:
+    """What the Mamba block of a KDA + MLA model follows from."""
+
+    name: str
+    kda_heads: int
+    kda_head_dim: int
+    conv_kernel: int
+    attn_page_bytes_per_token: int
+    """MLA KV cache bytes per token and layer (``fp8_ds_mla``: 656)."""
+    block_alignment: int = 128
+    """vLLM raises hybrid MLA blocks in multiples of 128 tokens."""
+    recurrent_bytes: int = 4  # float32 recurrent state ("auto")
+    conv_bytes: int = 2  # model dtype (bf16)
+    prefill_tok_s: float | None = None
+    """Measured prefill rate on the target machine, if known."""
+
+    def mamba_page_bytes(self, num_speculative_tokens: int) -> int:
+        """One layer's KDA state: recurrent H x D x D plus conv 3HD x (K - 1 + k)."""
+        recurrent = self.kda_heads * self.kda_head_dim * self.kda_head_dim * self.recurrent_bytes
+        conv_len = self.conv_kernel - 1 + num_speculative_tokens
+        conv = 3 * self.kda_heads * self.kda_head_dim * conv_len * self.conv_bytes
+        return recurrent + conv
+
+    def mamba_block_size(self, num_speculative_tokens: int) -> int:
+        """The smallest aligned attention block whose page holds one KDA state."""
+        per_unit = self.block_alignment * self.attn_page_bytes_per_token
+        units = -(-self.mamba_page_bytes(num_speculative_tokens) // per_unit)
+        return self.block_alignment * units
+
+
+GLM53_FLASH = HybridFacts(
+    name="GLM-5.3-Flash", kda_heads=64, kda_head_dim=128, conv_kernel=4,
+    attn_page_bytes_per_token=656, prefill_tok_s=640.0,
+)
+"""glm53-flash.md: linear_attn_config 64 x 128, short conv 4, fp8_ds_mla 656 B/token."""
+
+_KNOWN_BY_NAME = {"glm-5.3-flash": GLM53_FLASH}
+
+
+@dataclass(frozen=True)
+class PageMath:
+    """The prefix-cache granularity of one profile and what a cache miss costs."""
+
+    profile: str
+    mamba_block_size: int
+    """Tokens per Mamba/KDA state block: prefix-cache hits are multiples of it."""
+    source: str
+    """Where the block size came from (engine log, config.json, built-in facts)."""
+    prefill_tok_s: float | None = None
+    model: str | None = None
+
+    def cached_tokens(self, shared_prefix_tokens: int) -> int:
+        """Tokens a new prompt can reuse when it shares this many with an earlier one."""
+        # vLLM keeps the last token to recompute; hits floor to the block grid.
+        usable = max(shared_prefix_tokens - 1, 0)
+        return usable // self.mamba_block_size * self.mamba_block_size
+
+    def prefill_seconds(self, tokens: int) -> float | None:
+        """Prefill time for ``tokens`` un-cached tokens, if the rate is known."""
+        if not self.prefill_tok_s:
+            return None
+        return tokens / self.prefill_tok_s
+
+    @property
+    def worst_tail_s(self) -> float | None:
+        """Re-prefill of a whole block (the most a shared prefix can cost)."""
+        return self.prefill_seconds(self.mamba_block_size)
+
+    def summary(self) -> str:
+        """One line for ``engine status`` and the engine panel."""
+        block = self.mamba_block_size
+        text = (
+            f"hits land on multiples of {block} tokens (Mamba/KDA state block); "
+            f"each turn re-prefills up to {block} already-seen tokens plus its new ones"
+        )
+        worst = self.worst_tail_s
+        if worst is not None and self.prefill_tok_s:
+            text += f" (up to {worst:.1f} s at ~{self.prefill_tok_s:.0f} tok/s"
+            if self.model == GLM53_FLASH.name:
+                text += f"; the seed reports ~{SEED_TURN_PREFILL_S:.0f} s of prefill per agent turn"
+            text += ")"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mamba_block_size": self.mamba_block_size, "source": self.source,
+            "prefill_tok_s": self.prefill_tok_s, "worst_tail_s": self.worst_tail_s,
+            "model": self.model, "summary": self.summary(),
+        }
+
+
+def mamba_block_from_log(lines: Iterable[str]) -> int | None:
+    """The Mamba block size a running engine reported, if any (last one wins)."""
+    found: int | None = None
+    for line in lines:
+        for pattern in _LOG_PATTERNS:
+            match = pattern.search(line)
+            if match:
+                found = int(match.group(1))
+    return found
+
+
+def _read_config(model_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+def is_hybrid_config(config: dict[str, Any]) -> bool:
+    """Whether a HF config describes linear-attention (Mamba-family) layers."""
+    text = _text_config(config)
+    layer_types = text.get("layer_types") or []
+    return bool(
+        text.get("linear_attn_config")
+        or any(t in ("linear_attention", "mamba") for t in layer_types)
+        or text.get("model_type") in ("mamba", "mamba2")
+    )
+
+
+def _facts_from_config(config: dict[str, Any]) -> HybridFacts | None:
+    """KDA facts from a GLM-5.3-Flash style config (others: not estimated)."""
+    text = _text_config(config)
+    linear = text.get("linear_attn_config")
+    if not isinstance(linear, dict) or not str(text.get("model_type", "")).startswith("glm5"):
+        return None
+    try:
+        return HybridFacts(
+            name=GLM53_FLASH.name, kda_heads=int(linear["num_heads"]),
+            kda_head_dim=int(linear["head_dim"]),
+            conv_kernel=int(linear.get("short_conv_kernel_size", 4)),
+            attn_page_bytes_per_token=GLM53_FLASH.attn_page_bytes_per_token,
+            prefill_tok_s=GLM53_FLASH.prefill_tok_s,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def prefix_cache_math(profile: Profile, paths: Paths,
+                      log_lines: Iterable[str] | None = None) -> PageMath | None:
+    """The profile's prefix-cache page math, or None if its model is not hybrid/unknown."""
+    if profile.kind != "vllm":
+        return None
+    spec_k = profile.speculative.num_speculative_tokens if profile.speculative else 0
+    model_dir = model_dir_for(profile, paths)
+    config = _read_config(model_dir)
+    facts = _facts_from_config(config) if config is not None else None
+    if facts is None and config is None:
+        facts = _KNOWN_BY_NAME.get((profile.served_name or model_dir.name).lower())
+    rate = facts.prefill_tok_s if facts else None
+    name = facts.name if facts else None
+
+    from_log = mamba_block_from_log(log_lines) if log_lines is not None else None
+    if from_log is not None:
+        return PageMath(profile.name, from_log, "engine log", rate, name)
+    if config is not None and not is_hybrid_config(config):
+        return None
+    if facts is None:
+        return None
+    source = (
+        f"{model_dir / 'config.json'}" if config is not None
+        else f"built-in {facts.name} facts (model not present at {model_dir})"
+    )
+    return PageMath(profile.name, facts.mamba_block_size(spec_k), source, rate, name)
