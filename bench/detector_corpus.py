@@ -358,6 +358,9 @@ def _mixed_script(src: Sources) -> tuple[str, str]:
         return word[:cut] + rng.choice(alphabet) + word[end:]
 
     text = re.sub(r"[A-Za-z_][A-Za-z0-9_]+", corrupt, code)
+    if not changed:  # a sample must hold at least one garbled identifier
+        share = 1.0
+        text = re.sub(r"[A-Za-z_][A-Za-z0-9_]{3,}", corrupt, text, count=1)
     fence = rng.random() < 0.5
     if fence:
         text = f"```python\n{text}\n```\n"

@@ -19,7 +19,7 @@ Patterns (names in :data:`PATTERNS`, thresholds in :class:`DetectorConfig`):
     in code (``# ------`` lines, aligned comments, reST underlines).
 ``subword_repeat``
     A subword repeated 8 times back to back. With no tokenizer, a subword is
-    any 2-12 character unit (``thethe``, ``the the``, ``ung ung``) or one whole
+    any 2-16 character unit (``thethe``, ``the the``, ``ung ung``) or one whole
     word separated only by non-word characters. Units with no two adjacent
     letters (``0, ``, ``--- |``) or with an escape (``\\x00``) are data or
     table syntax and need 24.

@@ -14,6 +14,7 @@ from ._config import DetectorConfig, Verdict
 
 _ODD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs"})
 _HEX = frozenset("0123456789abcdefABCDEF")
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 
 
 def _is_data_unit(unit: str) -> bool:
@@ -21,21 +22,23 @@ def _is_data_unit(unit: str) -> bool:
 
     A looping *subword* is letters, mostly lower case (``ization``, ``the ``,
     ``getValue``). Data repeats legitimately: escapes (``\\x00``), numbers and
-    table syntax with no two neighbouring letters (``0, ``, ``--- | ``), hex
-    with digits (``00ff``) and base64 of repetitive bytes (``ICAg`` = spaces,
-    ``LS0t`` = dashes), which puts two capitals next to other characters.
-    Neighbours are read cyclically, as the unit repeats.
+    table syntax with no two neighbouring letters (``0, ``, ``--- | ``; read
+    cyclically, as the unit repeats), hex with digits (``00ff``) and base64 of
+    one repeated byte, a 4-character unit mixing cases or letters and digits
+    (``ICAg`` = spaces, ``IyMj`` = ``#``, ``LS0t`` = ``-``).
     """
     if "\\" in unit:
         return True
     n = len(unit)
-    pairs = [(unit[i], unit[(i + 1) % n]) for i in range(n)]
-    if not any(a.isalpha() and b.isalpha() for a, b in pairs):
+    if not any(unit[i].isalpha() and unit[(i + 1) % n].isalpha() for i in range(n)):
         return True
     if all(c in _HEX for c in unit) and any(c.isdigit() for c in unit):
         return True
-    capitals = any(a.isupper() and b.isupper() for a, b in pairs)
-    return capitals and not all(c.isupper() for c in unit)
+    if n == 4 and all(c in _BASE64 for c in unit):
+        letters = [c for c in unit if c.isalpha()]
+        mixed_case = any(c.isupper() for c in letters) and any(c.islower() for c in letters)
+        return mixed_case or len(letters) < n
+    return False
 
 
 def _hit(pattern: str, detail: str, position: int, start: int, **extra: str | int) -> Verdict:
@@ -117,8 +120,9 @@ class RepetitionCheck:
         return self._unit_hit(s[k - p + 1:k + 1], n, p, i)
 
     def _unit_hit(self, unit: str, n: int, p: int, i: int) -> Verdict | None:
-        if len(set(unit)) == 1:
-            return None  # a run of one character: the char-run check decides
+        for d in range(1, p // 2 + 1):
+            if p % d == 0 and unit == unit[:d] * (p // d):
+                return None  # a repeat of a shorter unit: that period decides
         need = self._cfg.data_unit_repeats if _is_data_unit(unit) else self._cfg.subword_repeats
         if n < (need - 1) * p:
             return None

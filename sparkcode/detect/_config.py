@@ -30,8 +30,8 @@ class DetectorConfig:
 
     min_unit: int = 2
     """Shortest character unit of the subword check (1 is the char-run check)."""
-    max_unit: int = 12
-    """Longest character unit of the subword check."""
+    max_unit: int = 16
+    """Longest character unit of the subword check (long BPE pieces reach 16)."""
     subword_repeats: int = 8
     """A subword unit (or a whole word) repeated this many times in a row."""
     data_unit_repeats: int = 24

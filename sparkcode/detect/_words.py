@@ -206,9 +206,9 @@ class LoopCheck:
         many = copies >= cfg.block_any_repeats
         if not (phrase_ok or block_ok or many):
             return None
-        words = self._last_words(n)
-        if len({x.text for x in words}) < 2:
+        if self._run_last[1] == self._count - 1 and self._run_len[1] >= n - 1:
             return None  # one word over and over: the n == 1 period decides
+        words = self._last_words(n)
         if not (phrase_ok or block_ok or any(_has_word_letters(x.text) for x in words)):
             return None
         shown = " ".join(x.text for x in words[:8]) + (" ..." if n > 8 else "")

@@ -47,7 +47,7 @@ def test_structural_runs_use_the_longer_limit(char: str) -> None:
 # ---------------------------------------------------------------- subword_repeat
 
 @pytest.mark.parametrize("unit", ["ab", "the ", "ung", "ization", "_get_value_x", "getValue",
-                                  "DEAD"])
+                                  "DEAD", "EditorWindow_", "refreshCanvas_"])
 def test_subword_unit_fires_at_8_not_7(unit: str) -> None:
     assert len(unit) <= DetectorConfig().max_unit
     assert pattern_of(PROSE + unit * 7 + "!") == "none"
@@ -64,7 +64,8 @@ def test_whole_word_longer_than_a_unit_fires_at_8_not_7() -> None:
     assert verdict.extra["unit"] == word
 
 
-@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | ", "\\ufffe", "ICAg", "00ff", "LS0t"])
+@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | ", "\\ufffe", "ICAg", "IyMj", "Kioq",
+                                  "00ff", "LS0t"])
 def test_data_units_need_more_copies(unit: str) -> None:
     need = DetectorConfig().data_unit_repeats
     assert need > DetectorConfig().subword_repeats
@@ -121,7 +122,7 @@ def test_block_loop_fires_at_5_copies_anywhere() -> None:
 def test_short_phrase_loop_far_into_the_text_fires_on_count() -> None:
     need = DetectorConfig().block_any_repeats
     lead = varied_prose(40)
-    phrase = "on the spec, "  # too short for the span rule, far too little coverage
+    phrase = "on the spec sheet, "  # too short for the span rule, far too little coverage
     assert len(phrase) * need < DetectorConfig().block_min_chars
     assert pattern_of(lead + phrase * (need - 1) + "Done.") == "none"
     assert pattern_of(lead + phrase * need + "Done.") == "block_loop"

@@ -90,7 +90,8 @@ def test_empty_and_clean_verdicts() -> None:
 
 def test_describe_names_pattern_and_span() -> None:
     verdict = detect_text("ok " + "!" * 40)
-    assert verdict.describe() == "degenerate: char_run at chars 3-35: '!' repeated 32 times in a row"
+    expected = "degenerate: char_run at chars 3-35: '!' repeated 32 times in a row"
+    assert verdict.describe() == expected
     assert verdict.describe(" (line 1)").startswith("degenerate: char_run at chars 3-35 (line 1): ")
 
 
@@ -138,6 +139,7 @@ def test_state_is_bounded_on_endless_degenerate_input(name: str) -> None:
     never = 10**9
     cfg = DetectorConfig(char_run=never, structural_char_run=never, subword_repeats=never,
                          data_unit_repeats=never, phrase_repeats=never, block_repeats=never,
+                         block_any_repeats=never,
                          symbol_run=never, odd_chars=never, mixed_script_words=never,
                          churn_switches=never)
     detector = DegenerationDetector(cfg)
