@@ -11,7 +11,13 @@ Usage::
 
     detect_text(text) -> Verdict                  # the same on a whole text
 
-Patterns (names in :data:`PATTERNS`, thresholds in :class:`DetectorConfig`):
+A :class:`Verdict` names the ``pattern``, says what was seen in ``detail`` and
+where: ``start`` (first character of the evidence) and ``position`` (just past
+it), as character offsets into the text fed so far. The thresholds below were
+set against ``bench/detector_rates.py`` (normal stdlib code and prose versus
+constructed garbage); each is a field of :class:`DetectorConfig`.
+
+Patterns (names in :data:`PATTERNS`):
 
 ``char_run``
     One character 32 times in a row; 120 for alignment and separator
@@ -20,9 +26,10 @@ Patterns (names in :data:`PATTERNS`, thresholds in :class:`DetectorConfig`):
 ``subword_repeat``
     A subword repeated 8 times back to back. With no tokenizer, a subword is
     any 2-16 character unit (``thethe``, ``the the``, ``ung ung``) or one whole
-    word separated only by non-word characters. Units with no two adjacent
-    letters (``0, ``, ``--- |``) or with an escape (``\\x00``) are data or
-    table syntax and need 24.
+    word separated only by non-word characters. Units that look like data
+    rather than word pieces need 24: no two adjacent letters (``0, ``,
+    ``--- |``), an escape (``\\x00``), hex with digits (``00ff``), base64 of one
+    repeated byte (``ICAg``).
 ``phrase_loop``
     A 2-8 word phrase repeated 12 times in a row, covering 60% of the text.
 ``block_loop``
