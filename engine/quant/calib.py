@@ -97,9 +97,9 @@ class CalibrationFile:
         if not path.is_file():
             raise CalibrationError(f"calibration file {path} does not exist")
         try:
-            self._handle = safe_open(str(path), framework="pt")
-            meta = self._handle.metadata() or {}
-            names = list(self._handle.keys())
+            handle: Any = safe_open(str(path), framework="pt")
+            meta = handle.metadata() or {}
+            names = list(handle.keys())
         except Exception as exc:
             raise CalibrationError(f"calibration file {path} is not readable: {exc}") from exc
         if meta.get("format") != CALIB_FORMAT:
@@ -108,6 +108,7 @@ class CalibrationFile:
         if meta.get("version") != CALIB_VERSION:
             raise CalibrationError(f"{path} has calibration format version "
                                    f"{meta.get('version')!r}; this build reads {CALIB_VERSION}")
+        self._handle = handle
         self.metadata: dict[str, str] = dict(meta)
         self.hidden_size = int(meta.get("hidden_size", "0"))
         self.layers = sorted(int(m.group(1)) for n in names if (m := _LAYER_KEY.match(n)))

@@ -114,7 +114,9 @@ def prepare_hessian(hessian: torch.Tensor, damp: float) -> tuple[torch.Tensor, t
     return h, dead
 
 
-def inverse_cholesky(h: torch.Tensor, damp: float, *, retries: int = 4) -> tuple[torch.Tensor, float]:
+def inverse_cholesky(
+    h: torch.Tensor, damp: float, *, retries: int = 4
+) -> tuple[torch.Tensor, float]:
     """Upper Cholesky factor of ``H⁻¹``; on failure add more dampening (x10 each retry).
 
     Returns the factor and the dampening fraction finally used.
@@ -131,7 +133,7 @@ def inverse_cholesky(h: torch.Tensor, damp: float, *, retries: int = 4) -> tuple
             lower = torch.linalg.cholesky(hh)
             inv = torch.cholesky_inverse(lower)
             return torch.linalg.cholesky(inv, upper=True), used + extra
-        except torch.linalg.LinAlgError:
+        except RuntimeError:  # torch.linalg.LinAlgError subclasses it
             extra = max(damp, 0.01) * (10.0 ** (attempt + 1))
     raise GPTQError(f"Hessian is not positive definite even with dampening {used + extra:g}")
 

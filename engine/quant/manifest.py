@@ -34,7 +34,7 @@ def tensor_digest(t: torch.Tensor) -> str:
     if t.numel() == 0:
         return hashlib.sha256(b"").hexdigest()
     data = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-    return hashlib.sha256(memoryview(data)).hexdigest()
+    return hashlib.sha256(data.data).hexdigest()
 
 
 @dataclass

@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -33,10 +32,12 @@ DEFAULT_COMMAND = "convert"
 class _DefaultToConvert(TyperGroup):
     """A group that runs ``convert`` when the first argument is not a subcommand."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    # typer vendors click; its Context type is not exported, hence the loose annotation.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = [DEFAULT_COMMAND, *args]
-        return super().parse_args(ctx, args)
+        result: list[str] = super().parse_args(ctx, args)
+        return result
 
 
 quantize_app = typer.Typer(
