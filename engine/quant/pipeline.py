@@ -142,14 +142,14 @@ class _Converter:
                 table.setdefault(cls.layer, set()).add(cls.expert)
         return {layer: sorted(ids) for layer, ids in sorted(table.items())}
 
-    def _prefix(self, layer: int) -> str:
+    def mlp_prefix(self, layer: int) -> str:
         return f"model.language_model.layers.{layer}.mlp."
 
     def _router(self, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        name = self._prefix(layer) + "gate.weight"
+        name = self.mlp_prefix(layer) + "gate.weight"
         if name not in self.reader.headers:
             raise CheckpointError(f"MoE layer {layer} has routed experts but no router {name!r}")
-        bias_name = self._prefix(layer) + "gate.e_score_correction_bias"
+        bias_name = self.mlp_prefix(layer) + "gate.e_score_correction_bias"
         bias = self.reader.dequantized(bias_name) if bias_name in self.reader.headers else None
         return self.reader.dequantized(name), bias
 
@@ -181,7 +181,8 @@ class _Converter:
         source = "uniform"
         for row, layer in enumerate(layers):
             ids = self.experts[layer]
-            gate = self.reader.headers[self._prefix(layer) + f"experts.{ids[0]}.gate_proj.weight"]
+            gate = self.reader.headers[
+                self.mlp_prefix(layer) + f"experts.{ids[0]}.gate_proj.weight"]
             inter, hidden = gate.shape
             sizes[row] = float(hotpool.expert_fp4_bytes(inter, hidden))
             layer_counts = self._layer_counts(layer, width)
@@ -218,7 +219,7 @@ class _Converter:
 
     # -- one tensor ----------------------------------------------------------------------
     def expert_weights(self, layer: int) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
-        prefix = self._prefix(layer)
+        prefix = self.mlp_prefix(layer)
         dev = self.options.device
 
         def load(expert: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -247,7 +248,8 @@ class _Converter:
                               blocksize=self.options.blocksize).to_w2()
             stats["method"] = "gptq"
         else:
-            q = w2.quantize_rtn(w.cpu())
+            q = w2.quantize_rtn(w)
+            q = w2.W2Tensor(q.packed.cpu(), q.scales_enc.cpu(), q.shape)
             stats["method"] = "rtn"
         approx = q.dequantize(torch.float32).to(w.device)
         stats["hessian"] = source
@@ -348,7 +350,7 @@ def _check_calib_width(reader: CheckpointReader, conv: _Converter,
                        calib: CalibrationFile) -> None:
     for layer in conv.experts:
         if layer in calib.layers:
-            router = reader.headers.get(conv._prefix(layer) + "gate.weight")
+            router = reader.headers.get(conv.mlp_prefix(layer) + "gate.weight")
             if router is not None and router.shape[1] != calib.hidden_size:
                 raise CalibrationError(
                     f"{calib.path} holds hidden size {calib.hidden_size}; "

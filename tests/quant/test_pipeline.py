@@ -235,3 +235,18 @@ def test_inspect_rejects_unfinished_or_foreign_dirs(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(UserError, match="manifest"):
         inspect_model(tmp_path)
+
+
+def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
+    from engine.quant import hotpool
+    from engine.quant.checkpoint import CheckpointReader
+    from tests.quant.glm_fixture import HIDDEN, MOE_INTER
+
+    conv = pipeline._Converter(CheckpointReader(tiny_glm.path),
+                               ConvertOptions(method="rtn", pool_gb=POOL_GB), None,
+                               pipeline._Silent())
+    plan = conv.plan_pool()
+    per_expert = hotpool.expert_fp4_bytes(MOE_INTER, HIDDEN)
+    assert plan["counts_from"] == "uniform"
+    assert len(plan["experts"]) == int(POOL_GB * (1 << 30)) // per_expert
+    assert plan["coverage"] == pytest.approx(len(plan["experts"]) / (4 * EXPERTS))
