@@ -29,6 +29,7 @@ import argparse
 import ast
 import json
 import math
+import os
 import random
 import sysconfig
 import tempfile
@@ -65,16 +66,18 @@ def _read(path: Path) -> str | None:
 
 
 def source_files(root: Path, *, tests: bool) -> list[Path]:
-    """Standard-library ``.py`` files, sorted; only test files when ``tests``."""
+    """Standard-library ``.py`` files, sorted; only test files when ``tests``.
+
+    Installed packages (``site-packages``) are not the standard library.
+    """
     out: list[Path] = []
-    for path in sorted(root.rglob("*.py")):
-        parts = set(path.relative_to(root).parts[:-1])
-        if parts & {"site-packages", "dist-packages", "__pycache__"}:
-            continue
-        is_test = bool(parts & {"test", "tests", "idle_test"})
-        if is_test == tests:
-            out.append(path)
-    return out
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs
+                         if d not in ("site-packages", "dist-packages", "__pycache__"))
+        parts = set(Path(folder).relative_to(root).parts)
+        if bool(parts & {"test", "tests", "idle_test"}) == tests:
+            out.extend(Path(folder) / f for f in files if f.endswith(".py"))
+    return sorted(out)
 
 
 class Sources:
@@ -458,7 +461,8 @@ def load(out_dir: Path) -> list[Sample]:
     with (out_dir / "manifest.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            text = (out_dir / row["file"]).read_text(encoding="utf-8", newline="")
+            with (out_dir / row["file"]).open(encoding="utf-8", newline="") as sample:
+                text = sample.read()
             samples.append(Sample(Path(row["file"]).stem, row["label"], row["kind"], text,
                                   row["detail"]))
     return samples

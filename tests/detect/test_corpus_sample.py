@@ -7,9 +7,11 @@ little slack for the small sample size.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bench.detector_corpus import DEGENERATE_KINDS, build
+from bench.detector_corpus import DEGENERATE_KINDS, MIN_CHARS, build, load, write
 from bench.detector_rates import Rates, evaluate
 
 
@@ -32,3 +34,14 @@ def test_detection_rate_on_degenerate_sample(rates: Rates) -> None:
     for kind in DEGENERATE_KINDS:  # every kind of garbage is caught at least mostly
         hit, total = rates.by_kind[f"degenerate/{kind}"]
         assert hit >= total - 2, (kind, hit, total)
+
+
+def test_corpus_is_deterministic_and_round_trips(tmp_path: Path) -> None:
+    first = build(seed=5, normal=20, degenerate=16, doc_files=20)
+    again = build(seed=5, normal=20, degenerate=16, doc_files=20)
+    other = build(seed=6, normal=20, degenerate=16, doc_files=20)
+    assert first == again
+    assert [s.text for s in first] != [s.text for s in other]
+    assert all(MIN_CHARS // 2 <= len(s.text) for s in first if s.label == "normal")
+    write(first, tmp_path / "corpus")
+    assert load(tmp_path / "corpus") == first
