@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -135,7 +134,8 @@ def export_cmd(
     if file.exists() and not force:
         raise UserError(f"{file} exists; pass --force to overwrite it")
     try:
-        shutil.copyfile(source, file)
+        # A session cut short by a crash ends in reserved zero bytes: leave them out.
+        file.write_bytes(source.read_bytes().rstrip(b"\x00"))
     except OSError as exc:
         raise UserError(f"cannot write {file}: {exc.strerror}") from None
     typer.echo(f"exported {source.stem} to {file}")

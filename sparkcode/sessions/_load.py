@@ -113,6 +113,8 @@ def load_session(path: Path) -> Session:
         raise SessionFileError(f"session file {path} does not exist") from None
     except OSError as exc:
         raise SessionFileError(f"cannot read session file {path}: {exc.strerror}") from None
+    # A file whose writer died before closing it ends in reserved zero bytes.
+    raw = raw.rstrip(b"\x00")
     builder = _Builder(path)
     lines = raw.split(b"\n")
     # After the final newline split() leaves b""; anything else there is a cut line.

@@ -5,21 +5,21 @@ wraps the httpx transport under the agent's client, so every request the agent
 makes, and every byte that comes back, passes through it and nothing can
 bypass it.
 
-Crash safety: each record is one ``os.write`` of a whole line to a file opened
-with ``O_APPEND`` (no user-space buffer, so a chunk is in the kernel before the
-client sees it and survives SIGKILL); the file is fsynced at the end of every
-exchange and on agent turn boundaries. A kill can cut at most the line being
-written, which the loader drops.
+Crash safety: each record is appended whole, as one line, to the file's page
+cache before the client sees the chunk (:class:`~._appendlog.AppendLog`: a copy
+into a shared map of the file, which survives SIGKILL); the file is fsynced at
+the end of every exchange and on agent turn boundaries. A kill can cut at most
+the line being appended, which the loader drops.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import secrets as _secrets
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,18 @@ import httpx
 from engine.profiles import is_secret_name
 from sparkcode import __version__
 
+from ._appendlog import AppendLog
 from ._records import FORMAT_VERSION, SUFFIX, encode_bytes
 from ._redact import Redactor
 
-TAIL_KEEP = 64 * 1024
-"""Bytes of each response kept in memory to find the final usage object."""
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
+"""The C string encoder behind ``json.dumps(..., ensure_ascii=False)``, without the
+per-call encoder construction (this runs once per streamed chunk)."""
+
+_now = time.monotonic_ns
+
+TAIL_CHUNKS = 64
+"""Chunks of each streamed response kept in memory to find the final usage object."""
 
 UNRECORDED_PATHS: tuple[str, ...] = ("/metrics", "/health")
 """Monitoring polls: they cannot change what the model says, and would bloat the file."""
@@ -66,12 +73,13 @@ class SessionRecorder:
         so connecting (which lists models) and quitting leaves no empty session."""
         self.session_id = session_id or new_session_id()
         self.redactor = redactor or Redactor.from_env()
+        self._secrets = self.redactor.secrets
         self.on_error = on_error
         self.failed: OSError | None = None
         self._lock = threading.Lock()
         self._next_req = 0
         self.path = sessions_dir / f"{self.session_id}{SUFFIX}"
-        self._fd: int | None = None
+        self._log: AppendLog | None = None
         self._closed = False
         self._pending: list[str] | None = [] if lazy else None
         """Lines held until the first model request or agent event (``lazy``)."""
@@ -105,9 +113,8 @@ class SessionRecorder:
         pending, self._pending = self._pending or [], None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Session files hold code and prompts: readable by the owner only.
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
-                               0o600)
+            # Session files hold code and prompts: readable by the owner only (0600).
+            self._log = AppendLog(self.path)
         except OSError as exc:
             self._fail(exc)
             return
@@ -117,23 +124,17 @@ class SessionRecorder:
     # -- low level -------------------------------------------------------------
 
     def _write(self, line: str, *, opens: bool = True) -> None:
+        log = self._log
+        if log is not None:
+            try:
+                log.append(line.encode("utf-8"))
+            except OSError as exc:
+                self._fail(exc)
+            return
         if self._pending is not None:
             self._pending.append(line)
-            if not opens:
-                return
-            self._open()
-            return
-        if self._fd is None:
-            return
-        data = line.encode("utf-8")
-        try:
-            with self._lock:
-                view = memoryview(data)
-                while view:
-                    written = os.write(self._fd, view)
-                    view = view[written:]
-        except OSError as exc:
-            self._fail(exc)
+            if opens:
+                self._open()
 
     def _fail(self, exc: OSError) -> None:
         # Recording must never take the agent down: stop recording, report once.
@@ -143,23 +144,22 @@ class SessionRecorder:
             self.on_error(exc)
 
     def sync(self) -> None:
-        if self._fd is None:
+        if self._log is None:
             return
         try:
-            os.fsync(self._fd)
+            self._log.sync()
         except OSError as exc:
             self._fail(exc)
 
     def close(self) -> None:
         self._closed = True
         self._pending = None  # nothing worth a file was recorded
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            for finish in (os.fsync, os.close):
-                try:
-                    finish(fd)
-                except OSError:
-                    pass  # already reported, or the fd is gone: nothing more to save
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass  # already reported, or gone: nothing more can be saved
 
     @property
     def closed(self) -> bool:
@@ -203,19 +203,27 @@ class SessionRecorder:
         }), opens=False)
 
     def chunk(self, index: int, data: bytes) -> None:
-        """One piece of a response body, stamped on arrival (hot path: kept lean)."""
-        t_ns = time.monotonic_ns()
+        """One piece of a response body, stamped on arrival (the hot path: kept lean)."""
+        t_ns = _now()
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             import base64
 
-            payload = '"b64":"' + base64.b64encode(data).decode("ascii") + '"'
+            line = (f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},'
+                    f'"b64":"{base64.b64encode(data).decode("ascii")}"}}\n')
         else:
-            if self.redactor.active:
+            if self._secrets:
                 text = self.redactor.text(text)
-            payload = '"data":' + json.dumps(text, ensure_ascii=False)
-        self._write(f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},{payload}}}\n', opens=False)
+            line = f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},"data":{_encode_str(text)}}}\n'
+        log = self._log
+        if log is None:
+            self._write(line, opens=False)
+            return
+        try:
+            log.append(line.encode("utf-8"))
+        except OSError as exc:
+            self._fail(exc)
 
     def end(self, index: int, *, usage: Any, error: str | None, chunks: int,
             nbytes: int) -> None:
@@ -282,28 +290,33 @@ class _RecordingStream(httpx.AsyncByteStream):
         self._recorder = recorder
         self._index = index
         self._content_type = content_type
-        self._tail = bytearray()
+        # The last chunks, enough to find the final usage; all of a JSON body.
+        whole = bool(content_type and "json" in content_type)
+        self._tail: deque[bytes] = deque(maxlen=None if whole else TAIL_CHUNKS)
         self._chunks = 0
         self._bytes = 0
         self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        recorder, index, tail = self._recorder, self._index, self._tail
+        # Hot path: one call per chunk; counters kept local until the end.
+        record, index, keep = self._recorder.chunk, self._index, self._tail.append
+        chunks = size = 0
         try:
             async for data in self._inner:
-                recorder.chunk(index, data)
-                self._chunks += 1
-                self._bytes += len(data)
-                tail += data
-                if len(tail) > 2 * TAIL_KEEP:
-                    del tail[:-TAIL_KEEP]
+                record(index, data)
+                keep(data)
+                chunks += 1
+                size += len(data)
                 yield data
         except GeneratorExit:
+            self._chunks, self._bytes = chunks, size
             self._finish(self._early_close_error())
             raise
         except BaseException as exc:
+            self._chunks, self._bytes = chunks, size
             self._finish(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             raise
+        self._chunks, self._bytes = chunks, size
         self._finish(None)
 
     def _finish(self, error: str | None) -> None:
@@ -311,14 +324,14 @@ class _RecordingStream(httpx.AsyncByteStream):
             return
         self._ended = True
         self._recorder.end(
-            self._index, usage=find_usage(bytes(self._tail), self._content_type), error=error,
-            chunks=self._chunks, nbytes=self._bytes,
+            self._index, usage=find_usage(b"".join(self._tail), self._content_type),
+            error=error, chunks=self._chunks, nbytes=self._bytes,
         )
 
     def _early_close_error(self) -> str | None:
         """None when the body was complete anyway (the client stops reading at the
         SSE ``[DONE]`` line), else why the recording ends here."""
-        if self._tail.rstrip().endswith(b"data: [DONE]"):
+        if b"".join(self._tail).rstrip().endswith(b"data: [DONE]"):
             return None
         return "closed by the client before the end of the stream"
 

@@ -51,6 +51,11 @@ class Redactor:
     def active(self) -> bool:
         return bool(self._secrets)
 
+    @property
+    def secrets(self) -> list[str]:
+        """The live list of secrets (it grows as credentials are seen; do not modify)."""
+        return self._secrets
+
     def text(self, value: str) -> str:
         """``value`` with every known secret replaced."""
         for secret in self._secrets:

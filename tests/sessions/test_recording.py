@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -19,6 +20,7 @@ from sparkcode.sessions import (
     load_session,
     start_recording,
 )
+from sparkcode.sessions._appendlog import AppendLog
 
 from .support import EchoServer, agentish_turns, record_conversation
 
@@ -157,11 +159,52 @@ async def test_a_stream_closed_early_is_marked(tmp_path: Path) -> None:
     assert "closed" in exchange.error
 
 
-def test_write_failure_stops_recording_and_reports(tmp_path: Path) -> None:
+def test_write_failure_stops_recording_and_reports(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     errors: list[OSError] = []
     recorder = SessionRecorder(tmp_path, workspace=tmp_path, engine={}, on_error=errors.append)
-    assert recorder._fd is not None
-    os.close(recorder._fd)  # simulate the file going away under us (EBADF on write)
+
+    def full(self: AppendLog, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(AppendLog, "append", full)
     recorder.chunk(0, b"data: x\n\n")
-    assert errors and recorder.closed
+    assert [e.errno for e in errors] == [errno.ENOSPC] and recorder.closed
     recorder.chunk(0, b"more")  # later writes are no-ops, never raise
+    assert len(errors) == 1
+    assert load_session(recorder.path).header["session_id"] == recorder.session_id
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_append_log_crosses_windows_and_trims_on_close(tmp_path: Path, mapped: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    if not mapped:  # a file system that cannot reserve blocks: plain writes
+        def unsupported(fd: int, offset: int, length: int) -> None:
+            raise OSError(errno.EOPNOTSUPP, "not supported")
+
+        monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    log = AppendLog(tmp_path / "log", window=8192)
+    pieces = [bytes([65 + n % 26]) * (100 + n * 37) + b"\n" for n in range(120)]
+    for piece in pieces:
+        log.append(piece)
+        # Visible to any reader at once (another process would see the same pages).
+        assert (tmp_path / "log").read_bytes()[:log.size].endswith(piece)
+    log.sync()
+    on_disk = (tmp_path / "log").read_bytes()
+    if mapped:
+        assert len(on_disk) > log.size and on_disk[log.size:].strip(b"\x00") == b""
+    log.close()
+    log.close()
+    assert (tmp_path / "log").read_bytes() == b"".join(pieces)
+
+
+def test_loader_ignores_the_reserved_tail_of_an_unclosed_file(tmp_path: Path) -> None:
+    recorder = SessionRecorder(tmp_path, workspace=tmp_path, engine={})
+    recorder.event("Notice", {"message": "hi"})
+    recorder.sync()
+    # Not closed (as after a crash): the file still ends in reserved zero bytes.
+    assert recorder.path.read_bytes().endswith(b"\x00")
+    session = load_session(recorder.path)
+    assert session.problems == [] and not session.truncated_tail
+    assert [e.type for e in session.events] == ["Notice"]
+    recorder.close()

@@ -1,0 +1,107 @@
+"""An append-only file whose appends cost a memory copy, not a system call.
+
+Session recording writes one record per streamed chunk. A ``write()`` per
+chunk costs several microseconds on a busy machine, more than the agent's
+client spends parsing the chunk, so records are copied into a shared,
+writable memory map of the file instead. The bytes are in the kernel's page
+cache the moment the copy ends: a process killed with SIGKILL loses nothing
+that was copied (the kernel writes the pages back), and the copy of the last
+record is the most that can be cut short. :meth:`sync` (once per turn) makes
+them durable against power loss too.
+
+The file is grown a window at a time, with the window's blocks reserved up
+front (``posix_fallocate``) so a full disk is an ``OSError`` here rather than a
+SIGBUS later. Until :meth:`close` trims it, the file ends in zero bytes, which
+the session loader ignores. Where a file system cannot reserve blocks, every
+append falls back to one ``os.write``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+WINDOW = 4 * 1024 * 1024
+"""Bytes mapped (and reserved on disk) at a time."""
+
+
+class AppendLog:
+    """Append bytes to ``path`` (created; it must not exist)."""
+
+    def __init__(self, path: Path, *, window: int = WINDOW) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        self._window = max(mmap.PAGESIZE, window - window % mmap.PAGESIZE)
+        self._size = 0
+        """Logical end of the file: bytes appended so far."""
+        self._map: mmap.mmap | None = None
+        self._map_start = 0
+        self._map_end = 0
+        self._mapped = hasattr(os, "posix_fallocate")
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _remap(self, need: int) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        start = self._size - self._size % mmap.PAGESIZE
+        length = self._window
+        while start + length < self._size + need:
+            length += self._window
+        try:
+            os.posix_fallocate(self._fd, start, length)
+            # MAP_POPULATE maps every page now, not at the first copy into each.
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            self._map = mmap.mmap(self._fd, length, flags, mmap.PROT_READ | mmap.PROT_WRITE,
+                                  offset=start)
+        except OSError as exc:
+            if exc.errno in (95, 22):  # EOPNOTSUPP, EINVAL: no block reservation here
+                self._mapped = False
+                os.ftruncate(self._fd, self._size)
+                return
+            raise
+        self._map_start, self._map_end = start, start + length
+
+    def append(self, data: bytes) -> None:
+        """Append ``data``; raises OSError (e.g. disk full) and then stays unusable."""
+        size = self._size
+        end = size + len(data)
+        if end <= self._map_end and self._map is not None:  # the hot path: one copy
+            self._map[size - self._map_start:end - self._map_start] = data
+            self._size = end
+            return
+        if self._mapped:
+            self._remap(len(data))
+            if self._map is not None:
+                self._map[size - self._map_start:end - self._map_start] = data
+                self._size = end
+                return
+        view = memoryview(data)
+        while view:
+            view = view[os.pwrite(self._fd, view, self._size):]
+            self._size = end - len(view)
+
+    def sync(self) -> None:
+        """Make everything appended so far durable (msync and fsync)."""
+        if self._map is not None:
+            self._map.flush()
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Trim the reserved tail and close; safe to call twice."""
+        if self._fd < 0:
+            return
+        fd, self._fd = self._fd, -1
+        try:
+            if self._map is not None:
+                self._map.flush()
+                self._map.close()
+                self._map = None
+            os.ftruncate(fd, self._size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
