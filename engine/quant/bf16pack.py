@@ -105,8 +105,12 @@ class PackedBF16:
 #: Pairs of values per chunk: the chunk's scratch stays in the L2 cache.
 CHUNK_PAIRS = 1 << 15
 #: Tensors up to this many values get an exact exponent histogram; larger ones are counted on
-#: an evenly strided sample at least this big (the table choice only moves the escape count).
-EXACT_HISTOGRAM_MAX = 1 << 20
+#: ``SAMPLE_BLOCKS`` evenly spread blocks of this many values in all (the table only affects
+#: the escape count, never correctness). If the sampled table escapes more than
+#: ``RETRY_ESCAPE_SHARE`` of the values, the tensor is repacked with an exact histogram.
+EXACT_HISTOGRAM_MAX = 1 << 18
+SAMPLE_BLOCKS = 64
+RETRY_ESCAPE_SHARE = 1 / 256
 
 U16 = np.ndarray[Any, np.dtype[np.uint16]]
 U32 = np.ndarray[Any, np.dtype[np.uint32]]
@@ -126,12 +130,22 @@ def _as_pairs(u: U16) -> U32:
     return u.view(np.uint32)
 
 
-def _histogram(u: U16) -> np.ndarray[Any, np.dtype[np.int64]]:
-    sample = u
-    if u.size > EXACT_HISTOGRAM_MAX:
-        sample = u[:: u.size // EXACT_HISTOGRAM_MAX]
-    exps = (sample >> 7) & 0xFF
-    return np.bincount(exps, minlength=256).astype(np.int64)
+def _histogram(u: U16, exact: bool = False) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Exponent counts: exact for small tensors, else from evenly spread contiguous blocks.
+
+    Blocks (not a strided sample) so that a periodic structure such as zeroed columns cannot
+    alias with the sampling stride.
+    """
+    if exact or u.size <= EXACT_HISTOGRAM_MAX:
+        parts = [u]
+    else:
+        block = EXACT_HISTOGRAM_MAX // SAMPLE_BLOCKS
+        starts = np.linspace(0, u.size - block, SAMPLE_BLOCKS).astype(np.int64)
+        parts = [u[s : s + block] for s in starts]
+    counts = np.zeros(256, dtype=np.int64)
+    for part in parts:
+        counts += np.bincount((part >> 7) & 0xFF, minlength=256)
+    return counts
 
 
 def exponent_table(t: torch.Tensor) -> torch.Tensor:
@@ -182,32 +196,30 @@ class _Packer:
         """Encode pairs ``c``; returns the chunk-relative indices of pairs holding an escape."""
         m = c.size
         a, b = self.a[:m], self.b[:m]
+        a8 = a.view(np.uint8)  # little endian: bytes 0 and 2 are the low bytes of the halves
         np.right_shift(c, 7, out=a)
         np.bitwise_and(a, 0x00FF00FF, out=a)  # exponent_even | exponent_odd << 16
         if self.base is not None:
-            # 256 + e - base per 16-bit half: in the table iff the half is 0x100..0x10F.
+            # Each 16-bit half becomes 256 + e - base: in the table iff it is 0x100..0x10F,
+            # and then its low byte is the index. Escaped pairs are rewritten by the caller.
             np.add(a, np.uint32(0x01000100 - self.base * 0x00010001), out=a)
-            np.bitwise_and(a, 0x000F000F, out=b)
-            np.bitwise_or(b, b >> 12, out=b)
-            np.copyto(nibbles, b, casting="unsafe")
+            np.left_shift(a8[2::4], 4, out=nibbles)
+            np.bitwise_or(nibbles, a8[0::4], out=nibbles)
             np.bitwise_and(a, 0x01F001F0, out=a)
             flagged = np.flatnonzero(a != 0x01000100)
         else:
             assert self.pair_lut is not None
             k = self.k[:m]
-            np.bitwise_or(a, a >> 8, out=a)
+            np.right_shift(a, 8, out=b)
+            np.bitwise_or(a, b, out=a)
             np.bitwise_and(a, 0xFFFF, out=a)
             np.take(self.pair_lut, a, out=k)
             np.copyto(nibbles, k, casting="unsafe")
             flagged = np.flatnonzero(k >= 0x100)
-        # Sign and mantissa of each value: bits 15 and 6..0 of the uint16 pattern.
-        cu, bu = c.view(np.uint16), b.view(np.uint16)
-        au = a.view(np.uint16)
-        np.right_shift(cu, 8, out=bu)
-        np.bitwise_and(bu, 0x80, out=bu)
-        np.bitwise_and(cu, 0x7F, out=au)
-        np.bitwise_or(au, bu, out=au)
-        np.copyto(sign_mant, au, casting="unsafe")
+        # Sign and mantissa: keep bits 15 and 6..0, then fold the sign byte onto the low byte.
+        bu, b8 = b.view(np.uint16), b.view(np.uint8)
+        np.bitwise_and(c.view(np.uint16), 0x807F, out=bu)
+        np.bitwise_or(b8[0::2], b8[1::2], out=sign_mant)
         return flagged
 
 
@@ -216,13 +228,22 @@ def pack(t: torch.Tensor, exponents: torch.Tensor | None = None) -> PackedBF16:
     if t.dtype != torch.bfloat16:
         raise TypeError(f"P12 packs bfloat16 tensors, got {t.dtype}")
     u = _as_u16(t)
-    n = u.size
-    if exponents is None:
-        table_t = _table_from_counts(_histogram(u))
-    else:
+    if exponents is not None:
         table_t = torch.unique(exponents.to(torch.uint8).cpu())
         if table_t.numel() != TABLE_SIZE:
             raise ValueError("P12 exponent table must hold 16 distinct exponents")
+        return _pack_with_table(u, table_t, tuple(t.shape))
+    table_t = _table_from_counts(_histogram(u))
+    packed = _pack_with_table(u, table_t, tuple(t.shape))
+    if u.size > EXACT_HISTOGRAM_MAX and packed.escape_index.numel() > RETRY_ESCAPE_SHARE * u.size:
+        exact = _table_from_counts(_histogram(u, exact=True))
+        if not torch.equal(exact, table_t):
+            packed = _pack_with_table(u, exact, tuple(t.shape))
+    return packed
+
+
+def _pack_with_table(u: U16, table_t: torch.Tensor, shape: tuple[int, ...]) -> PackedBF16:
+    n = u.size
     table = table_t.numpy()
     pairs = num_pairs(n)
     payload = np.empty(3 * pairs, dtype=np.uint8)
@@ -263,7 +284,7 @@ def pack(t: torch.Tensor, exponents: torch.Tensor | None = None) -> PackedBF16:
         table_t,
         torch.from_numpy(escape_index),
         torch.from_numpy(raw.view(np.int16)).view(torch.uint16),
-        tuple(t.shape),
+        shape,
     )
 
 
@@ -286,19 +307,23 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
     payload = p.payload.detach().cpu().contiguous().numpy()
     if payload.ctypes.data % 2:
         payload = payload.copy()
-    plane = payload[: 2 * pairs].view(np.uint16)
     nibbles = payload[2 * pairs :]
     exp_lut = _exponent_lut(p.exponents.cpu().numpy())
-    words = np.empty(pairs, dtype=np.uint32)
+    if out is not None and (out.dtype != torch.bfloat16 or out.numel() != n):
+        raise ValueError(f"out must be a bfloat16 tensor of {n} values")
+    direct = _writable_pairs(out, n)
+    words = direct if direct is not None else np.empty(pairs, dtype=np.uint32)
+    plane = payload[: 2 * pairs].view(np.uint16)  # b_even | b_odd << 8 per pair
     x = np.empty(CHUNK_PAIRS, dtype=np.uint32)
-    s_ = np.empty(CHUNK_PAIRS, dtype=np.uint32)
+    sign = np.empty(CHUNK_PAIRS, dtype=np.uint32)
     for s in range(0, pairs, CHUNK_PAIRS):
         e = min(s + CHUNK_PAIRS, pairs)
-        o, xx, ss = words[s:e], x[: e - s], s_[: e - s]
-        np.take(exp_lut, nibbles[s:e], out=o)
-        np.copyto(xx, plane[s:e], casting="unsafe")  # b0 | b1 << 8
-        np.bitwise_or(xx, xx << 8, out=xx)
-        np.bitwise_and(xx, 0x00FF00FF, out=xx)  # b0 | b1 << 16
+        o, xx, ss = words[s:e], x[: e - s], sign[: e - s]
+        np.take(exp_lut, nibbles[s:e], out=o)  # both exponents in place
+        np.copyto(xx, plane[s:e], casting="unsafe")
+        np.left_shift(xx, 8, out=ss)
+        np.bitwise_or(xx, ss, out=xx)
+        np.bitwise_and(xx, 0x00FF00FF, out=xx)  # b_even | b_odd << 16
         np.bitwise_and(xx, 0x00800080, out=ss)  # the two sign bits ...
         np.bitwise_xor(xx, ss, out=xx)
         np.left_shift(ss, 8, out=ss)  # ... move to bits 15 and 31
@@ -307,10 +332,18 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
     flat = words.view(np.uint16)[:n]
     if p.escape_index.numel():
         flat[p.escape_index.cpu().numpy()] = p.escape_values.cpu().view(torch.int16).numpy()
-    result = torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16).reshape(p.shape)
     if out is None:
-        return result
-    if out.dtype != torch.bfloat16 or out.numel() != n:
-        raise ValueError(f"out must be a bfloat16 tensor of {n} values")
-    out.copy_(result.reshape(out.shape))
+        return torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16).reshape(p.shape)
+    if direct is None:
+        out.copy_(torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16).reshape(out.shape))
     return out
+
+
+def _writable_pairs(out: torch.Tensor | None, n: int) -> U32 | None:
+    """``out``'s memory as uint32 pairs when the decoder can write there directly."""
+    if out is None or n % 2 or out.device.type != "cpu" or not out.is_contiguous():
+        return None
+    u = out.view(torch.int16).reshape(-1).numpy().view(np.uint16)
+    if u.ctypes.data % 4:
+        return None
+    return u.view(np.uint32)

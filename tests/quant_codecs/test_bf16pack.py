@@ -206,3 +206,23 @@ def test_model_weights_round_trip(real_weights: dict[str, torch.Tensor]) -> None
     for name, t in real_weights.items():
         p = assert_round_trip(t)
         assert p.nbytes <= 0.76 * 2 * t.numel() + 64, name  # about 12 of 16 bits
+
+
+def test_sampled_table_is_not_fooled_by_periodic_structure() -> None:
+    g = torch.Generator().manual_seed(8)
+    t = (torch.randn(1024, 1024, generator=g) * 0.02).to(torch.bfloat16)
+    t[:, ::4] = 0  # zeroed columns: a strided sample would see only zeros
+    p = assert_round_trip(t)
+    assert p.escape_index.numel() < 0.001 * t.numel()
+
+
+def test_bad_sampled_table_falls_back_to_an_exact_histogram() -> None:
+    n = 4 * bf16pack.EXACT_HISTOGRAM_MAX
+    g = torch.Generator().manual_seed(9)
+    t = (torch.randn(n, generator=g) * 0.02).to(torch.bfloat16)
+    # Zero exactly the blocks the sampler reads, so the sampled table is {0, fillers}.
+    block = bf16pack.EXACT_HISTOGRAM_MAX // bf16pack.SAMPLE_BLOCKS
+    for s in torch.linspace(0, n - block, bf16pack.SAMPLE_BLOCKS).long().tolist():
+        t[s : s + block] = 0
+    p = assert_round_trip(t)
+    assert p.escape_index.numel() < 0.001 * n
