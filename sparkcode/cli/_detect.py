@@ -7,7 +7,6 @@ be piped through it.
 
 from __future__ import annotations
 
-import codecs
 import json
 import sys
 from pathlib import Path
@@ -66,23 +65,10 @@ def detect_cmd(
         raise typer.Exit(1)
 
 
-class _ReplacementCounter:
-    """A codec error handler that swaps bad bytes for U+FFFD and counts them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, exc: UnicodeError) -> tuple[str, int]:
-        if not isinstance(exc, UnicodeDecodeError):
-            raise exc
-        self.count += exc.end - exc.start
-        return "\ufffd", exc.end
-
-
 def _scan(stream: BinaryIO, name: str) -> tuple[Verdict, int, tuple[int, int] | None]:
     """Run the detector over the whole stream.
 
-    Returns the verdict, the number of undecodable bytes replaced with U+FFFD
+    Returns the verdict, the number of undecodable bytes (replaced with U+FFFD)
     and the 1-based (line, column) where the evidence starts.
     """
     try:
@@ -90,10 +76,12 @@ def _scan(stream: BinaryIO, name: str) -> tuple[Verdict, int, tuple[int, int] | 
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise UserError(f"cannot read {name}: {reason.lower()}", exit_code=2) from None
-    counter = _ReplacementCounter()
-    handler = f"sparkcode-detect-{id(counter)}"
-    codecs.register_error(handler, counter)
-    text = data.decode("utf-8", errors=handler)
+    try:
+        text = data.decode("utf-8")
+        replaced = 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        replaced = len(data) - len(data.decode("utf-8", errors="ignore").encode("utf-8"))
     detector = DegenerationDetector()
     for i in range(0, len(text), _CHUNK):
         if detector.feed(text[i:i + _CHUNK]) is not None:
@@ -103,7 +91,7 @@ def _scan(stream: BinaryIO, name: str) -> tuple[Verdict, int, tuple[int, int] | 
     if verdict.start is not None:
         head = text[:verdict.start]
         line_col = (head.count("\n") + 1, verdict.start - head.rfind("\n"))
-    return verdict, counter.count, line_col
+    return verdict, replaced, line_col
 
 
 def _describe(verdict: Verdict, line_col: tuple[int, int] | None) -> str:
