@@ -180,6 +180,30 @@ def _pair_index_lut(index_of: np.ndarray[Any, np.dtype[np.int16]]) -> U16:
     return lut
 
 
+_ROW = 256
+
+
+def _nonzero_sparse(x: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.intp]]:
+    """Indices of the non-zero entries of a mostly-zero array, in ascending order.
+
+    Finds rows of 256 with any non-zero entry by a max-reduction first, so the full index
+    search runs only where something is there.
+    """
+    full = x.size - x.size % _ROW
+    parts: list[np.ndarray[Any, np.dtype[np.intp]]] = []
+    if full:
+        rows = x[:full].reshape(-1, _ROW)
+        hot = np.flatnonzero(np.maximum.reduce(rows, axis=1))
+        if hot.size:
+            r, col = np.nonzero(rows[hot])
+            parts.append(hot[r] * _ROW + col)
+    if full < x.size:
+        parts.append(np.flatnonzero(x[full:]) + full)
+    if not parts:
+        return np.zeros(0, dtype=np.intp)
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
 class _Packer:
     """Chunked P12 encoder over one tensor; see ``kernels.bf16_layout`` for the layout."""
 
@@ -196,17 +220,19 @@ class _Packer:
         """Encode pairs ``c``; returns the chunk-relative indices of pairs holding an escape."""
         m = c.size
         a, b = self.a[:m], self.b[:m]
-        a8 = a.view(np.uint8)  # little endian: bytes 0 and 2 are the low bytes of the halves
         np.right_shift(c, 7, out=a)
         np.bitwise_and(a, 0x00FF00FF, out=a)  # exponent_even | exponent_odd << 16
         if self.base is not None:
-            # Each 16-bit half becomes 256 + e - base: in the table iff it is 0x100..0x10F,
-            # and then its low byte is the index. Escaped pairs are rewritten by the caller.
+            # Each 16-bit half becomes h = 256 + e - base: in the table iff h is 0x100..0x10F,
+            # and then its low 4 bits are the index. The low byte of a | a >> 12 holds both
+            # indices; pairs with an escape get their index byte rewritten by the caller.
             np.add(a, np.uint32(0x01000100 - self.base * 0x00010001), out=a)
-            np.left_shift(a8[2::4], 4, out=nibbles)
-            np.bitwise_or(nibbles, a8[0::4], out=nibbles)
-            np.bitwise_and(a, 0x01F001F0, out=a)
-            flagged = np.flatnonzero(a != 0x01000100)
+            np.right_shift(a, 12, out=b)
+            np.bitwise_or(b, a, out=b)
+            np.copyto(nibbles, b, casting="unsafe")
+            np.bitwise_xor(a, 0x01000100, out=a)
+            np.bitwise_and(a, 0xFFF0FFF0, out=a)  # zero iff both halves are in the table
+            flagged = _nonzero_sparse(a)
         else:
             assert self.pair_lut is not None
             k = self.k[:m]
@@ -215,11 +241,14 @@ class _Packer:
             np.bitwise_and(a, 0xFFFF, out=a)
             np.take(self.pair_lut, a, out=k)
             np.copyto(nibbles, k, casting="unsafe")
-            flagged = np.flatnonzero(k >= 0x100)
-        # Sign and mantissa: keep bits 15 and 6..0, then fold the sign byte onto the low byte.
-        bu, b8 = b.view(np.uint16), b.view(np.uint8)
+            np.right_shift(k, 8, out=k)
+            flagged = _nonzero_sparse(k)
+        # Sign and mantissa: keep bits 15 and 6..0, then fold the sign onto bit 7.
+        bu, au = b.view(np.uint16), a.view(np.uint16)
         np.bitwise_and(c.view(np.uint16), 0x807F, out=bu)
-        np.bitwise_or(b8[0::2], b8[1::2], out=sign_mant)
+        np.right_shift(bu, 8, out=au)
+        np.bitwise_or(bu, au, out=bu)
+        np.copyto(sign_mant, bu, casting="unsafe")
         return flagged
 
 
