@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+# (Triton kernel signatures are read by Triton; Python annotations there would change them.)
 """Triton kernel decoding the lossless 12-bit BF16 packing (P12) into bfloat16.
 
 One program decodes ``BLOCK`` consecutive values: it reads their sign/mantissa bytes and index

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+# (Triton kernel signatures are read by Triton; Python annotations there would change them.)
 """Triton kernels for W2 (2-bit codes, ue5m3 scales per 32): dequantize and a decode GEMV.
 
 ``w2_dequant`` expands packed codes into a bf16 matrix; ``w2_gemv`` computes ``y = x @ W.T``
