@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -276,9 +277,11 @@ class Supervisor:
                 code = status.exit_code if status.exit_code is not None else "unknown"
                 sig = f" (signal {status.exit_signal})" if status.exit_signal else ""
                 tail = "\n".join(f"  | {line}" for line in status.log_tail[-15:])
+                cause = likely_cause(status.log_tail)
                 raise EngineStateError(
-                    f"engine exited during boot with code {code}{sig}; log {record.log_path}, "
-                    f"last lines:\n{tail}"
+                    f"engine exited during boot with code {code}{sig}"
+                    + (f": {cause}" if cause else "")
+                    + f"\nlog {record.log_path}, last lines:\n{tail}"
                 )
             if self.healthy(record.base_url, timeout=0.5):
                 if on_phase and phase != "ready":
@@ -324,6 +327,19 @@ class Supervisor:
             return Path(record.log_path)
         logs = sorted(self.logs_dir.glob("engine-*.log"), key=lambda p: p.stat().st_mtime)
         return logs[-1] if logs else None
+
+
+_CAUSE = re.compile(r"(Error|Exception)\b[:,]|\berror[:,]|Value error")
+
+
+def likely_cause(lines: list[str]) -> str | None:
+    """The log line that most likely says why the engine died."""
+    for line in reversed(lines):
+        text = line.strip()
+        if _CAUSE.search(text) and not text.startswith("File "):
+            text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", text)
+            return text[:300]
+    return None
 
 
 def _read_new(path: Path, offset: int) -> tuple[int, list[str]]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.models import prepare_model
 from engine.paths import Paths
 from engine.profiles import load_profile, render
 from engine.supervisor import EngineStatus, Supervisor
@@ -58,8 +59,13 @@ class RunningEngine:
 
 
 @contextlib.contextmanager
-def run_engine(home: Path, profile: str, *, timeout: float = 300.0) -> Iterator[RunningEngine]:
-    """Start ``profile`` under ``home`` (a SPARKCODE_HOME), stop it afterwards."""
+def run_engine(home: Path, profile: str, *, timeout: float = 600.0,
+               port: int | None = None) -> Iterator[RunningEngine]:
+    """Start ``profile`` under ``home`` (a SPARKCODE_HOME), stop it afterwards.
+
+    ``port`` defaults to a free one, so a developer's own engine on the
+    profile's port never collides with a test.
+    """
     old = os.environ.get("SPARKCODE_HOME")
     os.environ["SPARKCODE_HOME"] = str(home)
     try:
@@ -67,7 +73,9 @@ def run_engine(home: Path, profile: str, *, timeout: float = 300.0) -> Iterator[
         prof = load_profile(profile, paths)
         sup = Supervisor(paths)
         with engine_lock():
-            status = sup.start(prof, render(prof, paths), timeout=timeout)
+            prepare_model(prof, paths)
+            spec = render(prof, paths, port=port or free_port())
+            status = sup.start(prof, spec, timeout=timeout)
             try:
                 yield RunningEngine(paths, sup, status, profile)
             finally:
