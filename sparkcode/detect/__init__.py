@@ -37,7 +37,7 @@ Patterns (names in :data:`PATTERNS`):
     or 16 times if it holds a real word, anywhere in the text (sentence and
     code-line loops after a long answer, where the 60% coverage never comes).
 ``symbol_run``
-    24 symbols in a row on one line (spaces ignored), at least 6 different.
+    32 symbols in a row on one line (spaces ignored), at least 6 different.
 ``odd_chars``
     8 control, format, private-use, unassigned or U+FFFD characters in 64.
 ``mixed_script``

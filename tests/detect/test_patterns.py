@@ -144,8 +144,13 @@ def test_symbol_run_fires_at_threshold_not_below() -> None:
     assert verdict.start == len(PROSE)
 
 
+def test_dense_regex_is_normal() -> None:
+    assert pattern_of('    r"((?:\\{[^}]+\\})?[^/\\[\\]\\(\\)@!=\\s]+)|"\n') == "none"
+    assert pattern_of("PUNCTUATION_KEYS = tuple('~!@#%^&*()_-+={}[]|;:,.<>/?')\n") == "none"
+
+
 def test_symbol_run_ignores_spaces_and_needs_variety() -> None:
-    assert pattern_of(PROSE + " ".join("@#$%^&*" * 6)[:63] + " a") == "symbol_run"
+    assert pattern_of(PROSE + " ".join("@#$%^&*" * 6)[:79] + " a") == "symbol_run"
     assert pattern_of(PROSE + "-=+*-" * 10 + " a") == "none"  # only 4 different symbols
     art = "+--------+     +--------+\n| <=>  {} | --> | [] ;;  |\n+--------+     +--------+\n"
     assert pattern_of(PROSE + "\n" + art * 3) == "none"  # a diagram spreads over lines
