@@ -353,11 +353,12 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
         np.left_shift(xx, 8, out=ss)
         np.bitwise_or(xx, ss, out=xx)
         np.bitwise_and(xx, 0x00FF00FF, out=xx)  # b_even | b_odd << 16
-        np.bitwise_and(xx, 0x00800080, out=ss)  # the two sign bits ...
-        np.bitwise_xor(xx, ss, out=xx)
-        np.left_shift(ss, 8, out=ss)  # ... move to bits 15 and 31
-        np.bitwise_or(o, xx, out=o)
-        np.bitwise_or(o, ss, out=o)
+        # o = E + m + s + 255 s = E | m | s << 8: the sign bits move from 7 and 23 to 15 and
+        # 31, and since E, m and s << 8 occupy disjoint bits the sums never carry.
+        np.add(o, xx, out=o)
+        np.bitwise_and(xx, 0x00800080, out=ss)
+        np.multiply(ss, np.uint32(255), out=ss)
+        np.add(o, ss, out=o)
     flat = words.view(np.uint16)[:n]
     if p.escape_index.numel():
         flat[p.escape_index.cpu().numpy()] = p.escape_values.cpu().view(torch.int16).numpy()
