@@ -104,6 +104,7 @@ def test_garbage_binary_is_degenerate(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "not valid UTF-8" in err
 
 
+@pytest.mark.slow
 def test_console_script_pipe() -> None:
     """The real entry point in a pipe: what users do with other tools' output."""
     proc = subprocess.run([sys.executable, "-m", "sparkcode", "detect"], input=LOOP.encode(),
