@@ -68,7 +68,7 @@ class ConvertOptions:
     calib: Path | None = None
     pool_gb: float = 2.0
     damp: float = 0.01
-    act_order: bool = False
+    act_order: bool = True
     blocksize: int = 128
     min_tokens: int = DEFAULT_MIN_TOKENS
     down_fallback: DownFallback = "rtn"

@@ -119,7 +119,8 @@ def convert_cmd(
     resume: Annotated[bool, typer.Option(
         help="Continue an interrupted conversion of the same SRC into DST.")] = False,
     act_order: Annotated[bool, typer.Option(
-        help="GPTQ in decreasing Hessian-diagonal order (static groups).")] = False,
+        "--act-order/--no-act-order",
+        help="GPTQ in decreasing Hessian-diagonal order (static groups).")] = True,
     damp: Annotated[float, typer.Option(help="GPTQ dampening, fraction of mean diag(H).")]
         = 0.01,
     min_tokens: Annotated[int, typer.Option(
