@@ -74,7 +74,18 @@ def command_cmd(
         return
     for key, value in sorted(spec.redacted_env().items()):
         typer.echo(f"export {key}={_quote(value)}")
-    typer.echo(" \\\n  ".join(_quote(a) for a in spec.argv))
+    typer.echo(" \\\n  ".join(_argv_lines(spec.argv)))
+
+
+def _argv_lines(argv: list[str]) -> list[str]:
+    """The command split one option (with its value) per line, shell-quoted."""
+    lines: list[str] = [" ".join(_quote(a) for a in argv[:3])]  # python -m module
+    for arg in argv[3:]:
+        if lines and not arg.startswith("--") and lines[-1].startswith("--") and " " not in lines[-1]:
+            lines[-1] += f" {_quote(arg)}"
+        else:
+            lines.append(_quote(arg))
+    return lines
 
 
 def _quote(value: str) -> str:

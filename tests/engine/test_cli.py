@@ -1,0 +1,106 @@
+"""Engine CLI: bad input gives one clear line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.paths import Paths
+from sparkcode.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        # main() maps UserError to one line; CliRunner bypasses main(), so do it here.
+        from engine.errors import UserError
+
+        assert isinstance(result.exception, UserError), result.exception
+        return result.exception.exit_code, f"error: {result.exception}"
+    return result.exit_code, result.output
+
+
+def test_profiles_lists_default() -> None:
+    code, out = run("engine", "profiles")
+    assert code == 0
+    assert "* cpu-demo" in out and "glm53-flash-spark" in out and "endpoint" in out
+
+
+def test_command_prints_exact_argv(paths: Paths) -> None:
+    code, out = run("engine", "command", "--profile", "cpu-demo", "--port", "9001")
+    assert code == 0
+    assert "export VLLM_CPU_KVCACHE_SPACE=1" in out
+    joined = " ".join(line.rstrip(" \\").strip() for line in out.splitlines()
+                      if not line.startswith("export"))
+    argv = shlex.split(joined)
+    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert argv[argv.index("--port") + 1] == "9001"
+    code, out = run("engine", "command", "--profile", "cpu-demo", "--port", "9001", "--json")
+    assert json.loads(out)["argv"][1:] == argv[1:]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("engine", "start", "--profile", "nope"), "unknown profile 'nope'"),
+        (("engine", "command", "--profile", "nope"), "unknown profile 'nope'"),
+        (("engine", "stop"), "no engine is running"),
+        (("engine", "logs"), "no engine log yet"),
+    ],
+)
+def test_bad_input_is_one_line(args: tuple[str, ...], message: str) -> None:
+    code, out = run(*args)
+    assert code == 1
+    assert out.startswith("error: ") and message in out
+
+
+def test_malformed_user_profile(paths: Paths) -> None:
+    paths.profiles_dir.mkdir(parents=True)
+    (paths.profiles_dir / "bad.toml").write_text("[profile\n")
+    code, out = run("engine", "start", "--profile", "bad")
+    assert code == 1 and "bad.toml: malformed TOML" in out
+
+
+def test_memory_admission_refuses_then_override_reaches_next_check(paths: Paths) -> None:
+    code, out = run("engine", "start", "--profile", "glm53-flash-spark", "--port", "18555")
+    assert code == 1
+    # Either the model is missing (checked first) or the memory is short.
+    assert "glm-5.3-flash-sc2" in out
+
+
+def test_memory_check_names_need_and_override(monkeypatch: pytest.MonkeyPatch,
+                                              paths: Paths, tmp_path: Path) -> None:
+    from engine.supervisor import _checks
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    paths.profiles_dir.mkdir(parents=True)
+    (paths.profiles_dir / "big.toml").write_text(
+        f'[profile]\nname = "big"\n[model]\npath = "{model}"\n[memory]\nneed_gib = 100000\n'
+    )
+    monkeypatch.setattr(_checks, "available_gib", lambda: 12.0)
+    code, out = run("engine", "start", "--profile", "big", "--port", "18556")
+    assert code == 1
+    assert "needs 100000 GiB" in out and "12.0 GiB is available" in out
+    assert "--skip-memory-check" in out
+
+
+def test_main_prints_one_line_without_traceback(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from sparkcode.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sparkcode", "engine", "start", "--profile", "nope"])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [err.strip()] and "Traceback" not in err
