@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import config as _config
 from ._calls import CheckedCall, check_call
+from ._execute import execute_call
 from .client import ChatClient, ChatError, ChatResult, EngineGone
 from .context import ContextMeter, Message, compact
 from .events import (
@@ -51,7 +52,7 @@ from .events import (
 )
 from .metrics import MetricsPoller
 from .permissions import Permissions
-from .tools import ToolContext, ToolError, ToolRegistry, default_tools
+from .tools import ToolContext, ToolRegistry, default_tools
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -287,7 +288,10 @@ class Agent:
                                                error=msg)
                         continue
                     repeats = 0
-                async for event in self._execute(call, turn, snapshot_done):
+                async for event in execute_call(
+                        call, permissions=self.permissions, ctx=self._ctx,
+                        undo_store=self.undo_store, turn=turn, snapshot_done=snapshot_done,
+                        ask=self._ask, record=self._tool_result):
                     if isinstance(event, SnapshotTaken):
                         snapshot_done = True
                     if isinstance(event, ApprovalResolved) and not event.approved \
@@ -373,68 +377,6 @@ class Agent:
             self.permissions.always.add(call.name)
         yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=decision.approved,
                                by="user", reason=decision.reason)
-
-    async def _execute(self, call: CheckedCall, turn: int,
-                       snapshot_done: bool) -> AsyncIterator[Event]:
-        started = time.monotonic()
-        if call.error is not None or call.tool is None:
-            problem = call.error or "invalid call"
-            self._tool_result(call, f"error: {problem}")
-            yield ToolCallFinished(call_id=call.call_id, name=call.name,
-                                   result=f"error: {problem}", error=problem)
-            return
-        tool = call.tool
-        decision = self.permissions.decide(tool, call.args)
-        diff: str | None = None
-        if decision.verdict == "deny":
-            yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=False,
-                                   by="rule", reason=decision.reason)
-            msg = f"refused: {decision.reason}; do not retry this call, choose another way"
-            self._tool_result(call, msg)
-            yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg, error=msg)
-            return
-        if decision.verdict == "ask":
-            try:
-                preview = await tool.preview(call.args, self._ctx)
-            except ToolError as exc:
-                # The call cannot succeed (e.g. the edit does not match): say so, no prompt.
-                self._tool_result(call, f"error: {exc}")
-                yield ToolCallFinished(call_id=call.call_id, name=call.name,
-                                       result=f"error: {exc}", error=str(exc))
-                return
-            box: list[ApprovalDecision] = []
-            kind = {"edit": "edit", "shell": "shell", "git": "git"}.get(tool.kind, "other")
-            async for event in self._ask(call, kind, preview.summary, preview.detail, box):
-                yield event
-            if not box[0].approved:
-                why = f" The user said: {box[0].reason}" if box[0].reason else ""
-                msg = f"the user declined this {call.name} call.{why}"
-                self._tool_result(call, msg)
-                yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
-                                       error=msg)
-                return
-        else:
-            yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=True,
-                                   by=decision.by, reason=decision.reason)
-        if not tool.is_read_only(call.args) and not snapshot_done and self.undo_store:
-            try:
-                snap = await asyncio.to_thread(self.undo_store.snapshot, f"before turn {turn}")
-                yield SnapshotTaken(snapshot=snap, turn=turn)
-            except UndoError as exc:
-                yield Notice(message=f"could not snapshot the workspace for undo: {exc}",
-                             code="snapshot_failed")
-        error: str | None = None
-        try:
-            output = await tool.run(call.args, self._ctx)
-            text, diff = output.text, output.diff
-        except ToolError as exc:
-            text, error = f"error: {exc}", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a tool bug becomes a result, not a crash
-            log.exception("tool %s crashed", call.name)
-            text, error = f"error: {call.name} failed: {type(exc).__name__}: {exc}", str(exc)
-        self._tool_result(call, text)
-        yield ToolCallFinished(call_id=call.call_id, name=call.name, result=text, error=error,
-                               diff=diff, duration_s=time.monotonic() - started)
 
     async def _maybe_compact(self) -> AsyncIterator[Event]:
         limit = self.settings.context_limit
