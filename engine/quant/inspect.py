@@ -116,8 +116,7 @@ def inspect_model(path: Path) -> InspectReport:
             if "out_err" in stats:
                 row.out_err.append(float(stats["out_err"]))
             row.gptq += stats.get("method") == "gptq"
-            row.fallbacks += stats.get("hessian") in ("pooled",) or (
-                stats.get("hessian") == "rtn")
+            row.fallbacks += stats.get("hessian") in ("pooled", "rtn")
             if "fp4_bytes" in stats:
                 row.pooled_experts.add(int(stats["expert"]))
                 row.fp4_bytes += int(stats["fp4_bytes"])

@@ -311,13 +311,15 @@ def convert(src: Path, dst: Path, options: ConvertOptions, *, resume: bool = Fal
     calib = CalibrationFile(options.calib) if options.calib is not None else None
     fingerprint = options.fingerprint(file_digest(options.calib) if options.calib else None)
     source = _source_fingerprint(reader)
-    stage = staging_dir(dst)
-    manifest = _open_staging(stage, source, fingerprint, resume, report)
     conv = _Converter(reader, options, calib, report)
     if calib is not None and calib.hidden_size:
         _check_calib_width(reader, conv, calib)
+    stage = staging_dir(dst)
+    # Everything that can fail on bad input is checked before the staging directory exists.
+    pool = conv.plan_pool() if not (resume and stage.exists()) else {}
+    manifest = _open_staging(stage, source, fingerprint, resume, report)
     if not manifest.pool:
-        manifest.pool = conv.plan_pool()
+        manifest.pool = pool or conv.plan_pool()
         manifest.save(stage)
     pooled = {(int(p[0]), int(p[1])) for p in manifest.pool["experts"]}
 

@@ -250,3 +250,31 @@ def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
     assert plan["counts_from"] == "uniform"
     assert len(plan["experts"]) == int(POOL_GB * (1 << 30)) // per_expert
     assert plan["coverage"] == pytest.approx(len(plan["experts"]) / (4 * EXPERTS))
+
+
+@pytest.mark.parametrize("fallback", ["rtn", "pooled"])
+def test_starved_down_proj_uses_the_fallback(tiny_glm: TinyGLM, calib_file: Path,
+                                             fallback: str) -> None:
+    from engine.quant.checkpoint import CheckpointReader
+
+    options = ConvertOptions(method="gptq", calib=calib_file, min_tokens=10_000,
+                             down_fallback=fallback)  # type: ignore[arg-type]
+    conv = pipeline._Converter(CheckpointReader(tiny_glm.path), options,
+                               CalibrationFile(calib_file), pipeline._Silent())
+    name = tiny_glm.expert_name(2, 1, "down_proj")
+    tensors, stats = conv.convert_expert(name, 2, 1, "down_proj", pooled=False)
+    assert stats["hessian"] == fallback
+    assert stats["method"] == ("rtn" if fallback == "rtn" else "gptq")
+    assert "out_err" in stats or fallback == "rtn"
+    w2.W2Tensor.from_state_dict(tensors, name)  # a complete W2 tensor either way
+
+
+def test_calibration_of_the_wrong_width_is_refused(tiny_glm: TinyGLM, tmp_path: Path) -> None:
+    from engine.quant.calib import CalibrationError, save_calibration
+
+    calib = tmp_path / "narrow.safetensors"
+    save_calibration(calib, {1: torch.randn(8, 64)})
+    dst = tmp_path / "out"
+    with pytest.raises(CalibrationError, match="hidden size 64"):
+        convert(tiny_glm.path, dst, ConvertOptions(method="gptq", calib=calib))
+    assert not staging_dir(dst).exists()
