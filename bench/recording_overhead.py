@@ -35,6 +35,7 @@ import socket
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -176,7 +177,7 @@ def main() -> None:
 
     def memory_transport() -> httpx.AsyncBaseTransport:
         async def handler(request: httpx.Request) -> httpx.Response:
-            async def body():  # type: ignore[no-untyped-def]
+            async def body() -> AsyncIterator[bytes]:
                 for frame in frames:
                     yield frame
             return httpx.Response(200, headers={"content-type": "text/event-stream"},
