@@ -210,6 +210,39 @@ def is_moe_block(_layer: int, module: torch.nn.Module) -> bool:
     return hasattr(module, "experts")
 
 
+_MODEL_ATTR = "_sparkcode_capture"
+
+
+def attach_to_model(model: torch.nn.Module, max_tokens: int = 16384,
+                    moe_only: bool = True) -> int:
+    """Hook ``model`` and keep the capture on it; for ``LLM.apply_model``.
+
+    The capture object stays with the model, in whatever process the model
+    lives in, so this also works with vLLM's worker processes (where
+    ``apply_model`` ships a pickled function). Returns the number of hooks.
+    """
+    capture = ActivationCapture(max_tokens=max_tokens,
+                                layer_filter=is_moe_block if moe_only else None)
+    count = capture.attach(model)
+    setattr(model, _MODEL_ATTR, capture)
+    return count
+
+
+def save_from_model(model: torch.nn.Module, path: str, source: str = "") -> int:
+    """Detach the hooks :func:`attach_to_model` left on ``model`` and write the file.
+
+    Returns how many layers were saved.
+    """
+    capture = getattr(model, _MODEL_ATTR, None)
+    if not isinstance(capture, ActivationCapture):
+        raise CalibrationError("no capture is attached to this model (call attach_to_model)")
+    capture.detach()
+    inputs = capture.inputs()
+    save_calibration(Path(path), inputs, source=source)
+    delattr(model, _MODEL_ATTR)
+    return len(inputs)
+
+
 # -- routing and Hessians ------------------------------------------------------------
 
 
