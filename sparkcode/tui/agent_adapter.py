@@ -7,29 +7,25 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.agent import Agent, AgentSettings, ChatClient, MetricsPoller, Permissions, UndoStore
+from sparkcode.agent import Agent, AgentSettings, MetricsPoller, Permissions, UndoStore
 from sparkcode.agent.events import Event
 from sparkcode.config import PERMISSION_MODES, load_config
+from sparkcode.connection import resolve_connection
 from sparkcode.sessions import SessionRecorder, event_recorder, start_recording
-
-
-class ConnectError(UserError):
-    """The endpoint could not be reached or named no model."""
 
 
 @dataclass(frozen=True)
 class AgentTarget:
-    """Where the agent sends requests and with which defaults."""
+    """What the agent should talk to, as the user asked for it."""
 
-    base_url: str
     workspace: Path
+    endpoint: str | None = None
+    """An explicit server; None: the profile's (its managed engine must be running)."""
+    profile: str | None = None
     model: str | None = None
-    """None: ask the server's /v1/models and take the first."""
+    """None: the server's first model."""
     api_key_env: str | None = None
-    reasoning_effort: str = "low"
-    thinking_token_budget: int = 1536
 
 
 class LiveAgent:
@@ -93,40 +89,28 @@ class LiveAgent:
 
 
 async def connect(target: AgentTarget, paths: Paths) -> LiveAgent:
-    """Build the agent for ``target``: model and context limit from /v1/models.
+    """Build the agent for ``target`` (model and context limit from /v1/models).
 
-    The session is recorded (``sparkcode/sessions``) through the client's
-    transport, so ``/sessions`` can play it back later.
+    Never starts an engine: the engine panel does that without blocking the
+    UI, and the first prompt waits until it is ready. The session is recorded
+    (``sparkcode.sessions``) through the client's transport, so ``/sessions``
+    can play it back later.
     """
-    recorder, transport = start_recording(
-        target.base_url, workspace=target.workspace, model=target.model, paths=paths,
-        api_key_env=target.api_key_env, origin="tui",
+    conn = await resolve_connection(
+        endpoint=target.endpoint, model=target.model, api_key_env=target.api_key_env,
+        profile=target.profile, paths=paths, start_engine=False,
     )
-    client = ChatClient(target.base_url, target.model or "", target.api_key_env,
-                        transport=transport)
-    try:
-        cards = await client.list_models()
-    except Exception as exc:  # any transport or HTTP failure
-        await client.aclose()
-        recorder.close()
-        raise ConnectError(f"cannot list models at {target.base_url}: {exc}") from None
-    card = next((c for c in cards if c.id == target.model), None)
-    if target.model is None:
-        if not cards:
-            await client.aclose()
-            recorder.close()
-            raise ConnectError(f"{target.base_url} serves no model; pass --model")
-        card = cards[0]
-        client.model = card.id
+    recorder, transport = start_recording(
+        conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
+        api_key_env=conn.api_key_env, origin="tui",
+    )
     config = load_config(paths)
     settings = AgentSettings(
-        reasoning_effort=config.reasoning_effort or target.reasoning_effort,
-        thinking_token_budget=(config.thinking_token_budget
-                               if config.thinking_token_budget is not None
-                               else target.thinking_token_budget),
+        reasoning_effort=conn.reasoning_effort, thinking_token_budget=conn.thinking_token_budget,
         max_turns=config.max_turns, bash_timeout_s=config.bash_timeout_s,
-        context_limit=card.max_model_len if card is not None else None,
+        context_limit=conn.max_model_len,
     )
+    client = conn.client(transport)
     agent = Agent(
         client, target.workspace, settings=settings, permissions=Permissions(config),
         undo=UndoStore(target.workspace, paths.data_dir),

@@ -90,7 +90,7 @@ class TurnRenderer:
                 self.status_bar.stats = self.stats.usage(event)
                 thinking = conv.current_thinking
                 if thinking is not None and event.reasoning_tokens:
-                    thinking.used = max(thinking.used, event.reasoning_tokens)
+                    thinking.count_tokens(event.reasoning_tokens)
             case ev.MetricsUpdate():
                 self.status_bar.stats = self.stats.metrics(event)
             case ev.BudgetExceeded(used=used, budget=budget):

@@ -77,6 +77,7 @@ class ThinkingBlock(Collapsible):
         self._body = Static("", classes="thinking-text")
         super().__init__(self._body, title="thinking", collapsed=False, classes="thinking")
         self._chunks: list[str] = []
+        self._tokens = 0
         self._buffer = StreamBuffer(self, self._render_text)
         self.set_reactive(ThinkingBlock.budget, budget)
 
@@ -88,17 +89,28 @@ class ThinkingBlock(Collapsible):
         return "".join(self._chunks)
 
     def append_text(self, delta: str, tokens: int | None = None) -> None:
-        """Add streamed reasoning; ``tokens`` is the running reasoning-token count."""
+        """Add streamed reasoning; ``tokens`` is the running reasoning-token count.
+
+        The count is shown with the text, on the buffer's next flush.
+        """
         self._chunks.append(delta)
-        self._buffer.write(delta)
         if tokens is not None:
-            self.used = tokens
+            self._tokens = max(self._tokens, tokens)
+        self._buffer.write(delta)
+
+    def count_tokens(self, tokens: int) -> None:
+        """The server's reasoning-token count; shown on the next flush (or now, when done)."""
+        self._tokens = max(self._tokens, tokens)
+        if self.done:
+            self.used = self._tokens
 
     def _render_text(self, _: str) -> None:
         self._body.update(Text(self.text))
+        self.used = max(self.used, self._tokens)
 
     async def finish(self, *, collapse: bool = True) -> None:
         await self._buffer.flush()
+        self.used = max(self.used, self._tokens)
         self.done = True
         if collapse:
             self.collapsed = True

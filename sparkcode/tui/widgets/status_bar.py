@@ -5,25 +5,52 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import Sparkline, Static
 
 from ..stats import LiveStats, format_stats
+from .stream_buffer import FLUSH_INTERVAL_S, aligned_delay
 
 
 class StatusBar(Horizontal):
-    """Decode and prefill tok/s, TTFT, acceptance, cache and context, live."""
+    """Decode and prefill tok/s, TTFT, acceptance, cache and context, live.
+
+    Usage reports arrive ten times a second while streaming; the bar redraws
+    at most every ``REDRAW_S`` (the figures cannot be read faster anyway), and
+    at once when a stream starts or ends.
+    """
+
+    REDRAW_S = FLUSH_INTERVAL_S
 
     stats: reactive[LiveStats] = reactive(LiveStats, always_update=True)
     """The figures shown; assign a new snapshot to redraw."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: LiveStats | None = None
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="status-figures")
         yield Sparkline([], id="decode-sparkline")
 
     def on_mount(self) -> None:
-        self.watch_stats(self.stats)
+        self._draw()
 
     def watch_stats(self, stats: LiveStats) -> None:
+        if not self.is_mounted:
+            return
+        if self._shown is None or stats.streaming != self._shown.streaming:
+            self._draw()
+        elif self._timer is None:
+            self._timer = self.set_timer(aligned_delay(self.REDRAW_S), self._draw)
+
+    def _draw(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        stats = self.stats
+        self._shown = stats
         figures = self.query_one("#status-figures", Static)
         figures.update(format_stats(stats))
         figures.set_class(stats.streaming, "-streaming")

@@ -6,13 +6,23 @@ user can see; flushing on a timer keeps the rendering cost flat.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 from textual.timer import Timer
 from textual.widget import Widget
 
-FLUSH_INTERVAL_S = 1 / 12
+FLUSH_INTERVAL_S = 0.25
 """How often pending text is rendered while a stream is running."""
+
+
+def aligned_delay(interval: float) -> float:
+    """Seconds to the next multiple of ``interval`` on the monotonic clock.
+
+    Every buffer (and the status bar) flushing on the same ticks lets Textual
+    lay the screen out and paint once per tick instead of once per widget.
+    """
+    return interval - (time.monotonic() % interval)
 
 
 class StreamBuffer:
@@ -36,7 +46,7 @@ class StreamBuffer:
             return
         self._pending.append(fragment)
         if self._timer is None:
-            self._timer = self._owner.set_timer(self._interval, self._tick)
+            self._timer = self._owner.set_timer(aligned_delay(self._interval), self._tick)
 
     async def _tick(self) -> None:
         self._timer = None
