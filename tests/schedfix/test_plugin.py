@@ -83,9 +83,9 @@ def test_loading_twice_is_harmless(monkeypatch: pytest.MonkeyPatch,
     assert vllm_method() is patched
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    init = Scheduler.__init__
-    assert getattr(init, "__wrapped__", None) is not None
-    assert getattr(init.__wrapped__, "__wrapped__", None) is None  # wrapped once only
+    inner = getattr(Scheduler.__init__, "__wrapped__", None)
+    assert inner is not None
+    assert getattr(inner, "__wrapped__", None) is None  # wrapped once only
     err = capsys.readouterr().err
     assert err.count("[sparkcode-plugin] scheduler_fix: applied") == 1
     scheduler_fix.revert()

