@@ -201,6 +201,7 @@ def real_weights() -> dict[str, torch.Tensor]:
     return _real_weights(_HOME_AT_IMPORT)
 
 
+@pytest.mark.slow  # builds a model with transformers when SmolLM2 is not converted locally
 def test_model_weights_round_trip(real_weights: dict[str, torch.Tensor]) -> None:
     assert real_weights
     for name, t in real_weights.items():
