@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.replay import details, table
 from sparkcode.sessions import SessionStore, SessionSummary
@@ -111,7 +112,11 @@ class SessionsScreen(Screen[None]):
         session_id = self._selected()
         if session_id is None:
             return
-        session = self.store.load(session_id)
+        try:
+            session = self.store.load(session_id)
+        except UserError as exc:  # removed or unreadable since the list was read
+            self.notify(str(exc), severity="error")
+            return
         self.app.push_screen(ReplayScreen(session, speed=speed))
 
     def action_play(self) -> None:
