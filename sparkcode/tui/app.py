@@ -103,7 +103,7 @@ class SparkcodeApp(App[None]):
         """Read the engine's status off the UI thread."""
         self._last_poll = time.monotonic()
         status = self.engine.status()
-        pagemath = self.engine.pagemath() if status.state == "ready" else None
+        pagemath = self.engine.pagemath(status)
         self.post_message(EngineViewUpdated(self._view(status, pagemath)))
 
     def _view(self, status: EngineStatus, pagemath: str | None = None) -> EngineView:

@@ -15,7 +15,7 @@ import httpx
 
 from engine.paths import Paths
 from engine.profiles import Profile, load_profile, render
-from engine.supervisor import EngineStatus, Supervisor
+from engine.supervisor import EngineStatus, Supervisor, tail_lines
 
 Progress = Callable[[str], None]
 
@@ -40,7 +40,7 @@ class EngineControl(Protocol):
     def stop(self) -> None:
         """Stop the engine and every process it started."""
 
-    def pagemath(self) -> str | None:
+    def pagemath(self, status: EngineStatus) -> str | None:
         """The prefix-cache page math line, if the engine package provides one."""
 
 
@@ -53,6 +53,8 @@ class ManagedEngine:
         self.paths = paths
         self.profile = profile
         self.supervisor = Supervisor(paths)
+        self._pagemath: str | None = None
+        self._pagemath_key: str | None = None
 
     @classmethod
     def for_profile(cls, paths: Paths, name: str) -> ManagedEngine:
@@ -76,8 +78,16 @@ class ManagedEngine:
     def stop(self) -> None:
         self.supervisor.stop()
 
-    def pagemath(self) -> str | None:
-        return pagemath_line(self.profile)
+    def pagemath(self, status: EngineStatus) -> str | None:
+        # Worked out again only when the engine's state or phase moves on: it
+        # reads config.json and the log.
+        key = f"{status.state}/{status.phase}"
+        if key != self._pagemath_key:
+            log = self.supervisor.log_path()
+            lines = tail_lines(log, 400) if log is not None else None
+            self._pagemath = pagemath_line(self.profile, self.paths, lines)
+            self._pagemath_key = key
+        return self._pagemath
 
 
 class ExternalEndpoint:
@@ -104,24 +114,21 @@ class ExternalEndpoint:
     def stop(self) -> None:
         raise RuntimeError("an external endpoint cannot be stopped from sparkcode")
 
-    def pagemath(self) -> str | None:
+    def pagemath(self, status: EngineStatus) -> str | None:
         return None
 
 
-def pagemath_line(profile: Profile) -> str | None:
-    """One line of prefix-cache page math from ``engine.pagemath``, when it exists.
+def pagemath_line(profile: Profile, paths: Paths,
+                  log_lines: list[str] | None = None) -> str | None:
+    """The profile's prefix-cache page math (``engine.pagemath``) in one line.
 
-    That module is optional (built separately); any failure just hides the line.
+    Only hybrid (KDA / Mamba) models have one. The module is built separately:
+    if it is missing or fails, the panel just shows no line.
     """
     try:
         module = importlib.import_module("engine.pagemath")
-    except ImportError:
-        return None
-    describe = getattr(module, "summary_line", None) or getattr(module, "describe", None)
-    if describe is None:
-        return None
-    try:
-        line = describe(profile)
+        math = module.prefix_cache_math(profile, paths, log_lines)
+        line = math.summary() if math is not None else None
     except Exception:  # an optional, separately built module must never break the panel
         return None
     return line if isinstance(line, str) else None

@@ -188,6 +188,8 @@ class ScriptedEngine:
     """Statuses the engine takes, one per poll, after start() (then stays on the last)."""
     starts: int = 0
     stops: int = 0
+    pagemath_text: str | None = None
+    """What :meth:`pagemath` answers."""
     _queue: list[EngineStatus] = field(default_factory=list)
 
     def status(self) -> EngineStatus:
@@ -205,5 +207,5 @@ class ScriptedEngine:
         self._queue.clear()
         self.current = EngineStatus(state="stopped")
 
-    def pagemath(self) -> str | None:
-        return None
+    def pagemath(self, status: EngineStatus) -> str | None:
+        return self.pagemath_text

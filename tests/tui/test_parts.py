@@ -9,10 +9,11 @@ import pytest
 
 from engine.errors import UserError
 from engine.paths import Paths
+from engine.profiles import load_profile
 from sparkcode.agent.events import MetricsUpdate, UsageUpdate
 from sparkcode.tui.commands import CommandError, parse_command
 from sparkcode.tui.completion import PromptSuggester, WorkspaceFiles
-from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine
+from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine, pagemath_line
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.stats import LiveStats, StatsTracker, format_stats, short_count
 
@@ -118,3 +119,9 @@ def test_cli_reports_bad_workspace_in_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [
         f"error: workspace {tmp_path / 'missing'} is not a directory"]
+
+
+def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
+    glm = pagemath_line(load_profile("glm53-flash-spark", paths), paths)
+    assert glm is not None and "multiples of" in glm
+    assert pagemath_line(load_profile("cpu-demo", paths), paths) is None

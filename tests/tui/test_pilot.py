@@ -298,6 +298,7 @@ async def test_f2_toggles_the_engine_panel_and_its_buttons_work(
         EngineStatus(state="booting", phase="loading weights", log_tail=["Loading weights"]),
         READY,
     ])
+    engine.pagemath_text = "hits land on multiples of 7168 tokens"
     app, _, _ = app_factory(engine=engine)
     async with app.run_test(size=(110, 30)) as pilot:
         await pilot.press("f2")
@@ -305,7 +306,8 @@ async def test_f2_toggles_the_engine_panel_and_its_buttons_work(
         panel = app.main.query_one(EnginePanel)
         await until(pilot, lambda: panel.view is not None
                     and panel.view.status.state == "stopped")
-        assert "stopped" in str(panel.query_one("#engine-facts").render())
+        facts = str(panel.query_one("#engine-facts").render())
+        assert "stopped" in facts and "multiples of 7168 tokens" in facts
         await pilot.click("#engine-start")
         await until(pilot, lambda: engine.starts == 1)
         await until(pilot, lambda: "ready" in str(panel.query_one("#engine-facts").render()))
