@@ -85,15 +85,37 @@ if HAVE_TRITON:
         BLOCK_R: tl.constexpr,
         BLOCK_K: tl.constexpr,
     ):
+        # Each packed byte is loaded once and split into its four codes; the group scale is
+        # applied once per 32 products (sum of code * x within the group, then times scale).
+        GROUPS: tl.constexpr = BLOCK_K // 32
         rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
         m = tl.program_id(1)
+        row_ok = rows < n_rows
+        shifts = tl.arange(0, 4) * 2
         acc = tl.zeros([BLOCK_R], dtype=tl.float32)
         for k0 in range(0, in_features, BLOCK_K):
+            kb = k0 // 4 + tl.arange(0, BLOCK_K // 4)
+            byte = tl.load(
+                packed_ptr + rows[:, None] * (in_features // 4) + kb[None, :],
+                mask=row_ok[:, None] & (kb[None, :] < in_features // 4),
+                other=0,
+            ).to(tl.int32)
+            code = tl.reshape((byte[:, :, None] >> shifts[None, None, :]) & 3, [BLOCK_R, BLOCK_K])
+            mag = tl.where((code == 0) | (code == 3), 4.0, 1.0)
+            value = tl.where(code >= 2, mag, -mag)
             cols = k0 + tl.arange(0, BLOCK_K)
-            w, _ = _w2_tile(packed_ptr, scales_ptr, rows, cols, n_rows, in_features, SCALE_OFFSET)
             x = tl.load(x_ptr + m * stride_xm + cols, mask=cols < in_features, other=0.0)
-            acc += tl.sum(w * x.to(tl.float32)[None, :], axis=1)
-        tl.store(y_ptr + m * stride_ym + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < n_rows)
+            part = tl.sum(tl.reshape(value * x.to(tl.float32)[None, :], [BLOCK_R, GROUPS, 32]), 2)
+            g = k0 // 32 + tl.arange(0, GROUPS)
+            sbyte = tl.load(
+                scales_ptr + rows[:, None] * (in_features // 32) + g[None, :],
+                mask=row_ok[:, None] & (g[None, :] < in_features // 32),
+                other=0,
+            ).to(tl.int32)
+            scale = ((sbyte + SCALE_OFFSET) << 20).to(tl.float32, bitcast=True)
+            scale = tl.where(sbyte == 0, 0.0, scale)
+            acc += tl.sum(part * scale, 1)
+        tl.store(y_ptr + m * stride_ym + rows, acc.to(y_ptr.dtype.element_ty), mask=row_ok)
 
 
 def _check(packed: torch.Tensor, scales_enc: torch.Tensor, in_features: int) -> int:
@@ -148,6 +170,8 @@ def w2_gemv(
 ) -> torch.Tensor:
     """``y = x @ W.T`` for ``x [m, in]`` from packed W2 weights (fp32 accumulation)."""
     n_rows = _check(packed, scales_enc, in_features)
+    if block_k % GROUP:
+        raise ValueError(f"block_k must be a multiple of the group size {GROUP}, got {block_k}")
     if x.dim() != 2 or x.shape[1] != in_features:
         raise ValueError(f"x must be [m, {in_features}], got {tuple(x.shape)}")
     if not usable_on(x.device):

@@ -92,19 +92,23 @@ def test_w2_dequant_matches_reference_bit_exactly(out_f: int, in_f: int) -> None
 
 
 @needs_triton
-def test_w2_gemv_matches_reference() -> None:
-    q = _w2_case(24, 128, 7)
-    x = torch.randn(3, 128, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+@pytest.mark.parametrize(("out_f", "in_f"), [(24, 128), (10, 96)])  # 96: a partial K block
+def test_w2_gemv_matches_reference(out_f: int, in_f: int) -> None:
+    q = _w2_case(out_f, in_f, 7)
+    x = torch.randn(3, in_f, generator=torch.Generator().manual_seed(1)).to(DEVICE)
     packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
-    got = w2_gemv(x, packed, scales, 128, block_r=8, block_k=64)
-    ref = w2_gemv_reference(x, packed, scales, 128)
-    assert got.shape == (3, 24)
+    got = w2_gemv(x, packed, scales, in_f, block_r=8, block_k=64)
+    ref = w2_gemv_reference(x, packed, scales, in_f)
+    assert got.shape == (3, out_f)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
     # And against the dense product with the dequantized matrix in bf16 activations.
     xb = x[:1].to(torch.bfloat16)
     dense = xb.float() @ q.dequantize(torch.float32).to(DEVICE).T
     torch.testing.assert_close(
-        w2_gemv(xb, packed, scales, 128).float(), dense, rtol=2e-2, atol=2e-2
+        w2_gemv(xb, packed, scales, in_f, block_r=8, block_k=64).float(),
+        dense,
+        rtol=2e-2,
+        atol=2e-2,
     )
 
 
@@ -132,6 +136,8 @@ def test_wrappers_reject_mismatched_shapes() -> None:
     q = _w2_case(8, 64, 0)
     with pytest.raises(ValueError, match="does not fit in=96"):
         w2_dequant(q.packed, q.scales_enc, 96)
+    with pytest.raises(ValueError, match="multiple of the group size"):
+        w2_gemv(torch.zeros(2, 64), q.packed, q.scales_enc, 64, block_k=48)
     with pytest.raises(ValueError, match=r"x must be \[m, 64\]"):
         w2_gemv(torch.zeros(2, 32), q.packed, q.scales_enc, 64)
     with pytest.raises(ValueError, match="payload must be"):
