@@ -70,6 +70,8 @@ class SparkcodeApp(App[None]):
             model=settings.model,
         )
         """The latest engine snapshot."""
+        self.agent_model: str | None = None
+        """The model the agent asks for, once it is connected."""
         self._busy: str | None = None
         self._error: str | None = None
         self._auto_started = False
@@ -107,7 +109,7 @@ class SparkcodeApp(App[None]):
         self.post_message(EngineViewUpdated(self._view(status, pagemath)))
 
     def _view(self, status: EngineStatus, pagemath: str | None = None) -> EngineView:
-        model = self.settings.model or status.model
+        model = self.agent_model or self.settings.model or status.model
         return replace(self.engine_view, status=status, busy=self._busy, error=self._error,
                        pagemath=pagemath, model=model,
                        endpoint=self.settings.endpoint or status.base_url,

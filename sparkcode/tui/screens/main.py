@@ -199,6 +199,7 @@ class MainScreen(Screen[None]):
                 apply(agent)
             self._deferred.clear()
             self.agent = agent
+            self.sparkcode.agent_model = agent.model
         return self.agent
 
     @work(exclusive=True, group="turn", exit_on_error=False)
@@ -356,6 +357,7 @@ class MainScreen(Screen[None]):
     async def _model(self, arg: str) -> None:
         if arg:
             self._with_agent(lambda agent: agent.set_model(arg))
+            self.sparkcode.agent_model = arg
             await self.conversation.add_notice(f"model: {arg}")
             return
         current = self.agent.model if self.agent else self.sparkcode.engine_view.model

@@ -49,7 +49,9 @@ def state_line(view: EngineView) -> Text:
     """``ready``, ``booting (loading weights)``, ``crashed (exit 1)``... coloured."""
     status = view.status
     if not view.managed:
-        return Text("endpoint (not managed)", style="bold cyan")
+        if status.healthy:
+            return Text("endpoint, answering", style="bold green")
+        return Text("endpoint, not answering", style="bold red")
     if view.busy:
         return Text(f"{view.busy}…", style="bold yellow")
     colour = {"ready": "green", "booting": "yellow", "unhealthy": "yellow",
@@ -100,6 +102,9 @@ class EnginePanel(Vertical):
             start.disabled = stop.disabled = True
             return
         facts.update(self._facts(view))
+        # An endpoint sparkcode does not run has no buttons and no log to show.
+        for selector in ("#engine-buttons", "#engine-log", ".panel-subtitle"):
+            self.query_one(selector).display = view.managed
         state = view.status.state
         running = state in ("ready", "booting", "unhealthy")
         start.disabled = not view.managed or running or view.busy is not None
