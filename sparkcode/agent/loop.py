@@ -206,6 +206,7 @@ class Agent:
         if self.metrics is not None:
             await self.metrics.poll()  # baseline for this turn's deltas
         thinking_closed = False
+        overflowed = False
         snapshot_done = False
         last_sig, repeats = "", 0
         prompt_total = completion_total = 0
@@ -225,6 +226,12 @@ class Agent:
                 async for event in self._stream(params, choice, thinking_closed, box):
                     yield event
             except (ChatError, OSError) as exc:
+                if _context_overflow(exc) and not overflowed:
+                    # The server counted more than our estimate: compact now and retry once.
+                    overflowed = True
+                    async for event in self._maybe_compact(force=True):
+                        yield event
+                    continue
                 partial = box[0].content if box else ""
                 if partial:
                     self.history.append({"role": "assistant", "content": partial})
@@ -378,13 +385,14 @@ class Agent:
         yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=decision.approved,
                                by="user", reason=decision.reason)
 
-    async def _maybe_compact(self) -> AsyncIterator[Event]:
+    async def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]:
         limit = self.settings.context_limit
-        if not limit:
+        if not limit and not force:
             return
         used = self.context.estimate(self.history)
-        if used < self.settings.compact_threshold * limit:
+        if not force and used < self.settings.compact_threshold * (limit or 0):
             return
+        limit = limit or used
         new, count = await compact(self.history, self._summarise, limit_chars=limit * 2)
         if count == 0:
             yield Notice(message=f"the context is nearly full ({used} of {limit} tokens) and "
@@ -406,6 +414,14 @@ class Agent:
             async for _ in stream:
                 pass
         return stream.content
+
+
+def _context_overflow(exc: BaseException) -> bool:
+    """HTTP 400 saying the prompt does not fit (vLLM, OpenAI and llama.cpp wordings)."""
+    text = str(exc).lower()
+    return isinstance(exc, ChatError) and exc.status == 400 and (
+        "context length" in text or "context window" in text or "maximum context" in text
+        or "too many tokens" in text or "exceeds the available context" in text)
 
 
 def stop_note(reason: FinishReason) -> str:

@@ -333,3 +333,19 @@ async def test_cancel_stops_the_stream_and_keeps_partial_text(workspace: Path) -
             agent.cancel()
     assert of(events, TurnFinished)[-1].reason == "cancelled"
     assert agent.history[-1] == {"role": "assistant", "content": "one "}
+
+
+async def test_context_overflow_error_compacts_and_retries(workspace: Path) -> None:
+    from sparkcode.agent import ContextCompacted
+
+    overflow = {"error": {"message": "This model's maximum context length is 2048 tokens. "
+                                     "However, you requested 2100 tokens."}}
+    server = ScriptedServer([Reply(content=["first answer"]),
+                             Reply(status=400, error_body=overflow),
+                             Reply(content=["the summary"]), Reply(content=["fits now"])])
+    agent = make_agent(server, workspace)  # no context limit known: no early compaction
+    await run(agent, "one")
+    events = await run(agent, "two")
+    assert len(of(events, ContextCompacted)) == 1
+    assert of(events, TurnFinished)[-1].content == "fits now"
+    assert "the summary" in server.requests[-1]["messages"][1]["content"]
