@@ -148,3 +148,32 @@ def test_wrappers_reject_mismatched_shapes() -> None:
             torch.zeros(0, dtype=torch.uint16),
             4,
         )
+
+
+@needs_triton
+@pytest.mark.parametrize(("out_f", "in_f"), [(12, 64), (7, 50)])  # 7 x 50: odd rows, tail block
+def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
+    from kernels.p12_gemv import p12_gemv, p12_gemv_reference
+
+    g = torch.Generator().manual_seed(out_f)
+    # Magnitudes over 2^-12 .. 2^12: far more than 16 exponents, so many escapes.
+    spread = torch.exp2(torch.randint(-12, 13, (out_f, in_f), generator=g).float())
+    w = (torch.randn(out_f, in_f, generator=g) * spread).to(torch.bfloat16)
+    w[2, 3] = 0.0
+    p = bf16pack.pack(w)
+    assert p.escape_index.numel() > out_f * in_f // 10
+    x = torch.randn(2, in_f, generator=g).to(DEVICE)
+    args = (
+        x,
+        p.payload.to(DEVICE),
+        p.exponents.to(DEVICE),
+        p.escape_index.to(DEVICE),
+        p.escape_values.to(DEVICE),
+        (out_f, in_f),
+    )
+    got = p12_gemv(*args, block_r=8, block_k=32)
+    ref = p12_gemv_reference(*args)
+    dense = x.float() @ w.float().to(DEVICE).T
+    scale = float(dense.abs().max())
+    torch.testing.assert_close(ref, dense, rtol=1e-5, atol=1e-6 * scale)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5 * scale)
