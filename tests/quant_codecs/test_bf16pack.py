@@ -41,6 +41,13 @@ def test_random_bit_patterns_round_trip(shape: tuple[int, ...]) -> None:
     assert p.payload.numel() == 3 * ((t.numel() + 1) // 2)
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0)])
+def test_scalar_and_empty_tensors(shape: tuple[int, ...]) -> None:
+    t = torch.full(shape, -2.5, dtype=torch.bfloat16)
+    p = assert_round_trip(t)
+    assert p.shape == shape
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.02, 1e-30, 3e38])
 def test_gaussian_tensors_round_trip_across_chunks(scale: float) -> None:
     g = torch.Generator().manual_seed(1)
