@@ -5,7 +5,7 @@ per-tensor table of the 16 most frequent exponents. Values with any other expone
 their raw 16 bits go to a sparse list. Bit layout: ``kernels.bf16_layout``. The round trip is
 bit-exact for every pattern (NaN payloads, infinities, subnormals, -0.0).
 
-The codec runs on the CPU over numpy views of the tensor's memory, in chunks sized for the L2
+The codec runs on the CPU over numpy views of the tensor's memory, in chunks sized for the
 cache: every pass over a chunk is a vectorised whole-array operation, and only the input read
 and the output write touch main memory (see ``bench/bf16pack_throughput.py``). When the 16
 exponents form a contiguous range (the usual case for weights) packing is pure arithmetic;
@@ -102,8 +102,10 @@ class PackedBF16:
         return cls(payload, exps, esc_i, esc_v, tuple(int(d) for d in shape_t.tolist()))
 
 
-#: Pairs of values per chunk: the chunk's scratch stays in the L2 cache.
-CHUNK_PAIRS = 1 << 15
+#: Pairs of values per chunk. Large enough that per-call overhead is small, small enough that a
+#: chunk's scratch (two 512 KiB buffers) stays in the cache; 2^17 measured best (2^15..2^20
+#: tried with bench/bf16pack_throughput.py).
+CHUNK_PAIRS = 1 << 17
 #: Tensors up to this many values get an exact exponent histogram; larger ones are counted on
 #: ``SAMPLE_BLOCKS`` evenly spread blocks of this many values in all (the table only affects
 #: the escape count, never correctness). If the sampled table escapes more than
