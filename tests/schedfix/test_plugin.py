@@ -65,7 +65,7 @@ def test_register_applies_and_logs_one_line(monkeypatch: pytest.MonkeyPatch,
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[sparkcode-plugin]")]
     assert lines == [
         "[sparkcode-plugin] scheduler_fix: applied (vLLM 0.32.0: prefill chunks align to "
-        "mamba_block_size, fingerprint 5d9573a0a1278ae1)"
+        "the Mamba group's block, fingerprint 5d9573a0a1278ae1)"
     ]
 
 

@@ -45,7 +45,7 @@ def serve(model_dir: Path, length: int, budget: int, **kw: object) -> HybridSche
 def test_the_harness_reproduces_the_engine_cores_block_sizes(model_dir: Path, fixed: None) -> None:
     s = build(model_dir, budget=2048).scheduler
     assert s.cache_config.block_size == DRAFT_BLOCK  # lowered by the drafter group
-    assert s.cache_config.mamba_block_size == B
+    assert s.cache_config.mamba_block_size == 16  # the engine core's stale copy
     assert s.block_size == B  # lcm of the group blocks
     assert s.need_mamba_block_aligned_split
 
@@ -198,6 +198,13 @@ def test_unfixed_resumed_request_replays_off_the_grid(model_dir: Path, unfixed: 
     chunks = h.chunks["r"]
     restart = next(i for i in range(1, len(chunks)) if chunks[i].start < chunks[i - 1].end)
     assert (7168, 6144) in misplaced_states(chunks[restart:], B)
+
+
+def test_fixed_even_when_the_engine_core_knows_the_right_mamba_block_size(
+    model_dir: Path, fixed: None,
+) -> None:
+    h = serve(model_dir, 30000, budget=2048, engine_core_mamba_block_size=B)
+    assert misplaced_states(h.chunks["r"], B) == []
 
 
 def test_fixed_full_attention_drafter_too(model_dir: Path, fixed: None) -> None:
