@@ -328,12 +328,22 @@ def _exponent_lut(table: U8) -> U32:
 
 
 def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Decode a :class:`PackedBF16` back into the exact original bfloat16 tensor (on the CPU).
+    """Decode a :class:`PackedBF16` back into the exact original bfloat16 tensor.
+
+    A payload on the CPU is decoded by the numpy codec; one on a GPU by the Triton kernel
+    (``kernels.bf16_unpack``), on that GPU.
 
     ``out``, if given, is a contiguous CPU bfloat16 tensor of the right size written in place
     (e.g. a model parameter), which saves one allocation.
     """
     n = p.numel
+    if p.payload.is_cuda:  # decode where the payload lies, with the Triton kernel
+        from kernels.bf16_unpack import bf16_unpack
+
+        decoded = bf16_unpack(p.payload, p.exponents, p.escape_index, p.escape_values, n)
+        if out is None:
+            return decoded.reshape(p.shape)
+        return out.copy_(decoded.reshape(out.shape))
     pairs = num_pairs(n)
     payload = p.payload.detach().cpu().contiguous().numpy()
     if payload.ctypes.data % 2:

@@ -217,6 +217,11 @@ class W2Tensor:
         return decode_scales(self.scales_enc)
 
     def dequantize(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        """The matrix as ``CODEBOOK[code] * scale``; on a GPU through the Triton kernel."""
+        if self.packed.is_cuda:
+            from kernels.w2_dequant import w2_dequant  # imports Triton: only when needed
+
+            return w2_dequant(self.packed, self.scales_enc, self.shape[1], dtype)
         return w2_dequant_reference(self.packed, self.scales_enc, self.shape[1], dtype)
 
     def to_state_dict(self, prefix: str) -> dict[str, torch.Tensor]:
