@@ -10,5 +10,6 @@ Modules:
 - ``w2_dequant``: W2 -> bf16 matrix, and the decode GEMV ``y = x @ W.T`` from packed codes.
 - ``bf16_unpack``: P12 -> bf16 tensor.
 - ``p12_gemv``: decode GEMV from P12 weights (decoded in registers, sparse escape fix-up).
+- ``nvfp4_layout`` / ``nvfp4_dequant``: the FP4 hot-pool layout, reference and kernel.
 - ``_triton``: optional Triton import and where the kernels can run.
 """

@@ -1,4 +1,4 @@
-"""NVFP4-style 4-bit codec for the FP4 hot-expert pool.
+"""NVFP4-style 4-bit codec for the FP4 hot-expert pool (layout: ``kernels.nvfp4_layout``).
 
 ``w ≈ e2m1 * scale_e4m3[block of 16] * global_scale`` with e2m1 magnitudes
 ``{0, 0.5, 1, 1.5, 2, 3, 4, 6}``, one float8 e4m3 scale per 16 consecutive weights along the
@@ -21,13 +21,17 @@ from engine.quant.format import (
     FP4_SCALE_SUFFIX,
     FP4_SHAPE_SUFFIX,
 )
+from kernels.nvfp4_layout import (
+    BLOCK,
+    E2M1_MAX,
+    E2M1_VALUES,
+    E4M3_MAX,
+    decode_nibbles_reference,
+    nvfp4_dequant_reference,
+)
 
 __all__ = ["BLOCK", "E2M1_VALUES", "FP4Tensor", "decode_nibbles", "matrix_fp4_bytes", "quantize"]
 
-BLOCK = 16
-E2M1_VALUES: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-E2M1_MAX = 6.0
-E4M3_MAX = 448.0
 # Decision boundaries between neighbouring magnitudes (midpoints).
 _BOUNDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 
@@ -51,9 +55,7 @@ def _encode_nibbles(x: torch.Tensor) -> torch.Tensor:
 
 def decode_nibbles(codes: torch.Tensor) -> torch.Tensor:
     """e2m1 nibbles (uint8 0..15) to float32 values."""
-    mags = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=codes.device)
-    value = mags[(codes & 7).long()]
-    return torch.where((codes & 8) > 0, -value, value)
+    return decode_nibbles_reference(codes)
 
 
 @dataclass(frozen=True)
@@ -90,10 +92,14 @@ class FP4Tensor:
         return torch.stack((lo, hi), dim=-1).reshape(self.shape)
 
     def dequantize(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-        out_f, in_f = self.shape
-        values = decode_nibbles(self.codes()).view(out_f, in_f // BLOCK, BLOCK)
-        scale = self.scales.to(torch.float32) * self.global_scale.to(torch.float32)
-        return (values * scale.unsqueeze(-1)).reshape(out_f, in_f).to(dtype)
+        """``e2m1 * block scale * global scale``; on a GPU through the Triton kernel."""
+        if self.packed.is_cuda:
+            from kernels.nvfp4_dequant import nvfp4_dequant  # imports Triton: only when needed
+
+            return nvfp4_dequant(self.packed, self.scales, self.global_scale, self.shape[1], dtype)
+        return nvfp4_dequant_reference(
+            self.packed, self.scales, self.global_scale, self.shape[1], dtype
+        )
 
     def to_state_dict(self, prefix: str) -> dict[str, torch.Tensor]:
         """Tensors named ``prefix + suffix``; ``prefix`` is the original tensor name."""

@@ -177,3 +177,24 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
     scale = float(dense.abs().max())
     torch.testing.assert_close(ref, dense, rtol=1e-5, atol=1e-6 * scale)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5 * scale)
+
+
+@needs_triton
+def test_nvfp4_dequant_matches_reference() -> None:
+    from engine.quant import nvfp4
+    from kernels.nvfp4_dequant import nvfp4_dequant, nvfp4_dequant_reference
+
+    g = torch.Generator().manual_seed(11)
+    w = torch.randn(20, 96, generator=g) * torch.exp2(torch.randint(-8, 8, (20, 1), generator=g))
+    w[3, :16] = 1e-6 * torch.randn(16, generator=g)  # tiny block: subnormal e4m3 scale
+    q = nvfp4.quantize(w)
+    args = (q.packed.to(DEVICE), q.scales.to(DEVICE), q.global_scale.to(DEVICE), 96)
+    ref = nvfp4_dequant_reference(*args, dtype=torch.float32)
+    assert torch.equal(ref.cpu(), q.dequantize(torch.float32))
+    got = nvfp4_dequant(*args, dtype=torch.float32, block_r=8, block_k=32)
+    torch.testing.assert_close(got, ref, rtol=1e-6, atol=0.0)
+    got16 = nvfp4_dequant(*args, block_r=8, block_k=32).view(torch.int16).to(torch.int32)
+    want16 = ref.to(torch.bfloat16).view(torch.int16).to(torch.int32)
+    # Within one bf16 step: Triton's interpreter narrows fp32 -> bf16 by truncation, GPUs round
+    # to nearest even.
+    assert int((got16 - want16).abs().max()) <= 1
