@@ -112,3 +112,56 @@ def agentish_turns(tool_output: str) -> list[list[dict[str, Any]]]:
          {"role": "tool", "tool_call_id": "call_1", "content": tool_output},
          {"role": "user", "content": "TRIGGER now"}],
     ]
+
+
+class EchoHTTP:
+    """:class:`EchoServer` over real loopback HTTP (for the CLI, which opens its own
+    connections), served by uvicorn in a thread."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import uvicorn
+
+        from tests.support.engine import free_port
+
+        self.echo = EchoServer()
+        self.port = free_port()
+        config = uvicorn.Config(self._asgi, host="127.0.0.1", port=self.port,
+                                log_level="warning", lifespan="off", interface="asgi3")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _asgi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = json.loads(body)
+        self.echo.requests.append(request)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        async for data in self.echo._stream(self.echo.pieces(request)):
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    def __enter__(self) -> EchoHTTP:
+        import time
+
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the echo HTTP server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.cli import app, main
-from sparkcode.sessions import load_session
+from sparkcode.sessions import SessionStore, load_session
 from tests.support.engine import free_port
 
-from .support import EchoServer, agentish_turns, record_conversation
+from .support import EchoHTTP, EchoServer, agentish_turns, record_conversation
 
 runner = CliRunner()
 
@@ -83,3 +83,29 @@ def test_main_prints_one_error_line(paths: Paths, monkeypatch: pytest.MonkeyPatc
     err = capsys.readouterr().err
     assert err.startswith("error: no session with ID 'nosuch'")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_cli_rerun_minimize_writes_a_bundle_and_saves_results(paths: Paths,
+                                                              tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn")
+    tool_output = "text\n" * 100 + "the needle is here\n" + "tail\n" * 100
+    recorder = asyncio.run(record_conversation(agentish_turns(tool_output),
+                                               EchoServer().transport(), paths.data_dir))
+    bundle = tmp_path / "bundle"
+    with EchoHTTP() as server:
+        result = runner.invoke(app, ["replay", recorder.path.stem, "--rerun", "--endpoint",
+                                     server.base_url, "--minimize", "--bundle", str(bundle),
+                                     "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    turns = data["runs"][0]["turns"]
+    assert [t["flagged"] for t in turns] == [False, False, False, True]
+    assert turns[3]["rerun_detector"]["pattern"]
+    assert data["bundle"] == str(bundle)
+    assert sorted(p.name for p in (bundle / "requests").iterdir()) == ["01.json", "02.json"]
+    # The sessions screen reads the same results back.
+    saved = SessionStore(paths.sessions_dir).load_result(recorder.path.stem)
+    assert saved is not None and saved["runs"][0]["target"] == server.base_url
+    text = runner.invoke(app, ["replay", recorder.path.stem, "--rerun", "--endpoint",
+                               "http://127.0.0.1:1/v1"])
+    assert isinstance(text.exception, UserError)
