@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import torch
@@ -41,11 +42,11 @@ def main() -> None:
         packed = bf16pack.pack(t)
         dst = torch.empty_like(t)
         ops: dict[str, Callable[[], object]] = {
-            "memcpy (numpy copy)": lambda raw=raw: raw.copy(),
-            "memcpy (torch clone)": lambda t=t: t.clone(),
-            "pack": lambda t=t: bf16pack.pack(t),
-            "unpack": lambda p=packed: bf16pack.unpack(p),
-            "unpack into out": lambda p=packed, d=dst: bf16pack.unpack(p, out=d),
+            "memcpy (numpy copy)": raw.copy,
+            "memcpy (torch clone)": t.clone,
+            "pack": partial(bf16pack.pack, t),
+            "unpack": partial(bf16pack.unpack, packed),
+            "unpack into out": partial(bf16pack.unpack, packed, out=dst),
         }
         best = dict.fromkeys(ops, float("inf"))
         cpu = dict.fromkeys(ops, float("inf"))
