@@ -120,3 +120,46 @@ async def test_sessions_screen_lists_results_and_plays(paths: Paths) -> None:
         await pilot.press("f")
         await pilot.pause()
         assert isinstance(app.screen, ReplayScreen)
+
+
+async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path: Path) -> None:
+    """The real app: /sessions opens the browser, f plays, escape comes back."""
+    from textual.widgets import Input
+
+    from sparkcode.tui import SparkcodeApp, TuiSettings
+    from sparkcode.tui.agent_port import AgentPort
+    from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine
+
+    path = await _agent_like_session(paths)
+    agent = ScriptedAgent([])
+
+    async def factory() -> AgentPort:
+        return agent
+
+    settings = TuiSettings(workspace=tmp_path, model="m", poll_s=0.1, idle_poll_s=0.1)
+    app = SparkcodeApp(settings, ScriptedEngine(), factory)
+    async with app.run_test(size=(110, 36)) as pilot:
+        prompt = app.main.query_one(Input)
+        prompt.value = "/sessions"
+        await pilot.press("enter")
+        for _ in range(100):
+            if isinstance(app.screen, SessionsScreen):
+                break
+            await pilot.pause(0.02)
+        browser = app.screen
+        assert isinstance(browser, SessionsScreen)
+        assert browser.query_one(DataTable).get_row_at(0)[0] == path.stem
+        await pilot.press("f")
+        for _ in range(300):
+            if isinstance(app.screen, ReplayScreen) and app.screen.finished:
+                break
+            await pilot.pause(0.02)
+        player = app.screen
+        assert isinstance(player, ReplayScreen) and player.finished
+        assert [w.text for w in player.query(AssistantMessage)][-1] == "echo: thanks bye ."
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is browser
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main
