@@ -354,23 +354,19 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
         raise ValueError(f"out must be a bfloat16 tensor of {n} values")
     direct = _writable_pairs(out, n)
     words = direct if direct is not None else np.empty(pairs, dtype=np.uint32)
-    plane = payload[: 2 * pairs].view(np.uint16)  # b_even | b_odd << 8 per pair
-    x = np.empty(CHUNK_PAIRS, dtype=np.uint32)
-    sign = np.empty(CHUNK_PAIRS, dtype=np.uint32)
+    plane = payload[: 2 * pairs]
+    signs = np.empty(2 * CHUNK_PAIRS, dtype=np.uint16)
     for s in range(0, pairs, CHUNK_PAIRS):
         e = min(s + CHUNK_PAIRS, pairs)
-        o, xx, ss = words[s:e], x[: e - s], sign[: e - s]
-        np.take(exp_lut, nibbles[s:e], out=o)  # both exponents in place
-        np.copyto(xx, plane[s:e], casting="unsafe")
-        np.left_shift(xx, 8, out=ss)
-        np.bitwise_or(xx, ss, out=xx)
-        np.bitwise_and(xx, 0x00FF00FF, out=xx)  # b_even | b_odd << 16
-        # o = E + m + s + 255 s = E | m | s << 8: the sign bits move from 7 and 23 to 15 and
-        # 31, and since E, m and s << 8 occupy disjoint bits the sums never carry.
-        np.add(o, xx, out=o)
-        np.bitwise_and(xx, 0x00800080, out=ss)
-        np.multiply(ss, np.uint32(255), out=ss)
-        np.add(o, ss, out=o)
+        o = words[s:e]
+        np.take(exp_lut, nibbles[s:e], out=o)  # both exponents in place: exponent << 7 each
+        o16, b, sg = o.view(np.uint16), plane[2 * s : 2 * e], signs[: 2 * (e - s)]
+        # Per value: (exponent << 7) + (sign << 7 | mantissa) + 255 * (sign << 7) is, modulo
+        # 2^16, exponent << 7 + mantissa + sign << 15: three disjoint fields, i.e. the bf16 bits.
+        np.add(o16, b, out=o16)
+        np.bitwise_and(b, 0x80, out=sg, casting="unsafe")
+        np.multiply(sg, np.uint16(255), out=sg)
+        np.add(o16, sg, out=o16)
     flat = words.view(np.uint16)[:n]
     if p.escape_index.numel():
         flat[p.escape_index.cpu().numpy()] = p.escape_values.cpu().view(torch.int16).numpy()
