@@ -137,7 +137,7 @@ class HotPoolSelector:
     fades with a half-life of ``log(0.5) / log(decay)`` observations. ``reselect`` fills free
     space with the best non-residents, then swaps the best candidate for the weakest residents
     only while the candidate's tokens per byte exceed theirs by the factor ``1 + hysteresis``;
-    at most ``max_swaps`` experts come in per call.
+    at most ``max_swaps`` swaps per call (filling free space is not limited).
     """
 
     def __init__(
