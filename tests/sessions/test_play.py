@@ -162,4 +162,4 @@ async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path:
         assert app.screen is browser
         await pilot.press("escape")
         await pilot.pause()
-        assert app.screen is app.main
+        assert app.screen_stack[-1] is app.main
