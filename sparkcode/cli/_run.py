@@ -39,6 +39,7 @@ from sparkcode.agent import (
     ToolCallStarted,
     TurnFinished,
     UndoStore,
+    UsageUpdate,
     event_to_json,
 )
 from sparkcode.config import Config, load_config
@@ -211,6 +212,7 @@ class _Printer:
         self.errors = 0
         self.thinking = 0
         self.midline = False
+        self.rate: float | None = None
 
     def show(self, event: Event) -> None:
         if isinstance(event, AgentError):
@@ -242,9 +244,15 @@ class _Printer:
         elif isinstance(event, AgentError):
             self._newline()
             self._note(f"error: {event.message}")
-        elif isinstance(event, TurnFinished) and event.reason != "stop":
+        elif isinstance(event, UsageUpdate) and event.final and event.decode_tok_s:
+            self.rate = event.decode_tok_s
+        elif isinstance(event, TurnFinished):
             self._newline()
-            self._note(f"stopped: {event.reason}")
+            if event.reason != "stop":
+                self._note(f"stopped: {event.reason}")
+            rate = f", {self.rate:.1f} tok/s" if self.rate else ""
+            self._note(f"({event.requests} requests, {event.prompt_tokens} prompt + "
+                       f"{event.completion_tokens} completion tokens{rate})")
 
     def _thinking_done(self) -> None:
         if self.thinking:
