@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.paths import Paths
+from engine.profiles import load_profile
 from sparkcode.agent import Agent, AgentSettings, MetricsPoller, Permissions, UndoStore
 from sparkcode.agent.events import Event
 from sparkcode.config import PERMISSION_MODES, load_config
@@ -106,7 +107,9 @@ async def connect(target: AgentTarget, paths: Paths) -> LiveAgent:
     )
     config = load_config(paths)
     settings = AgentSettings(
-        reasoning_effort=conn.reasoning_effort, thinking_token_budget=conn.thinking_token_budget,
+        reasoning_effort=conn.reasoning_effort,
+        thinking_token_budget=_budget_for(conn.profile, conn.managed, conn.thinking_token_budget,
+                                          paths),
         max_turns=config.max_turns, bash_timeout_s=config.bash_timeout_s,
         context_limit=conn.max_model_len,
     )
@@ -118,3 +121,18 @@ async def connect(target: AgentTarget, paths: Paths) -> LiveAgent:
     )
     agent.subscribe(event_recorder(recorder))
     return LiveAgent(agent, recorder)
+
+
+def _budget_for(profile: str | None, managed: bool, budget: int, paths: Paths) -> int:
+    """The thinking budget to send; -1 (not sent) when our own engine cannot honour it.
+
+    vLLM rejects ``thinking_token_budget`` mid-stream when it runs without a
+    reasoning parser or config (the cpu-demo profile), and every turn would
+    fail; an endpoint we do not run is left to the client's own fallback.
+    """
+    if not managed or profile is None:
+        return budget
+    prof = load_profile(profile, paths)
+    if prof.reasoning_parser is None and prof.reasoning_config is None:
+        return -1
+    return budget

@@ -47,6 +47,9 @@ async def test_a_real_turn_shows_a_nonzero_decode_speed(
         agent.agent.settings.max_tokens = 48
         agent.agent.settings.temperature = 0.0
         agent.agent.settings.max_turns = 2
+        # This engine has no reasoning parser: vLLM refuses a thinking budget
+        # mid-stream (a managed profile like it gets -1 from the adapter).
+        agent.agent.settings.thinking_token_budget = -1
         return agent
 
     app.agent_factory = short_answers

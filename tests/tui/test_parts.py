@@ -125,3 +125,12 @@ def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
     glm = pagemath_line(load_profile("glm53-flash-spark", paths), paths)
     assert glm is not None and "multiples of" in glm
     assert pagemath_line(load_profile("cpu-demo", paths), paths) is None
+
+
+def test_no_thinking_budget_is_sent_to_an_engine_without_a_reasoning_parser(
+        paths: Paths) -> None:
+    from sparkcode.tui.agent_adapter import _budget_for
+
+    assert _budget_for("cpu-demo", True, 1536, paths) == -1
+    assert _budget_for("glm53-flash-spark", True, 1536, paths) == 1536
+    assert _budget_for(None, False, 1536, paths) == 1536

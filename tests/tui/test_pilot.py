@@ -97,7 +97,9 @@ async def test_a_turn_streams_thinking_answer_and_live_figures(app_factory: AppF
         stats = app.main.query_one(StatusBar).stats
         assert stats.decode_tps == 42.0 and stats.ttft_s == 0.25
         assert stats.context_used is not None and stats.context_limit == 8192
-        bar = str(app.main.query_one("#status-figures").render())
+        figures = app.main.query_one("#status-figures")
+        await until(pilot, lambda: "KV 3%" in str(figures.render()))  # redrawn 4 times a second
+        bar = str(figures.render())
         assert "decode 42.0 tok/s" in bar and "prefill 480 tok/s" in bar
         assert "TTFT 0.25 s" in bar and "cache 50%" in bar and "KV 3%" in bar
         assert stats.decode_history == (42.0,)

@@ -52,6 +52,7 @@ class StatusBar(Horizontal):
         stats = self.stats
         self._shown = stats
         figures = self.query_one("#status-figures", Static)
-        figures.update(format_stats(stats))
+        # One line of fixed height: no layout pass needed (it would relayout the screen).
+        figures.update(format_stats(stats), layout=False)
         figures.set_class(stats.streaming, "-streaming")
         self.query_one(Sparkline).data = list(stats.decode_history)
