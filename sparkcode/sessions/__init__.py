@@ -30,7 +30,7 @@ from ._sse import (
     parse_output,
     sse_events,
 )
-from ._store import SessionStore, SessionSummary, summarize
+from ._store import SessionStore, SessionSummary, quick_summary, summarize
 
 __all__ = [
     "FORMAT_VERSION",
@@ -60,6 +60,7 @@ __all__ = [
     "model_turns_count",
     "new_session_id",
     "parse_output",
+    "quick_summary",
     "secret_values_from_env",
     "sse_events",
     "summarize",

@@ -60,6 +60,70 @@ def summarize(session: Session) -> SessionSummary:
     )
 
 
+_CHUNK_PREFIX = b'{"kind":"chunk"'
+
+
+def quick_summary(path: Path) -> SessionSummary:
+    """:func:`summarize` without building the session: chunk lines (nearly all of
+    a file) are skipped unparsed, so listing many long sessions stays fast."""
+    try:
+        raw = path.read_bytes().rstrip(b"\x00")
+    except OSError as exc:
+        raise UserError(f"cannot read session file {path}: {exc.strerror}") from None
+    header: dict[str, Any] = {}
+    requests = events = tokens = problems = 0
+    model: str | None = None
+    last_t = 0
+    lines = raw.split(b"\n")
+    truncated = lines[-1] != b""
+    for number, line in enumerate(lines, start=1):
+        if not line or line.startswith(_CHUNK_PREFIX):
+            continue
+        try:
+            record = json.loads(line)
+            kind = record.get("kind")
+        except (ValueError, AttributeError):
+            if not (truncated and number == len(lines)):
+                problems += 1
+            continue
+        t_ns = record.get("t_ns")
+        if isinstance(t_ns, int):
+            last_t = max(last_t, t_ns)
+        if kind == "header":
+            header = record
+        elif kind == "request":
+            requests += 1
+            if model is None and isinstance(record.get("body"), str):
+                try:
+                    body = json.loads(record["body"])
+                except ValueError:
+                    body = None
+                if isinstance(body, dict) and isinstance(body.get("model"), str):
+                    model = body["model"]
+        elif kind == "end":
+            usage = record.get("usage")
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                tokens += usage["completion_tokens"]
+        elif kind == "event":
+            events += 1
+    if not header:
+        raise UserError(f"{path} is not a sparkcode session file (no header record)")
+    engine = header.get("engine") if isinstance(header.get("engine"), dict) else {}
+    assert isinstance(engine, dict)
+    engine_model = engine.get("model")
+    t0_value = header.get("t0_ns")
+    t0 = t0_value if isinstance(t0_value, int) else last_t
+    return SessionSummary(
+        id=str(header.get("session_id") or path.stem), path=str(path),
+        created=str(header.get("created", "")), origin=str(header.get("origin", "")),
+        workspace=str(header.get("workspace", "")),
+        model=engine_model if isinstance(engine_model, str) else model,
+        engine=str(engine.get("profile") or engine.get("base_url") or "?"),
+        requests=requests, events=events, completion_tokens=tokens,
+        duration_s=max((last_t - t0) / 1e9, 0.0), problems=problems, truncated=truncated,
+    )
+
+
 class SessionStore:
     """Session files under one directory (``Paths.sessions_dir``)."""
 
@@ -100,7 +164,7 @@ class SessionStore:
         out: list[SessionSummary] = []
         for path in self.files():
             try:
-                out.append(summarize(load_session(path)))
+                out.append(quick_summary(path))
             except UserError:
                 continue
         out.sort(key=lambda s: (s.created, s.id))

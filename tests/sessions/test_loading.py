@@ -16,7 +16,14 @@ from typer.testing import CliRunner
 from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.cli import app
-from sparkcode.sessions import SessionFileError, SessionStore, exchange_output, load_session
+from sparkcode.sessions import (
+    SessionFileError,
+    SessionStore,
+    exchange_output,
+    load_session,
+    quick_summary,
+    summarize,
+)
 
 from .support import EchoServer, agentish_turns, record_conversation
 
@@ -145,3 +152,13 @@ def test_sigkill_mid_stream_leaves_a_loadable_file(paths: Paths, tmp_path: Path)
     output = exchange_output(exchange)
     expected = ["echo:"] + [f" w{i}" for i in range(len(output.pieces) - 1)]
     assert [p.text for p in output.pieces] == expected
+
+
+async def test_quick_summary_matches_the_full_load(paths: Paths) -> None:
+    path = await _recorded(paths)
+    with path.open("ab") as fh:
+        fh.write(b"{broken\n")
+    full = summarize(load_session(path))
+    quick = quick_summary(path)
+    assert quick == full
+    assert (quick.requests, quick.completion_tokens, quick.problems) == (3, 16, 1)
