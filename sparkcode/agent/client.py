@@ -225,9 +225,13 @@ class ChatStream:
         except httpx.TransportError as exc:
             raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
                              f"{_describe(exc)}") from None
-        if buf.strip() and _sse_data(buf.strip()) == b"[DONE]":
-            b.done = True
-            return
+        rest = buf.strip()
+        if rest:  # a last event without its blank line
+            delta = self._block(rest)
+            if delta is not None:
+                yield delta
+            if b.done:
+                return
         if b.finish_reason is None:
             raise EngineGone(f"the stream from {self._client.base_url} ended before the "
                              "response was complete (engine stopped or crashed?)")

@@ -159,3 +159,10 @@ async def test_rejected_tool_choice_falls_back_to_no_tool_parsing() -> None:
             pass
     assert stream.content == "ok" and "tool-call parser" in stream.notices[0]
     assert [c["tool_choice"] for c in calls] == ["auto", "none"]
+
+
+async def test_last_event_without_blank_line_is_not_lost() -> None:
+    payload = sse([chunk({"content": "a"}, (1, 1))], done=False) + \
+        b"data: " + json.dumps(chunk({"content": "b"}, (1, 2), "stop")).encode() + b"\n"
+    result = await collect(client_for(payload))
+    assert result.content == "ab" and result.finish_reason == "stop"
