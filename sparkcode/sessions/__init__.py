@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._agent import event_recorder, start_recording
 from ._fingerprint import engine_fingerprint, model_revision
 from ._load import SessionFileError, load_session
-from ._recorder import RecordingTransport, SessionRecorder, find_usage, new_session_id
+from ._recorder import SessionRecorder, new_session_id
 from ._records import (
     FORMAT_VERSION,
     Chunk,
@@ -31,6 +31,7 @@ from ._sse import (
     sse_events,
 )
 from ._store import SessionStore, SessionSummary, quick_summary, summarize
+from ._transport import RecordingTransport, find_usage
 
 __all__ = [
     "FORMAT_VERSION",

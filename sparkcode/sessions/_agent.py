@@ -11,8 +11,9 @@ import httpx
 from engine.paths import Paths
 
 from ._fingerprint import engine_fingerprint
-from ._recorder import RecordingTransport, SessionRecorder
+from ._recorder import SessionRecorder
 from ._redact import Redactor
+from ._transport import RecordingTransport
 
 if TYPE_CHECKING:
     from sparkcode.agent.events import Event
