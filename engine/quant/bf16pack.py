@@ -182,14 +182,15 @@ def _pair_index_lut(index_of: np.ndarray[Any, np.dtype[np.int16]]) -> U16:
     return lut
 
 
-_ROW = 256
+_ROW = 2048  # first-level row of the sparse search
+_SUB = 128  # second-level row
 
 
 def _nonzero_sparse(x: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.intp]]:
     """Indices of the non-zero entries of a mostly-zero array, in ascending order.
 
-    Finds rows of 256 with any non-zero entry by a max-reduction first, so the full index
-    search runs only where something is there.
+    Two levels of max-reductions (rows of 2048, then rows of 128 within the rows that have
+    anything) narrow the search, so the index scan itself touches only a few short rows.
     """
     full = x.size - x.size % _ROW
     parts: list[np.ndarray[Any, np.dtype[np.intp]]] = []
@@ -197,8 +198,12 @@ def _nonzero_sparse(x: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.intp
         rows = x[:full].reshape(-1, _ROW)
         hot = np.flatnonzero(np.maximum.reduce(rows, axis=1))
         if hot.size:
-            r, col = np.nonzero(rows[hot])
-            parts.append(hot[r] * _ROW + col)
+            sub = rows[hot].reshape(-1, _SUB)
+            hot_sub = np.flatnonzero(np.maximum.reduce(sub, axis=1))
+            r, col = np.nonzero(sub[hot_sub])
+            per_row = _ROW // _SUB
+            sub_row = hot_sub[r]
+            parts.append(hot[sub_row // per_row] * _ROW + (sub_row % per_row) * _SUB + col)
     if full < x.size:
         parts.append(np.flatnonzero(x[full:]) + full)
     if not parts:
