@@ -81,8 +81,15 @@ class RerunResult:
 
 
 def model_turns(session: Session) -> list[Exchange]:
-    """The session's generation requests, in the order they were sent."""
-    return [e for e in session.exchanges if is_model_call(e) and e.body_json is not None]
+    """The session's generation requests that the server accepted, in order.
+
+    A request the server refused (HTTP 4xx/5xx, e.g. a field the client then
+    dropped and retried without) generated nothing and touched no cache, so it
+    is not re-sent.
+    """
+    return [e for e in session.exchanges
+            if is_model_call(e) and e.body_json is not None
+            and e.status is not None and e.status < 400]
 
 
 def prepare_body(exchange: Exchange, *, model: str | None, salt: str | None,

@@ -132,3 +132,34 @@ async def test_minimize_keeps_the_turn_the_flagged_one_depends_on(tmp_path: Path
     assert minimized.problems == [] and len(minimized.exchanges) == 2
     assert minimized.header["minimized_from"] == session.id
     assert "turn 4" in (bundle / "README.md").read_text()
+
+
+async def test_requests_the_server_refused_are_not_resent(tmp_path: Path) -> None:
+    import httpx
+
+    from sparkcode.agent.client import ChatClient
+    from sparkcode.replay import model_turns
+    from sparkcode.sessions import start_recording
+
+    echo = EchoServer()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if b"reasoning_effort" in request.content:
+            return httpx.Response(400, json={"error": {
+                "message": "reasoning_effort is not supported by this model"}})
+        return await echo.handle(request)
+
+    recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
+                                          inner=httpx.MockTransport(handler))
+    client = ChatClient("http://scripted.test/v1", "m", transport=transport)
+    async with client.stream_chat([{"role": "user", "content": "hi there"}],
+                                  params={"reasoning_effort": "low"}) as stream:
+        async for _ in stream:
+            pass
+    await client.aclose()
+    recorder.close()
+    session = load_session(recorder.path)
+    assert [e.status for e in session.exchanges] == [400, 200]
+    assert [e.index for e in model_turns(session)] == [1]
+    result = await rerun(session, TARGET, transport=EchoServer().transport())
+    assert [(t.request, t.status) for t in result.turns] == [(1, "identical")]
