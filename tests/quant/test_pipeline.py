@@ -14,6 +14,7 @@ from engine.errors import UserError
 from engine.quant import bf16pack, nvfp4, pipeline, w2
 from engine.quant.calib import CalibrationFile
 from engine.quant.checkpoint import CheckpointError
+from engine.quant.converter import TensorConverter
 from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
 from engine.quant.inspect import InspectError, inspect_model, render_text
 from engine.quant.manifest import Manifest
@@ -201,7 +202,7 @@ def test_damaged_finished_shard_is_redone(tiny_glm: TinyGLM, tmp_path: Path,
         converted.append(shard.name), real(conv, shard, *a))[1])
     notes: list[str] = []
 
-    class Recorder(pipeline._Silent):
+    class Recorder(pipeline.SilentProgress):
         def note(self, message: str) -> None:
             notes.append(message)
 
@@ -242,9 +243,8 @@ def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
     from engine.quant.checkpoint import CheckpointReader
     from tests.quant.glm_fixture import HIDDEN, MOE_INTER
 
-    conv = pipeline._Converter(CheckpointReader(tiny_glm.path),
-                               ConvertOptions(method="rtn", pool_gb=POOL_GB), None,
-                               pipeline._Silent())
+    conv = TensorConverter(CheckpointReader(tiny_glm.path),
+                           ConvertOptions(method="rtn", pool_gb=POOL_GB), None)
     plan = conv.plan_pool()
     per_expert = hotpool.expert_fp4_bytes(MOE_INTER, HIDDEN)
     assert plan["counts_from"] == "uniform"
@@ -259,8 +259,8 @@ def test_starved_down_proj_uses_the_fallback(tiny_glm: TinyGLM, calib_file: Path
 
     options = ConvertOptions(method="gptq", calib=calib_file, min_tokens=10_000,
                              down_fallback=fallback)  # type: ignore[arg-type]
-    conv = pipeline._Converter(CheckpointReader(tiny_glm.path), options,
-                               CalibrationFile(calib_file), pipeline._Silent())
+    conv = TensorConverter(CheckpointReader(tiny_glm.path), options,
+                           CalibrationFile(calib_file))
     name = tiny_glm.expert_name(2, 1, "down_proj")
     tensors, stats = conv.convert_expert(name, 2, 1, "down_proj", pooled=False)
     assert stats["hessian"] == fallback
