@@ -151,7 +151,7 @@ def render_text(report: InspectReport) -> str:
         f"{'pool':>5} {'source':>11} {'output':>11}",
     ]
     for r in report.layers:
-        name = "-" if r.layer is None else str(r.layer)
+        name = "top" if r.layer is None else str(r.layer)  # embeddings, head, final norm
         lines.append(
             f"{name:>6} {r.w2_tensors:>5} {_fmt(r.mean_rel_fro):>8} {_fmt(r.mean_out_err):>8} "
             f"{_fmt(r.max_out_err):>8} {r.fallbacks:>6} {len(r.pooled_experts):>5} "
