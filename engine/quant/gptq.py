@@ -175,42 +175,46 @@ def gptq_quantize(
         group_of = (perm // GROUP).tolist()
     Hinv, damp_used = inverse_cholesky(H, damp)
 
-    Q = torch.empty_like(W)
+    # Work on transposed copies: input column i of W is the contiguous row Wt[i],
+    # so every per-column read and rank-1 update touches contiguous memory.
+    Wt = W.t().contiguous()
+    Qt = torch.empty_like(Wt)
+    St = scales.t().contiguous()  # [groups, out]
+    inv_St = torch.where(St > 0, 1.0 / St, 0.0)  # refreshed per group below
     inv_d = (1.0 / torch.diagonal(Hinv)).tolist()
-    inv_scales = torch.where(scales > 0, 1.0 / scales, 0.0)  # refreshed per group below
     loss = 0.0
 
     for b1 in range(0, in_f, blocksize):
         b2 = min(b1 + blocksize, in_f)
-        W1 = W[:, b1:b2]  # a view: updates land in W
-        Err1 = torch.empty_like(W1)
-        for g1 in range(0, b2 - b1, GROUP):
+        Err1 = torch.empty(b2 - b1, out_f, dtype=torch.float32, device=device)
+        for g1 in range(b1, b2, GROUP):
             g2 = g1 + GROUP
             if not act_order:
-                g = (b1 + g1) // GROUP
-                scales[:, g] = _group_scales(W1[:, g1:g2]).squeeze(1)
-                inv_scales[:, g] = torch.where(scales[:, g] > 0, 1.0 / scales[:, g], 0.0)
-            Hg = Hinv[b1 + g1:b1 + g2, b1 + g1:b1 + g2]
-            for j in range(g1, g2):
-                col = b1 + j
+                g = g1 // GROUP
+                St[g] = _group_scales(Wt[g1:g2].t()).squeeze(1)
+                inv_St[g] = torch.where(St[g] > 0, 1.0 / St[g], 0.0)
+            Hg = Hinv[g1:g2, g1:g2]
+            for col in range(g1, g2):
                 g = group_of[col] if perm is not None else col // GROUP
-                w = W1[:, j]
-                q = _project(w * inv_scales[:, g]) * scales[:, g]
-                Q[:, col] = q
+                w = Wt[col]
+                q = _project(w * inv_St[g]) * St[g]
+                Qt[col] = q
                 err = (w - q) * inv_d[col]
-                Err1[:, j] = err
+                Err1[col - b1] = err
                 # Spread the error over the rest of this group right away.
-                W1[:, j + 1:g2].addr_(err, Hg[j - g1, j - g1 + 1:], alpha=-1.0)
+                Wt[col + 1:g2].addr_(Hg[col - g1, col - g1 + 1:], err, alpha=-1.0)
             # ...over the rest of the block with one GEMM per group...
-            if g2 < b2 - b1:
-                W1[:, g2:].addmm_(Err1[:, g1:g2], Hinv[b1 + g1:b1 + g2, b1 + g2:b2], alpha=-1.0)
+            if g2 < b2:
+                Wt[g2:b2].addmm_(Hinv[g1:g2, g2:b2].t(), Err1[g1 - b1:g2 - b1], alpha=-1.0)
         loss += float((Err1 * Err1).sum())
         # ...and over the rest of the matrix with one GEMM per block.
         if b2 < in_f:
-            W[:, b2:].addmm_(Err1, Hinv[b1:b2, b2:], alpha=-1.0)
+            Wt[b2:].addmm_(Hinv[b1:b2, b2:].t(), Err1, alpha=-1.0)
 
+    Q = Qt.t()
     if perm is not None:
         Q = Q[:, torch.argsort(perm)]
+    scales = St.t().contiguous()
     codes = w2.quantize_with_scales(Q, scales)
     return GPTQResult(codes, scales, loss / 2.0, damp_used)
 
