@@ -88,6 +88,9 @@ class AgentSettings:
     force_tool: str | None = None
     """Name a tool in ``tool_choice`` on the first request of each turn (vLLM then
     constrains the arguments to the tool's schema); for tests and scripted runs."""
+    force_tool_parameters: dict[str, Any] | None = None
+    """A narrower JSON schema for the forced call's arguments (tests with random
+    models: bounded strings make the constrained JSON finish)."""
     context_limit: int | None = None
     """The engine's max_model_len (from /v1/models)."""
     compact_threshold: float = 0.8
@@ -216,14 +219,16 @@ class Agent:
                 yield event
             params = self._params(thinking_closed)
             choice: Any = "auto"
+            tools = self.tools.specs()
             if self.settings.force_tool and request == 1:
                 choice = {"type": "function", "function": {"name": self.settings.force_tool}}
+                tools = self._forced_specs(tools)
             yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                                  thinking_token_budget=params.get("thinking_token_budget"),
                                  messages=len(self.history))
             box: list[ChatResult] = []
             try:
-                async for event in self._stream(params, choice, thinking_closed, box):
+                async for event in self._stream(params, tools, choice, thinking_closed, box):
                     yield event
             except (ChatError, OSError) as exc:
                 if _context_overflow(exc) and not overflowed:
@@ -323,15 +328,23 @@ class Agent:
     def _tool_result(self, call: CheckedCall, text: str) -> None:
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
-    async def _stream(self, params: dict[str, Any], choice: Any, thinking_closed: bool,
-                      box: list[ChatResult]) -> AsyncIterator[Event]:
+    def _forced_specs(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        schema = self.settings.force_tool_parameters
+        if schema is None:
+            return specs
+        return [{**spec, "function": {**spec["function"], "parameters": schema}}
+                if spec["function"]["name"] == self.settings.force_tool else spec
+                for spec in specs]
+
+    async def _stream(self, params: dict[str, Any], tools: list[dict[str, Any]], choice: Any,
+                      thinking_closed: bool, box: list[ChatResult]) -> AsyncIterator[Event]:
         """One streamed request; its result is put in ``box`` (also when cut)."""
         s = self.settings
         budget = s.thinking_token_budget if not thinking_closed and \
             s.thinking_token_budget >= 0 else None
         limit = budget + max(s.budget_margin, 0) if budget is not None else None
-        stream = self.client.stream_chat(self.history, tools=self.tools.specs(),
-                                         tool_choice=choice, params=params)
+        stream = self.client.stream_chat(self.history, tools=tools, tool_choice=choice,
+                                         params=params)
         last_usage = 0.0
         try:
             async with stream:

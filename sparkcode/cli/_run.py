@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -62,6 +62,7 @@ class RunOptions:
     effort: str | None = None
     budget: int | None = None
     force_tool: str | None = None
+    force_tool_schema: dict[str, Any] | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     record: bool = True
@@ -95,6 +96,8 @@ def run_cmd(
     budget: Annotated[int | None, typer.Option(
         "--budget", min=-1, help="thinking_token_budget (-1 = unlimited).")] = None,
     force_tool: Annotated[str | None, typer.Option("--force-tool", hidden=True)] = None,
+    force_tool_schema: Annotated[str | None, typer.Option(
+        "--force-tool-schema", hidden=True)] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True, min=1)] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", hidden=True)] = None,
     no_record: Annotated[bool, typer.Option(
@@ -103,10 +106,17 @@ def run_cmd(
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
         raise UserError(f"--effort must be one of {', '.join(REASONING_EFFORTS)}")
+    schema = None
+    if force_tool_schema is not None:
+        try:
+            schema = json.loads(force_tool_schema)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--force-tool-schema is not JSON: {exc}") from None
     options = RunOptions(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
         auto=auto, endpoint=endpoint, model=model, api_key_env=api_key_env, profile=profile,
-        effort=effort, budget=budget, force_tool=force_tool, max_tokens=max_tokens,
+        effort=effort, budget=budget, force_tool=force_tool, force_tool_schema=schema,
+        max_tokens=max_tokens,
         temperature=temperature, record=not no_record,
     )
     code = asyncio.run(run_headless(options))
@@ -169,7 +179,8 @@ def _build_agent(options: RunOptions, conn: Connection, config: Config, paths: P
                                else conn.thinking_token_budget),
         max_turns=options.max_turns or config.max_turns,
         max_tokens=options.max_tokens, temperature=options.temperature,
-        force_tool=options.force_tool, context_limit=conn.max_model_len,
+        force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
+        context_limit=conn.max_model_len,
         bash_timeout_s=config.bash_timeout_s,
     )
     permissions = Permissions(config, mode="full-auto" if options.auto else None)

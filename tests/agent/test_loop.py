@@ -349,3 +349,20 @@ async def test_context_overflow_error_compacts_and_retries(workspace: Path) -> N
     assert len(of(events, ContextCompacted)) == 1
     assert of(events, TurnFinished)[-1].content == "fits now"
     assert "the summary" in server.requests[-1]["messages"][1]["content"]
+
+
+async def test_forced_tool_names_the_tool_with_a_narrower_schema_once(workspace: Path) -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string", "enum": ["a.txt"]},
+                                               "content": {"type": "string", "maxLength": 8}},
+              "required": ["path", "content"]}
+    args = json.dumps({"path": "a.txt", "content": "hi"})
+    server = ScriptedServer([Reply(tool_calls=[("write_file", args)]), Reply(content=["ok"])])
+    agent = make_agent(server, workspace, force_tool="write_file", force_tool_parameters=schema)
+    await run(agent, "write")
+    first, second = server.requests
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "write_file"}}
+    forced = [t for t in first["tools"] if t["function"]["name"] == "write_file"][0]
+    assert forced["function"]["parameters"] == schema
+    assert second["tool_choice"] == "auto"
+    assert second["tools"] == agent.tools.specs()
+    assert (workspace / "a.txt").read_text() == "hi"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._base import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, unified_diff
@@ -24,7 +26,7 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def specs(self) -> list[dict[str, object]]:
+    def specs(self) -> list[dict[str, Any]]:
         return self._specs
 
 
