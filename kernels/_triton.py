@@ -1,14 +1,14 @@
 """Optional Triton: kernels import without it and without a GPU.
 
 On a GPU the kernels are compiled by Triton. On a CPU they run only in Triton's interpreter,
-which ``TRITON_INTERPRET=1`` selects; it must be set before ``triton`` is first imported in
-the process (Triton decorates its own library functions at import time). Without a usable
+which ``TRITON_INTERPRET=1`` selects; it must be set when ``triton`` is first imported and when
+the kernel modules are imported (``triton.jit`` decides at decoration time). Without a usable
 Triton the public wrappers fall back to the PyTorch references.
 """
 
 from __future__ import annotations
 
-import os
+from typing import Any
 
 import torch
 
@@ -22,25 +22,19 @@ except ImportError:  # pragma: no cover - depends on the environment
     tl = None
     HAVE_TRITON = False
 
-__all__ = ["HAVE_TRITON", "interpreting", "tl", "triton", "usable_on"]
+__all__ = ["HAVE_TRITON", "is_interpreted", "launchable", "tl", "triton"]
 
 
-def interpreting() -> bool:
-    """Whether Triton was imported in interpreter mode (``TRITON_INTERPRET=1``)."""
+def is_interpreted(kernel: Any) -> bool:
+    """Whether ``kernel`` was decorated in interpreter mode (runs on CPU tensors)."""
+    return type(kernel).__name__ == "InterpretedFunction"
+
+
+def launchable(kernel: Any, device: torch.device) -> bool:
+    """Whether ``kernel`` can run on tensors on ``device``.
+
+    An interpreted kernel runs anywhere (slowly); a compiled one needs a CUDA device.
+    """
     if not HAVE_TRITON:
         return False
-    try:
-        from triton import knobs
-
-        return bool(knobs.runtime.interpret)
-    except ImportError:  # pragma: no cover - older Triton
-        return bool(os.environ.get("TRITON_INTERPRET"))
-
-
-def usable_on(device: torch.device) -> bool:
-    """Whether the Triton kernels can run on tensors on ``device``."""
-    if not HAVE_TRITON:
-        return False
-    if interpreting():
-        return True
-    return device.type == "cuda"
+    return is_interpreted(kernel) or device.type == "cuda"

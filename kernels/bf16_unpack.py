@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._triton import HAVE_TRITON, tl, triton, usable_on
+from kernels._triton import HAVE_TRITON, launchable, tl, triton
 from kernels.bf16_layout import TABLE_SIZE, bf16_unpack_reference, num_pairs, payload_nbytes
 
 __all__ = ["bf16_unpack", "bf16_unpack_reference"]
@@ -59,7 +59,7 @@ def bf16_unpack(
         )
     if exponents.dtype != torch.uint8 or exponents.numel() != TABLE_SIZE:
         raise ValueError("exponent table must be 16 uint8 values")
-    if not usable_on(payload.device):
+    if not HAVE_TRITON or not launchable(_bf16_unpack_kernel, payload.device):
         return bf16_unpack_reference(payload, exponents, escape_index, escape_values, numel)
     out = torch.empty(numel, dtype=torch.int16, device=payload.device)
     if numel:

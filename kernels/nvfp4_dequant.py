@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._triton import HAVE_TRITON, tl, triton, usable_on
+from kernels._triton import HAVE_TRITON, launchable, tl, triton
 from kernels.nvfp4_layout import BLOCK, nvfp4_dequant_reference
 
 __all__ = ["nvfp4_dequant", "nvfp4_dequant_reference"]
@@ -78,7 +78,7 @@ def nvfp4_dequant(
         raise ValueError(f"packed nibbles must be uint8 {(out_f, in_features // 2)}")
     if scales.dtype != torch.float8_e4m3fn or tuple(scales.shape) != (out_f, in_features // BLOCK):
         raise ValueError(f"scales must be float8_e4m3fn {(out_f, in_features // BLOCK)}")
-    if not usable_on(packed.device):
+    if not HAVE_TRITON or not launchable(_nvfp4_dequant_kernel, packed.device):
         return nvfp4_dequant_reference(packed, scales, global_scale, in_features, dtype)
     out = torch.empty(out_f, in_features, dtype=dtype, device=packed.device)
     grid = (triton.cdiv(out_f, block_r), triton.cdiv(in_features, block_k))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._triton import HAVE_TRITON, tl, triton, usable_on
+from kernels._triton import HAVE_TRITON, launchable, tl, triton
 from kernels.bf16_layout import TABLE_SIZE, bf16_unpack_reference, num_pairs, payload_nbytes
 
 __all__ = ["p12_gemv", "p12_gemv_reference"]
@@ -111,7 +111,7 @@ def p12_gemv(
         raise ValueError("exponent table must be 16 uint8 values")
     if x.dim() != 2 or x.shape[1] != in_f:
         raise ValueError(f"x must be [m, {in_f}], got {tuple(x.shape)}")
-    if not usable_on(x.device):
+    if not HAVE_TRITON or not launchable(_p12_gemv_kernel, x.device):
         return p12_gemv_reference(x, payload, exponents, escape_index, escape_values, shape)
     x = x.contiguous()
     y = torch.empty(x.shape[0], out_f, dtype=torch.float32, device=x.device)

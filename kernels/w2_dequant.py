@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._triton import HAVE_TRITON, tl, triton, usable_on
+from kernels._triton import HAVE_TRITON, launchable, tl, triton
 from kernels.w2_layout import (
     CODES_PER_BYTE,
     GROUP,
@@ -142,7 +142,7 @@ def w2_dequant(
     Falls back to the reference where Triton cannot run (see ``kernels._triton``).
     """
     n_rows = _check(packed, scales_enc, in_features)
-    if not usable_on(packed.device):
+    if not HAVE_TRITON or not launchable(_w2_dequant_kernel, packed.device):
         return w2_dequant_reference(packed, scales_enc, in_features, dtype)
     packed, scales_enc = packed.contiguous(), scales_enc.contiguous()
     out = torch.empty(n_rows, in_features, dtype=dtype, device=packed.device)
@@ -174,7 +174,7 @@ def w2_gemv(
         raise ValueError(f"block_k must be a multiple of the group size {GROUP}, got {block_k}")
     if x.dim() != 2 or x.shape[1] != in_features:
         raise ValueError(f"x must be [m, {in_features}], got {tuple(x.shape)}")
-    if not usable_on(x.device):
+    if not HAVE_TRITON or not launchable(_w2_gemv_kernel, x.device):
         return w2_gemv_reference(x, packed, scales_enc, in_features)
     x = x.contiguous()
     y = torch.empty(x.shape[0], n_rows, dtype=x.dtype, device=x.device)

