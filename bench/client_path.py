@@ -42,12 +42,13 @@ def synthesise(tokens: int, seed: int = 0) -> tuple[bytes, int, int]:
             "model": "glm-5.3-flash"}
 
     def emit(delta: dict[str, object], n: int, finish: str | None = None) -> None:
+        # Field for field what vLLM 0.32 streams with continuous_usage_stats.
         nonlocal made
         made += n
         body = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                     "finish_reason": finish}],
+                                     "finish_reason": finish, "token_ids": None}],
                 "usage": {"prompt_tokens": prompt, "total_tokens": prompt + made,
-                          "completion_tokens": made}}
+                          "completion_tokens": made, "completion_tokens_details": None}}
         frames.append(b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n")
 
     emit({"role": "assistant", "content": ""}, 0)

@@ -251,7 +251,7 @@ class ChatStream:
             # fields, multi-line data) leaves invalid JSON and takes the general path.
             try:
                 frames = FRAMES_DECODER.decode(
-                    b"[" + block[6:].replace(b"\n\ndata: ", b",") + b"]")
+                    b"".join((b"[", block[6:].replace(b"\n\ndata: ", b","), b"]")))
             except msgspec.DecodeError:
                 frames = None
         if frames is None:
@@ -294,10 +294,9 @@ class ChatStream:
             return None
         try:
             # Frames without choices (errors, a final usage frame) raise IndexError.
-            choices = [f.choices[0] for f in frames]
-            if choices[-1].finish_reason:  # n=1: the finishing frame is the last one
+            deltas = [f.choices[0].delta for f in frames]
+            if frames[-1].choices[0].finish_reason:  # n=1: the finishing frame is last
                 return None
-            deltas = [c.delta for c in choices]
             calls = [d.tool_calls for d in deltas if d.tool_calls]  # type: ignore[union-attr]
             reasoning = "".join([d.reasoning or d.reasoning_content or ""  # type: ignore[union-attr]
                                  for d in deltas])
@@ -306,9 +305,15 @@ class ChatStream:
             return None
         if reasoning and (content or calls):
             return None  # the switch from thinking to answering: count per frame
+        args = self._b.args
         for group in calls:
             for tc in group:
-                self._tool_delta(tc.index, tc.id, tc.function)
+                fn = tc.function
+                if tc.id is None and fn is not None and fn.name is None and tc.index in args:
+                    if fn.arguments:  # the common case: more argument text, inline
+                        args[tc.index].append(fn.arguments)
+                else:
+                    self._tool_delta(tc.index, tc.id, fn)
         stats = self.stats
         if reasoning and last.completion_tokens > stats.completion_tokens:
             stats.reasoning_tokens += last.completion_tokens - stats.completion_tokens
