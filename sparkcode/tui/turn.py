@@ -83,9 +83,10 @@ class TurnRenderer:
                 block = await conv.thinking(budget)
                 block.append_text(text, tokens)
             case ev.ContentDelta(text=text):
-                answer = await conv.answer()
+                answer = conv.current_answer or await conv.answer()
                 answer.append_text(text)
-                await self._check(text)
+                if self._detector is not None and not self._warned:
+                    await self._check(text)
             case ev.UsageUpdate():
                 self.status_bar.stats = self.stats.usage(event)
                 thinking = conv.current_thinking

@@ -128,9 +128,12 @@ def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
 
 
 def test_no_thinking_budget_is_sent_to_an_engine_without_a_reasoning_parser(
-        paths: Paths) -> None:
+        paths: Paths, tmp_path: Path) -> None:
     from sparkcode.tui.agent_adapter import _budget_for
+    from tests.support.tiny_models import write_profile
 
-    assert _budget_for("cpu-demo", True, 1536, paths) == -1
+    write_profile(paths.config_dir, "bare", tmp_path, 8555)  # no reasoning parser/config
+    assert _budget_for("bare", True, 1536, paths) == -1
+    assert _budget_for("cpu-demo", True, 1536, paths) == 1536  # has a reasoning_config
     assert _budget_for("glm53-flash-spark", True, 1536, paths) == 1536
     assert _budget_for(None, False, 1536, paths) == 1536

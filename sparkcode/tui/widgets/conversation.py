@@ -59,6 +59,11 @@ class Conversation(VerticalScroll, can_focus=True):
     def current_thinking(self) -> ThinkingBlock | None:
         return self._thinking
 
+    @property
+    def current_answer(self) -> AssistantMessage | None:
+        """The answer streaming now, if one started."""
+        return self._answer
+
     async def answer(self) -> AssistantMessage:
         """The answer of the current request, created on first use."""
         if self._answer is None:

@@ -16,11 +16,12 @@ class StatusBar(Horizontal):
     """Decode and prefill tok/s, TTFT, acceptance, cache and context, live.
 
     Usage reports arrive ten times a second while streaming; the bar redraws
-    at most every ``REDRAW_S`` (the figures cannot be read faster anyway), and
+    at most every ``REDRAW_S`` (figures changing faster cannot be read), and
     at once when a stream starts or ends.
     """
 
-    REDRAW_S = FLUSH_INTERVAL_S
+    REDRAW_S = 2 * FLUSH_INTERVAL_S
+    """On every other text flush tick, so both share one screen update."""
 
     stats: reactive[LiveStats] = reactive(LiveStats, always_update=True)
     """The figures shown; assign a new snapshot to redraw."""

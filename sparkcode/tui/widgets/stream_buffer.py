@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from textual.timer import Timer
 from textual.widget import Widget
 
-FLUSH_INTERVAL_S = 0.25
+FLUSH_INTERVAL_S = 0.4
 """How often pending text is rendered while a stream is running."""
 
 
