@@ -10,7 +10,7 @@ GEMMs). Prints both times, the speed ratio and how many codes agree.
     .venv/bin/python bench/gptq_speed.py [--out 2048] [--in 4096] [--device cpu]
 
 The reference is slow by design: on 2 busy CPU cores the default matrix takes
-about 10 minutes for it (ours: ~25 s); ``--in 1024`` gives a quick check.
+6-10 minutes for it (ours: ~15 s); ``--in 1024`` gives a quick check.
 """
 
 from __future__ import annotations
