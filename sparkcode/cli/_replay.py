@@ -7,13 +7,14 @@ import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.replay import (
+    FlagKind,
     Launcher,
     RerunResult,
     Target,
@@ -140,7 +141,7 @@ def _minimize(session: Session, target: Target, result: RerunResult, turn: int |
         if chosen is None:
             log(f"no flagged turn on {target.label}; nothing to minimize")
             return None
-    kind: Any = "degenerate" if chosen.rerun_detector is not None else "diverged"
+    kind: FlagKind = "degenerate" if chosen.rerun_detector is not None else "diverged"
     log(f"minimizing turn {chosen.turn} ({kind}) on {target.label}")
     found = asyncio.run(minimize(session, target, chosen.request, kind, max_runs=max_runs,
                                  progress=log))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ._bundle import write_bundle
 from ._compare import Divergence, TurnComparison, compare_turn, first_divergence
 from ._detect import detector_verdict
-from ._minimize import MinimizeResult, apply_trims, minimize, tool_outputs
+from ._minimize import FlagKind, MinimizeResult, apply_trims, minimize, tool_outputs
 from ._play import event_from_record, play_events, playback_transport
 from ._report import details, results_json, table
 from ._rerun import RerunResult, SentTurn, Target, model_turns, prepare_body, rerun
@@ -27,6 +27,7 @@ from ._targets import (
 
 __all__ = [
     "Divergence",
+    "FlagKind",
     "Launcher",
     "MinimizeResult",
     "RerunResult",
