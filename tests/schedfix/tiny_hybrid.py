@@ -25,8 +25,10 @@ def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0) -> Path:
         vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
         layer_types=["linear_attention"] * 3 + ["full_attention"],
         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
-        linear_value_head_dim=32, linear_conv_kernel_dim=4,
+        # The CPU GDN kernel rejects head dim 32 ("Unexpected head dim size");
+        # 128 is what the real Qwen3-Next/Qwen3.5 models use.
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
+        linear_value_head_dim=128, linear_conv_kernel_dim=4,
         num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
         shared_expert_intermediate_size=64, decoder_sparse_step=1,
         max_position_embeddings=8192, bos_token_id=1, eos_token_id=2, pad_token_id=0,
