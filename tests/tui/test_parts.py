@@ -137,3 +137,15 @@ def test_no_thinking_budget_is_sent_to_an_engine_without_a_reasoning_parser(
     assert _budget_for("cpu-demo", True, 1536, paths) == 1536  # has a reasoning_config
     assert _budget_for("glm53-flash-spark", True, 1536, paths) == 1536
     assert _budget_for(None, False, 1536, paths) == 1536
+
+
+def test_split_finished_never_cuts_inside_a_code_fence() -> None:
+    from sparkcode.tui.widgets.chat import split_finished
+
+    assert split_finished("para one\n\npara two") == ("para one\n\n", "para two")
+    text = "intro\n\n```python\nx = 1\n\ny = 2\n"  # fence still open: blank line inside
+    assert split_finished(text) == ("intro\n\n", "```python\nx = 1\n\ny = 2\n")
+    closed = text + "```\n\nafter"
+    assert split_finished(closed) == (text + "```\n\n", "after")
+    assert split_finished("~~~\na\n\n~~~\n\n") == ("~~~\na\n\n~~~\n\n", "")
+    assert split_finished("no blank line yet") == ("", "no blank line yet")
