@@ -194,3 +194,13 @@ def test_vllm_loads_the_plugin_through_its_entry_point() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "APPLIED True" in done.stdout
     assert "[sparkcode-plugin] scheduler_fix: applied (vLLM 0.32.0" in done.stderr
+
+
+def test_async_scheduler_inherits_the_fix() -> None:
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    assert "_mamba_block_aligned_split" not in AsyncScheduler.__dict__
+    scheduler_fix.apply()
+    assert getattr(AsyncScheduler._mamba_block_aligned_split, "__sparkcode_feature__", None) == (
+        "scheduler_fix"
+    )
