@@ -45,7 +45,8 @@ enable_prefix_caching = true
 tool_call_parser = "hermes"
 enable_auto_tool_choice = true
 # A random model would pad constrained JSON with whitespace forever.
-extra_args = ["--structured-outputs-config", '{{"disable_any_whitespace": true}}']
+extra_args = ["--structured-outputs-config",
+              '{{"backend": "xgrammar", "disable_any_whitespace": true}}']
 
 [cpu]
 kvcache_space_gib = 1
