@@ -121,9 +121,10 @@ class SparkcodeApp(App[None]):
         self.engine_view = view
         self.main.show_engine(view)
         state = view.status.state
-        if (self.settings.auto_start and not self._auto_started and view.managed
+        # Only the first look at the engine may start it: a user's Stop stays stopped.
+        first_look, self._auto_started = not self._auto_started, True
+        if (self.settings.auto_start and first_look and view.managed
                 and state in ("stopped", "crashed")):
-            self._auto_started = True
             self.main.notice(f"starting the {view.profile} engine (F2 shows its progress)")
             self.start_engine()
         elif state == "ready" and before != "ready" and view.status.base_url:

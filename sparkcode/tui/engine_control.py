@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 import httpx
@@ -18,6 +20,21 @@ from engine.profiles import Profile, load_profile, render
 from engine.supervisor import EngineStatus, Supervisor, tail_lines
 
 Progress = Callable[[str], None]
+LOG_TAIL = 30
+"""Engine log lines the panel shows."""
+_POLL_LINE = re.compile(r'"GET /(health|metrics|v1/models) HTTP')
+_VLLM_PREFIX = re.compile(r"^\((\w+) pid=\d+\) (\w+) \d\d-\d\d [\d:]+ \[[^\]]*\] ")
+_UVICORN_PREFIX = re.compile(r"^(INFO|WARNING|ERROR):\s+")
+
+
+def compact_log_line(line: str) -> str:
+    """A vLLM log line without its process, date and source prefix (the panel is narrow).
+
+    ``(APIServer pid=7) INFO 11-30 03:16:42 [api_server.py:12] Started`` becomes
+    ``INFO Started``.
+    """
+    line = _VLLM_PREFIX.sub(r"\2 ", line)
+    return _UVICORN_PREFIX.sub(r"\1 ", line)
 
 
 class EngineControl(Protocol):
@@ -65,7 +82,15 @@ class ManagedEngine:
         return self.profile.name
 
     def status(self) -> EngineStatus:
-        return self.supervisor.status(tail=30)
+        status = self.supervisor.status(tail=LOG_TAIL)
+        # The supervisor keeps the tail only when something went wrong; the
+        # panel shows it always (the boot is worth watching), without the
+        # access lines of sparkcode's own polling.
+        if status.log_path:
+            lines = status.log_tail or tail_lines(Path(status.log_path), 8 * LOG_TAIL)
+            kept = [line for line in lines if not _POLL_LINE.search(line)][-LOG_TAIL:]
+            status.log_tail = [compact_log_line(line) for line in kept]
+        return status
 
     def start(self, progress: Progress) -> None:
         from engine.models import prepare_model

@@ -149,3 +149,14 @@ def test_split_finished_never_cuts_inside_a_code_fence() -> None:
     assert split_finished(closed) == (text + "```\n\n", "after")
     assert split_finished("~~~\na\n\n~~~\n\n") == ("~~~\na\n\n~~~\n\n", "")
     assert split_finished("no blank line yet") == ("", "no blank line yet")
+
+
+def test_engine_log_lines_are_compacted_for_the_panel() -> None:
+    from sparkcode.tui.engine_control import compact_log_line
+
+    assert compact_log_line("(APIServer pid=14169) INFO 11-30 03:16:42 [api_server.py:12] "
+                            "Starting vLLM API server") == "INFO Starting vLLM API server"
+    assert compact_log_line("INFO:     Application startup complete.") == (
+        "INFO Application startup complete.")
+    assert compact_log_line("Traceback (most recent call last):") == (
+        "Traceback (most recent call last):")

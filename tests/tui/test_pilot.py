@@ -382,3 +382,15 @@ async def test_footer_shows_the_bindings(app_factory: AppFactory) -> None:
         keys = {active.binding.key for active in app.screen.active_bindings.values()
                 if active.enabled and active.binding.show}
         assert {"f2", "ctrl+t", "ctrl+l"} <= keys
+
+
+async def test_auto_start_never_restarts_an_engine_the_user_stopped(
+        app_factory: AppFactory) -> None:
+    engine = ScriptedEngine(current=READY)
+    app, _, _ = app_factory(engine=engine, auto_start=True, show_engine_panel=True)
+    async with app.run_test(size=(110, 30)) as pilot:
+        await until(pilot, lambda: app.engine_view.status.state == "ready")
+        await pilot.click("#engine-stop")
+        await until(pilot, lambda: app.engine_view.status.state == "stopped")
+        await pilot.pause(0.5)  # several polls
+        assert engine.starts == 0 and app.engine_view.status.state == "stopped"
