@@ -123,6 +123,10 @@ class AssistantMessage(Vertical):
         await self._buffer.flush()
 
 
+LIVE_THINKING_LINES = 14
+"""Lines of a streaming thinking block that are rendered (the block shows 12)."""
+
+
 class ThinkingBlock(Collapsible):
     """The model's reasoning, streamed live, headed ``thinking: used / budget``."""
 
@@ -167,11 +171,20 @@ class ThinkingBlock(Collapsible):
             self.used = self._tokens
 
     def _render_text(self, _: str) -> None:
-        self._body.update(Text(self.text))
+        # While it streams only the end fits the block and matters: render
+        # that (long thinking would otherwise be re-wrapped whole every tick)
+        # and keep it scrolled to the newest line.
+        text = self.text
+        keep = LIVE_THINKING_LINES * max(self.size.width, 40)
+        if not self.done and len(text) > keep:
+            text = "…" + text[-keep:]
+        self._body.update(Text(text))
         self.used = max(self.used, self._tokens)
+        self.query_one(Collapsible.Contents).scroll_end(animate=False, immediate=False)
 
     async def finish(self, *, collapse: bool = True) -> None:
         await self._buffer.flush()
+        self._body.update(Text(self.text))
         self.used = max(self.used, self._tokens)
         self.done = True
         if collapse:
