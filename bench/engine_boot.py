@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.paths import Paths  # noqa: E402
 from engine.profiles import load_profile, render  # noqa: E402
-from tests.support.engine import free_port  # noqa: E402
+from tests.support.engine import engine_lock, free_port  # noqa: E402
 from tests.support.tiny_models import build_tiny_llama, write_profile  # noqa: E402
 
 
@@ -77,7 +77,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    # The machine-wide engine lock keeps test engines from booting alongside.
+    with tempfile.TemporaryDirectory() as tmp, engine_lock():
         home = Path(tmp) / "home"
         model = build_tiny_llama(Path(tmp) / "tiny")
         write_profile(home / "config", "tiny", model, 8400)

@@ -77,7 +77,9 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> 
         config = AutoConfig.from_pretrained(src, gguf_file=gguf.name)
         if hasattr(config, "quantization_config"):
             del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+            config, dtype=torch.bfloat16
+        )
         model.load_state_dict(loaded.state_dict(), strict=False)
         model.generation_config = loaded.generation_config
         model.save_pretrained(staging, safe_serialization=True)

@@ -179,7 +179,9 @@ def parse_profile(text: str, source: Path) -> Profile:
         )
     budget = agent_t.get("thinking_token_budget", int, 1536)
     if budget < -1:
-        raise ProfileError(f"{source}: [agent] thinking_token_budget must be >= -1 (-1 = unlimited)")
+        raise ProfileError(
+            f"{source}: [agent] thinking_token_budget must be >= -1 (-1 = unlimited)"
+        )
     agent = AgentDefaults(reasoning_effort=effort, thinking_token_budget=budget)
     description = meta.get("description", str, "")
 

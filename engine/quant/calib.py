@@ -41,11 +41,11 @@ from typing import Any, Literal
 import torch
 
 from engine.errors import UserError
+from engine.quant.format import DEFAULT_MIN_TOKENS as DEFAULT_MIN_TOKENS
 from engine.quant.gptq import HessianAccumulator
 
 CALIB_FORMAT = "sparkcode-calib"
 CALIB_VERSION = "1"
-DEFAULT_MIN_TOKENS = 128
 DownFallback = Literal["rtn", "pooled"]
 _LAYER_KEY = re.compile(r"layers\.(\d+)\.mlp_input$")
 _MODULE_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.mlp$")

@@ -54,3 +54,7 @@ ALL_SUFFIXES: Final = tuple(
         reverse=True,
     )
 )
+
+
+DEFAULT_MIN_TOKENS: Final = 128
+"""Routed tokens an expert needs for its own down-projection Hessian (else the fallback)."""

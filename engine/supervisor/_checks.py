@@ -46,7 +46,7 @@ def ensure_port_free(host: str, port: int) -> None:
 
 def available_gib() -> float:
     # On the Spark's unified memory, "available" is what the engine can take.
-    return psutil.virtual_memory().available / GIB
+    return float(psutil.virtual_memory().available) / GIB
 
 
 def ensure_memory(need_gib: float | None, profile: str, *, override: bool) -> None:

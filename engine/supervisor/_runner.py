@@ -32,7 +32,10 @@ def main(argv: list[str]) -> int:
         _write(exit_file, {"code": 127, "signal": None, "error": str(exc)})
         return 127
     code = child.wait()
-    status = {"code": code if code >= 0 else None, "signal": -code if code < 0 else None}
+    status: dict[str, object] = {
+        "code": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+    }
     _write(exit_file, status)
     return code if code >= 0 else 128 - code
 

@@ -113,7 +113,7 @@ class Supervisor:
             proc = psutil.Process(record.pid)
             if abs(proc.create_time() - record.create_time) > 1.0:
                 return False  # pid reused by another process
-            return proc.status() != psutil.STATUS_ZOMBIE
+            return bool(proc.status() != psutil.STATUS_ZOMBIE)
         except psutil.Error:
             return False
 

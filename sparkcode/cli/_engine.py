@@ -18,7 +18,9 @@ from engine.supervisor import EngineStatus, Supervisor, tail_lines
 from . import _patches
 from ._format import human_bytes, human_duration
 
-engine_app = typer.Typer(help="Start, watch and stop the managed vLLM engine.", no_args_is_help=True)
+engine_app = typer.Typer(
+    help="Start, watch and stop the managed vLLM engine.", no_args_is_help=True
+)
 
 ProfileOpt = Annotated[
     str | None,
@@ -81,7 +83,8 @@ def _argv_lines(argv: list[str]) -> list[str]:
     """The command split one option (with its value) per line, shell-quoted."""
     lines: list[str] = [" ".join(_quote(a) for a in argv[:3])]  # python -m module
     for arg in argv[3:]:
-        if lines and not arg.startswith("--") and lines[-1].startswith("--") and " " not in lines[-1]:
+        takes_value = lines[-1].startswith("--") and " " not in lines[-1]
+        if takes_value and not arg.startswith("--"):
             lines[-1] += f" {_quote(arg)}"
         else:
             lines.append(_quote(arg))
@@ -184,7 +187,8 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
     ]
     if s.state == "crashed":
         code = s.exit_code if s.exit_code is not None else "unknown"
-        rows.append(("exit", f"code {code}" + (f", signal {s.exit_signal}" if s.exit_signal else "")))
+        sig = f", signal {s.exit_signal}" if s.exit_signal else ""
+        rows.append(("exit", f"code {code}{sig}"))
     for line in s.plugin:
         rows.append(("plugin", line))
     if page_math is not None:
@@ -198,7 +202,9 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
 
 @engine_app.command("logs")
 def logs_cmd(
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines.")
+    ] = False,
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines to show.")] = 50,
 ) -> None:
     """Print the engine log (the running engine's, else the latest)."""

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from engine.quant.calib import DEFAULT_MIN_TOKENS
-from engine.quant.checkpoint import ShardInfo
+# Only light modules at import time: every `sparkcode` command imports this
+# one, and the quantizer proper pulls in torch (seconds of start-up).
+from engine.quant.format import DEFAULT_MIN_TOKENS
+
+if TYPE_CHECKING:
+    from engine.quant.checkpoint import ShardInfo
 
 from ._format import human_bytes, human_duration
 

@@ -82,7 +82,8 @@ def test_dflash_rejects_more_than_block_minus_one() -> None:
     [
         ("[profile\nname=", "malformed TOML"),
         ('[profile]\nname = "x"\n[bogus]\n', "unknown section"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = "80"\n', "expected an integer"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = "80"\n',
+         "expected an integer"),
         ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = 70000\n', "at most 65535"),
         ('[profile]\nname = "x"\n[model]\n', "exactly one of"),
         ('[profile]\nname = "x"\n[model]\npath = "/m"\nbuiltin = "smollm2-135m-instruct"\n',

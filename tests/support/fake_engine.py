@@ -39,7 +39,7 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.child:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    print("INFO non-default args: {'port': %d}" % args.port, flush=True)
+    print(f"INFO non-default args: {{'port': {args.port}}}", flush=True)
     print("INFO Loading safetensors checkpoint shards: 0%", flush=True)
     time.sleep(0.3)
     if args.crash_after is not None:
