@@ -164,6 +164,8 @@ class ChatStream:
         self._b = _Builder()
         self._response: httpx.Response | None = None
         self._cut = False
+        self._body: AsyncIterator[bytes] | None = None
+        self._peeked = b""
 
     async def __aenter__(self) -> ChatStream:
         self._response = await self._client._open(self)
@@ -198,12 +200,7 @@ class ChatStream:
         crlf: bool | None = None
         held_cr = False
         try:
-            # Streams are requested uncompressed, so the raw bytes are the body
-            # (aiter_bytes would run an identity decoder over every read).
-            plain = not response.headers.get("content-encoding") \
-                and not response.is_stream_consumed
-            reads = response.aiter_raw() if plain else response.aiter_bytes()
-            async for chunk in reads:
+            async for chunk in self._reads():
                 if crlf is not False:
                     if held_cr:
                         chunk, held_cr = b"\r" + chunk, False
@@ -236,6 +233,37 @@ class ChatStream:
             raise EngineGone(f"the stream from {self._client.base_url} ended before the "
                              "response was complete (engine stopped or crashed?)")
         b.done = True  # finished without [DONE]: some servers do that
+
+    def _reads(self) -> AsyncIterator[bytes]:
+        """The body's reads, starting with what :meth:`peek` already read."""
+        if self._body is None:
+            assert self._response is not None
+            self._body = _body_reads(self._response)
+        return _prepend(self._peeked, self._body)
+
+    async def peek_error(self) -> str | None:
+        """Read up to the first complete event; its error message if it is an error
+        frame (vLLM reports a rejected request field that way once streaming)."""
+        assert self._response is not None
+        self._body = _body_reads(self._response)
+        data = b""
+        try:
+            async for chunk in self._body:
+                data += chunk
+                if b"\n\n" in data.replace(b"\r\n", b"\n"):
+                    break
+        except httpx.TransportError as exc:
+            raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
+                             f"{_describe(exc)}") from None
+        self._peeked = data
+        first = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
+        payload = _sse_data(first)
+        if payload is None or b'"error"' not in payload[:20]:
+            return None
+        decoded = _json_or_text(payload.decode("utf-8", "replace"))
+        if isinstance(decoded, dict) and "error" in decoded:
+            return _error_text(decoded)
+        return None
 
     def _block(self, block: bytes) -> StreamDelta | None:
         """Complete SSE events (separated by blank lines) -> one merged delta."""
@@ -531,6 +559,12 @@ class ChatClient:
             except httpx.TransportError as exc:
                 raise EngineGone(f"cannot reach {self.base_url}: {_describe(exc)}") from None
             if response.status_code < 400:
+                stream._response = response
+                rejected = await stream.peek_error()
+                if rejected is not None and self._drop_rejected(stream, rejected):
+                    await response.aclose()
+                    stream._response = None
+                    continue
                 return response
             text = (await response.aread()).decode("utf-8", "replace")
             await response.aclose()
@@ -606,6 +640,20 @@ class ChatClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
+    # Streams are requested uncompressed, so the raw bytes are the body
+    # (aiter_bytes would run an identity decoder over every read).
+    plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
+    return response.aiter_raw() if plain else response.aiter_bytes()
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk
 
 
 def _sse_data(event: bytes) -> bytes | None:

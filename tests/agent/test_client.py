@@ -166,3 +166,26 @@ async def test_last_event_without_blank_line_is_not_lost() -> None:
         b"data: " + json.dumps(chunk({"content": "b"}, (1, 2), "stop")).encode() + b"\n"
     result = await collect(client_for(payload))
     assert result.content == "ab" and result.finish_reason == "stop"
+
+
+async def test_field_rejected_inside_a_200_stream_is_dropped_and_retried() -> None:
+    """vLLM streams a validation error as the first SSE frame (status 200)."""
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        if "thinking_token_budget" in body:
+            error = {"error": {"message": "thinking_token_budget is set but reasoning_config "
+                                          "is not configured.", "code": 400}}
+            return httpx.Response(200, content=b"data: " + json.dumps(error).encode()
+                                  + b"\n\ndata: [DONE]\n\n")
+        return httpx.Response(200, content=sse([chunk({"content": "ok"}, (1, 1), "stop")]))
+
+    client = ChatClient("http://x.test/v1", "m", transport=httpx.MockTransport(handler))
+    async with client.stream_chat([], params={"thinking_token_budget": 8}) as stream:
+        async for _ in stream:
+            pass
+    assert stream.content == "ok" and "thinking_token_budget" in stream.notices[0]
+    assert len(bodies) == 2 and "thinking_token_budget" not in bodies[1]
+    assert client.dropped == {"thinking_token_budget"}
