@@ -266,8 +266,11 @@ class MainScreen(Screen[None]):
             return self.turn_running
         return True
 
-    def watch_turn_running(self) -> None:
+    def watch_turn_running(self, running: bool) -> None:
         self.refresh_bindings()
+        if self._renderer is not None:
+            # A blinking cursor repaints twice a second: not while a stream paints.
+            self.prompt.cursor_blink = not running
 
     def action_toggle_engine(self) -> None:
         """Show or hide the engine panel."""

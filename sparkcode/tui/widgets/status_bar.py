@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.timer import Timer
 from textual.widgets import Sparkline, Static
 
@@ -23,8 +23,9 @@ class StatusBar(Horizontal):
     REDRAW_S = 2 * FLUSH_INTERVAL_S
     """On every other text flush tick, so both share one screen update."""
 
-    stats: reactive[LiveStats] = reactive(LiveStats, always_update=True)
-    """The figures shown; assign a new snapshot to redraw."""
+    stats: var[LiveStats] = var(LiveStats, always_update=True)
+    """The figures shown; assign a new snapshot to redraw (a ``var``: the bar
+    repaints on its own schedule, not on every assignment)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
