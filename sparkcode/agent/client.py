@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from ._wire import FRAME_DECODER, FRAMES_DECODER, Frame
+from ._wire import FRAME_DECODER, Frame
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
 
@@ -195,6 +195,7 @@ class ChatStream:
             raise RuntimeError("ChatStream used outside 'async with'")
         buf = b""
         b = self._b
+        block = self._block
         # Line ends are normalised to \n until the first line shows the server
         # uses plain \n (servers do not mix); a \r at a read's end waits for the next.
         crlf: bool | None = None
@@ -209,12 +210,14 @@ class ChatStream:
                     if crlf is None and b"\n" in chunk:
                         crlf = b"\r" in chunk
                     chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                buf = buf + chunk if buf else chunk
-                cut = buf.rfind(b"\n\n")
+                if buf:
+                    chunk = buf + chunk
+                cut = chunk.rfind(b"\n\n")
                 if cut < 0:
+                    buf = chunk
                     continue
-                block, buf = buf[:cut], buf[cut + 2:]
-                delta = self._block(block)
+                buf = chunk[cut + 2:]
+                delta = block(chunk, cut)
                 if delta is not None:
                     yield delta
                 if b.done:
@@ -224,7 +227,7 @@ class ChatStream:
                              f"{_describe(exc)}") from None
         rest = buf.strip()
         if rest:  # a last event without its blank line
-            delta = self._block(rest)
+            delta = self._block(rest, len(rest))
             if delta is not None:
                 yield delta
             if b.done:
@@ -239,7 +242,7 @@ class ChatStream:
         if self._body is None:
             assert self._response is not None
             self._body = _body_reads(self._response)
-        return _prepend(self._peeked, self._body)
+        return _prepend(self._peeked, self._body) if self._peeked else self._body
 
     async def peek_error(self) -> str | None:
         """Read up to the first complete event; its error message if it is an error
@@ -265,25 +268,34 @@ class ChatStream:
             return _error_text(decoded)
         return None
 
-    def _block(self, block: bytes) -> StreamDelta | None:
-        """Complete SSE events (separated by blank lines) -> one merged delta."""
-        if block.endswith(b"data: [DONE]") and (len(block) == 12 or block[-14:-12] == b"\n\n"):
+    def _block(self, data: bytes, end: int) -> StreamDelta | None:
+        """The complete SSE events in ``data[:end]`` -> one merged delta.
+
+        ``data`` may go on with the start of an event still arriving; it is left
+        alone, and not copying the complete part off saves a pass over the stream.
+        """
+        while end and data[end - 1] == 10:
+            end -= 1
+        if data[end - 12:end] == b"data: [DONE]" and (end == 12 or
+                                                      data[end - 14:end - 12] == b"\n\n"):
             self._b.done = True
-            block = block[:-14]
-        if not block:
+            end = max(end - 14, 0)
+        if not end:
             return None
         frames: list[Frame] | None = None
-        if block.startswith(b"data: {"):
-            # The usual shape: only one-line JSON data events. One C-level replace
-            # makes the block a JSON array; anything else (comments, other SSE
-            # fields, multi-line data) leaves invalid JSON and takes the general path.
+        if data.startswith(b"data: {"):
+            # The usual shape: only one-line JSON data events. Blanking every later
+            # "data: " makes the block JSON lines (the first is skipped by a view,
+            # not a copy); a same-length replace is one pass, several times faster
+            # than a shrinking one. Anything else (comments, other SSE fields,
+            # multi-line data) leaves invalid JSON and takes the general path.
             try:
-                frames = FRAMES_DECODER.decode(
-                    b"".join((b"[", block[6:].replace(b"\n\ndata: ", b","), b"]")))
+                frames = FRAME_DECODER.decode_lines(
+                    memoryview(data.replace(b"\n\ndata: ", _BLANKED))[6:end])
             except msgspec.DecodeError:
                 frames = None
         if frames is None:
-            frames = self._general(block)
+            frames = self._general(data[:end])
             if not frames:
                 return None
         elif self.stats.first_token is not None:
@@ -640,6 +652,10 @@ class ChatClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+_BLANKED = b"\n\n      "
+"""What replaces each later ``\\n\\ndata: `` of a block: the same length, all whitespace."""
 
 
 def _body_reads(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -189,3 +189,18 @@ async def test_field_rejected_inside_a_200_stream_is_dropped_and_retried() -> No
     assert stream.content == "ok" and "thinking_token_budget" in stream.notices[0]
     assert len(bodies) == 2 and "thinking_token_budget" not in bodies[1]
     assert client.dropped == {"thinking_token_budget"}
+
+
+TRICKY = ['data: [DONE]', '\n\ndata: {"x": 1}\n\n', "é→ü", "}\n\n", " \r\n ", "[DONE]"]
+
+
+@pytest.mark.parametrize("split", [3, 13, 100, 4096])
+async def test_text_that_looks_like_sse_framing_survives_any_chunking(split: int) -> None:
+    # Event text that spells SSE syntax (escaped inside the JSON), cut at every
+    # kind of boundary, including reads that end exactly on an event boundary.
+    frames = [chunk({"content": TRICKY[i % len(TRICKY)]}, (5, i + 1)) for i in range(60)]
+    frames.append(chunk({}, (5, 60), finish="stop"))
+    result = await collect(client_for(sse(frames), split=split))
+    assert result.content == "".join(TRICKY[i % len(TRICKY)] for i in range(60))
+    assert result.stats.completion_tokens == 60 and result.finish_reason == "stop"
+    assert not result.cut
