@@ -20,10 +20,21 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 from pathlib import Path
 
 WINDOW = 4 * 1024 * 1024
 """Bytes mapped (and reserved on disk) at a time."""
+
+POPULATE_STEP = 256 * 1024
+"""Bytes faulted in ahead of the end at a time."""
+
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+"""Linux 5.14+ (the constant is missing from Python's mmap before 3.13)."""
+
+_FSYNC_COVERS_MAPS = sys.platform == "linux"
+"""Linux's fsync writes back pages dirtied through a shared map too (its msync
+is the same file sync again); elsewhere msync first."""
 
 
 class AppendLog:
@@ -38,6 +49,9 @@ class AppendLog:
         self._map: mmap.mmap | None = None
         self._map_start = 0
         self._map_end = 0
+        self._ready_end = 0
+        """File offset up to which the map's pages are faulted in writable."""
+        self._populates = True
         self._mapped = hasattr(os, "posix_fallocate")
 
     @property
@@ -48,16 +62,15 @@ class AppendLog:
         if self._map is not None:
             self._map.close()
             self._map = None
+            self._ready_end = 0
         start = self._size - self._size % mmap.PAGESIZE
         length = self._window
         while start + length < self._size + need:
             length += self._window
         try:
             os.posix_fallocate(self._fd, start, length)
-            # MAP_POPULATE maps every page now, not at the first copy into each.
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self._map = mmap.mmap(self._fd, length, flags, mmap.PROT_READ | mmap.PROT_WRITE,
-                                  offset=start)
+            self._map = mmap.mmap(self._fd, length, mmap.MAP_SHARED,
+                                  mmap.PROT_READ | mmap.PROT_WRITE, offset=start)
         except OSError as exc:
             if exc.errno in (95, 22):  # EOPNOTSUPP, EINVAL: no block reservation here
                 self._mapped = False
@@ -65,12 +78,34 @@ class AppendLog:
                 return
             raise
         self._map_start, self._map_end = start, start + length
+        self._ready_end = start
+        self._populate(self._size + need)
+
+    def _populate(self, end: int) -> None:
+        """Fault pages in, writable, a step past ``end``: one call instead of a write
+        fault per page at the first copy into each (the fault costs more than the
+        copy). Only a step ahead, because a sync writes populated pages back, zeros
+        and all."""
+        assert self._map is not None
+        ready = min(self._map_end, end - end % mmap.PAGESIZE + POPULATE_STEP)
+        if self._populates:
+            try:
+                self._map.madvise(MADV_POPULATE_WRITE, self._ready_end - self._map_start,
+                                  ready - self._ready_end)
+            except (OSError, ValueError):
+                self._populates = False  # before Linux 5.14: pages fault in one by one
+        self._ready_end = ready
 
     def append(self, data: bytes) -> None:
         """Append ``data``; raises OSError (e.g. disk full) and then stays unusable."""
         size = self._size
         end = size + len(data)
-        if end <= self._map_end and self._map is not None:  # the hot path: one copy
+        if end <= self._ready_end:  # the hot path: one copy
+            self._map[size - self._map_start:end - self._map_start] = data  # type: ignore[index]
+            self._size = end
+            return
+        if self._map is not None and end <= self._map_end:
+            self._populate(end)
             self._map[size - self._map_start:end - self._map_start] = data
             self._size = end
             return
@@ -86,8 +121,8 @@ class AppendLog:
             self._size = end - len(view)
 
     def sync(self) -> None:
-        """Make everything appended so far durable (msync and fsync)."""
-        if self._map is not None:
+        """Make everything appended so far durable."""
+        if self._map is not None and not _FSYNC_COVERS_MAPS:
             self._map.flush()
         os.fsync(self._fd)
 
@@ -101,6 +136,7 @@ class AppendLog:
                 self._map.flush()
                 self._map.close()
                 self._map = None
+                self._ready_end = 0
             os.ftruncate(fd, self._size)
             os.fsync(fd)
         finally:

@@ -13,6 +13,7 @@ the line being appended, which the loader drops.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import secrets as _secrets
@@ -22,6 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from engine.profiles import is_secret_name
 from sparkcode import __version__
 
@@ -29,9 +32,12 @@ from ._appendlog import AppendLog
 from ._records import FORMAT_VERSION, SUFFIX, encode_bytes
 from ._redact import Redactor
 
-_encode_str: Callable[[str], str] = json.encoder.encode_basestring
-"""The C string encoder behind ``json.dumps(..., ensure_ascii=False)``, without the
-per-call encoder construction (this runs once per streamed chunk)."""
+_encode_str: Callable[[str], bytes] = msgspec.json.Encoder().encode
+"""A JSON string as UTF-8 bytes, escaped in C: about half the cost of
+``json.encoder.encode_basestring`` plus ``str.encode`` (this runs once per chunk)."""
+
+_CHUNK_TEXT = b'{"kind":"chunk","req":%d,"t_ns":%d,"data":%b}\n'
+_CHUNK_B64 = b'{"kind":"chunk","req":%d,"t_ns":%d,"b64":"%b"}\n'
 
 _now = time.monotonic_ns
 
@@ -198,20 +204,17 @@ class SessionRecorder:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            import base64
-
-            line = (f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},'
-                    f'"b64":"{base64.b64encode(data).decode("ascii")}"}}\n')
+            line = _CHUNK_B64 % (index, t_ns, base64.b64encode(data))
         else:
             if self._secrets:
                 text = self.redactor.text(text)
-            line = f'{{"kind":"chunk","req":{index},"t_ns":{t_ns},"data":{_encode_str(text)}}}\n'
+            line = _CHUNK_TEXT % (index, t_ns, _encode_str(text))
         log = self._log
         if log is None:
-            self._write(line, opens=False)
+            self._write(line.decode("utf-8"), opens=False)
             return
         try:
-            log.append(line.encode("utf-8"))
+            log.append(line)
         except OSError as exc:
             self._fail(exc)
 

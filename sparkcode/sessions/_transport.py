@@ -32,8 +32,8 @@ def find_usage(tail: bytes, content_type: str | None) -> Any:
         except ValueError:
             return None
         return body.get("usage") if isinstance(body, dict) else None
-    usage: Any = None
-    for line in tail.split(b"\n"):
+    # From the end: with continuous usage every frame carries one; the last wins.
+    for line in reversed(tail.split(b"\n")):
         if not line.startswith(b"data:") or b'"usage"' not in line:
             continue
         try:
@@ -41,8 +41,8 @@ def find_usage(tail: bytes, content_type: str | None) -> Any:
         except ValueError:
             continue  # the first line of the tail can be cut; later ones are whole
         if isinstance(obj, dict) and obj.get("usage"):
-            usage = obj["usage"]
-    return usage
+            return obj["usage"]
+    return None
 
 
 class _RecordingStream(httpx.AsyncByteStream):

@@ -20,6 +20,7 @@ from sparkcode.sessions import (
     load_session,
     start_recording,
 )
+from sparkcode.sessions import _appendlog as appendlog
 from sparkcode.sessions._appendlog import AppendLog
 
 from .support import EchoServer, agentish_turns, record_conversation
@@ -175,20 +176,26 @@ def test_write_failure_stops_recording_and_reports(tmp_path: Path,
     assert load_session(recorder.path).header["session_id"] == recorder.session_id
 
 
-@pytest.mark.parametrize("mapped", [True, False])
-def test_append_log_crosses_windows_and_trims_on_close(tmp_path: Path, mapped: bool,
+@pytest.mark.parametrize("mode", ["mapped", "mapped-unpopulated", "plain"])
+@pytest.mark.parametrize("window", [8192, 1 << 20])
+def test_append_log_crosses_windows_and_trims_on_close(tmp_path: Path, mode: str, window: int,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    mapped = mode != "plain"
     if not mapped:  # a file system that cannot reserve blocks: plain writes
         def unsupported(fd: int, offset: int, length: int) -> None:
             raise OSError(errno.EOPNOTSUPP, "not supported")
 
         monkeypatch.setattr(os, "posix_fallocate", unsupported)
-    log = AppendLog(tmp_path / "log", window=8192)
+    if mode == "mapped-unpopulated":  # a kernel before 5.14: madvise refuses the advice
+        monkeypatch.setattr(appendlog, "MADV_POPULATE_WRITE", 0x7FFF)
+    log = AppendLog(tmp_path / "log", window=window)
     pieces = [bytes([65 + n % 26]) * (100 + n * 37) + b"\n" for n in range(120)]
-    for piece in pieces:
+    for n, piece in enumerate(pieces):
         log.append(piece)
         # Visible to any reader at once (another process would see the same pages).
         assert (tmp_path / "log").read_bytes()[:log.size].endswith(piece)
+        if n % 17 == 0:
+            log.sync()  # written back pages are write-protected again: copies must still land
     log.sync()
     on_disk = (tmp_path / "log").read_bytes()
     if mapped:
