@@ -5,10 +5,9 @@ llama.cpp, hosted APIs) over httpx. Every request goes through the
 ``transport`` it was given, so the session recorder can wrap the transport and
 nothing bypasses recording.
 
-A stream is read as raw bytes and split into SSE events here (faster than
-``aiter_lines``); frames are decoded with msgspec. Tokens are counted from the
-server's ``usage`` (``stream_options.continuous_usage_stats``), never from the
-number of frames: speculative decoding sends several tokens per frame.
+Reading a stream (SSE parsing, usage accounting, tool-call assembly) is
+:class:`~._stream.ChatStream`'s job; the result types live in :mod:`._chat_types`
+and are re-exported here.
 
 Request fields a server rejects with HTTP 400 naming them (``thinking_token_budget``
 without a reasoning parser, ``reasoning_effort`` on non-reasoning models...) are
@@ -20,15 +19,25 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import TracebackType
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
-import msgspec
 
-from ._wire import FRAME_DECODER, Frame
+from ._chat_types import (
+    ChatError,
+    ChatResult,
+    EngineGone,
+    ModelCard,
+    StreamDelta,
+    StreamStats,
+    ToolCall,
+    ToolChoiceUnsupported,
+    describe_error,
+    error_text,
+    json_or_text,
+)
+from ._stream import ChatStream
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
 
@@ -39,438 +48,6 @@ DROPPABLE_FIELDS: tuple[str, ...] = (
     "chat_template_kwargs",
 )
 """Optional request fields dropped (and remembered) when a server rejects them."""
-
-
-class ChatError(Exception):
-    """A request failed; ``status`` is the HTTP status when there was one."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class EngineGone(ChatError):
-    """The server could not be reached or the connection dropped mid-stream."""
-
-
-class ToolChoiceUnsupported(ChatError):
-    """The server cannot parse tool calls (vLLM without ``--tool-call-parser``)."""
-
-
-@dataclass
-class ToolCall:
-    """One assembled tool call: ``arguments`` is the raw JSON text as streamed."""
-
-    index: int
-    id: str = ""
-    name: str = ""
-    arguments: str = ""
-
-
-@dataclass
-class StreamStats:
-    """Usage and timing of one streamed request."""
-
-    started: float = 0.0
-    """``time.monotonic()`` when the request was sent."""
-    first_token: float | None = None
-    last_token: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int | None = None
-    tokens_at_first: int = 0
-    """Completion tokens carried by the first frame (excluded from decode rate)."""
-    usage_seen: bool = False
-    """False when the server sent no usage at all (tokens are then estimated)."""
-    frames: int = 0
-
-    @property
-    def ttft_s(self) -> float | None:
-        return None if self.first_token is None else self.first_token - self.started
-
-    @property
-    def decode_tok_s(self) -> float | None:
-        if self.first_token is None or self.last_token is None:
-            return None
-        span = self.last_token - self.first_token
-        tokens = self.completion_tokens - self.tokens_at_first
-        return tokens / span if span > 0 and tokens > 0 else None
-
-    @property
-    def prefill_tok_s(self) -> float | None:
-        ttft = self.ttft_s
-        return self.prompt_tokens / ttft if ttft and self.prompt_tokens else None
-
-
-@dataclass(slots=True)
-class StreamDelta:
-    """What one frame added. Empty strings when a kind of text did not change."""
-
-    reasoning: str
-    content: str
-    tool_calls: bool
-    """True when a tool call started or grew in this frame."""
-    usage: bool
-    """True when this frame carried usage."""
-
-
-@dataclass
-class ChatResult:
-    """The assembled assistant message of a finished (or cut) stream."""
-
-    content: str
-    reasoning: str
-    tool_calls: list[ToolCall]
-    finish_reason: str | None
-    stats: StreamStats
-    cut: bool = False
-    """True when the client closed the stream before the server finished."""
-
-
-@dataclass
-class ModelCard:
-    """One entry of ``/v1/models``."""
-
-    id: str
-    max_model_len: int | None = None
-    root: str | None = None
-
-
-@dataclass
-class _Builder:
-    content: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, ToolCall] = field(default_factory=dict)
-    args: dict[int, list[str]] = field(default_factory=dict)
-    finish_reason: str | None = None
-    done: bool = False
-
-
-class ChatStream:
-    """One streaming request: iterate for :class:`StreamDelta`, then :meth:`result`.
-
-    Use as ``async with client.stream_chat(...) as stream``; leaving the block
-    early (e.g. the thinking budget ran over) closes the connection, which makes
-    vLLM abort the request.
-    """
-
-    def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
-        self._client = client
-        self.body = body
-        self.notices: list[str] = []
-        """Fields dropped while opening this stream, as human-readable lines."""
-        self.stats = StreamStats()
-        self._b = _Builder()
-        self._response: httpx.Response | None = None
-        self._cut = False
-        self._body: AsyncIterator[bytes] | None = None
-        self._peeked = b""
-
-    async def __aenter__(self) -> ChatStream:
-        self._response = await self._client._open(self)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._response is not None:
-            if not self._b.done:
-                self._cut = True
-            await self._response.aclose()
-
-    def __aiter__(self) -> AsyncIterator[StreamDelta]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[StreamDelta]:
-        """Yield one :class:`StreamDelta` per network read that carried anything.
-
-        All complete events of one read are decoded in one call and merged:
-        consumers see text as soon as it arrives, without paying for one event
-        (or one decoder call) per frame.
-        """
-        response = self._response
-        if response is None:
-            raise RuntimeError("ChatStream used outside 'async with'")
-        buf = b""
-        b = self._b
-        block = self._block
-        # Line ends are normalised to \n until the first line shows the server
-        # uses plain \n (servers do not mix); a \r at a read's end waits for the next.
-        crlf: bool | None = None
-        held_cr = False
-        try:
-            async for chunk in self._reads():
-                if crlf is not False:
-                    if held_cr:
-                        chunk, held_cr = b"\r" + chunk, False
-                    if chunk.endswith(b"\r"):
-                        chunk, held_cr = chunk[:-1], True
-                    if crlf is None and b"\n" in chunk:
-                        crlf = b"\r" in chunk
-                    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                if buf:
-                    chunk = buf + chunk
-                cut = chunk.rfind(b"\n\n")
-                if cut < 0:
-                    buf = chunk
-                    continue
-                buf = chunk[cut + 2:]
-                delta = block(chunk, cut)
-                if delta is not None:
-                    yield delta
-                if b.done:
-                    return
-        except httpx.TransportError as exc:
-            raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
-                             f"{_describe(exc)}") from None
-        rest = buf.strip()
-        if rest:  # a last event without its blank line
-            delta = self._block(rest, len(rest))
-            if delta is not None:
-                yield delta
-            if b.done:
-                return
-        if b.finish_reason is None:
-            raise EngineGone(f"the stream from {self._client.base_url} ended before the "
-                             "response was complete (engine stopped or crashed?)")
-        b.done = True  # finished without [DONE]: some servers do that
-
-    def _reads(self) -> AsyncIterator[bytes]:
-        """The body's reads, starting with what :meth:`peek` already read."""
-        if self._body is None:
-            assert self._response is not None
-            self._body = _body_reads(self._response)
-        return _prepend(self._peeked, self._body) if self._peeked else self._body
-
-    async def peek_error(self) -> str | None:
-        """Read up to the first complete event; its error message if it is an error
-        frame (vLLM reports a rejected request field that way once streaming)."""
-        assert self._response is not None
-        self._body = _body_reads(self._response)
-        data = b""
-        try:
-            async for chunk in self._body:
-                data += chunk
-                if b"\n\n" in data.replace(b"\r\n", b"\n"):
-                    break
-        except httpx.TransportError as exc:
-            raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
-                             f"{_describe(exc)}") from None
-        self._peeked = data
-        first = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
-        payload = _sse_data(first)
-        if payload is None or b'"error"' not in payload[:20]:
-            return None
-        decoded = _json_or_text(payload.decode("utf-8", "replace"))
-        if isinstance(decoded, dict) and "error" in decoded:
-            return _error_text(decoded)
-        return None
-
-    def _block(self, data: bytes, end: int) -> StreamDelta | None:
-        """The complete SSE events in ``data[:end]`` -> one merged delta.
-
-        ``data`` may go on with the start of an event still arriving; it is left
-        alone, and not copying the complete part off saves a pass over the stream.
-        """
-        while end and data[end - 1] == 10:
-            end -= 1
-        if data[end - 12:end] == b"data: [DONE]" and (end == 12 or
-                                                      data[end - 14:end - 12] == b"\n\n"):
-            self._b.done = True
-            end = max(end - 14, 0)
-        if not end:
-            return None
-        frames: list[Frame] | None = None
-        if data.startswith(b"data: {"):
-            # The usual shape: only one-line JSON data events. Blanking every later
-            # "data: " makes the block JSON lines (the first is skipped by a view,
-            # not a copy); a same-length replace is one pass, several times faster
-            # than a shrinking one. Anything else (comments, other SSE fields,
-            # multi-line data) leaves invalid JSON and takes the general path.
-            try:
-                frames = FRAME_DECODER.decode_lines(
-                    memoryview(data.replace(b"\n\ndata: ", _BLANKED))[6:end])
-            except msgspec.DecodeError:
-                frames = None
-        if frames is None:
-            frames = self._general(data[:end])
-            if not frames:
-                return None
-        elif self.stats.first_token is not None:
-            fast = self._fast(frames)
-            if fast is not None:
-                return fast
-        return self._frames(frames)
-
-    def _general(self, block: bytes) -> list[Frame]:
-        """Any valid SSE: split events, keep data fields, stop at [DONE]."""
-        payloads: list[bytes] = []
-        for event in block.split(b"\n\n"):
-            payload = _sse_data(event)
-            if payload is None:
-                continue  # comments, event:/id:/retry: fields
-            if payload[:1] == b"{":
-                payloads.append(payload)
-            elif payload.strip() == b"[DONE]":
-                self._b.done = True
-                break
-            else:
-                raise ChatError(f"malformed stream frame: {payload[:200]!r}")
-        frames: list[Frame] = []
-        for payload in payloads:
-            try:
-                frames.append(FRAME_DECODER.decode(payload))
-            except msgspec.DecodeError:
-                raise ChatError(f"malformed stream frame: {payload[:200]!r}") from None
-        return frames
-
-    def _fast(self, frames: list[Frame]) -> StreamDelta | None:
-        """Text-only frames with usage on each (the bulk of a stream), accounted
-        with comprehensions instead of a per-frame loop; None = take the slow path."""
-        last = frames[-1].usage
-        if last is None or last.completion_tokens_details or last.prompt_tokens_details:
-            return None
-        try:
-            # Frames without choices (errors, a final usage frame) raise IndexError.
-            deltas = [f.choices[0].delta for f in frames]
-            if frames[-1].choices[0].finish_reason:  # n=1: the finishing frame is last
-                return None
-            calls = [d.tool_calls for d in deltas if d.tool_calls]  # type: ignore[union-attr]
-            reasoning = "".join([d.reasoning or d.reasoning_content or ""  # type: ignore[union-attr]
-                                 for d in deltas])
-            content = "".join([d.content or "" for d in deltas])  # type: ignore[union-attr]
-        except (IndexError, AttributeError):
-            return None
-        if reasoning and (content or calls):
-            return None  # the switch from thinking to answering: count per frame
-        args = self._b.args
-        for group in calls:
-            for tc in group:
-                fn = tc.function
-                if tc.id is None and fn is not None and fn.name is None and tc.index in args:
-                    if fn.arguments:  # the common case: more argument text, inline
-                        args[tc.index].append(fn.arguments)
-                else:
-                    self._tool_delta(tc.index, tc.id, fn)
-        stats = self.stats
-        if reasoning and last.completion_tokens > stats.completion_tokens:
-            stats.reasoning_tokens += last.completion_tokens - stats.completion_tokens
-        stats.completion_tokens = last.completion_tokens
-        stats.prompt_tokens = last.prompt_tokens
-        stats.usage_seen = True
-        stats.frames += len(frames)
-        if reasoning or content or calls:
-            stats.last_token = time.monotonic()
-        if reasoning:
-            self._b.reasoning.append(reasoning)
-        if content:
-            self._b.content.append(content)
-        return StreamDelta(reasoning, content, bool(calls), True)
-
-    def _frames(self, frames: list[Frame]) -> StreamDelta | None:
-        """Account frames one by one (any shape); the merged delta, if any."""
-        b = self._b
-        stats = self.stats
-        reasoning: list[str] = []
-        content: list[str] = []
-        calls = usage_seen = produced = False
-        completion = stats.completion_tokens
-        for frame in frames:
-            if frame.error is not None:
-                raise ChatError(f"server error mid-stream: {_error_text(frame.error)}")
-            thought = False
-            made = False
-            for choice in frame.choices:
-                d = choice.delta
-                if d is not None:
-                    r = d.reasoning or d.reasoning_content
-                    if r:
-                        thought = made = True
-                        reasoning.append(r)
-                    if d.content:
-                        made = True
-                        content.append(d.content)
-                    if d.tool_calls:
-                        made = calls = True
-                        for tc in d.tool_calls:
-                            self._tool_delta(tc.index, tc.id, tc.function)
-                if choice.finish_reason:
-                    b.finish_reason = choice.finish_reason
-            usage = frame.usage
-            if usage is not None:
-                usage_seen = True
-                if thought and usage.completion_tokens > completion:
-                    stats.reasoning_tokens += usage.completion_tokens - completion
-                completion = usage.completion_tokens
-                stats.prompt_tokens = usage.prompt_tokens
-                if usage.completion_tokens_details or usage.prompt_tokens_details:
-                    _details(stats, usage)
-            elif made and not stats.usage_seen:
-                # No usage from this server: one token per frame is the best guess.
-                completion += 1
-                if thought:
-                    stats.reasoning_tokens += 1
-            if made and not produced:
-                produced = True
-                if stats.first_token is None:
-                    stats.first_token = time.monotonic()
-                    stats.tokens_at_first = completion
-        stats.frames += len(frames)
-        stats.completion_tokens = completion
-        if usage_seen:
-            stats.usage_seen = True
-        if produced:
-            stats.last_token = time.monotonic()
-        if not (reasoning or content or calls or usage_seen):
-            return None
-        r_text = "".join(reasoning)
-        c_text = "".join(content)
-        if r_text:
-            b.reasoning.append(r_text)
-        if c_text:
-            b.content.append(c_text)
-        return StreamDelta(r_text, c_text, calls, usage_seen)
-
-    def _tool_delta(self, index: int, call_id: str | None, fn: Any) -> None:
-        b = self._b
-        call = b.calls.get(index)
-        if call is None:
-            call = b.calls[index] = ToolCall(index=index)
-            b.args[index] = []
-        if call_id:
-            call.id = call_id
-        if fn is not None:
-            name = fn.name
-            # Most servers send the name once; some repeat it, a few stream it in pieces.
-            if name and name != call.name:
-                call.name += name
-            if fn.arguments:
-                b.args[index].append(fn.arguments)
-
-    @property
-    def content(self) -> str:
-        return "".join(self._b.content)
-
-    @property
-    def reasoning(self) -> str:
-        return "".join(self._b.reasoning)
-
-    def result(self) -> ChatResult:
-        """The message assembled so far (complete once iteration has ended)."""
-        b = self._b
-        calls = []
-        for index in sorted(b.calls):
-            call = b.calls[index]
-            call.arguments = "".join(b.args[index])
-            if not call.id:
-                call.id = f"call_{index}_{int(self.stats.started * 1000) % 10**8}"
-            calls.append(call)
-        return ChatResult(
-            content="".join(b.content), reasoning="".join(b.reasoning), tool_calls=calls,
-            finish_reason=b.finish_reason, stats=self.stats, cut=self._cut or not b.done,
-        )
 
 
 class ChatClient:
@@ -569,7 +146,7 @@ class ChatClient:
             try:
                 response = await self._http.send(request, stream=True)
             except httpx.TransportError as exc:
-                raise EngineGone(f"cannot reach {self.base_url}: {_describe(exc)}") from None
+                raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
             if response.status_code < 400:
                 stream._response = response
                 rejected = await stream.peek_error()
@@ -580,7 +157,7 @@ class ChatClient:
                 return response
             text = (await response.aread()).decode("utf-8", "replace")
             await response.aclose()
-            message = _error_text(_json_or_text(text))
+            message = error_text(json_or_text(text))
             if response.status_code in (400, 422) and self._drop_rejected(stream, message):
                 continue
             raise ChatError(f"HTTP {response.status_code} from {url}: {message}",
@@ -617,10 +194,10 @@ class ChatClient:
         try:
             response = await self._http.get(url, headers=self._headers(), timeout=10.0)
         except httpx.TransportError as exc:
-            raise EngineGone(f"cannot reach {self.base_url}: {_describe(exc)}") from None
+            raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
         if response.status_code >= 400:
             raise ChatError(f"HTTP {response.status_code} from {url}: "
-                            f"{_error_text(_json_or_text(response.text))}",
+                            f"{error_text(json_or_text(response.text))}",
                             status=response.status_code)
         try:
             data = response.json()["data"]
@@ -652,64 +229,6 @@ class ChatClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-_BLANKED = b"\n\n      "
-"""What replaces each later ``\\n\\ndata: `` of a block: the same length, all whitespace."""
-
-
-def _body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
-    # Streams are requested uncompressed, so the raw bytes are the body
-    # (aiter_bytes would run an identity decoder over every read).
-    plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
-    return response.aiter_raw() if plain else response.aiter_bytes()
-
-
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    if first:
-        yield first
-    async for chunk in rest:
-        yield chunk
-
-
-def _sse_data(event: bytes) -> bytes | None:
-    """The data of one SSE event (lines joined), None if it has no data field."""
-    data = [line[5:].removeprefix(b" ") for line in event.split(b"\n")
-            if line.startswith(b"data:")]
-    return b"\n".join(data) if data else None
-
-
-def _details(stats: StreamStats, usage: Any) -> None:
-    details = usage.completion_tokens_details
-    if details and isinstance(details.get("reasoning_tokens"), int):
-        stats.reasoning_tokens = max(stats.reasoning_tokens, details["reasoning_tokens"])
-    pdetails = usage.prompt_tokens_details
-    if pdetails and isinstance(pdetails.get("cached_tokens"), int):
-        stats.cached_tokens = pdetails["cached_tokens"]
-
-
-def _describe(exc: Exception) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _json_or_text(text: str) -> Any:
-    try:
-        return msgspec.json.decode(text.encode())
-    except msgspec.DecodeError:
-        return text
-
-
-def _error_text(error: Any) -> str:
-    """The human message inside an OpenAI-style error payload."""
-    if isinstance(error, dict):
-        inner = error.get("error", error)
-        if isinstance(inner, dict):
-            return str(inner.get("message") or inner)
-        if isinstance(inner, str):
-            return inner
-        return str(error.get("message") or error.get("detail") or error)
-    return str(error)[:500]
 
 
 __all__ = [
