@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.quant.manifest import Manifest
+from engine.units import human_bytes
 
 
 class InspectError(UserError):
@@ -134,11 +135,7 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+    return human_bytes(n, digits=2)
 
 
 def render_text(report: InspectReport) -> str:

@@ -6,6 +6,7 @@ import them from :mod:`sparkcode.agent.client`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,3 +133,14 @@ def error_text(error: Any) -> str:
             return inner
         return str(error.get("message") or error.get("detail") or error)
     return str(error)[:500]
+
+
+def api_key_headers(env_name: str | None) -> dict[str, str]:
+    """``Authorization: Bearer`` with the key in variable ``env_name``, read now and
+    never stored; no header without a variable name. ChatError if it is unset."""
+    if not env_name:
+        return {}
+    key = os.environ.get(env_name)
+    if not key:
+        raise ChatError(f"environment variable {env_name} (the API key) is not set")
+    return {"Authorization": f"Bearer {key}"}

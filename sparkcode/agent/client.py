@@ -17,7 +17,6 @@ drop is reported once through :attr:`ChatStream.notices`.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +32,7 @@ from ._chat_types import (
     StreamStats,
     ToolCall,
     ToolChoiceUnsupported,
+    api_key_headers,
     describe_error,
     error_text,
     json_or_text,
@@ -85,13 +85,8 @@ class ChatClient:
         return self.base_url.removesuffix("/v1")
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise ChatError(f"environment variable {self.api_key_env} (the API key) is not set")
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+        return {"Accept": "text/event-stream", "Accept-Encoding": "identity",
+                **api_key_headers(self.api_key_env)}
 
     def build_body(
         self,

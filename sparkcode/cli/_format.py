@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
+from engine.units import human_bytes
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+__all__ = ["human_bytes", "human_duration"]
 
 
 def human_duration(seconds: float) -> str:

@@ -11,7 +11,6 @@ everything the engine served before).
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 
 from engine.errors import UserError
+from sparkcode.agent._chat_types import ChatError, api_key_headers
 from sparkcode.sessions import (
     Exchange,
     Session,
@@ -112,13 +112,11 @@ def prepare_body(exchange: Exchange, *, model: str | None, salt: str | None,
 
 
 def _headers(target: Target) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    if target.api_key_env:
-        key = os.environ.get(target.api_key_env)
-        if not key:
-            raise UserError(f"environment variable {target.api_key_env} (the API key) is not set")
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
+    try:
+        key = api_key_headers(target.api_key_env)
+    except ChatError as exc:
+        raise UserError(str(exc)) from None
+    return {"Content-Type": "application/json", "Accept": "text/event-stream", **key}
 
 
 async def send_turn(http: httpx.AsyncClient, target: Target, exchange: Exchange,
