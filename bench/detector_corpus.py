@@ -12,11 +12,12 @@ as their own kind so their rate can be read apart.
 Degenerate samples are a normal prefix (0-3000 characters, sometimes none)
 followed by a degenerate tail: looping subwords, character runs, phrase and
 sentence loops, symbol soup, mixed-script identifiers, multilingual token
-salad, control-character garbage; some recover with a little normal text after.
+salad, control-character garbage, and word salad (real words in meaningless
+order: ``bench/detector_salad.py``); some recover with a little normal text after.
 
 Usage::
 
-    python bench/detector_corpus.py [OUT_DIR] [--seed 7] [--normal 2000] [--degenerate 1000]
+    python bench/detector_corpus.py [OUT_DIR] [--seed 7] [--normal 2000] [--degenerate 1100]
 
 writes ``OUT_DIR/manifest.jsonl`` (one line per sample: file, label, kind,
 detail) and the samples under ``OUT_DIR/normal/`` and ``OUT_DIR/degenerate/``.
@@ -31,11 +32,16 @@ import json
 import math
 import os
 import random
+import sys
 import sysconfig
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.detector_salad import SALAD_KINDS  # noqa: E402
 
 MIN_CHARS, MAX_CHARS = 200, 4000
 
@@ -413,6 +419,7 @@ DEGENERATE_KINDS: dict[str, Callable[[Sources], tuple[str, str]]] = {
     "mixed_script": _mixed_script,
     "token_salad": _token_salad,
     "odd_garbage": _odd_garbage,
+    **SALAD_KINDS,
 }
 
 
@@ -473,7 +480,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out_dir", nargs="?", type=Path, help="output directory (default: temp)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--normal", type=int, default=2000)
-    parser.add_argument("--degenerate", type=int, default=1000)
+    parser.add_argument("--degenerate", type=int, default=1100)
     args = parser.parse_args(argv)
     out_dir: Path = args.out_dir or Path(tempfile.mkdtemp(prefix="detector-corpus-"))
     samples = build(args.seed, args.normal, args.degenerate)

@@ -9,7 +9,7 @@ characters per second for whole texts and for a stream of 4-character deltas.
 Usage::
 
     python bench/detector_rates.py [CORPUS_DIR] [--seed 7] [--normal 2000]
-        [--degenerate 1000] [--show 5] [--json]
+        [--degenerate 1100] [--show 5] [--json]
 
 Without CORPUS_DIR the corpus is built in memory from the seed.
 """
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("corpus", nargs="?", type=Path, help="corpus directory (default: build)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--normal", type=int, default=2000)
-    parser.add_argument("--degenerate", type=int, default=1000)
+    parser.add_argument("--degenerate", type=int, default=1100)
     parser.add_argument("--show", type=int, default=5, help="false positives / misses to list")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

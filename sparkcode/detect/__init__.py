@@ -45,6 +45,17 @@ Patterns (names in :data:`PATTERNS`):
     (``calcулate``; CJK inside a Latin identifier or inside a code fence).
 ``script_churn``
     Token salad: 8 script changes across 3 scripts within 24 words.
+``word_salad``
+    Real words in an order no grammar produces (a corrupted model state, far
+    too hot sampling). Each prose word becomes a class (one of 171 English
+    function words, or a content word's shape: ``-ing``, ``-ly``, capitalised,
+    ...) and each transition is scored by its pointwise mutual information
+    from a table learned on third-party docstrings (``bench/salad_table.py``).
+    Over a window of 64 tokens (about 50 words), 80% of them prose, it fires
+    when the mean falls below -0.3 nats (prose averages above 0), or below
+    0.1 while at most 3 of the last 30 content words recur (word-pair chains
+    that lose the topic). Code, identifiers, numbers, tables and lists are
+    not prose and leave holes in the window.
 ``logprob_collapse``
     With logprobs: the mean of the last 16 tokens falls 2.5 nats below the
     running baseline and under -3.0.

@@ -82,6 +82,30 @@ class DetectorConfig:
     ``churn_switches`` script changes between neighbouring words across at least
     ``churn_scripts`` different scripts."""
 
+    salad_window: int = 64
+    """Word salad: tokens (prose words and their commas and full stops) in the
+    sliding window whose transitions are scored; 64 tokens are about 50 words,
+    so a short odd sentence never fires on its own ..."""
+    salad_min_prose: float = 0.8
+    """... the window is judged only when this fraction of its tokens are scored
+    transitions between prose words (code, identifiers, table cells and list
+    breaks leave holes) ..."""
+    salad_threshold: float = -0.3
+    """... and fires when the mean transition score (pointwise mutual information
+    of neighbouring word classes, nats) falls below this. Prose averages above
+    0; words in random order average below it."""
+    salad_drift_threshold: float = 0.1
+    """It also fires when the mean is below this (weak grammar: every word pair
+    plausible, nothing longer, as from a word-pair chain) ..."""
+    salad_topic_words: int = 30
+    salad_recurring: int = 3
+    """... and at most this many of the last ``salad_topic_words`` content words
+    (5+ letters, not function words) recur: real text keeps a topic (normal
+    prose has a median of 8 of 30) ..."""
+    salad_memory_words: int = 120
+    """... where a content word recurs when it was among this many content words
+    before it."""
+
     logprob_window: int = 16
     """Tokens in the rolling logprob mean."""
     logprob_baseline_min: int = 32
@@ -137,6 +161,7 @@ PATTERNS: tuple[str, ...] = (
     "odd_chars",
     "mixed_script",
     "script_churn",
+    "word_salad",
     "logprob_collapse",
 )
 """Every pattern name a :class:`Verdict` can carry, besides ``"none"``."""

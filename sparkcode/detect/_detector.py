@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._chars import RepetitionCheck, SymbolCheck
 from ._config import PATTERNS, DetectorConfig, Verdict
 from ._logprob import LogprobCheck
+from ._salad import SaladCheck
 from ._scripts import ScriptCheck
 from ._words import LoopCheck, Word, WordStream
 
@@ -32,6 +33,7 @@ class DegenerationDetector:
         self._words = WordStream()
         self._loops = LoopCheck(self.config)
         self._scripts = ScriptCheck(self.config)
+        self._salad = SaladCheck(self.config)
         self._logprobs = LogprobCheck(self.config)
         self._seen = 0
         self._fired: Verdict | None = None
@@ -39,7 +41,7 @@ class DegenerationDetector:
     def reset(self) -> None:
         """Forget everything, ready for a new answer."""
         for part in (self._repetition, self._symbols, self._words, self._loops,
-                     self._scripts, self._logprobs):
+                     self._scripts, self._salad, self._logprobs):
             part.reset()
         self._seen = 0
         self._fired = None
@@ -89,11 +91,11 @@ class DegenerationDetector:
         """Items held in all internal buffers; bounded whatever the input length."""
         return sum(part.state_size() for part in (
             self._repetition, self._symbols, self._words, self._loops,
-            self._scripts, self._logprobs))
+            self._scripts, self._salad, self._logprobs))
 
     def _judge_words(self, words: list[Word]) -> list[Verdict]:
         for word in words:
-            for check in (self._loops, self._scripts):
+            for check in (self._loops, self._scripts, self._salad):
                 hit = check.on_word(word)
                 if hit is not None:
                     return [hit]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ._config import DetectorConfig, Verdict
 
 MAX_WORD = 64
+MAX_GAP = 16
 _HEAD = 48
 _TAIL = MAX_WORD - _HEAD
 _WORD = re.compile(r"\w+")
@@ -35,10 +36,19 @@ class Word:
     """The character after the word (``""`` at the end of the text)."""
     in_fence: bool
     """Inside a Markdown ``````` code fence."""
+    gap: str = ""
+    """The characters between the previous word and this one (``", "``,
+    ``".\\n\\n"``); head + tail when longer than :data:`MAX_GAP`."""
 
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_WORD else text[:_HEAD] + text[-_TAIL:]
+
+
+def _clip_gap(text: str) -> str:
+    """Head and tail of a gap: the punctuation after a word and the indentation before one."""
+    half = MAX_GAP // 2
+    return text if len(text) <= MAX_GAP else text[:half] + text[-half:]
 
 
 class WordStream:
@@ -52,12 +62,14 @@ class WordStream:
         self._last = ""  # last character seen
         self._fence_tail = ""  # up to two trailing backticks
         self._in_fence = False
-        # text (clipped), length, start, previous char, in fence
-        self._pending: tuple[str, int, int, str, bool] | None = None
+        self._gap = ""  # non-word characters since the last word (clipped)
+        # text (clipped), length, start, previous char, in fence, gap
+        self._pending: tuple[str, int, int, str, bool, str] | None = None
 
     def state_size(self) -> int:
         """Number of stored characters (bounded by :data:`MAX_WORD`)."""
-        return (len(self._pending[0]) if self._pending else 0) + len(self._fence_tail) + 1
+        return ((len(self._pending[0]) if self._pending else 0) + len(self._fence_tail)
+                + len(self._gap) + 1)
 
     def feed(self, delta: str) -> list[Word]:
         if not delta:
@@ -69,6 +81,7 @@ class WordStream:
         toggles = self._fence_toggles(delta, base)
         fence = self._in_fence
         t = 0
+        end = 0  # end of the last word in this delta
         for m in _WORD.finditer(delta):
             a, b = m.start(), m.end()
             while t < len(toggles) and toggles[t] <= base + a:
@@ -76,7 +89,7 @@ class WordStream:
                 t += 1
             piece = m.group()
             if a == 0 and self._pending is not None:
-                ptext, plen, start, prev, in_fence = self._pending
+                ptext, plen, start, prev, in_fence, gap = self._pending
                 self._pending = None
                 if plen <= MAX_WORD:
                     text = _clip(ptext + piece)
@@ -87,10 +100,16 @@ class WordStream:
                 text, length, start = _clip(piece), len(piece), base + a
                 prev = delta[a - 1] if a else self._last
                 in_fence = fence
+                gap = _clip_gap(self._gap + delta[end:a])
+                self._gap = ""
+            end = b
             if b == len(delta):
-                self._pending = (text, length, start, prev, in_fence)
+                self._pending = (text, length, start, prev, in_fence, gap)
             else:
-                out.append(Word(text, length, start, start + length, prev, delta[b], in_fence))
+                out.append(Word(text, length, start, start + length, prev, delta[b], in_fence,
+                                gap))
+        if end < len(delta):
+            self._gap = _clip_gap(self._gap + delta[end:])
         self._in_fence ^= len(toggles) % 2 == 1
         self._pos += len(delta)
         self._last = delta[-1]
@@ -105,9 +124,9 @@ class WordStream:
     def _flush_into(self, out: list[Word], next_char: str) -> None:
         if self._pending is None:
             return
-        text, length, start, prev, in_fence = self._pending
+        text, length, start, prev, in_fence, gap = self._pending
         self._pending = None
-        out.append(Word(text, length, start, start + length, prev, next_char, in_fence))
+        out.append(Word(text, length, start, start + length, prev, next_char, in_fence, gap))
 
     def _fence_toggles(self, delta: str, base: int) -> list[int]:
         """Offsets just past each triple backtick (one may straddle two deltas)."""
