@@ -15,14 +15,20 @@ the mutual information of neighbouring classes); in words that follow each
 other at random it is negative (minus the mean divergence of the true
 next-class distributions from the marginal one). The check averages the score
 over a sliding window of prose tokens and fires when the mean falls below
-``salad_threshold``.
+``salad_threshold``. Word-pair chains keep every neighbouring pair plausible
+and score only a little lower than prose; they are caught by a second arm:
+a weak mean (below ``salad_drift_threshold``) while the content words keep no
+topic (:class:`Recurrence`).
 
-Only prose is judged: words in code fences, identifiers, paths, numbers glued
-to letters, words next to code punctuation (``foo(``, ``a.b``, ``x = y``) are
-not prose, and a window only counts when nearly all its transitions are
-between prose words. Table cells, list items and headings break the chain
-(:func:`~._salad_tokens.classify`). The work per word is one table look-up
-and a few additions.
+Only prose is judged: identifiers, paths, numbers, words next to code
+punctuation (``foo(``, ``a.b``, ``x = y``), backquoted code and long all-caps
+words are not prose. Code fences are not excluded as such: code rules itself
+out, and salad that starts inside an open fence is still caught. A window
+only counts when at least
+``salad_min_prose`` of its tokens are scored transitions between prose
+words. Table cells, list items, headings and comma enumerations break the
+chain (:func:`~._salad_tokens.classify`). The work per word is a few
+dictionary and table look-ups and a few additions.
 """
 
 from __future__ import annotations
@@ -205,7 +211,7 @@ class SaladCheck:
         start = self._ring[0][1]
         return Verdict(True, "word_salad",
                        f"{why}: mean transition score {mean:.2f} nats over the last "
-                       f"{self._scored} prose tokens (prose averages above 0)",
+                       f"{self._scored} prose tokens (normal prose: 0.3 and above)",
                        position=word.end, start=start, chars_seen=word.end,
                        extra={"mean_pmi": round(mean, 3), "tokens": self._scored,
                               "recurring": topic.recurring, "content_words": topic.words})

@@ -7,12 +7,13 @@ words carry that grammar and are the same in every domain, so each one is its
 own class; every other word is reduced to its shape (suffix, capitals), which
 keeps the class table small and the check independent of the vocabulary.
 
-:func:`classify` maps one finished :class:`~._words.Word` to the class tokens
-it contributes (the word's class, then ``","`` or ``"."`` when punctuation
-follows it), to ``None`` when the word is not prose (code, paths, identifiers,
-numbers glued to letters, other scripts) or to ``()`` when it is to be skipped
-(the ``t`` of ``don't``). The same function tokenizes the training text of
-``bench/salad_table.py`` and the stream, so the two always agree.
+:func:`classify` maps one finished :class:`~._words.Word` to its class, the
+punctuation class of the gap before it (``","`` or ``"."``) and whether that
+gap breaks the run of prose (blank line, indented or bulleted line, aligned
+columns); to ``None`` when the word is not prose (code, paths, identifiers,
+numbers, other scripts) or to :data:`SKIP` for the ``t`` of ``don't``. The
+same function tokenizes the training text of ``bench/salad_table.py`` and the
+stream, so the two always agree.
 """
 
 from __future__ import annotations
