@@ -27,6 +27,9 @@ CASES = {
     "fence_split": "```py" + "thon\nx = get数据()\ny = read计算()\n``" + "`\n",
     "long_word": LEAD + "".join(random.Random(3).choices("abcdefghijklmnop", k=300)) + " done",
     "word_at_end": LEAD + "again, " * 7 + "again",
+    "word_salad": LEAD + " ".join(random.Random(5).choices(
+        "the of value returns a file is object to and default string in list name data "
+        "for error method that with instance".split(), k=120)) + ".",
 }
 
 
@@ -129,6 +132,9 @@ ENDLESS = {
     "unit_loop": "ab" * 100_000,
     "word_loop": "word " * 20_000,
     "salad": "q" + "".join(chr(0x4E00 + i % 500) + chr(0x430 + i % 30) for i in range(100_000)),
+    "word_salad": " ".join(random.Random(2).choices(
+        "the of value returns a file is object to and default string in list name data "
+        "for error method that with instance parser option module".split(), k=40_000)),
 }
 
 
@@ -141,7 +147,8 @@ def test_state_is_bounded_on_endless_degenerate_input(name: str) -> None:
                          data_unit_repeats=never, phrase_repeats=never, block_repeats=never,
                          block_any_repeats=never,
                          symbol_run=never, odd_chars=never, mixed_script_words=never,
-                         churn_switches=never)
+                         churn_switches=never, salad_threshold=-never,
+                         salad_drift_threshold=-never)
     detector = DegenerationDetector(cfg)
     sizes = []
     for i in range(0, len(text), 4096):
