@@ -7,6 +7,8 @@ figure is the process CPU time over the wall time of the stream; the idle app
 over the same time is printed beside it for reference.
 
     .venv/bin/python bench/tui_cpu.py [--rate 100] [--seconds 15]
+
+It ends with PASS or FAIL against the target (exit status 0 or 1).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ async def measure(rate: float, seconds: float, *,
     return cpu / wall, idle, marks["tokens"] / wall
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second")
     parser.add_argument("--seconds", type=float, default=15.0, help="length of the stream")
@@ -152,12 +154,16 @@ def main() -> None:
           f"{os.cpu_count()} CPUs")
     print("runs: " + ", ".join(f"{s * 100:.1f}%" for s in shares))
     print(f"TUI CPU while streaming (median): {share * 100:.1f}% of one core "
-          f"(target <= {TARGET * 100:.0f}%: {'ok' if share <= TARGET else 'OVER'})")
+          f"(target <= {TARGET * 100:.0f}%)")
     print(f"idle app over the same clock: {idle * 100:.1f}% of one core")
     print(f"the scripted stream alone (events consumed, nothing drawn): {floor * 100:.1f}%; "
           f"drawing adds {(share - floor) * 100:.1f}%")
     print(f"ratio streaming / target: {share / TARGET:.2f}")
+    passed = share <= TARGET
+    print(f"{'PASS' if passed else 'FAIL'}: median {share * 100:.1f}% "
+          f"{'<=' if passed else '>'} {TARGET * 100:.0f}% of one core")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

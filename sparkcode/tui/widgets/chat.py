@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, Collapsible, Static
 
-from .stream_buffer import StreamBuffer
+from .markdown_lines import MarkdownLines
+from .stream_buffer import StreamBuffer, update_streamed
 
 
 class UserMessage(Static):
@@ -39,10 +39,6 @@ class ErrorMessage(Static):
         """The error text."""
 
 
-CODE_THEME = "ansi_dark"
-"""Pygments theme of code blocks (ANSI colours follow the terminal's palette)."""
-
-
 def split_finished(markdown: str) -> tuple[str, str]:
     """Split streamed markdown into finished blocks and the unfinished tail.
 
@@ -67,40 +63,25 @@ def split_finished(markdown: str) -> tuple[str, str]:
     return markdown[:cut], markdown[cut:]
 
 
-def render_markdown(markdown: str) -> RichMarkdown:
-    return RichMarkdown(markdown, code_theme=CODE_THEME, hyperlinks=False)
-
-
-class AssistantMessage(Vertical):
+class AssistantMessage(MarkdownLines):
     """The assistant's answer, rendered as markdown while it streams.
 
-    Finished blocks are rendered once, each group into its own ``Static``, and
-    only the unfinished tail is rendered again on each flush. (Textual's
-    ``Markdown`` widget builds a widget tree per block and re-parses the open
-    block on every append: about a quarter of a core at 100 tok/s on a 2-core
-    laptop, against the TUI's budget of a fifth for everything.)
+    Streamed text is rendered on the buffer's flush ticks; finished blocks are
+    rendered once and only the unfinished tail again, all in this one widget.
+    (Textual's ``Markdown`` widget builds a widget tree per block and re-parses
+    the open block on every append: about a quarter of a core at 100 tok/s on
+    a 2-core laptop, against the TUI's budget of a fifth for everything.)
     """
 
     def __init__(self) -> None:
         super().__init__(classes="assistant-message")
         self._text: list[str] = []
-        self._frozen: list[str] = []
-        self._tail = Static("", classes="answer-tail")
-        self._tail_text = ""
         self._buffer = StreamBuffer(self, self._render_pending)
-
-    def compose(self) -> ComposeResult:
-        yield self._tail
 
     @property
     def text(self) -> str:
         """Everything streamed so far, rendered or not."""
         return "".join(self._text)
-
-    @property
-    def source(self) -> str:
-        """The markdown on screen now."""
-        return "".join(self._frozen) + self._tail_text
 
     def append_text(self, delta: str) -> None:
         """Add a streamed fragment; it renders on the next flush."""
@@ -108,15 +89,8 @@ class AssistantMessage(Vertical):
         self._buffer.write(delta)
 
     def _render_pending(self, fragment: str) -> None:
-        done, tail = split_finished(self._tail_text + fragment)
-        if done:
-            self._frozen.append(done)
-            # Not awaited: the mount and the tail's update share one layout pass.
-            self.mount(Static(render_markdown(done), classes="answer-block"),
-                       before=self._tail)
-        self._tail_text = tail
-        self._tail.update(render_markdown(tail) if tail.strip() else "")
-        self._tail.display = bool(tail.strip())
+        done, tail = split_finished(self.tail + fragment)
+        self.show(done, tail)
 
     async def finish(self) -> None:
         """Render whatever is still pending."""
@@ -178,7 +152,7 @@ class ThinkingBlock(Collapsible):
         keep = LIVE_THINKING_LINES * max(self.size.width, 40)
         if not self.done and len(text) > keep:
             text = "…" + text[-keep:]
-        self._body.update(Text(text))
+        update_streamed(self._body, Text(text))
         self.used = max(self.used, self._tokens)
         self.query_one(Collapsible.Contents).scroll_end(animate=False, immediate=False)
 
