@@ -7,7 +7,8 @@ answers ``FINAL_ANSWER`` (see tests/support/agent_model.py). Everything else
 is real: ``sparkcode run --profile`` boots the engine through the supervisor,
 vLLM's hermes parser turns the model's text into a tool call, the agent loop
 runs the real tool in a real git repository, snapshots it for undo, and sends
-the result back. One engine serves the whole module.
+the result back. The same model shows that a forced (``--force-tool``) call
+is held to its schema by vLLM. One engine serves the whole module.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from engine.paths import Paths
 from engine.supervisor import Supervisor
 from sparkcode.agent import UndoStore
 from sparkcode.agent.undo import UndoError
-from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunOptions, run_headless
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunOptions, run_headless
 from sparkcode.sessions import load_session, model_turns_count
 from tests.support.agent_model import (
     FINAL_ANSWER,
@@ -151,6 +152,14 @@ def task_run(home: Path, tmp_path_factory: pytest.TempPathFactory) -> TaskRun:
     return TaskRun(repo, head, index, code, events, err)
 
 
+@pytest.fixture
+def base_url(task_run: TaskRun) -> str:
+    """The engine the task run booted (so these tests also run on their own)."""
+    status = Supervisor(Paths.from_env()).status()
+    assert status.state == "ready" and status.base_url
+    return status.base_url
+
+
 def test_run_starts_the_engine_and_completes_the_task(task_run: TaskRun) -> None:
     events, repo = task_run.events, task_run.repo
     assert task_run.code == EXIT_OK, (task_run.err, events)
@@ -201,13 +210,50 @@ def test_undo_restores_the_workspace_after_the_run(task_run: TaskRun) -> None:
         store.undo()
 
 
-async def test_engine_metrics_and_thinking_budget_handling(home: Path, tmp_path: Path) -> None:
-    status = Supervisor(Paths.from_env()).status()
-    assert status.state == "ready" and status.base_url
+async def test_a_forced_strict_call_leaves_a_conforming_model_alone(base_url: str,
+                                                                    tmp_path: Path) -> None:
+    """``--force-tool`` names write_file and marks it strict: vLLM's grammar for
+    the call (envelope and argument schema) admits the trained call unchanged."""
+    repo = make_repo(tmp_path / "repo")
+    code, events, err = await run(RunOptions(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=base_url,
+        force_tool="write_file", max_turns=3, temperature=0.0, record=False,
+    ))
+    assert code == EXIT_OK, (err, events)
+    assert [s["arguments"] for s in of(events, "ToolCallStarted")] == [tool_arguments()]
+    assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
+    assert of(events, "TurnFinished")[-1]["content"] == FINAL_ANSWER
+
+
+async def test_a_forced_strict_call_is_held_to_the_forced_schema(base_url: str,
+                                                                  tmp_path: Path) -> None:
+    """A narrower schema for the forced call allows only OTHER.md as the path: the
+    model, trained to write NOTES.md, is steered there by vLLM's grammar. That
+    holds only because the call is sent ``strict`` (without it vLLM 0.32 leaves
+    the arguments free and this model writes NOTES.md). What the model writes
+    after the path, off its training, is not asserted."""
+    repo = make_repo(tmp_path / "repo")
+    schema = {"type": "object", "additionalProperties": False, "required": ["path", "content"],
+              "properties": {"path": {"type": "string", "enum": ["OTHER.md"]},
+                             "content": {"type": "string"}}}
+    code, events, err = await run(RunOptions(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=base_url,
+        force_tool="write_file", force_tool_schema=schema, max_turns=1, max_tokens=64,
+        temperature=0.0, record=False,
+    ))
+    assert code == EXIT_STOPPED, (err, events)  # max_turns=1: the result is not answered
+    started = of(events, "ToolCallStarted")
+    assert [s["name"] for s in started] == ["write_file"]
+    assert started[0]["raw_arguments"].startswith('{"path": "OTHER.md", "content": "'), started
+    assert not (repo / NOTE_PATH).exists()
+
+
+async def test_engine_metrics_and_thinking_budget_handling(base_url: str,
+                                                           tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     code, events, err = await run(RunOptions(
-        prompt="Say hello.", workspace=ws, as_json=True, endpoint=status.base_url,
+        prompt="Say hello.", workspace=ws, as_json=True, endpoint=base_url,
         max_tokens=16, max_turns=1, temperature=0.0, record=False, budget=32,
     ))
     assert code != EXIT_ERROR, err
