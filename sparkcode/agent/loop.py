@@ -89,8 +89,9 @@ class AgentSettings:
     """Name a tool in ``tool_choice`` on the first request of each turn, marked
     ``strict`` so vLLM constrains the arguments to its schema; for scripted runs."""
     force_tool_parameters: dict[str, Any] | None = None
-    """A narrower JSON schema for the forced call's arguments (tests with random
-    models: bounded strings make the constrained JSON finish)."""
+    """A narrower JSON schema for the forced call's arguments. vLLM's grammar for
+    the call allows any whitespace inside the arguments, so a random model may
+    pad them until max_tokens; a model that writes JSON is held to the schema."""
     context_limit: int | None = None
     """The engine's max_model_len (from /v1/models)."""
     compact_threshold: float = 0.8
