@@ -1,4 +1,4 @@
-"""The streamed answer widget: cached lines, repaints without layouts, re-wraps on resize."""
+"""Streamed answer and thinking: cached lines, repaints without layouts, re-wraps on resize."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
 from textual.app import App, ComposeResult
+from textual.widgets.collapsible import CollapsibleTitle
 
-from sparkcode.tui.widgets.chat import AssistantMessage
+from sparkcode.tui.widgets.chat import AssistantMessage, ThinkingBlock
 from sparkcode.tui.widgets.markdown_lines import CODE_THEME, render_markdown
 
 SAMPLE = (
@@ -118,3 +119,40 @@ async def test_the_answer_renders_as_a_whole_however_the_stream_was_cut(cut: int
             await _stream(answer, text[start:start + cut])
         await pilot.pause()
         assert _text(answer) == expected
+
+
+class ThinkingHost(App[None]):
+    def compose(self) -> ComposeResult:
+        yield ThinkingBlock(1536)
+
+
+async def test_the_thinking_header_counts_without_laying_the_screen_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    app = ThinkingHost()
+    async with app.run_test(size=(60, 20)) as pilot:
+        block = app.query_one(ThinkingBlock)
+        header = block.query_one(CollapsibleTitle)
+        block.append_text("Let me think. ", tokens=10)
+        await pilot.pause(0.3)
+        assert "thinking: 10 / 1536 tokens" in header.render_line(0).text
+        layouts: list[bool] = []
+        refresh = header.refresh
+
+        def spy(*regions: Any, **kwargs: Any) -> CollapsibleTitle:
+            layouts.append(bool(kwargs.get("layout")))
+            return refresh(*regions, **kwargs)
+
+        monkeypatch.setattr(header, "refresh", spy)
+        block.append_text("More. ", tokens=42)
+        await pilot.pause(0.3)
+        assert block.title == "thinking: 42 / 1536 tokens"
+        assert "thinking: 42 / 1536 tokens" in header.render_line(0).text
+        assert layouts and not any(layouts)  # same width: repainted only
+        block.append_text("Much more. ", tokens=420)
+        await pilot.pause(0.3)
+        assert "thinking: 420 / 1536 tokens" in header.render_line(0).text
+        assert any(layouts)  # one digit wider: laid out
+        await block.finish(collapse=True)
+        await pilot.pause()
+        assert block.title == "thinking: 420 / 1536 tokens"
+        assert header.render_line(0).text.strip().startswith("▶ thinking: 420 / 1536")

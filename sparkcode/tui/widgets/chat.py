@@ -6,9 +6,12 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.content import Content
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, Collapsible, Static
+from textual.widgets.collapsible import CollapsibleTitle
 
 from .markdown_lines import MarkdownLines
 from .stream_buffer import StreamBuffer, update_streamed
@@ -101,6 +104,10 @@ LIVE_THINKING_LINES = 14
 """Lines of a streaming thinking block that are rendered (the block shows 12)."""
 
 
+class _ThinkingText(Static):
+    """The streamed reasoning inside a thinking block."""
+
+
 class ThinkingBlock(Collapsible):
     """The model's reasoning, streamed live, headed ``thinking: used / budget``."""
 
@@ -114,7 +121,7 @@ class ThinkingBlock(Collapsible):
     """True once the model stopped thinking."""
 
     def __init__(self, budget: int | None) -> None:
-        self._body = Static("", classes="thinking-text")
+        self._body = _ThinkingText("", classes="thinking-text")
         super().__init__(self._body, title="thinking", collapsed=False, classes="thinking")
         self._chunks: list[str] = []
         self._tokens = 0
@@ -169,7 +176,20 @@ class ThinkingBlock(Collapsible):
         title = f"thinking: {self.used} / {budget} tokens"
         if self.note:
             title += f" · {self.note}"
-        self.title = title
+        try:
+            header = self.query_one(CollapsibleTitle)
+        except NoMatches:
+            header = None
+        resized = Content(title).cell_length != Content(self.title).cell_length
+        if header is None or not header.size or resized:
+            self.title = title
+            return
+        # Same width: repaint the header alone. Setting ``title`` lays the whole
+        # screen out, and the count changes on every flush while thinking streams.
+        self.set_reactive(Collapsible.title, title)
+        header.set_reactive(CollapsibleTitle.label, Content(title))
+        symbol = header.collapsed_symbol if header.collapsed else header.expanded_symbol
+        header.update(Content.assemble(symbol, " ", title), layout=False)
 
     def watch_used(self) -> None:
         self._update_title()
