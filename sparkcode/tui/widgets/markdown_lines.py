@@ -29,8 +29,8 @@ class _Markdown(RichMarkdown):
     _parser = MarkdownIt().enable("strikethrough").enable("table")
 
     def __init__(self, markup: str) -> None:
-        # Set what RichMarkdown.__init__ sets (tests/tui/test_parts.py checks the
-        # two still render alike), but parse with the shared parser.
+        # Set what RichMarkdown.__init__ sets (tests/tui/test_markdown_lines.py checks
+        # the two still render alike), but parse with the shared parser.
         self.markup = markup
         self.parsed = self._parser.parse(markup)
         self.code_theme = CODE_THEME
@@ -74,6 +74,10 @@ class MarkdownLines(Widget):
         self._blocks: list[str] = []
         self._leads: list[str] = []
         """Per block: what stands in for the blocks before it (see ``_lead_after``)."""
+        self._after = ""
+        """The lead of the block after the last finished one ("" before the first)."""
+        self._skip: dict[tuple[str, int], int] = {}
+        """Lines of a lead rendered alone, by lead and width."""
         self._tail = ""
         self._width = 0
         """The width ``_lines`` and ``_tail_lines`` were rendered at; 0: not rendered."""
@@ -93,8 +97,10 @@ class MarkdownLines(Widget):
     def show(self, finished: str, tail: str) -> None:
         """Append ``finished`` to the finished blocks and replace the tail with ``tail``."""
         if finished:
-            self._leads.append(self._next_lead())
+            self._leads.append(self._after)
             self._blocks.append(finished)
+            if finished.strip():
+                self._after = _lead_after(finished)
         self._tail = tail
         width, height = self.size
         if not self._width or width != self._width:
@@ -104,16 +110,12 @@ class MarkdownLines(Widget):
         first = len(self._lines)
         if finished:
             self._lines.extend(self._render_block(finished, self._leads[-1], width))
-        self._tail_lines = self._render_block(tail, self._next_lead(), width)
+        self._tail_lines = self._render_block(tail, self._after, width)
         lines = len(self._lines) + len(self._tail_lines)
         if lines != height:
             self.refresh(layout=True)
         else:
             self.refresh(Region(0, first, width, lines - first))
-
-    def _next_lead(self) -> str:
-        return next((_lead_after(block) for block in reversed(self._blocks) if block.strip()),
-                    "")
 
     def _render_block(self, markdown: str, lead: str, width: int) -> list[Strip]:
         """``markdown``'s lines as they are in the whole text, after blocks ending like ``lead``.
@@ -125,7 +127,9 @@ class MarkdownLines(Widget):
         """
         if not markdown.strip():
             return []
-        skip = len(self._strips(lead, width)) if lead else 0
+        skip = self._skip.get((lead, width)) if lead else 0
+        if skip is None:
+            skip = self._skip[lead, width] = len(self._strips(lead, width))
         return self._strips(lead + markdown, width)[skip:]
 
     def _strips(self, markdown: str, width: int) -> list[Strip]:
@@ -136,7 +140,7 @@ class MarkdownLines(Widget):
         if width != self._width:
             self._lines = [line for block, lead in zip(self._blocks, self._leads, strict=True)
                            for line in self._render_block(block, lead, width)]
-            self._tail_lines = self._render_block(self._tail, self._next_lead(), width)
+            self._tail_lines = self._render_block(self._tail, self._after, width)
             self._width = width
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -158,6 +162,7 @@ class MarkdownLines(Widget):
     def notify_style_update(self) -> None:
         # The cached lines carry the old colours.
         self._width = 0
+        self._skip.clear()
         super().notify_style_update()
 
     def render(self) -> RichMarkdown:
