@@ -7,7 +7,10 @@ interleaved rounds, in wall-clock time and in the process's CPU time (the latter
 on a shared machine). Ratio = memcpy time / codec time (1.0 = as fast as memcpy; the target
 is >= 0.25 against the numpy copy).
 
+A last row runs over every tensor of a real model, the cpu-demo's SmolLM2-135M-Instruct.
+
     .venv/bin/python bench/bf16pack_throughput.py [--rows 4096] [--cols 4096] [--repeat 7]
+                                                   [--no-real]
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from functools import partial
 
 import numpy as np
 import torch
@@ -31,50 +33,81 @@ def tensors(rows: int, cols: int) -> dict[str, torch.Tensor]:
     return {"gaussian weights": gauss, "25% zeros (lookup path)": sparse}
 
 
+def smollm2_weights() -> list[torch.Tensor]:
+    """Every tensor of the cpu-demo model (SmolLM2-135M-Instruct) as BF16: real weights."""
+    from safetensors.torch import load_file
+
+    from engine.models import convert_gguf, smollm2_gguf_path
+    from engine.paths import Paths
+
+    target = Paths.from_env().models_dir / "smollm2-135m-instruct"
+    if not (target / "config.json").is_file():
+        convert_gguf(smollm2_gguf_path(), target, progress=print)
+    out: list[torch.Tensor] = []
+    for shard in sorted(target.glob("*.safetensors")):
+        out += [t.to(torch.bfloat16).contiguous() for t in load_file(shard).values()]
+    return out
+
+
+def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
+    """Each operation over all of ``ts``, best of ``repeat`` interleaved rounds."""
+    raws = [t.view(torch.int16).numpy() for t in ts]
+    packs = [bf16pack.pack(t) for t in ts]
+    dsts = [torch.empty_like(t) for t in ts]
+    ops: dict[str, Callable[[], object]] = {
+        "memcpy (numpy copy)": lambda: [r.copy() for r in raws],
+        "memcpy (torch clone)": lambda: [t.clone() for t in ts],
+        "pack": lambda: [bf16pack.pack(t) for t in ts],
+        "unpack": lambda: [bf16pack.unpack(p) for p in packs],
+        "unpack into out": lambda: [
+            bf16pack.unpack(p, out=d) for p, d in zip(packs, dsts, strict=True)],
+    }
+    best = dict.fromkeys(ops, float("inf"))
+    cpu = dict.fromkeys(ops, float("inf"))
+    for _ in range(repeat):
+        for name, fn in ops.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+            cpu[name] = min(cpu[name], time.process_time() - c0)
+    for t, p in zip(ts, packs, strict=True):
+        assert torch.equal(bf16pack.unpack(p).view(torch.int16), t.view(torch.int16))
+    values = sum(t.numel() for t in ts)
+    mb = values * 2 / 1e6
+    packed_bytes = sum(p.nbytes for p in packs)
+    escapes = sum(p.escape_index.numel() for p in packs)
+    shape = tuple(ts[0].shape) if len(ts) == 1 else f"{len(ts)} tensors"
+    print(
+        f"\n{label}: {shape} bf16, {mb:.1f} MB -> {packed_bytes / 1e6:.1f} MB "
+        f"({8 * packed_bytes / values:.2f} bits/value, {escapes} escapes)"
+    )
+    memcpy = best["memcpy (numpy copy)"]
+    cpu_memcpy = cpu["memcpy (numpy copy)"]
+    print(
+        f"{'operation':24s} {'wall ms':>8s} {'cpu ms':>8s} {'GB/s':>6s} "
+        f"{'ratio (wall)':>12s} {'ratio (cpu)':>11s} {'vs torch clone':>14s}"
+    )
+    for name, sec in best.items():
+        print(
+            f"{name:24s} {sec * 1e3:8.1f} {cpu[name] * 1e3:8.1f} {mb / 1e3 / sec:6.2f} "
+            f"{memcpy / sec:12.2f} {cpu_memcpy / max(cpu[name], 1e-9):11.2f} "
+            f"{best['memcpy (torch clone)'] / sec:14.2f}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-real", action="store_true",
+                    help="skip the real-weights row (SmolLM2-135M, converted on first use)")
     args = ap.parse_args()
     for label, t in tensors(args.rows, args.cols).items():
-        raw = t.view(torch.int16).numpy()
-        packed = bf16pack.pack(t)
-        dst = torch.empty_like(t)
-        ops: dict[str, Callable[[], object]] = {
-            "memcpy (numpy copy)": raw.copy,
-            "memcpy (torch clone)": t.clone,
-            "pack": partial(bf16pack.pack, t),
-            "unpack": partial(bf16pack.unpack, packed),
-            "unpack into out": partial(bf16pack.unpack, packed, out=dst),
-        }
-        best = dict.fromkeys(ops, float("inf"))
-        cpu = dict.fromkeys(ops, float("inf"))
-        for _ in range(args.repeat):
-            for name, fn in ops.items():
-                c0, t0 = time.process_time(), time.perf_counter()
-                fn()
-                best[name] = min(best[name], time.perf_counter() - t0)
-                cpu[name] = min(cpu[name], time.process_time() - c0)
-        assert torch.equal(bf16pack.unpack(packed).view(torch.int16), t.view(torch.int16))
-        mb = t.numel() * 2 / 1e6
-        memcpy = best["memcpy (numpy copy)"]
-        print(
-            f"\n{label}: {tuple(t.shape)} bf16, {mb:.1f} MB -> {packed.nbytes / 1e6:.1f} MB "
-            f"({8 * packed.nbytes / t.numel():.2f} bits/value, "
-            f"{packed.escape_index.numel()} escapes)"
-        )
-        cpu_memcpy = cpu["memcpy (numpy copy)"]
-        print(
-            f"{'operation':24s} {'wall ms':>8s} {'cpu ms':>8s} {'GB/s':>6s} "
-            f"{'ratio (wall)':>12s} {'ratio (cpu)':>11s} {'vs torch clone':>14s}"
-        )
-        for name, sec in best.items():
-            print(
-                f"{name:24s} {sec * 1e3:8.1f} {cpu[name] * 1e3:8.1f} {mb / 1e3 / sec:6.2f} "
-                f"{memcpy / sec:12.2f} {cpu_memcpy / max(cpu[name], 1e-9):11.2f} "
-                f"{best['memcpy (torch clone)'] / sec:14.2f}"
-            )
+        measure(label, [t], args.repeat)
+    if not args.no_real:
+        measure("SmolLM2-135M-Instruct, every tensor (real weights)", smollm2_weights(),
+                args.repeat)
     print(
         f"\n(numpy {np.__version__}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} torch threads)"
