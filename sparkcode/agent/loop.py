@@ -275,6 +275,9 @@ class Agent:
                                 len(self.history))
             if not checked:
                 reason: FinishReason = "length" if result.finish_reason == "length" else "stop"
+                if not content.strip():
+                    yield Notice(message=empty_answer_note(result.stats.completion_tokens),
+                                 code="empty_answer")
                 yield self._finished(reason, content, request, prompt_total, completion_total)
                 return
             stop: FinishReason | None = None
@@ -452,3 +455,12 @@ def stop_note(reason: FinishReason) -> str:
         "loop": "the loop was stopped after repeated identical calls",
         "cancelled": "the turn was cancelled",
     }.get(reason, "the turn ended")
+
+
+def empty_answer_note(completion_tokens: int) -> str:
+    """Why a turn ended with neither text nor a tool call, and what to do."""
+    if completion_tokens <= 0:
+        return "the model returned an empty answer; send a message to retry"
+    return (f"the model generated {completion_tokens} tokens but the server streamed no text "
+            "and no tool call (a server-side tool-call parser drops a call it cannot parse, "
+            "as vLLM's does when streaming); nothing was done: retry, or rephrase")

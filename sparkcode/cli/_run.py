@@ -145,19 +145,22 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     agent, closer = _build_agent(options, conn, config, paths, workspace)
     printer = _Printer(out, err, options.as_json)
     reason = "error"
+    empty = False
     try:
         async for event in agent.run_turn(options.prompt):
             printer.show(event)
             if isinstance(event, ApprovalRequested) and agent.approver is None:
                 event.respond(await _ask_terminal(event, err))
+            if isinstance(event, Notice) and event.code == "empty_answer":
+                empty = True
             if isinstance(event, TurnFinished):
                 reason = event.reason
     finally:
         await agent.client.aclose()
         closer()
     printer.end()
-    if printer.errors:
-        return EXIT_ERROR
+    if printer.errors or empty:
+        return EXIT_ERROR  # an empty answer did nothing: a script must not take it as done
     return EXIT_OK if reason == "stop" else EXIT_STOPPED
 
 

@@ -62,25 +62,22 @@ class _RecordingStream(httpx.AsyncByteStream):
         self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        # Hot path: one call per chunk; counters kept local until the end.
+        # Hot path: one call per chunk. The counters live on self, because the client
+        # may close the stream (aclose) without ever resuming this generator.
         record, index, keep = self._recorder.chunk, self._index, self._tail.append
-        chunks = size = 0
         try:
             async for data in self._inner:
                 record(index, data)
                 keep(data)
-                chunks += 1
-                size += len(data)
+                self._chunks += 1
+                self._bytes += len(data)
                 yield data
         except GeneratorExit:
-            self._chunks, self._bytes = chunks, size
             self._finish(self._early_close_error())
             raise
         except BaseException as exc:
-            self._chunks, self._bytes = chunks, size
             self._finish(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             raise
-        self._chunks, self._bytes = chunks, size
         self._finish(None)
 
     def _finish(self, error: str | None) -> None:

@@ -30,6 +30,9 @@ class Reply:
     """Raise a transport error after this many frames (engine gone)."""
     until_closed: bool = False
     """Stream reasoning (one token a frame) until the client stops reading."""
+    unstreamed: int = 0
+    """Tokens generated but never streamed, only counted in the final usage (what
+    vLLM's streaming tool-call parser does with a call it cannot parse)."""
 
 
 def frame(delta: dict[str, Any], *, prompt: int, completion: int,
@@ -61,7 +64,7 @@ def reply_frames(reply: Reply, prompt: int = 50) -> list[bytes]:
         out.append(frame({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]},
                          prompt=prompt, completion=n))
     finish = reply.finish or ("tool_calls" if reply.tool_calls else "stop")
-    out.append(frame({}, prompt=prompt, completion=n, finish=finish))
+    out.append(frame({}, prompt=prompt, completion=n + reply.unstreamed, finish=finish))
     out.append(b"data: [DONE]\n\n")
     return out
 

@@ -74,6 +74,23 @@ async def test_plain_answer_counts_tokens_from_usage_not_frames(workspace: Path)
     assert agent.history[-1] == {"role": "assistant", "content": "Hello there"}
 
 
+@pytest.mark.parametrize("unstreamed", [0, 38])
+async def test_an_answer_with_no_text_and_no_call_is_explained(workspace: Path,
+                                                                unstreamed: int) -> None:
+    # vLLM's streaming tool parser swallows a call it cannot parse: the usage counts
+    # the tokens, but nothing arrives. The user must be told, not shown nothing.
+    server = ScriptedServer([Reply(unstreamed=unstreamed)])
+    events = await run(make_agent(server, workspace), "write a note")
+    notices = [n for n in of(events, Notice) if n.code == "empty_answer"]
+    assert len(notices) == 1
+    if unstreamed:
+        assert f"generated {unstreamed} tokens" in notices[0].message
+        assert "tool-call parser" in notices[0].message
+    else:
+        assert "empty answer" in notices[0].message
+    assert of(events, TurnFinished)[-1].reason == "stop"
+
+
 async def test_edit_with_missing_match_is_refused_with_actionable_message(
         workspace: Path) -> None:
     (workspace / "a.py").write_text("x = 1\nx = 1\n")

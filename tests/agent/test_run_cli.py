@@ -71,6 +71,14 @@ async def test_max_turns_stops_with_status_3(workspace: Path) -> None:
     assert code == EXIT_STOPPED and "max_turns" in err
 
 
+async def test_an_answer_swallowed_by_the_server_exits_1_and_says_why(workspace: Path) -> None:
+    with serve([Reply(unstreamed=38)]) as server:
+        code, out, err = await run(RunOptions(prompt="write a note", workspace=workspace,
+                                              endpoint=url(server), record=False))
+    assert code == EXIT_ERROR
+    assert "generated 38 tokens" in err and out.strip() == ""
+
+
 async def test_unreachable_endpoint_is_a_user_error(workspace: Path) -> None:
     with pytest.raises(UserError, match="cannot list the models at http://127.0.0.1:9/v1"):
         await run(RunOptions(prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9"))

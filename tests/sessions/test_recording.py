@@ -50,6 +50,13 @@ async def test_records_request_chunks_usage_exactly(tmp_path: Path) -> None:
     assert output.content == "echo: hello there ."
     assert output.pieces_are_tokens is True
     assert [p.token for p in output.pieces] == [0, 1, 2, 3]
+    # Each end record counts what was recorded, though the client closes the stream
+    # itself after [DONE] rather than reading it to its end.
+    lines = recorder.path.read_bytes().rstrip(b"\0").decode().splitlines()
+    ends = [json.loads(line) for line in lines if '"kind":"end"' in line]
+    assert [(e["chunks"], e["bytes"]) for e in ends] == [
+        (len(x.chunks), len(x.response_bytes)) for x in session.exchanges]
+    assert all(e["chunks"] > 0 for e in ends)
 
 
 async def test_secrets_never_reach_the_file(tmp_path: Path,
