@@ -25,7 +25,12 @@ def test_cpu_demo_knows_the_capital_of_france(tmp_path: Path) -> None:
             f"{engine.base_url}/chat/completions",
             json={
                 "model": engine.model, "temperature": 0, "max_tokens": 24,
-                "messages": [{"role": "user", "content": "What is the capital of France?"}],
+                # SmolLM2-135M from a Q4_1 GGUF is weak: asked "What is the capital of
+                # France?" its first token is "The" by 0.1 nat over "L", which bf16
+                # rounding can flip. This wording leads by over 2 nats, so the test
+                # checks the model works, not which side of a coin flip it lands on.
+                "messages": [{"role": "user",
+                              "content": "Complete the sentence: The capital of France is"}],
             },
             timeout=120,
         )
