@@ -80,7 +80,16 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> 
         model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
             config, dtype=torch.bfloat16
         )
-        model.load_state_dict(loaded.state_dict(), strict=False)
+        # A name the dequantized checkpoint and the rebuilt model disagree on would
+        # otherwise leave that tensor randomly initialised, silently.
+        result = model.load_state_dict(loaded.state_dict(), strict=False)
+        odd = [*result.missing_keys, *result.unexpected_keys]
+        if odd:
+            raise EngineStateError(
+                f"converting {gguf}: its tensors do not match the {config.model_type} model "
+                f"transformers builds (missing {result.missing_keys[:5]}, unexpected "
+                f"{result.unexpected_keys[:5]})"
+            )
         model.generation_config = loaded.generation_config
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)

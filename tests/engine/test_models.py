@@ -1,0 +1,33 @@
+"""Converting the cpu-demo GGUF: a model that does not match is an error, not random weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from engine.errors import EngineStateError
+from engine.models import convert_gguf, smollm2_gguf_path
+
+pytestmark = pytest.mark.slow  # loads the 98 MB GGUF (about 20 s)
+
+
+def test_a_tensor_the_rebuilt_model_lacks_stops_the_conversion(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import transformers
+
+    real = transformers.AutoModelForCausalLM.from_config
+
+    def with_extra(config: Any, **kw: Any) -> Any:
+        model = real(config, **kw)
+        model.register_buffer("surprise", torch.zeros(1))  # a tensor the GGUF never had
+        return model
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_config", with_extra)
+    target = tmp_path / "models" / "smollm2"
+    with pytest.raises(EngineStateError, match="do not match") as info:
+        convert_gguf(smollm2_gguf_path(), target)
+    assert "surprise" in str(info.value)
+    assert not target.exists() and not list(target.parent.glob(".smollm2-*"))
