@@ -8,6 +8,7 @@ into the one snapshot the status bar renders.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -36,6 +37,9 @@ class LiveStats:
     """The engine's max_model_len."""
     streaming: bool = False
     """True while a response is streaming."""
+    waiting_since: float | None = None
+    """``time.monotonic()`` when the current request was sent, until its first token:
+    the wait (prefill, or a queue in the engine) is shown as it grows."""
     decode_history: tuple[float, ...] = ()
     """Decode tok/s of each finished or running request this session (for the sparkline)."""
 
@@ -64,12 +68,18 @@ def short_count(n: int | None) -> str:
     return f"{n / 1_000_000:.1f}M"
 
 
-def format_stats(stats: LiveStats) -> str:
-    """The status bar's text (Textual content markup)."""
+def format_stats(stats: LiveStats, now: float | None = None) -> str:
+    """The status bar's text (Textual content markup); ``now`` (monotonic) times
+    the wait for a request's first token."""
+    if stats.waiting_since is not None:
+        waited = max(0.0, (time.monotonic() if now is None else now) - stats.waiting_since)
+        ttft = f"TTFT [i]waiting {waited:.1f} s[/i]"
+    else:
+        ttft = f"TTFT {_num(stats.ttft_s, '.2f', ' s')}"
     parts = [
         f"decode [b]{_num(stats.decode_tps, '.1f')}[/b] tok/s",
         f"prefill {_num(stats.prefill_tps, '.0f')} tok/s",
-        f"TTFT {_num(stats.ttft_s, '.2f', ' s')}",
+        ttft,
     ]
     if stats.accept_len is not None:
         parts.append(f"accept {stats.accept_len:.2f}")
@@ -90,8 +100,9 @@ class StatsTracker:
     current: LiveStats = field(default_factory=LiveStats)
     _history: deque[float] = field(default_factory=deque)
 
-    def request_started(self) -> LiveStats:
-        self.current = replace(self.current, streaming=True)
+    def request_started(self, now: float | None = None) -> LiveStats:
+        self.current = replace(self.current, streaming=True,
+                               waiting_since=time.monotonic() if now is None else now)
         return self.current
 
     def usage(self, event: UsageUpdate) -> LiveStats:
@@ -101,6 +112,8 @@ class StatsTracker:
             ttft_s=event.ttft_s, context_used=event.context_used,
             context_limit=event.context_limit,
         )
+        if event.ttft_s is not None or event.final:
+            self.current = replace(self.current, waiting_since=None)
         if event.final:
             if event.decode_tok_s is not None:
                 self._history.append(event.decode_tok_s)
@@ -121,8 +134,15 @@ class StatsTracker:
         )
         return self.current
 
+    def output_started(self) -> LiveStats:
+        """Text, a tool call or an error arrived: the wait for the first token is over
+        (also for servers that report no usage)."""
+        if self.current.waiting_since is not None:
+            self.current = replace(self.current, waiting_since=None)
+        return self.current
+
     def turn_finished(self) -> LiveStats:
-        self.current = replace(self.current, streaming=False,
+        self.current = replace(self.current, streaming=False, waiting_since=None,
                                decode_history=tuple(self._history))
         return self.current
 

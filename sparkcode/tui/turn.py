@@ -25,6 +25,10 @@ _REASONS = {
 }
 
 
+_OUTPUT = (ev.ReasoningDelta, ev.ContentDelta, ev.ToolCallStarted, ev.AgentError)
+"""Events that end the wait for a request's first token."""
+
+
 class Detector(Protocol):
     """The part of ``sparkcode.detect.DegenerationDetector`` the TUI uses."""
 
@@ -74,6 +78,8 @@ class TurnRenderer:
     async def handle(self, event: ev.Event) -> None:
         """Apply one event; unknown event types are ignored."""
         conv = self.conversation
+        if self.stats.current.waiting_since is not None and isinstance(event, _OUTPUT):
+            self.status_bar.stats = self.stats.output_started()
         match event:
             case ev.TurnStarted():
                 self._new_detector()

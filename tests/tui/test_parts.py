@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import Static
 
 from engine.errors import UserError
 from engine.paths import Paths
@@ -16,6 +19,7 @@ from sparkcode.tui.completion import PromptSuggester, WorkspaceFiles
 from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine, pagemath_line
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.stats import LiveStats, StatsTracker, format_stats, short_count
+from sparkcode.tui.widgets import StatusBar
 
 
 def test_parse_command_validates_arguments() -> None:
@@ -81,6 +85,35 @@ def test_stats_tracker_follows_a_request_and_keeps_history() -> None:
     assert live.accept_len == 2.5 and live.kv_use == 0.25
     assert live.prefix_hit_rate is None  # unknown stays unknown
     assert tracker.reset_context().context_used == 0
+
+
+def test_the_wait_for_a_first_token_is_shown_until_it_arrives() -> None:
+    tracker = StatsTracker()
+    live = tracker.request_started(now=100.0)
+    assert live.waiting_since == 100.0
+    assert "TTFT [i]waiting 3.5 s[/i]" in format_stats(live, now=103.5)
+    live = tracker.usage(_usage(1, None))  # the first token: its TTFT replaces the wait
+    assert live.waiting_since is None and "TTFT 0.50 s" in format_stats(live, now=200.0)
+    tracker.request_started(now=300.0)
+    assert tracker.output_started().waiting_since is None  # a server without usage
+    tracker.request_started(now=400.0)
+    assert tracker.turn_finished().waiting_since is None  # e.g. the engine went away
+
+
+async def test_the_status_bar_counts_the_wait_up_with_no_events() -> None:
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield StatusBar()
+
+    app = Host()
+    async with app.run_test(size=(120, 3)) as pilot:
+        bar = app.query_one(StatusBar)
+        bar.stats = StatsTracker().request_started(now=time.monotonic() - 2.0)
+        await pilot.pause()
+        first = str(bar.query_one("#status-figures", Static).render())
+        await pilot.pause(StatusBar.WAIT_TICK_S * 2.5)
+        later = str(bar.query_one("#status-figures", Static).render())
+        assert "waiting 2." in first and "waiting" in later and later != first
 
 
 def test_format_stats_shows_acceptance_only_when_drafting() -> None:

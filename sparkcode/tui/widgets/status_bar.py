@@ -23,6 +23,9 @@ class StatusBar(Horizontal):
     REDRAW_S = 2 * FLUSH_INTERVAL_S
     """On every other text flush tick, so both share one screen update."""
 
+    WAIT_TICK_S = 0.5
+    """How often the wait for a first token is redrawn."""
+
     stats: var[LiveStats] = var(LiveStats, always_update=True)
     """The figures shown; assign a new snapshot to redraw (a ``var``: the bar
     repaints on its own schedule, not on every assignment)."""
@@ -42,7 +45,8 @@ class StatusBar(Horizontal):
     def watch_stats(self, stats: LiveStats) -> None:
         if not self.is_mounted:
             return
-        if self._shown is None or stats.streaming != self._shown.streaming:
+        if self._shown is None or stats.streaming != self._shown.streaming \
+                or (stats.waiting_since is None) != (self._shown.waiting_since is None):
             self._draw()
         elif self._timer is None:
             self._timer = self.set_timer(aligned_delay(self.REDRAW_S), self._draw)
@@ -58,3 +62,6 @@ class StatusBar(Horizontal):
         figures.update(format_stats(stats), layout=False)
         figures.set_class(stats.streaming, "-streaming")
         self.query_one(Sparkline).data = list(stats.decode_history)
+        if stats.waiting_since is not None and self._timer is None:
+            # No events arrive while the engine prefills: tick the wait on our own.
+            self._timer = self.set_timer(self.WAIT_TICK_S, self._draw)
