@@ -32,9 +32,20 @@ def tui(
     )] = None,
 ) -> None:
     """Open the sparkcode terminal UI (run a subcommand for anything else)."""
-    if ctx.invoked_subcommand is not None:
-        return
     from engine.errors import UserError
+
+    if ctx.invoked_subcommand is not None:
+        given = [name for name, value in (
+            ("--profile", profile), ("--endpoint", endpoint), ("--model", model),
+            ("--api-key-env", api_key_env), ("--workspace", workspace)) if value is not None]
+        if given:
+            # They belong to the TUI; silently ignoring them would run the subcommand
+            # against another engine or workspace than the one asked for.
+            command = ctx.invoked_subcommand
+            raise UserError(f"{', '.join(given)} before `{command}` would be ignored (those "
+                            f"options set up the TUI); give a command its options after its "
+                            f"name (see `sparkcode {command} --help`)")
+        return
     from sparkcode.tui.launch import LaunchOptions, build_app
 
     if endpoint and profile:

@@ -101,3 +101,16 @@ def test_cli_prints_one_error_line(monkeypatch: pytest.MonkeyPatch,
     assert info.value.code == EXIT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: cannot list the models")
+
+
+def test_tui_options_before_a_command_are_refused_not_ignored(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # `sparkcode --profile X run ...` used to run on the default profile, silently.
+    from sparkcode.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sparkcode", "--profile", "nope", "run", "hi"])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile before `run` would be ignored" in err[0]
