@@ -60,6 +60,22 @@ class Sample:
 # ---------------------------------------------------------------- sources
 
 
+def docstrings(source: str, min_chars: int = 80) -> list[str]:
+    """The module, class and function docstrings of Python ``source`` that are at
+    least ``min_chars`` long (prose, not one-liners); none if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node)
+            if doc and len(doc) >= min_chars:
+                found.append(doc)
+    return found
+
+
 def stdlib_dir() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
@@ -131,16 +147,7 @@ class Sources:
                 text = self.text(path)
                 if not text:
                     continue
-                try:
-                    tree = ast.parse(text)
-                except (SyntaxError, ValueError):
-                    continue
-                for node in ast.walk(tree):
-                    if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
-                                  | ast.AsyncFunctionDef):
-                        doc = ast.get_docstring(node)
-                        if doc and len(doc) >= 80:
-                            found.append(doc)
+                found.extend(docstrings(text))
             self._docstrings = found
         return self._docstrings
 

@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import ast
 import base64
 import math
 import os
@@ -37,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.detector_corpus import docstrings  # noqa: E402
 from sparkcode.detect._salad import ProseTransitions  # noqa: E402
 from sparkcode.detect._salad_tokens import CLASSES  # noqa: E402
 from sparkcode.detect._words import WordStream  # noqa: E402
@@ -60,15 +60,9 @@ def training_texts(root: Path, files: int, seed: int) -> list[str]:
     texts: list[str] = []
     for path in random.Random(seed).sample(paths, min(files, len(paths))):
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            texts.extend(docstrings(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
-                          | ast.AsyncFunctionDef):
-                doc = ast.get_docstring(node)
-                if doc and len(doc) >= 80:
-                    texts.append(doc)
     for meta in sorted(root.glob("*.dist-info/METADATA")):
         body = meta.read_text(encoding="utf-8", errors="replace").partition("\n\n")[2]
         if body.strip():

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import sysconfig
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
 from sparkcode.agent._calls import check_call
 from sparkcode.agent.client import ToolCall
 from sparkcode.agent.tools import ToolContext, WriteFile, default_tools
+from tests.support.tiny_models import stdlib_sources
 
 TASK_PROMPT = "Write a short note into NOTES.md."
 NOTE_PATH = "NOTES.md"
@@ -125,18 +125,7 @@ def _corpus(conv: Conversation) -> list[str]:
                         ensure_ascii=False) for t in conv.tools]
     messages = [str(m["content"]) for m in conv.second]
     texts = [CHAT_TEMPLATE, *specs, *messages, conv.call, FINAL_ANSWER] * 20
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    total = 0
-    for path in sorted(stdlib.glob("*.py"))[:40]:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        texts.append(text)
-        total += len(text)
-        if total > 150_000:
-            break
-    return texts
+    return texts + stdlib_sources(150_001)
 
 
 def _build_tokenizer(out_dir: Path, conv: Conversation, vocab_size: int) -> Any:

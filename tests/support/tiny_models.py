@@ -19,8 +19,9 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<pad>", "<|im_start|>", "<|im_end|>"]
 
 
-def _training_text(limit_bytes: int = 400_000) -> list[str]:
-    """Python stdlib sources: plenty of code and English, always on disk."""
+def stdlib_sources(limit_bytes: int = 400_000) -> list[str]:
+    """Python stdlib sources in name order, up to ``limit_bytes`` of text: plenty of
+    code and English, always on disk."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     out: list[str] = []
     total = 0
@@ -47,7 +48,7 @@ def build_tokenizer(out_dir: Path, vocab_size: int = 1024) -> None:
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    tok.train_from_iterator(_training_text(), trainer=trainer)
+    tok.train_from_iterator(stdlib_sources(), trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
         pad_token="<pad>", unk_token=None,
