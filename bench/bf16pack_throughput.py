@@ -8,6 +8,8 @@ on a shared machine). Ratio = memcpy time / codec time (1.0 = as fast as memcpy;
 is >= 0.25 against the numpy copy).
 
 A last row runs over every tensor of a real model, the cpu-demo's SmolLM2-135M-Instruct.
+Where the compiled loops are built (``bf16pack.BACKEND == "c"``) the numpy fallback is
+measured beside them. Each table ends with PASS or FAIL against the target.
 
     .venv/bin/python bench/bf16pack_throughput.py [--rows 4096] [--cols 4096] [--repeat 7]
                                                    [--no-real]
@@ -23,6 +25,8 @@ import numpy as np
 import torch
 
 from engine.quant import bf16pack
+
+TARGET = 0.25
 
 
 def tensors(rows: int, cols: int) -> dict[str, torch.Tensor]:
@@ -49,6 +53,19 @@ def smollm2_weights() -> list[torch.Tensor]:
     return out
 
 
+def on_numpy(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run on the numpy backend."""
+
+    def run() -> object:
+        bf16pack.BACKEND = "numpy"
+        try:
+            return fn()
+        finally:
+            bf16pack.BACKEND = "c"
+
+    return run
+
+
 def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
     """Each operation over all of ``ts``, best of ``repeat`` interleaved rounds."""
     raws = [t.view(torch.int16).numpy() for t in ts]
@@ -62,6 +79,9 @@ def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
         "unpack into out": lambda: [
             bf16pack.unpack(p, out=d) for p, d in zip(packs, dsts, strict=True)],
     }
+    if bf16pack.BACKEND == "c":
+        ops["pack (numpy fallback)"] = on_numpy(ops["pack"])
+        ops["unpack (numpy fallback)"] = on_numpy(ops["unpack"])
     best = dict.fromkeys(ops, float("inf"))
     cpu = dict.fromkeys(ops, float("inf"))
     for _ in range(repeat):
@@ -93,6 +113,10 @@ def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
             f"{memcpy / sec:12.2f} {cpu_memcpy / max(cpu[name], 1e-9):11.2f} "
             f"{best['memcpy (torch clone)'] / sec:14.2f}"
         )
+    worst = min(memcpy / best[name] for name in ("pack", "unpack"))
+    verdict = "PASS" if worst >= TARGET else "FAIL"
+    print(f"{verdict}: {bf16pack.BACKEND} backend, worst of pack/unpack {worst:.2f} "
+          f"(target >= {TARGET})")
 
 
 def main() -> None:
@@ -109,7 +133,7 @@ def main() -> None:
         measure("SmolLM2-135M-Instruct, every tensor (real weights)", smollm2_weights(),
                 args.repeat)
     print(
-        f"\n(numpy {np.__version__}, torch {torch.__version__}, "
+        f"\n(backend {bf16pack.BACKEND}, numpy {np.__version__}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} torch threads)"
     )
 

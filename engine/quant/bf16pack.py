@@ -5,22 +5,22 @@ per-tensor table of the 16 most frequent exponents. Values with any other expone
 their raw 16 bits go to a sparse list. Bit layout: ``kernels.bf16_layout``. The round trip is
 bit-exact for every pattern (NaN payloads, infinities, subnormals, -0.0).
 
-The codec runs on the CPU over numpy views of the tensor's memory, in chunks sized for the
-cache: every pass over a chunk is a vectorised whole-array operation, and only the input read
-and the output write touch main memory (see ``bench/bf16pack_throughput.py``). When the 16
-exponents form a contiguous range (the usual case for weights) packing is pure arithmetic;
-otherwise a 64 Ki-entry table maps each pair of exponents to its index byte.
+This module owns the format (table choice, escapes, validation); the loops over the values run
+on the CPU in one of two backends with identical output: compiled C (``_p12c``, built when the
+package is installed) or numpy (``_p12_numpy``) where no C compiler was available.
+``BACKEND`` says which one runs; ``bench/bf16pack_throughput.py`` measures both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from engine.quant import _p12_numpy
 from engine.quant.format import (
     P12_ESCAPE_INDEX_SUFFIX,
     P12_ESCAPE_VALUE_SUFFIX,
@@ -28,9 +28,17 @@ from engine.quant.format import (
     P12_PAYLOAD_SUFFIX,
     P12_SHAPE_SUFFIX,
 )
-from kernels.bf16_layout import TABLE_SIZE, num_pairs, payload_nbytes
+from kernels.bf16_layout import TABLE_SIZE, payload_nbytes
 
-__all__ = ["PackedBF16", "exponent_table", "pack", "unpack"]
+try:
+    from engine.quant import _p12c
+except ImportError:  # built at install time; absent where no C compiler was found
+    _p12c = None  # type: ignore[assignment]
+
+__all__ = ["BACKEND", "PackedBF16", "exponent_table", "pack", "unpack"]
+
+#: Which loops run: compiled C, or the numpy fallback (same output, about a third the speed).
+BACKEND: Literal["c", "numpy"] = "c" if _p12c is not None else "numpy"
 
 
 @dataclass(frozen=True)
@@ -102,21 +110,21 @@ class PackedBF16:
         return cls(payload, exps, esc_i, esc_v, tuple(int(d) for d in shape_t.tolist()))
 
 
-#: Pairs of values per chunk. Large enough that per-call overhead is small, small enough that a
-#: chunk's scratch (two 512 KiB buffers) stays in the cache; 2^17 measured best (2^15..2^20
-#: tried with bench/bf16pack_throughput.py).
-CHUNK_PAIRS = 1 << 17
 #: Tensors up to this many values get an exact exponent histogram; larger ones are counted on
-#: ``SAMPLE_BLOCKS`` evenly spread blocks of this many values in all (the table only affects
-#: the escape count, never correctness). If the sampled table escapes more than
-#: ``RETRY_ESCAPE_SHARE`` of the values, the tensor is repacked with an exact histogram.
-EXACT_HISTOGRAM_MAX = 1 << 18
+#: ``SAMPLE_BLOCKS`` evenly spread blocks holding ``SAMPLE_SHARE`` of the values, at least
+#: ``EXACT_HISTOGRAM_MAX`` and at most ``SAMPLE_MAX`` in all (the table only affects the escape
+#: count, never correctness; counting costs about as much per value as packing). If the sampled
+#: table escapes more than ``RETRY_ESCAPE_SHARE`` of the values, the tensor is repacked with an
+#: exact histogram.
+EXACT_HISTOGRAM_MAX = 1 << 16
+SAMPLE_MAX = 1 << 18
+SAMPLE_SHARE = 1 / 16
 SAMPLE_BLOCKS = 64
 RETRY_ESCAPE_SHARE = 1 / 256
 
 U16 = np.ndarray[Any, np.dtype[np.uint16]]
-U32 = np.ndarray[Any, np.dtype[np.uint32]]
 U8 = np.ndarray[Any, np.dtype[np.uint8]]
+I64 = np.ndarray[Any, np.dtype[np.int64]]
 
 
 def _as_u16(t: torch.Tensor) -> U16:
@@ -125,28 +133,48 @@ def _as_u16(t: torch.Tensor) -> U16:
     return flat.view(torch.int16).numpy().view(np.uint16)
 
 
-def _as_pairs(u: U16) -> U32:
-    """View an even-length uint16 array as uint32 pairs, copying only if it is misaligned."""
-    if u.ctypes.data % 4:
-        u = u.copy()
-    return u.view(np.uint32)
+def _numpy(t: torch.Tensor) -> np.ndarray[Any, Any]:
+    """A CPU tensor's memory as a contiguous numpy array aligned for its item size.
+
+    Tensors sliced from a memory-mapped file can sit at any byte offset; the C loops read
+    whole items, so those are copied.
+    """
+    a = t.detach().cpu().contiguous().numpy()
+    return a.copy() if a.ctypes.data % max(a.itemsize, 1) else a
 
 
-def _histogram(u: U16, exact: bool = False) -> np.ndarray[Any, np.dtype[np.int64]]:
+def sample_block(n: int) -> int:
+    """Length of each of the ``SAMPLE_BLOCKS`` blocks a tensor of ``n`` values is counted on."""
+    return min(SAMPLE_MAX, max(EXACT_HISTOGRAM_MAX, int(n * SAMPLE_SHARE))) // SAMPLE_BLOCKS
+
+
+def sample_starts(n: int) -> list[int]:
+    """Where those blocks start: evenly spread, the last one ending at the tensor's end."""
+    block = sample_block(n)
+    return [i * (n - block) // (SAMPLE_BLOCKS - 1) for i in range(SAMPLE_BLOCKS)]
+
+
+def _histogram(u: U16, exact: bool = False) -> I64:
     """Exponent counts: exact for small tensors, else from evenly spread contiguous blocks.
 
     Blocks (not a strided sample) so that a periodic structure such as zeroed columns cannot
     alias with the sampling stride.
     """
-    if exact or u.size <= EXACT_HISTOGRAM_MAX:
-        sample = u
-    else:
-        block = EXACT_HISTOGRAM_MAX // SAMPLE_BLOCKS
-        starts = np.linspace(0, u.size - block, SAMPLE_BLOCKS).astype(np.int64)
+    sampled = not exact and u.size > EXACT_HISTOGRAM_MAX
+    if BACKEND == "c":
+        assert _p12c is not None
+        counts = np.zeros(256, dtype=np.int64)
+        if sampled:
+            _p12c.histogram(u, counts, SAMPLE_BLOCKS, sample_block(u.size))
+        else:
+            _p12c.histogram(u, counts, 1, u.size)
+        return counts
+    sample = u
+    if sampled:
         # One gather and one count: per-block numpy calls cost more than the counting.
-        sample = np.concatenate([u[s : s + block] for s in starts])
-    counts: np.ndarray[Any, np.dtype[np.int64]] = np.bincount(
-        (sample >> 7) & 0xFF, minlength=256).astype(np.int64)
+        block = sample_block(u.size)
+        sample = np.concatenate([u[s : s + block] for s in sample_starts(u.size)])
+    counts = np.bincount((sample >> 7) & 0xFF, minlength=256).astype(np.int64)
     return counts
 
 
@@ -172,102 +200,6 @@ def _index_of(table: U8) -> np.ndarray[Any, np.dtype[np.int16]]:
     return idx
 
 
-def _pair_index_lut(index_of: np.ndarray[Any, np.dtype[np.int16]]) -> U16:
-    """(exponent_even | exponent_odd << 8) -> index byte, with bit 8 set if either escapes."""
-    idx = index_of.astype(np.int32)
-    # Row = the odd value's exponent (high byte), column = the even one's: an outer
-    # combination of two 256-entry vectors, built by broadcasting (no 64 Ki gathers).
-    lo, hi = np.maximum(idx, 0)[None, :], np.maximum(idx, 0)[:, None]
-    esc = (idx < 0)[None, :] | (idx < 0)[:, None]
-    lut: U16 = (lo | (hi << 4) | (esc.astype(np.int32) << 8)).astype(np.uint16).reshape(-1)
-    return lut
-
-
-_ROW = 2048  # first-level row of the sparse search
-_SUB = 128  # second-level row
-
-
-def _nonzero_sparse(x: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.intp]]:
-    """Indices of the non-zero entries of a mostly-zero array, in ascending order.
-
-    Two levels of max-reductions (rows of 2048, then rows of 128 within the rows that have
-    anything) narrow the search, so the index scan itself touches only a few short rows.
-    """
-    full = x.size - x.size % _ROW
-    parts: list[np.ndarray[Any, np.dtype[np.intp]]] = []
-    if full:
-        rows = x[:full].reshape(-1, _ROW)
-        hot = np.flatnonzero(np.maximum.reduce(rows, axis=1))
-        if hot.size:
-            sub = rows[hot].reshape(-1, _SUB)
-            hot_sub = np.flatnonzero(np.maximum.reduce(sub, axis=1))
-            r, col = np.nonzero(sub[hot_sub])
-            per_row = _ROW // _SUB
-            sub_row = hot_sub[r]
-            parts.append(hot[sub_row // per_row] * _ROW + (sub_row % per_row) * _SUB + col)
-    if full < x.size:
-        parts.append(np.flatnonzero(x[full:]) + full)
-    if not parts:
-        return np.zeros(0, dtype=np.intp)
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
-
-
-class _Packer:
-    """Chunked P12 encoder over one tensor; see ``kernels.bf16_layout`` for the layout."""
-
-    def __init__(self, table: U8) -> None:
-        self.index_of = _index_of(table)
-        lo, hi = int(table.min()), int(table.max())
-        self.base = lo if hi - lo == TABLE_SIZE - 1 else None
-        self.pair_lut = None if self.base is not None else _pair_index_lut(self.index_of)
-        self.a = np.empty(CHUNK_PAIRS, np.uint32)
-        self.b = np.empty(CHUNK_PAIRS, np.uint32)
-        self.k = np.empty(CHUNK_PAIRS, np.uint16)
-        self.k_t = torch.from_numpy(self.k.view(np.int16))
-        self.pair_lut_t = (
-            None if self.pair_lut is None else torch.from_numpy(self.pair_lut.view(np.int16))
-        )
-
-    def chunk(self, c: U32, sign_mant: U8, nibbles: U8) -> np.ndarray[Any, np.dtype[np.intp]]:
-        """Encode pairs ``c``; returns the chunk-relative indices of pairs holding an escape."""
-        m = c.size
-        a, b = self.a[:m], self.b[:m]
-        np.right_shift(c, 7, out=a)
-        np.bitwise_and(a, 0x00FF00FF, out=a)  # exponent_even | exponent_odd << 16
-        if self.base is not None:
-            # Each 16-bit half becomes h = 256 + e - base: in the table iff h is 0x100..0x10F,
-            # and then its low 4 bits are the index. The low byte of a | a >> 12 holds both
-            # indices; pairs with an escape get their index byte rewritten by the caller.
-            np.add(a, np.uint32(0x01000100 - self.base * 0x00010001), out=a)
-            np.right_shift(a, 12, out=b)
-            np.bitwise_or(b, a, out=b)
-            np.copyto(nibbles, b, casting="unsafe")
-            np.bitwise_xor(a, 0x01000100, out=a)
-            np.bitwise_and(a, 0xFFF0FFF0, out=a)  # zero iff both halves are in the table
-            flagged = _nonzero_sparse(a)
-        else:
-            assert self.pair_lut is not None
-            k = self.k[:m]
-            np.right_shift(a, 8, out=b)
-            np.bitwise_or(a, b, out=a)
-            np.bitwise_and(a, 0xFFFF, out=a)
-            # torch's gather is about twice as fast as np.take here; both views share memory.
-            assert self.pair_lut_t is not None
-            torch.index_select(
-                self.pair_lut_t, 0, torch.from_numpy(a.view(np.int32)), out=self.k_t[:m]
-            )
-            np.copyto(nibbles, k, casting="unsafe")
-            np.right_shift(k, 8, out=k)
-            flagged = _nonzero_sparse(k)
-        # Sign and mantissa: keep bits 15 and 6..0, then fold the sign onto bit 7.
-        bu, au = b.view(np.uint16), a.view(np.uint16)
-        np.bitwise_and(c.view(np.uint16), 0x807F, out=bu)
-        np.right_shift(bu, 8, out=au)
-        np.bitwise_or(bu, au, out=bu)
-        np.copyto(sign_mant, bu, casting="unsafe")
-        return flagged
-
-
 def pack(t: torch.Tensor, exponents: torch.Tensor | None = None) -> PackedBF16:
     """Pack a bfloat16 tensor to 12 bits per value (plus escapes). Runs on the CPU."""
     if t.dtype != torch.bfloat16:
@@ -288,41 +220,13 @@ def pack(t: torch.Tensor, exponents: torch.Tensor | None = None) -> PackedBF16:
 
 
 def _pack_with_table(u: U16, table_t: torch.Tensor, shape: tuple[int, ...]) -> PackedBF16:
-    n = u.size
     table = table_t.numpy()
-    pairs = num_pairs(n)
-    payload = np.empty(3 * pairs, dtype=np.uint8)
-    sign_mant, nibbles = payload[: 2 * pairs], payload[2 * pairs :]
-    full = n // 2
-    packer = _Packer(table)
-    flagged: list[np.ndarray[Any, np.dtype[np.intp]]] = []
-    if full:
-        w = _as_pairs(u[: 2 * full])
-        for s in range(0, full, CHUNK_PAIRS):
-            e = min(s + CHUNK_PAIRS, full)
-            f = packer.chunk(w[s:e], sign_mant[2 * s : 2 * e], nibbles[s:e])
-            if f.size:
-                flagged.append(f + s)
-    if n % 2:
-        last = np.zeros(2, dtype=np.uint16)
-        last[0] = u[-1]
-        tail = np.zeros(1, dtype=np.uint8)
-        f = packer.chunk(last.view(np.uint32), sign_mant[-2:], tail)
-        nibbles[-1] = tail[0]
-        if f.size:
-            flagged.append(np.array([full], dtype=np.intp))
-    escape_index = np.zeros(0, dtype=np.int64)
-    if flagged:
-        # Resolve flagged pairs to values, and store escaped values with index 0.
-        fp = np.concatenate(flagged)
-        vals = np.stack((2 * fp, 2 * fp + 1), axis=1).reshape(-1)
-        vals = vals[vals < n]
-        idx = packer.index_of[(u[vals] >> 7) & 0xFF]
-        escape_index = vals[idx < 0].astype(np.int64)
-        both = np.zeros(2 * fp.size, dtype=np.int16)
-        both[: vals.size] = np.maximum(idx, 0)
-        both = both.reshape(-1, 2)
-        nibbles[fp] = (both[:, 0] | (both[:, 1] << 4)).astype(np.uint8)
+    index_of = _index_of(table)
+    payload = np.empty(payload_nbytes(u.size), dtype=np.uint8)
+    if BACKEND == "c":
+        escape_index = _encode_c(u, index_of, payload)
+    else:
+        escape_index = _p12_numpy.encode(u, table, index_of, payload)
     raw = u[escape_index]
     return PackedBF16(
         torch.from_numpy(payload),
@@ -333,19 +237,24 @@ def _pack_with_table(u: U16, table_t: torch.Tensor, shape: tuple[int, ...]) -> P
     )
 
 
-def _exponent_lut(table: U8) -> U32:
-    """Index byte -> both exponents placed at their bf16 bit positions within a uint32 pair."""
-    nib = np.arange(256)
-    tab = table.astype(np.uint32)
-    lut: U32 = ((tab[nib & 0xF] << 7) | (tab[nib >> 4] << 23)).astype(np.uint32)
-    return lut
+def _encode_c(u: U16, index_of: np.ndarray[Any, np.dtype[np.int16]], payload: U8) -> I64:
+    assert _p12c is not None
+    lut = index_of.astype(np.uint8)  # -1 (not in the table) becomes 0xFF, the C escape mark
+    # Escapes are rare in weights; a tensor with more is packed a second time, with room.
+    escapes = np.empty(max(64, u.size >> 10), dtype=np.int64)
+    k = _p12c.pack(u, lut, payload, escapes)
+    if k > escapes.size:
+        escapes = np.empty(k, dtype=np.int64)
+        k = _p12c.pack(u, lut, payload, escapes)
+    out: I64 = escapes[:k].copy() if k < escapes.size // 2 else escapes[:k]
+    return out
 
 
 def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
     """Decode a :class:`PackedBF16` back into the exact original bfloat16 tensor.
 
-    A payload on the CPU is decoded by the numpy codec; one on a GPU by the Triton kernel
-    (``kernels.bf16_unpack``), on that GPU.
+    A payload on the CPU is decoded by the CPU codec (``BACKEND``); one on a GPU by the Triton
+    kernel (``kernels.bf16_unpack``), on that GPU.
 
     ``out``, if given, is a contiguous CPU bfloat16 tensor of the right size written in place
     (e.g. a model parameter), which saves one allocation.
@@ -358,32 +267,18 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
         if out is None:
             return decoded.reshape(p.shape)
         return out.copy_(decoded.reshape(out.shape))
-    pairs = num_pairs(n)
-    payload = p.payload.detach().cpu().contiguous().numpy()
-    if payload.ctypes.data % 2:
-        payload = payload.copy()
-    nibbles = payload[2 * pairs :]
-    exp_lut = _exponent_lut(p.exponents.cpu().numpy())
+    payload, table = _numpy(p.payload), _numpy(p.exponents)
+    escape_index = _numpy(p.escape_index)
+    escape_values = _numpy(p.escape_values.view(torch.int16))
     if out is not None and (out.dtype != torch.bfloat16 or out.numel() != n):
         raise ValueError(f"out must be a bfloat16 tensor of {n} values")
-    direct = _writable_pairs(out, n)
-    words = direct if direct is not None else np.empty(pairs, dtype=np.uint32)
-    plane = payload[: 2 * pairs]
-    signs = np.empty(2 * CHUNK_PAIRS, dtype=np.uint16)
-    for s in range(0, pairs, CHUNK_PAIRS):
-        e = min(s + CHUNK_PAIRS, pairs)
-        o = words[s:e]
-        np.take(exp_lut, nibbles[s:e], out=o)  # both exponents in place: exponent << 7 each
-        o16, b, sg = o.view(np.uint16), plane[2 * s : 2 * e], signs[: 2 * (e - s)]
-        # Per value: (exponent << 7) + (sign << 7 | mantissa) + 255 * (sign << 7) is, modulo
-        # 2^16, exponent << 7 + mantissa + sign << 15: three disjoint fields, i.e. the bf16 bits.
-        np.add(o16, b, out=o16)
-        np.bitwise_and(b, 0x80, out=sg, casting="unsafe")
-        np.multiply(sg, np.uint16(255), out=sg)
-        np.add(o16, sg, out=o16)
-    flat = words.view(np.uint16)[:n]
-    if p.escape_index.numel():
-        flat[p.escape_index.cpu().numpy()] = p.escape_values.cpu().view(torch.int16).numpy()
+    direct = _writable(out)
+    flat = direct if direct is not None else np.empty(n, dtype=np.uint16)
+    if BACKEND == "c":
+        assert _p12c is not None
+        _p12c.unpack(payload, table, escape_index, escape_values, flat)
+    else:
+        _p12_numpy.decode(payload, table, escape_index, escape_values.view(np.uint16), flat)
     if out is None:
         return torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16).reshape(p.shape)
     if direct is None:
@@ -391,11 +286,9 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
     return out
 
 
-def _writable_pairs(out: torch.Tensor | None, n: int) -> U32 | None:
-    """``out``'s memory as uint32 pairs when the decoder can write there directly."""
-    if out is None or n % 2 or out.device.type != "cpu" or not out.is_contiguous():
+def _writable(out: torch.Tensor | None) -> U16 | None:
+    """``out``'s memory as flat uint16 when the decoder can write there directly."""
+    if out is None or out.device.type != "cpu" or not out.is_contiguous():
         return None
-    u = out.view(torch.int16).reshape(-1).numpy().view(np.uint16)
-    if u.ctypes.data % 4:
-        return None
-    return u.view(np.uint32)
+    u: U16 = out.view(torch.int16).reshape(-1).numpy().view(np.uint16)
+    return u

@@ -3,16 +3,59 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.quant import bf16pack
+from engine.quant import _p12_numpy, bf16pack
 from engine.quant.bf16pack import PackedBF16
 from engine.quant.format import P12_ESCAPE_INDEX_SUFFIX, P12_PAYLOAD_SUFFIX
 from kernels.bf16_layout import bf16_unpack_reference
+
+
+@pytest.fixture(autouse=True, params=["c", "numpy"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test runs on both backends: their output must be the same bytes."""
+    if request.param == "c" and bf16pack._p12c is None:
+        pytest.skip("the compiled P12 loops were not built (no C compiler at install time)")
+    monkeypatch.setattr(bf16pack, "BACKEND", request.param)
+    yield request.param
+
+
+def test_compiled_loops_are_built_where_a_compiler_exists() -> None:
+    # The numpy fallback is about three times slower: a silent fallback must not go unnoticed.
+    if shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc") is None:
+        pytest.skip("no C compiler on this machine")
+    assert bf16pack._p12c is not None
+
+
+def test_backends_write_identical_bytes(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend != "c":
+        pytest.skip("compares the C backend against numpy")
+    g = torch.Generator().manual_seed(11)
+    t = (torch.randn(3, 100_001, generator=g) * 0.02).to(torch.bfloat16)
+    t[0, ::5] = 0  # lookup path
+    t[1, :50] = from_bits(torch.arange(-32768, 32768, 1311))  # escapes, NaN, Inf
+    for row in (t[0], t[1], t[2], t.reshape(-1)[1:]):
+        c = bf16pack.pack(row)
+        monkeypatch.setattr(bf16pack, "BACKEND", "numpy")
+        py = bf16pack.pack(row)
+        monkeypatch.setattr(bf16pack, "BACKEND", "c")
+        assert torch.equal(c.payload, py.payload) and torch.equal(c.exponents, py.exponents)
+        assert torch.equal(c.escape_index, py.escape_index)
+        assert torch.equal(c.escape_values.view(torch.int16), py.escape_values.view(torch.int16))
+
+
+def test_c_pack_retries_when_escapes_overflow_its_first_buffer() -> None:
+    # Every exponent equally often: 15/16 of the values escape, far more than the first guess.
+    t = from_bits(torch.arange(-32768, 32768).repeat(3))
+    p = assert_round_trip(t)
+    assert p.escape_index.numel() > t.numel() // 2
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -51,7 +94,7 @@ def test_scalar_and_empty_tensors(shape: tuple[int, ...]) -> None:
 @pytest.mark.parametrize("scale", [1.0, 0.02, 1e-30, 3e38])
 def test_gaussian_tensors_round_trip_across_chunks(scale: float) -> None:
     g = torch.Generator().manual_seed(1)
-    n = 2 * bf16pack.CHUNK_PAIRS + 3  # several chunks and an odd tail
+    n = 2 * _p12_numpy.CHUNK_PAIRS + 3  # several chunks and an odd tail
     t = (torch.randn(n, generator=g) * scale).to(torch.bfloat16)
     p = assert_round_trip(t)
     # Bell-shaped values: the 16 most frequent exponents cover nearly everything.
@@ -227,12 +270,36 @@ def test_sampled_table_is_not_fooled_by_periodic_structure() -> None:
 
 
 def test_bad_sampled_table_falls_back_to_an_exact_histogram() -> None:
-    n = 4 * bf16pack.EXACT_HISTOGRAM_MAX
+    n = 16 * bf16pack.EXACT_HISTOGRAM_MAX
     g = torch.Generator().manual_seed(9)
     t = (torch.randn(n, generator=g) * 0.02).to(torch.bfloat16)
     # Zero exactly the blocks the sampler reads, so the sampled table is {0, fillers}.
-    block = bf16pack.EXACT_HISTOGRAM_MAX // bf16pack.SAMPLE_BLOCKS
-    for s in torch.linspace(0, n - block, bf16pack.SAMPLE_BLOCKS).long().tolist():
+    block = bf16pack.sample_block(n)
+    for s in bf16pack.sample_starts(n):
         t[s : s + block] = 0
     p = assert_round_trip(t)
     assert p.escape_index.numel() < 0.001 * n
+
+
+def test_compiled_loops_refuse_wrong_sizes_with_names(backend: str) -> None:
+    if backend != "c":
+        pytest.skip("the C module's own argument checks")
+    import numpy as np
+
+    c = bf16pack._p12c
+    u = np.zeros(10, dtype=np.uint16)
+    payload = np.zeros(15, dtype=np.uint8)
+    escapes = np.zeros(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="index_of must be 256 bytes"):
+        c.pack(u, np.zeros(255, dtype=np.uint8), payload, escapes)
+    with pytest.raises(ValueError, match="payload must be 15 bytes"):
+        c.pack(u, np.zeros(256, dtype=np.uint8), payload[:-1], escapes)
+    table = np.arange(16, dtype=np.uint8)
+    with pytest.raises(ValueError, match="escape position 10 is outside the 10 values"):
+        c.unpack(payload, table, np.array([10]), np.zeros(1, dtype=np.uint16), u)
+    with pytest.raises(ValueError, match="as many uint16 values"):
+        c.unpack(payload, table, np.array([1]), np.zeros(2, dtype=np.uint16), u)
+    with pytest.raises(ValueError, match="cannot take 4 blocks of 11"):
+        c.histogram(u, np.zeros(256, dtype=np.int64), 4, 11)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        c.pack(np.zeros(20, dtype=np.uint16)[::2], np.zeros(256, np.uint8), payload, escapes)

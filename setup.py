@@ -1,0 +1,19 @@
+"""Only the compiled P12 loops live here; everything else is in pyproject.toml.
+
+``optional``: without a C compiler the install still succeeds and the codec runs its numpy
+fallback (``engine.quant.bf16pack.BACKEND`` says which; a test fails where a compiler exists
+but the module was not built).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "engine.quant._p12c",
+            ["engine/quant/_p12c.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        )
+    ]
+)
