@@ -33,17 +33,30 @@ LM = "model.language_model."
 E4M3_MAX = 448.0
 
 
+@dataclass(frozen=True)
+class Dims:
+    """Widths and counts; the defaults are the tiny test model (the constants above)."""
+
+    hidden: int = HIDDEN
+    moe_inter: int = MOE_INTER
+    dense_inter: int = DENSE_INTER
+    experts: int = EXPERTS
+    layers: int = LAYERS
+    vocab: int = VOCAB
+
+
 @dataclass
 class TinyGLM:
     path: Path
     config: dict[str, object]
+    dims: Dims = field(default_factory=Dims)
     originals: dict[str, torch.Tensor] = field(default_factory=dict)  # dequantized, float32
     raw: dict[str, torch.Tensor] = field(default_factory=dict)  # as stored
     shard_of: dict[str, str] = field(default_factory=dict)
 
     @property
     def moe_layers(self) -> list[int]:
-        return [1, 2, 3, 4]
+        return list(range(1, self.dims.layers + 1))
 
     def expert_name(self, layer: int, expert: int, proj: str) -> str:
         return f"{LM}layers.{layer}.mlp.experts.{expert}.{proj}.weight"
@@ -64,71 +77,72 @@ def to_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
-def _shapes() -> dict[str, tuple[tuple[int, ...], str]]:
+def _shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
     """name -> (shape, storage) with storage in fp8 / bf16 / f32."""
     out: dict[str, tuple[tuple[int, ...], str]] = {
-        f"{LM}embed_tokens.weight": ((VOCAB, HIDDEN), "bf16"),
-        f"{LM}norm.weight": ((HIDDEN,), "bf16"),
-        "lm_head.weight": ((VOCAB, HIDDEN), "bf16"),
+        f"{LM}embed_tokens.weight": ((d.vocab, d.hidden), "bf16"),
+        f"{LM}norm.weight": ((d.hidden,), "bf16"),
+        "lm_head.weight": ((d.vocab, d.hidden), "bf16"),
     }
-    kda = {"q_proj": (64, HIDDEN), "k_proj": (64, HIDDEN), "v_proj": (64, HIDDEN),
+    kda = {"q_proj": (64, d.hidden), "k_proj": (64, d.hidden), "v_proj": (64, d.hidden),
            "q_conv1d": (64, 1, 4), "k_conv1d": (64, 1, 4), "v_conv1d": (64, 1, 4),
-           "f_a_proj": (16, HIDDEN), "f_b_proj": (64, 16), "b_proj": (2, HIDDEN),
-           "g_a_proj": (16, HIDDEN), "g_b_proj": (64, 16), "o_norm": (32,),
-           "o_proj": (HIDDEN, 64)}
-    for layer in range(LAYERS + 1):
+           "f_a_proj": (16, d.hidden), "f_b_proj": (64, 16), "b_proj": (2, d.hidden),
+           "g_a_proj": (16, d.hidden), "g_b_proj": (64, 16), "o_norm": (32,),
+           "o_proj": (d.hidden, 64)}
+    for layer in range(d.layers + 1):
         p = f"{LM}layers.{layer}."
-        out[p + "input_layernorm.weight"] = ((HIDDEN,), "bf16")
-        out[p + "post_attention_layernorm.weight"] = ((HIDDEN,), "bf16")
+        out[p + "input_layernorm.weight"] = ((d.hidden,), "bf16")
+        out[p + "post_attention_layernorm.weight"] = ((d.hidden,), "bf16")
         if layer < 3:  # KDA
             for name, shape in kda.items():
                 out[p + f"self_attn.{name}.weight"] = (shape, "bf16")
             out[p + "self_attn.A_log"] = ((2,), "f32")
             out[p + "self_attn.dt_bias"] = ((64,), "f32")
         else:  # MLA + DSA indexer
-            out[p + "self_attn.q_a_proj.weight"] = ((64, HIDDEN), "fp8")
+            out[p + "self_attn.q_a_proj.weight"] = ((64, d.hidden), "fp8")
             out[p + "self_attn.q_a_layernorm.weight"] = ((64,), "bf16")
             out[p + "self_attn.q_b_proj.weight"] = ((128, 64), "fp8")
-            out[p + "self_attn.kv_a_proj_with_mqa.weight"] = ((32, HIDDEN), "fp8")
+            out[p + "self_attn.kv_a_proj_with_mqa.weight"] = ((32, d.hidden), "fp8")
             out[p + "self_attn.kv_a_layernorm.weight"] = ((32,), "bf16")
             out[p + "self_attn.kv_b_proj.weight"] = ((256, 32), "bf16")
-            out[p + "self_attn.o_proj.weight"] = ((HIDDEN, 128), "fp8")
+            out[p + "self_attn.o_proj.weight"] = ((d.hidden, 128), "fp8")
             ix = p + "self_attn.indexer."
             out[ix + "wq_b.weight"] = ((64, 64), "bf16")
-            out[ix + "wk.weight"] = ((32, HIDDEN), "bf16")
+            out[ix + "wk.weight"] = ((32, d.hidden), "bf16")
             out[ix + "k_norm.weight"] = ((32,), "bf16")
             out[ix + "k_norm.bias"] = ((32,), "bf16")
-            out[ix + "weights_proj.weight"] = ((2, HIDDEN), "bf16")
-            out[ix + "index_kpool_compress_gate.weight"] = ((32, HIDDEN), "bf16")
+            out[ix + "weights_proj.weight"] = ((2, d.hidden), "bf16")
+            out[ix + "index_kpool_compress_gate.weight"] = ((32, d.hidden), "bf16")
             out[ix + "index_kpool_compress_ape"] = ((4, 32), "bf16")
-        if layer < LAYERS:  # mHC, absent on the MTP layer
+        if layer < d.layers:  # mHC, absent on the MTP layer
             for site in ("attn", "ffn"):
-                out[p + f"hc_{site}_fn"] = ((24, 4 * HIDDEN), "bf16")
+                out[p + f"hc_{site}_fn"] = ((24, 4 * d.hidden), "bf16")
                 out[p + f"hc_{site}_base"] = ((24,), "f32")
                 out[p + f"hc_{site}_scale"] = ((3,), "f32")
         else:
             for name in ("enorm", "hnorm", "shared_head.norm"):
-                out[p + f"{name}.weight"] = ((HIDDEN,), "bf16")
-            out[p + "eh_proj.weight"] = ((HIDDEN, 2 * HIDDEN), "bf16")
+                out[p + f"{name}.weight"] = ((d.hidden,), "bf16")
+            out[p + "eh_proj.weight"] = ((d.hidden, 2 * d.hidden), "bf16")
         if layer == 0:
-            out[p + "mlp.gate_proj.weight"] = ((DENSE_INTER, HIDDEN), "fp8")
-            out[p + "mlp.up_proj.weight"] = ((DENSE_INTER, HIDDEN), "fp8")
-            out[p + "mlp.down_proj.weight"] = ((HIDDEN, DENSE_INTER), "fp8")
+            out[p + "mlp.gate_proj.weight"] = ((d.dense_inter, d.hidden), "fp8")
+            out[p + "mlp.up_proj.weight"] = ((d.dense_inter, d.hidden), "fp8")
+            out[p + "mlp.down_proj.weight"] = ((d.hidden, d.dense_inter), "fp8")
             continue
-        out[p + "mlp.gate.weight"] = ((EXPERTS, HIDDEN), "bf16")
-        out[p + "mlp.gate.e_score_correction_bias"] = ((EXPERTS,), "f32")
-        for sub in [f"experts.{e}" for e in range(EXPERTS)] + ["shared_experts"]:
-            out[p + f"mlp.{sub}.gate_proj.weight"] = ((MOE_INTER, HIDDEN), "fp8")
-            out[p + f"mlp.{sub}.up_proj.weight"] = ((MOE_INTER, HIDDEN), "fp8")
-            out[p + f"mlp.{sub}.down_proj.weight"] = ((HIDDEN, MOE_INTER), "fp8")
+        out[p + "mlp.gate.weight"] = ((d.experts, d.hidden), "bf16")
+        out[p + "mlp.gate.e_score_correction_bias"] = ((d.experts,), "f32")
+        for sub in [f"experts.{e}" for e in range(d.experts)] + ["shared_experts"]:
+            out[p + f"mlp.{sub}.gate_proj.weight"] = ((d.moe_inter, d.hidden), "fp8")
+            out[p + f"mlp.{sub}.up_proj.weight"] = ((d.moe_inter, d.hidden), "fp8")
+            out[p + f"mlp.{sub}.down_proj.weight"] = ((d.hidden, d.moe_inter), "fp8")
     return out
 
 
-def config() -> dict[str, object]:
+def config(d: Dims | None = None) -> dict[str, object]:
+    d = d or Dims()
     text = {
-        "model_type": "glm5_next_text", "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
-        "num_nextn_predict_layers": 1, "vocab_size": VOCAB, "intermediate_size": DENSE_INTER,
-        "moe_intermediate_size": MOE_INTER, "n_routed_experts": EXPERTS,
+        "model_type": "glm5_next_text", "hidden_size": d.hidden, "num_hidden_layers": d.layers,
+        "num_nextn_predict_layers": 1, "vocab_size": d.vocab, "intermediate_size": d.dense_inter,
+        "moe_intermediate_size": d.moe_inter, "n_routed_experts": d.experts,
         "num_experts_per_tok": TOP_K, "n_shared_experts": 1, "first_k_dense_replace": 1,
         "scoring_func": "sigmoid", "topk_method": "noaux_tc", "routed_scaling_factor": 2.5,
         "swiglu_limit": 10.0, "rms_norm_eps": 1e-5,
@@ -151,13 +165,16 @@ def _value(name: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Ten
     return t
 
 
-def build_tiny_glm(root: Path, *, seed: int = 0, shards: int = 3) -> TinyGLM:
+def build_tiny_glm(
+    root: Path, *, seed: int = 0, shards: int = 3, dims: Dims | None = None
+) -> TinyGLM:
     """Write the checkpoint to ``root`` and return what was written."""
     root.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
-    model = TinyGLM(root, config())
+    dims = dims or Dims()
+    model = TinyGLM(root, config(dims), dims)
     tensors: dict[str, torch.Tensor] = {}
-    for name, (shape, storage) in _shapes().items():
+    for name, (shape, storage) in _shapes(dims).items():
         value = _value(name, shape, gen)
         if storage == "fp8":
             q, s = to_fp8(value)
@@ -209,9 +226,10 @@ def calibration_inputs(model: TinyGLM, tokens: int = 512, seed: int = 1) -> dict
     """Correlated, anisotropic inputs per MoE layer (what GPTQ exploits)."""
     gen = torch.Generator().manual_seed(seed)
     out = {}
+    hidden = model.dims.hidden
     for layer in model.moe_layers:
-        mix = torch.randn(HIDDEN, HIDDEN, generator=gen) / math.sqrt(HIDDEN)
-        scale = torch.exp(torch.randn(HIDDEN, generator=gen))
-        z = torch.randn(tokens, HIDDEN, generator=gen)
+        mix = torch.randn(hidden, hidden, generator=gen) / math.sqrt(hidden)
+        scale = torch.exp(torch.randn(hidden, generator=gen))
+        z = torch.randn(tokens, hidden, generator=gen)
         out[layer] = ((z @ mix + 0.5 * z) * scale).to(torch.bfloat16)
     return out
