@@ -23,6 +23,16 @@ check_size(const char *what, Py_ssize_t got, Py_ssize_t want)
     return 0;
 }
 
+static int
+check_items(const char *what, Py_ssize_t len, Py_ssize_t size, const char *type)
+{
+    if (len % size) {
+        PyErr_Format(PyExc_ValueError, "%s must be whole %ss, got %zd bytes", what, type, len);
+        return -1;
+    }
+    return 0;
+}
+
 /* Add the exponents of v[0..n) to c[256]. */
 static void
 count_exponents(const uint16_t *restrict v, Py_ssize_t n, int64_t *restrict c)
@@ -59,11 +69,7 @@ p12_histogram(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*w*nn", &src, &counts, &blocks, &block))
         return NULL;
     PyObject *ret = NULL;
-    if (src.len % 2) {
-        PyErr_SetString(PyExc_ValueError, "values must be whole uint16s");
-        goto done;
-    }
-    if (check_size("counts", counts.len, 256 * 8) < 0)
+    if (check_items("values", src.len, 2, "uint16") < 0 || check_size("counts", counts.len, 256 * 8) < 0)
         goto done;
     Py_ssize_t n = src.len / 2;
     if (blocks < 1 || block < 0 || block > n || (blocks > 1 && block == n && n)) {
@@ -102,17 +108,10 @@ p12_pack(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*y*w*w*", &src, &lut, &payload, &esc))
         return NULL;
     PyObject *ret = NULL;
-    if (src.len % 2) {
-        PyErr_SetString(PyExc_ValueError, "values must be whole uint16s");
-        goto done;
-    }
     Py_ssize_t n = src.len / 2, pairs = (n + 1) / 2;
-    if (check_size("index_of", lut.len, 256) < 0 || check_size("payload", payload.len, 3 * pairs) < 0)
+    if (check_items("values", src.len, 2, "uint16") < 0 || check_items("escapes", esc.len, 8, "int64") < 0 ||
+        check_size("index_of", lut.len, 256) < 0 || check_size("payload", payload.len, 3 * pairs) < 0)
         goto done;
-    if (esc.len % 8) {
-        PyErr_SetString(PyExc_ValueError, "escapes must be whole int64s");
-        goto done;
-    }
     {
         const uint16_t *restrict v = (const uint16_t *)src.buf;
         const uint8_t *restrict index_of = (const uint8_t *)lut.buf;
@@ -185,12 +184,9 @@ p12_unpack(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &payload, &table, &eidx, &eval, &dst))
         return NULL;
     PyObject *ret = NULL;
-    if (dst.len % 2) {
-        PyErr_SetString(PyExc_ValueError, "out must be whole uint16s");
-        goto done;
-    }
     Py_ssize_t n = dst.len / 2, pairs = (n + 1) / 2;
-    if (check_size("payload", payload.len, 3 * pairs) < 0 || check_size("exponents", table.len, 16) < 0)
+    if (check_items("out", dst.len, 2, "uint16") < 0 || check_size("payload", payload.len, 3 * pairs) < 0 ||
+        check_size("exponents", table.len, 16) < 0)
         goto done;
     if (eidx.len % 8 || eval.len != eidx.len / 4) {
         PyErr_SetString(PyExc_ValueError, "escapes must be int64 positions and as many uint16 values");

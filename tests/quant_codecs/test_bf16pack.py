@@ -290,6 +290,8 @@ def test_compiled_loops_refuse_wrong_sizes_with_names(backend: str) -> None:
     u = np.zeros(10, dtype=np.uint16)
     payload = np.zeros(15, dtype=np.uint8)
     escapes = np.zeros(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="values must be whole uint16s, got 3 bytes"):
+        c.pack(np.zeros(3, dtype=np.uint8), np.zeros(256, dtype=np.uint8), payload, escapes)
     with pytest.raises(ValueError, match="index_of must be 256 bytes"):
         c.pack(u, np.zeros(255, dtype=np.uint8), payload, escapes)
     with pytest.raises(ValueError, match="payload must be 15 bytes"):
