@@ -3,7 +3,7 @@
 A feature is a function ``apply() -> FeatureResult`` in its own module,
 registered here by name and imported only when a profile selects it, so that a
 feature's dependencies (vLLM internals, kernels) load only in engines that use
-it. ``w2_quant`` and ``fp4_pool`` will register the same way.
+it. ``fp4_pool`` will register the same way.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def emit_stderr(line: str) -> None:
 # FeatureResult. Names must also be listed in engine.profiles PLUGIN_FEATURES.
 FEATURES: dict[str, str] = {
     "scheduler_fix": "engine.plugin.scheduler_fix:apply",
+    "w2_quant": "engine.plugin.w2_quant:apply",
 }
 
 

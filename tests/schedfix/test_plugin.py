@@ -122,10 +122,10 @@ def test_unknown_and_unimplemented_features_are_reported_not_raised(
 ) -> None:
     monkeypatch.setitem(_registry.FEATURES, "exploding", "engine.plugin._no_such_module:apply")
     lines: list[str] = []
-    results = plugin.run_features(("w2_quant", "exploding", "scheduler_fix"), emit=lines.append)
+    results = plugin.run_features(("fp4_pool", "exploding", "scheduler_fix"), emit=lines.append)
     assert [r.outcome for r in results] == ["not available", "failed", "applied"]
     assert lines[0] == (
-        "[sparkcode-plugin] w2_quant: not available (this sparkcode build has no such feature)"
+        "[sparkcode-plugin] fp4_pool: not available (this sparkcode build has no such feature)"
     )
     assert lines[1].startswith("[sparkcode-plugin] exploding: failed (ModuleNotFoundError")
     assert scheduler_fix.is_applied()  # a broken feature does not stop the others
@@ -142,7 +142,7 @@ def test_a_feature_that_raises_never_reaches_vllm(monkeypatch: pytest.MonkeyPatc
 
 def test_register_feature_rejects_a_bad_target() -> None:
     with pytest.raises(ValueError, match="module:function"):
-        plugin.register_feature("w2_quant", "engine.plugin.w2_quant")
+        plugin.register_feature("fp4_pool", "engine.plugin.fp4_pool")
 
 
 def test_scheduler_report_for_a_model_without_mamba_layers() -> None:

@@ -1,0 +1,242 @@
+# mypy: disable-error-code="misc,no-untyped-call"
+# (vLLM's classes are untyped to mypy; subclassing them is the point of this module.)
+"""vLLM quantization method ``sparkcode_w2``: routed experts served from their 2-bit codes.
+
+Imported only by the ``w2_quant`` plugin feature (it needs vLLM). The checkpoint is the
+format of ``docs/quant-format.md``; ``engine.quant.stream.decode_stream`` has already turned
+P12-packed BF16 tensors back into plain ones, so linear layers load unquantized, and routed
+experts arrive as ``experts.E.{gate,up,down}_proj.weight_{packed,scale,shape}``, which vLLM's
+expert mapping renames to ``w13_weight_packed`` (gate rows first, then up) and
+``w2_weight_packed`` and hands to the loaders below, one expert at a time.
+
+The experts stay packed in memory (2.25 bits per weight). ``apply`` runs the experts a batch
+routed to, each from its codes: on a GPU the Triton kernel dequantizes a tile of the expert
+(``kernels.w2_dequant``), on a CPU the PyTorch reference does; a fused grouped GEMM over the
+packed codes is the next step for speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from vllm.model_executor.layers.fused_moe import RoutedExperts
+from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
+from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
+from vllm.model_executor.layers.quantization.base_config import (
+    QuantizationConfig,
+    QuantizeMethodBase,
+)
+from vllm.model_executor.utils import set_weight_attrs
+
+from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
+from kernels.w2_dequant import w2_dequant
+from kernels.w2_layout import CODES_PER_BYTE, GROUP, w2_dequant_reference
+
+__all__ = ["SparkcodeW2Config", "W2ExpertsMethod"]
+
+_SHARDS = {"w1": 0, "w3": 1, "w2": 2}  # gate, up, down
+
+
+class SparkcodeW2Config(QuantizationConfig):
+    """``quantization_config`` of a sparkcode checkpoint (``quant_method: sparkcode_w2``)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__()
+        self.config = config
+        # Weights other than routed experts keep the source checkpoint's precision; FP8 ones
+        # (GLM-5.3-Flash's attention, shared experts, dense MLP) are served by vLLM's own FP8
+        # method under the source's config, which also names the BF16 modules to leave alone.
+        source = config.get("source_quantization") or {}
+        self.source: QuantizationConfig | None = None
+        if source.get("quant_method") == "fp8":
+            from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+
+            self.source = Fp8Config.from_config(source)
+
+    @classmethod
+    def get_name(cls) -> Any:
+        return QUANT_METHOD
+
+    @classmethod
+    def get_supported_act_dtypes(cls) -> list[torch.dtype]:
+        return [torch.bfloat16, torch.float16]
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 80  # Triton bf16 kernels; the Spark's GB10 is sm_121
+
+    @staticmethod
+    def get_config_filenames() -> list[str]:
+        return []  # read from config.json's quantization_config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> SparkcodeW2Config:
+        version = config.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"this checkpoint is sparkcode format version {version!r}; this sparkcode "
+                f"serves version {FORMAT_VERSION} (docs/quant-format.md)"
+            )
+        experts = config.get("routed_experts") or {}
+        if experts.get("bits") != 2 or experts.get("group_size") != GROUP:
+            raise ValueError(
+                f"sparkcode_w2 serves 2-bit experts with groups of {GROUP}, the checkpoint "
+                f"says {experts!r}"
+            )
+        return cls(config)
+
+    def apply_vllm_mapper(self, hf_to_vllm_mapper: Any) -> None:
+        if self.source is not None:
+            self.source.apply_vllm_mapper(hf_to_vllm_mapper)
+
+    def get_quant_method(self, layer: torch.nn.Module, prefix: str) -> QuantizeMethodBase | None:
+        if isinstance(layer, RoutedExperts):
+            return W2ExpertsMethod(layer.moe_config)
+        if self.source is not None:
+            return self.source.get_quant_method(layer, prefix)
+        if isinstance(layer, LinearBase):
+            return UnquantizedLinearMethod()
+        return None
+
+
+def _dequant(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    in_features = packed.shape[1] * CODES_PER_BYTE
+    if packed.is_cuda:
+        return w2_dequant(packed, scales, in_features, dtype)
+    return w2_dequant_reference(packed, scales, in_features, dtype)
+
+
+class W2ExpertsMethod(FusedMoEMethodBase):
+    """Routed experts kept as W2 codes; see the module docstring."""
+
+    def create_weights(
+        self,
+        layer: Any,
+        num_experts: int,
+        hidden_size: int,
+        intermediate_size_per_partition: int,
+        params_dtype: torch.dtype,
+        **extra_weight_attrs: Any,
+    ) -> None:
+        parallel = self.moe.moe_parallel_config
+        if parallel.tp_size > 1 or parallel.use_ep:
+            raise ValueError(
+                "sparkcode_w2 serves routed experts on one device; tensor and expert "
+                "parallelism are not supported"
+            )
+        activation = str(getattr(self.moe.activation, "value", self.moe.activation))
+        if activation != "silu":
+            raise ValueError(f"sparkcode_w2 experts support the silu activation, not {activation}")
+        for dim, what in ((hidden_size, "hidden size"), (intermediate_size_per_partition,
+                                                          "expert intermediate size")):
+            if dim % GROUP:
+                raise ValueError(f"sparkcode_w2 needs a {what} divisible by {GROUP}, got {dim}")
+        inter, hidden = intermediate_size_per_partition, hidden_size
+        shapes = {
+            "w13_weight_packed": (num_experts, 2 * inter, hidden // CODES_PER_BYTE),
+            "w13_weight_scale": (num_experts, 2 * inter, hidden // GROUP),
+            "w2_weight_packed": (num_experts, hidden, inter // CODES_PER_BYTE),
+            "w2_weight_scale": (num_experts, hidden, inter // GROUP),
+        }
+        for name, shape in shapes.items():
+            param = torch.nn.Parameter(torch.zeros(shape, dtype=torch.uint8), requires_grad=False)
+            layer.register_parameter(name, param)
+            set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter)})
+        for name in ("w13_weight_shape", "w2_weight_shape"):
+            param = torch.nn.Parameter(torch.zeros(num_experts, 2, dtype=torch.int64),
+                                       requires_grad=False)
+            layer.register_parameter(name, param)
+            set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter)})
+        # Which (expert, shard, tensor kind) arrived: checked after loading, because vLLM does
+        # not track the loading of quantized checkpoints.
+        layer.register_buffer(
+            "w2q_loaded", torch.zeros(num_experts, 3, 3, dtype=torch.bool), persistent=False)
+        layer.w2q_sizes = (inter, hidden)
+
+    def _loader(self, layer: Any, name: str, inter: int) -> Any:
+        kind = 0 if name.endswith("_packed") else 1 if name.endswith("_scale") else 2
+
+        def load(
+            param: torch.nn.Parameter,
+            loaded_weight: torch.Tensor,
+            weight_name: str,
+            shard_id: str,
+            expert_id: int,
+            return_success: bool = False,
+        ) -> bool:
+            mapper = getattr(layer, "_map_global_expert_id_to_local_expert_id", None)
+            local = mapper(expert_id) if mapper is not None else expert_id
+            if local < 0:
+                return False  # another rank's expert
+            shard = _SHARDS[shard_id]
+            hidden = int(layer.w2q_sizes[1])
+            want = (hidden, inter) if shard == 2 else (inter, hidden)
+            if kind == 2:
+                got = tuple(int(d) for d in loaded_weight.reshape(-1).tolist())
+                if got != want:
+                    raise ValueError(f"{weight_name}: expert {expert_id} is {got}, the model "
+                                     f"expects {want}")
+                param.data[local] = torch.tensor(want, dtype=torch.int64)
+            else:
+                target = param.data[local]
+                if shard < 2:
+                    target = target[shard * inter : (shard + 1) * inter]
+                if tuple(loaded_weight.shape) != tuple(target.shape):
+                    raise ValueError(
+                        f"{weight_name}: expert {expert_id} has shape "
+                        f"{tuple(loaded_weight.shape)}, expected {tuple(target.shape)}")
+                target.copy_(loaded_weight)
+            layer.w2q_loaded[local, shard, kind] = True
+            return True
+
+        return load
+
+    def process_weights_after_loading(self, layer: Any) -> None:
+        missing = (~layer.w2q_loaded).nonzero().tolist()
+        if missing:
+            names = ("gate_proj", "up_proj", "down_proj")
+            kinds = ("weight_packed", "weight_scale", "weight_shape")
+            shown = ", ".join(f"experts.{e}.{names[s]}.{kinds[k]}" for e, s, k in missing[:6])
+            more = f" and {len(missing) - 6} more" if len(missing) > 6 else ""
+            raise ValueError(
+                f"{getattr(layer, 'layer_name', 'a MoE layer')}: the checkpoint has no "
+                f"{shown}{more}")
+
+    def get_fused_moe_quant_config(self, layer: Any) -> None:
+        return None
+
+    def apply(
+        self,
+        layer: Any,
+        x: torch.Tensor,
+        topk_weights: torch.Tensor,
+        topk_ids: torch.Tensor,
+        shared_experts: Any,
+        shared_experts_input: torch.Tensor | None,
+    ) -> torch.Tensor:
+        inter = int(layer.w2q_sizes[0])
+        top_k = topk_ids.shape[1]
+        flat = topk_ids.reshape(-1).to(torch.int64)
+        weights = topk_weights.reshape(-1, 1).to(x.dtype)
+        on_input = bool(getattr(layer, "apply_router_weight_on_input", False))
+        order = torch.argsort(flat, stable=True)
+        counts = torch.bincount(flat, minlength=layer.w13_weight_packed.shape[0]).tolist()
+        out = torch.zeros_like(x)
+        start = 0
+        for expert, count in enumerate(counts):
+            if not count:
+                continue
+            slots = order[start : start + count]
+            start += count
+            tokens = slots // top_k
+            xs = x[tokens] * weights[slots] if on_input else x[tokens]
+            w13 = _dequant(layer.w13_weight_packed[expert], layer.w13_weight_scale[expert],
+                           x.dtype)
+            gate_up = xs @ w13.t()
+            act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+            w2 = _dequant(layer.w2_weight_packed[expert], layer.w2_weight_scale[expert], x.dtype)
+            ys = act @ w2.t()
+            out.index_add_(0, tokens, ys if on_input else ys * weights[slots])
+        return out

@@ -1,0 +1,76 @@
+"""Feature ``w2_quant``: vLLM serves sparkcode checkpoints (``quant_method: sparkcode_w2``).
+
+Two parts, both installed in every vLLM process the plugin runs in:
+
+* the quantization method ``sparkcode_w2`` (``engine.plugin._w2_moe``) is registered, so vLLM
+  accepts the checkpoint's ``quantization_config`` and keeps routed experts in 2 bits;
+* vLLM's default weight loader is wrapped, for checkpoints with that method only, by
+  ``engine.quant.stream.decode_stream``: P12-packed BF16 tensors are decoded bit-exactly on
+  the way in. FP4 pool copies are skipped and counted: serving them is the ``fp4_pool``
+  feature's job, which this build does not have yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from engine.quant.format import QUANT_METHOD
+
+from ._registry import FEATURE_MARK, MARKER, FeatureResult
+
+NAME = "w2_quant"
+LOADER = "vllm.model_executor.model_loader.default_loader"
+
+_originals: dict[str, Any] = {}
+
+
+def apply() -> FeatureResult:
+    """Register the method and wrap the loader; idempotent within a process."""
+    import importlib
+
+    from vllm.model_executor.layers.quantization import register_quantization_config
+
+    from ._w2_moe import SparkcodeW2Config
+
+    register_quantization_config(QUANT_METHOD)(SparkcodeW2Config)
+    loader_cls = importlib.import_module(LOADER).DefaultModelLoader
+    current = loader_cls.get_all_weights
+    if getattr(current, FEATURE_MARK, None) != NAME:
+        if "get_all_weights" not in _originals:
+            _originals["get_all_weights"] = current
+        loader_cls.get_all_weights = _wrap(current)
+    return FeatureResult(NAME, "applied",
+                         f"quantization method {QUANT_METHOD!r} registered, P12 decoded on load")
+
+
+def revert() -> None:
+    """Undo :func:`apply`'s loader wrapper (tests)."""
+    import importlib
+
+    original = _originals.pop("get_all_weights", None)
+    if original is not None:
+        importlib.import_module(LOADER).DefaultModelLoader.get_all_weights = original
+
+
+def _wrap(get_all_weights: Any) -> Any:
+    from engine.quant.stream import StreamStats, decode_stream
+
+    @functools.wraps(get_all_weights)
+    def wrapped(self: Any, model_config: Any, model: Any) -> Iterator[tuple[str, Any]]:
+        weights = get_all_weights(self, model_config, model)
+        if getattr(model_config, "quantization", None) != QUANT_METHOD:
+            yield from weights
+            return
+        stats = StreamStats()
+        yield from decode_stream(weights, stats=stats)
+        note = (f"{MARKER} {NAME}: loaded ({stats.p12_decoded} P12 tensors decoded, "
+                f"{stats.passed} passed through")
+        if stats.fp4_dropped:
+            note += f", {stats.fp4_dropped} FP4 pool tensors skipped: fp4_pool not available"
+        print(note + ")", file=sys.stderr, flush=True)
+
+    setattr(wrapped, FEATURE_MARK, NAME)
+    return wrapped

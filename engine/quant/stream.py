@@ -1,0 +1,102 @@
+"""Reading a sparkcode checkpoint as a stream of ``(name, tensor)`` for a model loader.
+
+A loader (vLLM's, through ``engine.plugin.w2_quant``) walks a checkpoint tensor by tensor.
+:func:`decode_stream` sits between the files and the model:
+
+* the five ``_p12*`` tensors of a P12-packed BF16 weight are gathered and decoded back into
+  the original tensor under its original name (bit-exact), so the model loads it as usual;
+* W2 routed-expert tensors (``_packed``, ``_scale``, ``_shape``) pass through for the serving
+  method to keep in 2 bits;
+* FP4 pool copies (``_fp4*``) pass through when ``keep_fp4`` is set, and are dropped (and
+  counted) otherwise;
+* anything else passes through unchanged.
+
+A P12 group that never completes (a tensor missing from the files) is an error naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.quant import bf16pack
+from engine.quant.format import (
+    FP4_GLOBAL_SCALE_SUFFIX,
+    FP4_PACKED_SUFFIX,
+    FP4_SCALE_SUFFIX,
+    FP4_SHAPE_SUFFIX,
+    P12_ESCAPE_INDEX_SUFFIX,
+    P12_ESCAPE_VALUE_SUFFIX,
+    P12_EXPONENTS_SUFFIX,
+    P12_PAYLOAD_SUFFIX,
+    P12_SHAPE_SUFFIX,
+)
+
+__all__ = ["StreamStats", "decode_stream", "split_suffix"]
+
+_P12 = (
+    P12_ESCAPE_INDEX_SUFFIX,
+    P12_ESCAPE_VALUE_SUFFIX,
+    P12_EXPONENTS_SUFFIX,
+    P12_SHAPE_SUFFIX,
+    P12_PAYLOAD_SUFFIX,
+)  # longest first: "_p12" is a suffix of none of the others, but they all start with it
+_FP4 = (FP4_GLOBAL_SCALE_SUFFIX, FP4_SCALE_SUFFIX, FP4_SHAPE_SUFFIX, FP4_PACKED_SUFFIX)
+
+
+def split_suffix(name: str, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
+    """``(original name, suffix)`` if ``name`` ends with one of ``suffixes`` (tried in order)."""
+    for suffix in suffixes:
+        if name.endswith(suffix):
+            return name[: -len(suffix)], suffix
+    return None
+
+
+@dataclass
+class StreamStats:
+    """What :func:`decode_stream` did, for the engine log."""
+
+    p12_decoded: int = 0
+    p12_bytes: int = 0  # stored bytes of the decoded tensors
+    fp4_dropped: int = 0
+    passed: int = 0
+    names_dropped: list[str] = field(default_factory=list)
+
+
+def decode_stream(
+    weights: Iterable[tuple[str, torch.Tensor]],
+    *,
+    keep_fp4: bool = False,
+    stats: StreamStats | None = None,
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Decode P12 groups in ``weights`` and drop or keep FP4 copies; see the module docstring."""
+    stats = stats if stats is not None else StreamStats()
+    pending: dict[str, dict[str, torch.Tensor]] = {}
+    for name, tensor in weights:
+        p12 = split_suffix(name, _P12)
+        if p12 is not None:
+            base, suffix = p12
+            group = pending.setdefault(base, {})
+            group[base + suffix] = tensor
+            if len(group) == len(_P12):
+                del pending[base]
+                packed = bf16pack.PackedBF16.from_state_dict(group, base)
+                stats.p12_decoded += 1
+                stats.p12_bytes += packed.nbytes
+                yield base, bf16pack.unpack(packed)
+            continue
+        if not keep_fp4 and split_suffix(name, _FP4) is not None:
+            stats.fp4_dropped += 1
+            if len(stats.names_dropped) < 8:
+                stats.names_dropped.append(name)
+            continue
+        stats.passed += 1
+        yield name, tensor
+    if pending:
+        missing = []
+        for base, group in sorted(pending.items()):
+            absent = [base + s for s in _P12 if base + s not in group]
+            missing.append(f"{base} (missing {', '.join(absent)})")
+        raise ValueError(f"incomplete P12 tensors in the checkpoint: {'; '.join(missing)}")

