@@ -3,7 +3,7 @@
 A feature is a function ``apply() -> FeatureResult`` in its own module,
 registered here by name and imported only when a profile selects it, so that a
 feature's dependencies (vLLM internals, kernels) load only in engines that use
-it. ``fp4_pool`` will register the same way.
+it.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def emit_stderr(line: str) -> None:
 FEATURES: dict[str, str] = {
     "scheduler_fix": "engine.plugin.scheduler_fix:apply",
     "w2_quant": "engine.plugin.w2_quant:apply",
+    "fp4_pool": "engine.plugin.fp4_pool:apply",
 }
 
 

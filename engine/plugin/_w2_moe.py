@@ -17,6 +17,7 @@ packed codes is the next step for speed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -34,7 +35,17 @@ from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
 from kernels.w2_dequant import w2_dequant
 from kernels.w2_layout import CODES_PER_BYTE, GROUP, w2_dequant_reference
 
-__all__ = ["SparkcodeW2Config", "W2ExpertsMethod"]
+from ._fp4_pool import COVERAGE, ExpertPool
+
+__all__ = ["SparkcodeW2Config", "W2ExpertsMethod", "layer_index"]
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def layer_index(prefix: str) -> int | None:
+    """The decoder layer a module prefix belongs to (``model.layers.3.mlp.experts`` -> 3)."""
+    m = _LAYER.search(prefix)
+    return int(m.group(1)) if m else None
 
 _SHARDS = {"w1": 0, "w3": 1, "w2": 2}  # gate, up, down
 
@@ -54,6 +65,13 @@ class SparkcodeW2Config(QuantizationConfig):
             from vllm.model_executor.layers.quantization.fp8 import Fp8Config
 
             self.source = Fp8Config.from_config(source)
+        # The FP4 pool's experts by layer, when the fp4_pool feature is on.
+        self.pool: dict[int, list[int]] = {}
+        from . import selected_features
+
+        if "fp4_pool" in selected_features():
+            for layer, expert in (config.get("fp4_pool") or {}).get("experts", []):
+                self.pool.setdefault(int(layer), []).append(int(expert))
 
     @classmethod
     def get_name(cls) -> Any:
@@ -93,7 +111,9 @@ class SparkcodeW2Config(QuantizationConfig):
 
     def get_quant_method(self, layer: torch.nn.Module, prefix: str) -> QuantizeMethodBase | None:
         if isinstance(layer, RoutedExperts):
-            return W2ExpertsMethod(layer.moe_config)
+            index = layer_index(prefix)
+            pooled = self.pool.get(index, []) if index is not None else []
+            return W2ExpertsMethod(layer.moe_config, pooled)
         if self.source is not None:
             return self.source.get_quant_method(layer, prefix)
         if isinstance(layer, LinearBase):
@@ -109,7 +129,14 @@ def _dequant(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> 
 
 
 class W2ExpertsMethod(FusedMoEMethodBase):
-    """Routed experts kept as W2 codes; see the module docstring."""
+    """Routed experts kept as W2 codes; see the module docstring.
+
+    ``pooled`` experts also have an FP4 copy (``engine.plugin._fp4_pool``), used instead.
+    """
+
+    def __init__(self, moe: Any, pooled: list[int] | None = None) -> None:
+        super().__init__(moe)
+        self.pooled = list(pooled or [])
 
     def create_weights(
         self,
@@ -154,6 +181,10 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         layer.register_buffer(
             "w2q_loaded", torch.zeros(num_experts, 3, 3, dtype=torch.bool), persistent=False)
         layer.w2q_sizes = (inter, hidden)
+        layer.w2q_pool = None
+        if self.pooled:
+            layer.w2q_pool = ExpertPool(layer, self.pooled, inter, hidden)
+            COVERAGE.experts += len(self.pooled)
 
     def _loader(self, layer: Any, name: str, inter: int) -> Any:
         kind = 0 if name.endswith("_packed") else 1 if name.endswith("_scale") else 2
@@ -194,11 +225,14 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         return load
 
     def process_weights_after_loading(self, layer: Any) -> None:
-        missing = (~layer.w2q_loaded).nonzero().tolist()
+        names = ("gate_proj", "up_proj", "down_proj")
+        kinds = ("weight_packed", "weight_scale", "weight_shape")
+        missing = [f"experts.{e}.{names[s]}.{kinds[k]}"
+                   for e, s, k in (~layer.w2q_loaded).nonzero().tolist()]
+        if layer.w2q_pool is not None:
+            missing += layer.w2q_pool.missing()
         if missing:
-            names = ("gate_proj", "up_proj", "down_proj")
-            kinds = ("weight_packed", "weight_scale", "weight_shape")
-            shown = ", ".join(f"experts.{e}.{names[s]}.{kinds[k]}" for e, s, k in missing[:6])
+            shown = ", ".join(missing[:6])
             more = f" and {len(missing) - 6} more" if len(missing) > 6 else ""
             raise ValueError(
                 f"{getattr(layer, 'layer_name', 'a MoE layer')}: the checkpoint has no "
@@ -224,7 +258,8 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         order = torch.argsort(flat, stable=True)
         counts = torch.bincount(flat, minlength=layer.w13_weight_packed.shape[0]).tolist()
         out = torch.zeros_like(x)
-        start = 0
+        pool: ExpertPool | None = layer.w2q_pool
+        start = pooled_pairs = 0
         for expert, count in enumerate(counts):
             if not count:
                 continue
@@ -232,11 +267,18 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             start += count
             tokens = slots // top_k
             xs = x[tokens] * weights[slots] if on_input else x[tokens]
-            w13 = _dequant(layer.w13_weight_packed[expert], layer.w13_weight_scale[expert],
-                           x.dtype)
+            if pool is not None and expert in pool.slot:
+                w13, w2 = pool.weights(expert, x.dtype)
+                pooled_pairs += count
+            else:
+                w13 = _dequant(layer.w13_weight_packed[expert], layer.w13_weight_scale[expert],
+                               x.dtype)
+                w2 = _dequant(layer.w2_weight_packed[expert], layer.w2_weight_scale[expert],
+                              x.dtype)
             gate_up = xs @ w13.t()
             act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-            w2 = _dequant(layer.w2_weight_packed[expert], layer.w2_weight_scale[expert], x.dtype)
             ys = act @ w2.t()
             out.index_add_(0, tokens, ys if on_input else ys * weights[slots])
+        if COVERAGE.experts:  # some layer has a pool: every layer's tokens count
+            COVERAGE.record(int(flat.numel()), pooled_pairs)
         return out

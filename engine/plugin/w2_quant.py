@@ -6,8 +6,8 @@ Two parts, both installed in every vLLM process the plugin runs in:
   accepts the checkpoint's ``quantization_config`` and keeps routed experts in 2 bits;
 * vLLM's default weight loader is wrapped, for checkpoints with that method only, by
   ``engine.quant.stream.decode_stream``: P12-packed BF16 tensors are decoded bit-exactly on
-  the way in. FP4 pool copies are skipped and counted: serving them is the ``fp4_pool``
-  feature's job, which this build does not have yet.
+  the way in. FP4 pool copies pass through to the experts when the ``fp4_pool`` feature is
+  also on, and are skipped and counted otherwise.
 """
 
 from __future__ import annotations
@@ -64,12 +64,15 @@ def _wrap(get_all_weights: Any) -> Any:
         if getattr(model_config, "quantization", None) != QUANT_METHOD:
             yield from weights
             return
+        from . import selected_features
+
         stats = StreamStats()
-        yield from decode_stream(weights, stats=stats)
+        keep_fp4 = "fp4_pool" in selected_features()
+        yield from decode_stream(weights, keep_fp4=keep_fp4, stats=stats)
         note = (f"{MARKER} {NAME}: loaded ({stats.p12_decoded} P12 tensors decoded, "
                 f"{stats.passed} passed through")
         if stats.fp4_dropped:
-            note += f", {stats.fp4_dropped} FP4 pool tensors skipped: fp4_pool not available"
+            note += f", {stats.fp4_dropped} FP4 pool tensors skipped: fp4_pool is off"
         print(note + ")", file=sys.stderr, flush=True)
 
     setattr(wrapped, FEATURE_MARK, NAME)

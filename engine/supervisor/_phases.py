@@ -36,13 +36,22 @@ def plugin_lines(lines: Iterable[str]) -> list[str]:
     """What sparkcode's vLLM plugin reported in the engine log.
 
     vLLM loads the plugin in each of its processes, so the same line can be
-    logged several times; each distinct line is kept once, in order.
+    logged several times; each distinct line is kept once, in order. A feature's
+    periodic "live" report (``fp4_pool``'s coverage) keeps only its latest line.
     """
     out: list[str] = []
+    live: dict[str, int] = {}
     for line in lines:
         at = line.find(PLUGIN_MARKER)
-        if at >= 0:
-            text = line[at + len(PLUGIN_MARKER):].strip()
-            if text not in out:
-                out.append(text)
+        if at < 0:
+            continue
+        text = line[at + len(PLUGIN_MARKER):].strip()
+        if " live " in text:
+            feature = text.partition(":")[0]
+            if feature in live:
+                out[live[feature]] = text
+                continue
+            live[feature] = len(out)
+        if text not in out:
+            out.append(text)
     return out

@@ -10,43 +10,51 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.quant import w2
+from engine.quant import nvfp4, w2
 from engine.quant.format import FORMAT_VERSION
 
 HIDDEN, INTER, EXPERTS = 64, 32, 4
 
 
-def method_and_layer() -> tuple[object, torch.nn.Module]:
+def method_and_layer(pooled: tuple[int, ...] = ()) -> tuple[Any, torch.nn.Module]:
     from engine.plugin._w2_moe import W2ExpertsMethod
 
     moe = SimpleNamespace(
         moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False), activation="silu")
-    method = W2ExpertsMethod(moe)  # type: ignore[arg-type]
+    method = W2ExpertsMethod(moe, list(pooled))
     layer = torch.nn.Module()
     method.create_weights(layer, EXPERTS, HIDDEN, INTER, torch.bfloat16)
     return method, layer
 
 
 def load_experts(
-    layer: torch.nn.Module, skip: str | None = None
+    layer: torch.nn.Module, skip: str | None = None, pooled: tuple[int, ...] = ()
 ) -> dict[tuple[int, str], torch.Tensor]:
-    """Load random W2 experts through the method's loaders, as vLLM's expert mapping does."""
+    """Load random W2 experts (and FP4 copies of ``pooled``) through the method's loaders, as
+    vLLM's expert mapping does; returns the weights each expert is served with."""
     g = torch.Generator().manual_seed(0)
     dense: dict[tuple[int, str], torch.Tensor] = {}
     for e in range(EXPERTS):
         for proj, shard, shape in (("gate_proj", "w1", (INTER, HIDDEN)),
                                    ("up_proj", "w3", (INTER, HIDDEN)),
                                    ("down_proj", "w2", (HIDDEN, INTER))):
-            q = w2.quantize_rtn(torch.randn(*shape, generator=g) * 0.1)
+            w = torch.randn(*shape, generator=g) * 0.1
+            q = w2.quantize_rtn(w)
             dense[e, proj] = q.dequantize(torch.float32)
             param = "w2" if shard == "w2" else "w13"
-            for kind, tensor in q.to_state_dict("").items():
+            tensors = q.to_state_dict("")
+            if e in pooled:
+                f = nvfp4.quantize(w)
+                dense[e, proj] = f.dequantize(torch.float32)
+                tensors.update(f.to_state_dict(""))
+            for kind, tensor in tensors.items():
                 name = f"experts.{e}.{proj}.weight{kind}"
                 if name == skip:
                     continue
@@ -54,6 +62,17 @@ def load_experts(
                 assert p.weight_loader(p, tensor, name, shard_id=shard, expert_id=e,
                                        return_success=True)
     return dense
+
+
+def dense_moe(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor,
+              dense: dict[tuple[int, str], torch.Tensor]) -> torch.Tensor:
+    want = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for k in range(ids.shape[1]):
+            e = int(ids[t, k])
+            h = F.silu(x[t] @ dense[e, "gate_proj"].T) * (x[t] @ dense[e, "up_proj"].T)
+            want[t] += wts[t, k] * (h @ dense[e, "down_proj"].T)
+    return want
 
 
 def test_apply_matches_dense_experts_on_the_routed_tokens() -> None:
@@ -65,13 +84,40 @@ def test_apply_matches_dense_experts_on_the_routed_tokens() -> None:
     ids = torch.tensor([[0, 2], [2, 3], [1, 0], [3, 3], [2, 1]])
     wts = torch.rand(5, 2, generator=g)
     out = method.apply(layer, x, wts, ids, None, None)
-    want = torch.zeros_like(x)
-    for t in range(5):
-        for k in range(2):
-            e = int(ids[t, k])
-            h = F.silu(x[t] @ dense[e, "gate_proj"].T) * (x[t] @ dense[e, "up_proj"].T)
-            want[t] += wts[t, k] * (h @ dense[e, "down_proj"].T)
-    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out, dense_moe(x, ids, wts, dense), rtol=1e-4, atol=1e-4)
+
+
+def test_pooled_experts_are_served_from_their_fp4_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.plugin import _fp4_pool, _w2_moe
+
+    coverage = _fp4_pool.LiveCoverage(interval_s=3600)
+    monkeypatch.setattr(_w2_moe, "COVERAGE", coverage)
+    method, layer = method_and_layer(pooled=(1, 3))
+    dense = load_experts(layer, pooled=(1, 3))
+    method.process_weights_after_loading(layer)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(6, HIDDEN, generator=g)
+    ids = torch.tensor([[0, 1], [3, 2], [1, 3], [0, 2], [2, 1], [3, 0]])
+    wts = torch.rand(6, 2, generator=g)
+    out = method.apply(layer, x, wts, ids, None, None)
+    torch.testing.assert_close(out, dense_moe(x, ids, wts, dense), rtol=1e-4, atol=1e-4)
+    assert (coverage.routed, coverage.pooled) == (12, 6)  # experts 1 and 3 got 6 of 12 pairs
+    assert "live coverage 50.0% of 12 routed tokens" in coverage.line()
+
+
+def test_a_missing_fp4_copy_is_named_after_loading() -> None:
+    method, layer = method_and_layer(pooled=(2,))
+    load_experts(layer, pooled=(2,), skip="experts.2.down_proj.weight_fp4_scale")
+    with pytest.raises(ValueError, match=r"no experts\.2\.down_proj\.weight_fp4_scale"):
+        method.process_weights_after_loading(layer)
+
+
+def test_an_fp4_copy_for_an_unlisted_expert_is_refused() -> None:
+    _, layer = method_and_layer(pooled=(2,))
+    p = layer.w2_weight_fp4
+    with pytest.raises(ValueError, match="fp4_pool does not list it"):
+        p.weight_loader(p, torch.zeros(HIDDEN, INTER // 2, dtype=torch.uint8),
+                        "experts.0.down_proj.weight_fp4", shard_id="w2", expert_id=0)
 
 
 def test_a_missing_expert_tensor_is_named_after_loading() -> None:
@@ -122,10 +168,12 @@ def test_vllm_serves_a_w2_checkpoint(tmp_path: Path) -> None:
     from tests.support.tiny_models import write_profile
     from tests.support.w2_models import EXPERT, build_w2_qwen3_moe, reference_logprobs
 
-    model = build_w2_qwen3_moe(tmp_path / "model")
+    pool = ((0, 1), (1, 2))  # one pooled expert per layer, served from its FP4 copy
+    model = build_w2_qwen3_moe(tmp_path / "model", pool=pool)
     home = tmp_path / "home"
     write_profile(home / "config", "tiny-w2", model.path, 8400,
-                  extra='[plugin]\nenabled = true\nfeatures = ["w2_quant"]\n')
+                  extra='[plugin]\nenabled = true\nfeatures = ["w2_quant", "fp4_pool"]\n'
+                        '[env]\nSPARKCODE_FP4_COVERAGE_INTERVAL_S = "0"\n')
     ids = [1, *range(40, 80)]
     with run_engine(home, "tiny-w2") as eng:
         r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
@@ -138,6 +186,8 @@ def test_vllm_serves_a_w2_checkpoint(tmp_path: Path) -> None:
     prompt_logprobs = r.json()["choices"][0]["prompt_logprobs"]
     served = torch.tensor([prompt_logprobs[i][str(ids[i])]["logprob"] for i in range(1, len(ids))])
     assert "[sparkcode-plugin] w2_quant: applied" in log
+    assert "[sparkcode-plugin] fp4_pool: applied" in log
+    assert "fp4_pool: active (2 experts at 4 bits; live coverage" in log
     n_bf16 = sum(t.dtype == torch.bfloat16 and not EXPERT.search(n)
                  for n, t in model.original.items())
     assert f"w2_quant: loaded ({n_bf16} P12 tensors decoded" in log
@@ -147,5 +197,9 @@ def test_vllm_serves_a_w2_checkpoint(tmp_path: Path) -> None:
     # bf16 serving against an fp32 reference of the same W2 weights: a few hundredths of a nat.
     # Against the unquantized model (what the engine would serve if it ignored the codes or
     # dequantized them wrongly) the 2-bit error is tens of times larger.
+    as_w2_only = (served - reference_logprobs(bf16_dir, model.w2_only, ids)).abs().mean()
+    print(f"served vs reference: {as_quantized:.3f}; vs unquantized {as_original:.3f}; "
+          f"vs W2 without the pool {as_w2_only:.3f}")
     assert as_quantized < 0.1, (as_quantized, as_original)
     assert as_original > 10 * as_quantized, (as_quantized, as_original)
+    assert as_w2_only > 3 * as_quantized, (as_quantized, as_w2_only)  # the pool is used

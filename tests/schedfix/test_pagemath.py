@@ -91,3 +91,16 @@ def test_status_shows_plugin_and_prefix_rows(tmp_path: Path) -> None:
     assert rows.count("plugin   scheduler_fix: applied (vLLM 0.32.0: x)") == 1
     assert "plugin   scheduler_fix: not applied (unknown vLLM 9: y)" in rows
     assert any(r.startswith("prefix   hits land on multiples of 7168 tokens") for r in rows)
+
+
+def test_live_plugin_reports_keep_only_the_latest_line() -> None:
+    log = [
+        "[sparkcode-plugin] w2_quant: applied (registered)",
+        "[sparkcode-plugin] fp4_pool: active (2 experts at 4 bits; live coverage 10.0% of 50)",
+        "[sparkcode-plugin] w2_quant: applied (registered)",
+        "[sparkcode-plugin] fp4_pool: active (2 experts at 4 bits; live coverage 12.5% of 80)",
+    ]
+    assert plugin_lines(log) == [
+        "w2_quant: applied (registered)",
+        "fp4_pool: active (2 experts at 4 bits; live coverage 12.5% of 80)",
+    ]

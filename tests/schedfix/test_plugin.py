@@ -122,10 +122,10 @@ def test_unknown_and_unimplemented_features_are_reported_not_raised(
 ) -> None:
     monkeypatch.setitem(_registry.FEATURES, "exploding", "engine.plugin._no_such_module:apply")
     lines: list[str] = []
-    results = plugin.run_features(("fp4_pool", "exploding", "scheduler_fix"), emit=lines.append)
+    results = plugin.run_features(("kv_offload", "exploding", "scheduler_fix"), emit=lines.append)
     assert [r.outcome for r in results] == ["not available", "failed", "applied"]
     assert lines[0] == (
-        "[sparkcode-plugin] fp4_pool: not available (this sparkcode build has no such feature)"
+        "[sparkcode-plugin] kv_offload: not available (this sparkcode build has no such feature)"
     )
     assert lines[1].startswith("[sparkcode-plugin] exploding: failed (ModuleNotFoundError")
     assert scheduler_fix.is_applied()  # a broken feature does not stop the others

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-EXPERT = re.compile(r"\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
+EXPERT = re.compile(r"layers\.(?P<le>\d+\.mlp\.experts\.\d+)\.(gate|up|down)_proj\.weight$")
 
 
 @dataclass
@@ -25,14 +25,19 @@ class W2Model:
 
     path: Path
     original: dict[str, torch.Tensor]  # the BF16 model
-    dequantized: dict[str, torch.Tensor]  # the same with experts replaced by their W2 values
+    dequantized: dict[str, torch.Tensor]  # experts replaced by what is served (W2 or FP4)
+    w2_only: dict[str, torch.Tensor]  # every expert at its W2 values, the pool ignored
 
 
-def build_w2_qwen3_moe(root: Path, *, seed: int = 0) -> W2Model:
+def build_w2_qwen3_moe(
+    root: Path, *, seed: int = 0, pool: tuple[tuple[int, int], ...] = ()
+) -> W2Model:
+    """``pool``: ``(layer, expert)`` pairs that also get an NVFP4 copy (the hot-expert pool);
+    ``dequantized`` then holds their FP4 values, which is what the pool serves."""
     from safetensors.torch import load_file, save_file
     from transformers import Qwen3MoeConfig
 
-    from engine.quant import bf16pack, w2
+    from engine.quant import bf16pack, nvfp4, w2
     from engine.quant.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
     from tests.support.tiny_models import _finish
 
@@ -49,17 +54,23 @@ def build_w2_qwen3_moe(root: Path, *, seed: int = 0) -> W2Model:
     original = load_file(str(src / "model.safetensors"))
     out: dict[str, torch.Tensor] = {}
     dequantized: dict[str, torch.Tensor] = {}
+    w2_only: dict[str, torch.Tensor] = {}
     for name, tensor in original.items():
-        if EXPERT.search(name):
+        if m := EXPERT.search(name):
             q = w2.quantize_rtn(tensor.float())
             out.update(q.to_state_dict(name))
-            dequantized[name] = q.dequantize(torch.bfloat16)
+            dequantized[name] = w2_only[name] = q.dequantize(torch.bfloat16)
+            layer_expert = tuple(int(v) for v in m.group("le").split(".mlp.experts."))
+            if layer_expert in pool:
+                f = nvfp4.quantize(tensor.float())
+                out.update(f.to_state_dict(name))
+                dequantized[name] = f.dequantize(torch.bfloat16)
         elif tensor.dtype == torch.bfloat16:
             out.update(bf16pack.pack(tensor).to_state_dict(name))
-            dequantized[name] = tensor
+            dequantized[name] = w2_only[name] = tensor
         else:
             out[name] = tensor
-            dequantized[name] = tensor
+            dequantized[name] = w2_only[name] = tensor
     dst = root / "w2"
     dst.mkdir(parents=True, exist_ok=True)
     save_file(out, str(dst / "model.safetensors"), metadata={"format": QUANT_METHOD,
@@ -72,11 +83,14 @@ def build_w2_qwen3_moe(root: Path, *, seed: int = 0) -> W2Model:
                            "scale_dtype": W2_SCALE_DTYPE, "method": "rtn", "act_order": False},
         "bf16": "p12",
     }
+    if pool:
+        cfg["quantization_config"]["fp4_pool"] = {
+            "experts": [list(p) for p in pool], "counts_from": "uniform"}
     (dst / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
     for item in src.iterdir():
         if item.is_file() and item.suffix != ".safetensors" and item.name != "config.json":
             shutil.copy2(item, dst / item.name)
-    return W2Model(dst, original, dequantized)
+    return W2Model(dst, original, dequantized, w2_only)
 
 
 def reference_logprobs(bf16_dir: Path, state: dict[str, torch.Tensor],
