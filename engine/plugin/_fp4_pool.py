@@ -23,12 +23,12 @@ import torch
 
 from engine.quant.nvfp4 import BLOCK, FP4Tensor
 
+from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._registry import MARKER
 
 __all__ = ["ExpertPool", "LiveCoverage", "COVERAGE"]
 
 _KINDS = ("fp4", "fp4_scale", "fp4_global_scale", "fp4_shape")
-_SHARDS = {"w1": 0, "w3": 1, "w2": 2}
 
 
 class ExpertPool:
@@ -68,34 +68,23 @@ class ExpertPool:
                 raise ValueError(
                     f"{weight_name}: expert {expert_id} has an FP4 copy but the checkpoint's "
                     f"fp4_pool does not list it for this layer")
-            shard = _SHARDS[shard_id]
-            half = shard if shard < 2 else 0
-            want = (self.hidden, self.inter) if shard == 2 else (self.inter, self.hidden)
+            shard = SHARDS[shard_id]
+            half = shard if shard < 2 else 0  # w13's global scales and shapes: one per half
             target = param.data[slot]
             if kind == 3:
-                got = tuple(int(d) for d in loaded_weight.reshape(-1).tolist())
-                if got != want:
-                    raise ValueError(f"{weight_name}: expert {expert_id} is {got}, the model "
-                                     f"expects {want}")
-                target[half] = torch.tensor(want, dtype=torch.int64)
+                want = matrix_shape(shard, self.inter, self.hidden)
+                target[half] = check_shape(loaded_weight, want, weight_name, expert_id)
             elif kind == 2:
                 target[half] = loaded_weight.reshape(())
             else:
-                if shard < 2:
-                    target = target[half * self.inter : (half + 1) * self.inter]
-                if tuple(loaded_weight.shape) != tuple(target.shape):
-                    raise ValueError(f"{weight_name}: expert {expert_id} has shape "
-                                     f"{tuple(loaded_weight.shape)}, expected "
-                                     f"{tuple(target.shape)}")
-                target.copy_(loaded_weight)
+                copy_rows(target, loaded_weight, shard, self.inter, weight_name, expert_id)
             self.loaded[slot, shard, kind] = True
             return True
 
         return load
 
     def missing(self) -> list[str]:
-        names = ("gate_proj", "up_proj", "down_proj")
-        return [f"experts.{self.experts[s]}.{names[p]}.weight_{_KINDS[k]}"
+        return [f"experts.{self.experts[s]}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
                 for s, p, k in (~self.loaded).nonzero().tolist()]
 
     def weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -35,6 +35,7 @@ from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
 from kernels.w2_dequant import w2_dequant
 from kernels.w2_layout import CODES_PER_BYTE, GROUP, w2_dequant_reference
 
+from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._fp4_pool import COVERAGE, ExpertPool
 
 __all__ = ["SparkcodeW2Config", "W2ExpertsMethod", "layer_index"]
@@ -46,8 +47,6 @@ def layer_index(prefix: str) -> int | None:
     """The decoder layer a module prefix belongs to (``model.layers.3.mlp.experts`` -> 3)."""
     m = _LAYER.search(prefix)
     return int(m.group(1)) if m else None
-
-_SHARDS = {"w1": 0, "w3": 1, "w2": 2}  # gate, up, down
 
 
 class SparkcodeW2Config(QuantizationConfig):
@@ -201,33 +200,20 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             local = mapper(expert_id) if mapper is not None else expert_id
             if local < 0:
                 return False  # another rank's expert
-            shard = _SHARDS[shard_id]
-            hidden = int(layer.w2q_sizes[1])
-            want = (hidden, inter) if shard == 2 else (inter, hidden)
+            shard = SHARDS[shard_id]
             if kind == 2:
-                got = tuple(int(d) for d in loaded_weight.reshape(-1).tolist())
-                if got != want:
-                    raise ValueError(f"{weight_name}: expert {expert_id} is {got}, the model "
-                                     f"expects {want}")
-                param.data[local] = torch.tensor(want, dtype=torch.int64)
+                want = matrix_shape(shard, inter, int(layer.w2q_sizes[1]))
+                param.data[local] = check_shape(loaded_weight, want, weight_name, expert_id)
             else:
-                target = param.data[local]
-                if shard < 2:
-                    target = target[shard * inter : (shard + 1) * inter]
-                if tuple(loaded_weight.shape) != tuple(target.shape):
-                    raise ValueError(
-                        f"{weight_name}: expert {expert_id} has shape "
-                        f"{tuple(loaded_weight.shape)}, expected {tuple(target.shape)}")
-                target.copy_(loaded_weight)
+                copy_rows(param.data[local], loaded_weight, shard, inter, weight_name, expert_id)
             layer.w2q_loaded[local, shard, kind] = True
             return True
 
         return load
 
     def process_weights_after_loading(self, layer: Any) -> None:
-        names = ("gate_proj", "up_proj", "down_proj")
         kinds = ("weight_packed", "weight_scale", "weight_shape")
-        missing = [f"experts.{e}.{names[s]}.{kinds[k]}"
+        missing = [f"experts.{e}.{PROJ_NAMES[s]}.{kinds[k]}"
                    for e, s, k in (~layer.w2q_loaded).nonzero().tolist()]
         if layer.w2q_pool is not None:
             missing += layer.w2q_pool.missing()

@@ -83,18 +83,23 @@ def build_tiny_llama(model_dir: Path, *, seed: int = 0) -> Path:
     return _finish(model_dir, config, seed)
 
 
-def build_tiny_qwen3_moe(model_dir: Path, *, seed: int = 0) -> Path:
-    """A 2-layer Qwen3-MoE (4 experts, top-2) with random weights."""
+def qwen3_moe_config(**overrides: object) -> object:
+    """A 2-layer Qwen3-MoE config (4 experts, top-2, hidden 128, heads of 32)."""
     from transformers import Qwen3MoeConfig
 
-    model_dir.mkdir(parents=True, exist_ok=True)
-    config = Qwen3MoeConfig(
+    fields: dict[str, object] = dict(
         vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
         num_experts=4, num_experts_per_tok=2, max_position_embeddings=4096,
         bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
     )
-    return _finish(model_dir, config, seed)
+    return Qwen3MoeConfig(**{**fields, **overrides})
+
+
+def build_tiny_qwen3_moe(model_dir: Path, *, seed: int = 0) -> Path:
+    """A 2-layer Qwen3-MoE (4 experts, top-2) with random weights."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    return _finish(model_dir, qwen3_moe_config(), seed)
 
 
 def write_profile(config_dir: Path, name: str, model_dir: Path, port: int,

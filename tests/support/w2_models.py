@@ -35,21 +35,14 @@ def build_w2_qwen3_moe(
     """``pool``: ``(layer, expert)`` pairs that also get an NVFP4 copy (the hot-expert pool);
     ``dequantized`` then holds their FP4 values, which is what the pool serves."""
     from safetensors.torch import load_file, save_file
-    from transformers import Qwen3MoeConfig
 
     from engine.quant import bf16pack, nvfp4, w2
     from engine.quant.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
-    from tests.support.tiny_models import _finish
+    from tests.support.tiny_models import _finish, qwen3_moe_config
 
     src = root / "bf16"
     src.mkdir(parents=True, exist_ok=True)
-    config = Qwen3MoeConfig(
-        vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        num_experts=4, num_experts_per_tok=2, max_position_embeddings=4096,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
-        initializer_range=0.25,
-    )
+    config = qwen3_moe_config(initializer_range=0.25)
     _finish(src, config, seed)
     original = load_file(str(src / "model.safetensors"))
     out: dict[str, torch.Tensor] = {}
