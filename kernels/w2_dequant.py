@@ -28,6 +28,7 @@ __all__ = [
     "w2_dequant",
     "w2_dequant_reference",
     "w2_gemv",
+    "w2_matmul",
     "w2_gemv_reference",
 ]
 
@@ -193,3 +194,21 @@ def w2_gemv(
         BLOCK_K=block_k,
     )
     return y
+
+
+def w2_matmul(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales_enc: torch.Tensor,
+    in_features: int,
+    gemv_max_rows: int = 8,
+) -> torch.Tensor:
+    """``y = x @ W.T`` for one W2 matrix, the cheaper way for ``x``'s row count.
+
+    Up to ``gemv_max_rows`` rows (decode: a few tokens on one expert) the GEMV reads the packed
+    codes directly (2.25 bits per weight); with more, dequantizing once and one GEMM costs less.
+    Both fall back to the references where Triton cannot run.
+    """
+    if x.dim() == 2 and x.shape[0] <= gemv_max_rows:
+        return w2_gemv(x, packed, scales_enc, in_features)
+    return x @ w2_dequant(packed, scales_enc, in_features, x.dtype).t()

@@ -10,9 +10,10 @@ expert mapping renames to ``w13_weight_packed`` (gate rows first, then up) and
 ``w2_weight_packed`` and hands to the loaders below, one expert at a time.
 
 The experts stay packed in memory (2.25 bits per weight). ``apply`` runs the experts a batch
-routed to, each from its codes: on a GPU the Triton kernel dequantizes a tile of the expert
-(``kernels.w2_dequant``), on a CPU the PyTorch reference does; a fused grouped GEMM over the
-packed codes is the next step for speed.
+routed to, each from its codes (``kernels.w2_dequant.w2_matmul``): on a GPU an expert with a
+few tokens (decode) is multiplied straight from its codes by the Triton GEMV, one with more is
+dequantized by the Triton kernel and multiplied; on a CPU the PyTorch references stand in.
+A fused grouped GEMM over all routed experts at once is the next step for speed.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from vllm.model_executor.layers.quantization.base_config import (
 from vllm.model_executor.utils import set_weight_attrs
 
 from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
-from kernels.w2_dequant import w2_dequant
-from kernels.w2_layout import CODES_PER_BYTE, GROUP, w2_dequant_reference
+from kernels.w2_dequant import w2_matmul
+from kernels.w2_layout import CODES_PER_BYTE, GROUP
 
 from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._fp4_pool import COVERAGE, ExpertPool
@@ -118,13 +119,6 @@ class SparkcodeW2Config(QuantizationConfig):
         if isinstance(layer, LinearBase):
             return UnquantizedLinearMethod()
         return None
-
-
-def _dequant(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    in_features = packed.shape[1] * CODES_PER_BYTE
-    if packed.is_cuda:
-        return w2_dequant(packed, scales, in_features, dtype)
-    return w2_dequant_reference(packed, scales, in_features, dtype)
 
 
 class W2ExpertsMethod(FusedMoEMethodBase):
@@ -236,7 +230,7 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         shared_experts: Any,
         shared_experts_input: torch.Tensor | None,
     ) -> torch.Tensor:
-        inter = int(layer.w2q_sizes[0])
+        inter, hidden = (int(v) for v in layer.w2q_sizes)
         top_k = topk_ids.shape[1]
         flat = topk_ids.reshape(-1).to(torch.int64)
         weights = topk_weights.reshape(-1, 1).to(x.dtype)
@@ -256,14 +250,15 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             if pool is not None and expert in pool.slot:
                 w13, w2 = pool.weights(expert, x.dtype)
                 pooled_pairs += count
+                gate_up = xs @ w13.t()
+                act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+                ys = act @ w2.t()
             else:
-                w13 = _dequant(layer.w13_weight_packed[expert], layer.w13_weight_scale[expert],
-                               x.dtype)
-                w2 = _dequant(layer.w2_weight_packed[expert], layer.w2_weight_scale[expert],
-                              x.dtype)
-            gate_up = xs @ w13.t()
-            act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-            ys = act @ w2.t()
+                gate_up = w2_matmul(xs, layer.w13_weight_packed[expert],
+                                    layer.w13_weight_scale[expert], hidden)
+                act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+                ys = w2_matmul(act, layer.w2_weight_packed[expert],
+                               layer.w2_weight_scale[expert], inter)
             out.index_add_(0, tokens, ys if on_input else ys * weights[slots])
         if COVERAGE.experts:  # some layer has a pool: every layer's tokens count
             COVERAGE.record(int(flat.numel()), pooled_pairs)

@@ -31,6 +31,7 @@ from kernels.w2_dequant import (
     w2_dequant_reference,
     w2_gemv,
     w2_gemv_reference,
+    w2_matmul,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,6 +126,18 @@ def test_w2_gemv_matches_reference(out_f: int, in_f: int) -> None:
         rtol=2e-2,
         atol=2e-2,
     )
+
+
+@needs_triton
+@pytest.mark.parametrize("rows", [1, 8, 9, 40])  # GEMV up to 8 rows, dequantize + GEMM above
+def test_w2_matmul_takes_either_path_to_the_same_product(rows: int) -> None:
+    q = _w2_case(24, 128, rows)
+    x = torch.randn(rows, 128, generator=torch.Generator().manual_seed(rows)).to(DEVICE)
+    packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
+    got = w2_matmul(x, packed, scales, 128)
+    assert got.shape == (rows, 24) and got.dtype == x.dtype
+    torch.testing.assert_close(got, w2_gemv_reference(x, packed, scales, 128),
+                               rtol=1e-5, atol=1e-5)
 
 
 @needs_triton
