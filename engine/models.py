@@ -51,7 +51,31 @@ def prepare_model(profile: Profile, paths: Paths, progress: Progress | None = No
         )
     if not (target / "config.json").is_file():
         raise EngineStateError(f"model directory {target} has no config.json")
+    _check_quantized_checkpoint(profile, target)
     return target
+
+
+def _check_quantized_checkpoint(profile: Profile, target: Path) -> None:
+    """A sparkcode checkpoint needs the plugin feature that serves it; say so before launch.
+
+    Without it vLLM fails minutes into the boot with "Unknown quantization method".
+    """
+
+    from engine.quant.format import QUANT_METHOD
+
+    try:
+        config = json.loads((target / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EngineStateError(f"{target / 'config.json'} is not readable JSON: {exc}") from exc
+    qc = config.get("quantization_config") if isinstance(config, dict) else None
+    if not isinstance(qc, dict) or qc.get("quant_method") != QUANT_METHOD:
+        return
+    if not profile.plugin_enabled or "w2_quant" not in profile.plugin_features:
+        raise EngineStateError(
+            f"model directory {target} is a sparkcode {QUANT_METHOD} checkpoint; profile "
+            f"{profile.name} must enable the plugin with the w2_quant feature "
+            '([plugin] enabled = true, features = ["w2_quant"])'
+        )
 
 
 def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> None:
