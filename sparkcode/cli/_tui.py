@@ -55,3 +55,21 @@ def tui(
         api_key_env=api_key_env,
     ))
     app.run()
+    note_running_engine()
+
+
+def note_running_engine() -> None:
+    """Say on the way out that the engine keeps running (it is kept warm on purpose: a GLM
+    boot takes minutes), and how to stop it."""
+    from engine.paths import Paths
+    from engine.supervisor import Supervisor
+
+    try:
+        status = Supervisor(Paths.from_env()).status()
+    except Exception:  # noqa: BLE001 - a note must never turn a clean exit into an error
+        return
+    if status.state in ("booting", "ready", "unhealthy"):
+        where = f" on {status.base_url}" if status.base_url else ""
+        typer.echo(f"sparkcode: the {status.profile} engine is still running{where} "
+                   f"({status.state}, pid {status.pid}); `sparkcode engine stop` stops it",
+                   err=True)

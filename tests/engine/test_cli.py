@@ -104,3 +104,21 @@ def test_main_prints_one_line_without_traceback(capsys: pytest.CaptureFixture[st
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [err.strip()] and "Traceback" not in err
+
+
+def test_leaving_the_tui_says_the_engine_keeps_running(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.supervisor import EngineStatus, Supervisor
+    from sparkcode.cli._tui import note_running_engine
+
+    running = EngineStatus(state="ready", pid=4242, profile="cpu-demo",
+                           base_url="http://127.0.0.1:8400/v1")
+    monkeypatch.setattr(Supervisor, "status", lambda self: running)
+    note_running_engine()
+    err = capsys.readouterr().err
+    assert ("the cpu-demo engine is still running on http://127.0.0.1:8400/v1 "
+            "(ready, pid 4242)") in err
+    assert "`sparkcode engine stop` stops it" in err
+    monkeypatch.setattr(Supervisor, "status", lambda self: EngineStatus(state="stopped"))
+    note_running_engine()
+    assert capsys.readouterr().err == ""
