@@ -24,8 +24,6 @@ from ._registry import FEATURE_MARK, MARKER, FeatureResult
 NAME = "w2_quant"
 LOADER = "vllm.model_executor.model_loader.default_loader"
 
-_originals: dict[str, Any] = {}
-
 
 def apply() -> FeatureResult:
     """Register the method and wrap the loader; idempotent within a process."""
@@ -38,25 +36,14 @@ def apply() -> FeatureResult:
     register_quantization_config(QUANT_METHOD)(SparkcodeW2Config)
     loader_cls = importlib.import_module(LOADER).DefaultModelLoader
     current = loader_cls.get_all_weights
-    if getattr(current, FEATURE_MARK, None) != NAME:
-        if "get_all_weights" not in _originals:
-            _originals["get_all_weights"] = current
+    if getattr(current, FEATURE_MARK, None) != NAME:  # vLLM may load the plugin twice
         loader_cls.get_all_weights = _wrap(current)
     return FeatureResult(NAME, "applied",
                          f"quantization method {QUANT_METHOD!r} registered, P12 decoded on load")
 
 
-def revert() -> None:
-    """Undo :func:`apply`'s loader wrapper (tests)."""
-    import importlib
-
-    original = _originals.pop("get_all_weights", None)
-    if original is not None:
-        importlib.import_module(LOADER).DefaultModelLoader.get_all_weights = original
-
-
 def _wrap(get_all_weights: Any) -> Any:
-    from engine.quant.stream import StreamStats, decode_stream
+    from engine.quant.stream import LoadStats, decode_stream
 
     @functools.wraps(get_all_weights)
     def wrapped(self: Any, model_config: Any, model: Any) -> Iterator[tuple[str, Any]]:
@@ -66,7 +53,7 @@ def _wrap(get_all_weights: Any) -> Any:
             return
         from . import selected_features
 
-        stats = StreamStats()
+        stats = LoadStats()
         keep_fp4 = "fp4_pool" in selected_features()
         yield from decode_stream(weights, keep_fp4=keep_fp4, stats=stats)
         note = (f"{MARKER} {NAME}: loaded ({stats.p12_decoded} P12 tensors decoded, "

@@ -17,7 +17,7 @@ A P12 group that never completes (a tensor missing from the files) is an error n
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -34,7 +34,7 @@ from engine.quant.format import (
     P12_SHAPE_SUFFIX,
 )
 
-__all__ = ["StreamStats", "decode_stream", "split_suffix"]
+__all__ = ["LoadStats", "decode_stream"]
 
 _P12 = (
     P12_ESCAPE_INDEX_SUFFIX,
@@ -46,7 +46,7 @@ _P12 = (
 _FP4 = (FP4_GLOBAL_SCALE_SUFFIX, FP4_SCALE_SUFFIX, FP4_SHAPE_SUFFIX, FP4_PACKED_SUFFIX)
 
 
-def split_suffix(name: str, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
+def _split_suffix(name: str, suffixes: tuple[str, ...]) -> tuple[str, str] | None:
     """``(original name, suffix)`` if ``name`` ends with one of ``suffixes`` (tried in order)."""
     for suffix in suffixes:
         if name.endswith(suffix):
@@ -55,42 +55,36 @@ def split_suffix(name: str, suffixes: tuple[str, ...]) -> tuple[str, str] | None
 
 
 @dataclass
-class StreamStats:
+class LoadStats:
     """What :func:`decode_stream` did, for the engine log."""
 
     p12_decoded: int = 0
-    p12_bytes: int = 0  # stored bytes of the decoded tensors
     fp4_dropped: int = 0
     passed: int = 0
-    names_dropped: list[str] = field(default_factory=list)
 
 
 def decode_stream(
     weights: Iterable[tuple[str, torch.Tensor]],
     *,
     keep_fp4: bool = False,
-    stats: StreamStats | None = None,
+    stats: LoadStats | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Decode P12 groups in ``weights`` and drop or keep FP4 copies; see the module docstring."""
-    stats = stats if stats is not None else StreamStats()
+    stats = stats if stats is not None else LoadStats()
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in weights:
-        p12 = split_suffix(name, _P12)
+        p12 = _split_suffix(name, _P12)
         if p12 is not None:
             base, suffix = p12
             group = pending.setdefault(base, {})
             group[base + suffix] = tensor
             if len(group) == len(_P12):
                 del pending[base]
-                packed = bf16pack.PackedBF16.from_state_dict(group, base)
                 stats.p12_decoded += 1
-                stats.p12_bytes += packed.nbytes
-                yield base, bf16pack.unpack(packed)
+                yield base, bf16pack.unpack(bf16pack.PackedBF16.from_state_dict(group, base))
             continue
-        if not keep_fp4 and split_suffix(name, _FP4) is not None:
+        if not keep_fp4 and _split_suffix(name, _FP4) is not None:
             stats.fp4_dropped += 1
-            if len(stats.names_dropped) < 8:
-                stats.names_dropped.append(name)
             continue
         stats.passed += 1
         yield name, tensor

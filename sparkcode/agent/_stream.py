@@ -101,7 +101,9 @@ class ChatStream:
         crlf: bool | None = None
         held_cr = False
         try:
-            async for chunk in self._reads():
+            # A blank line after the body ends the last event even when the server left
+            # its blank line off, so one path parses every event.
+            async for chunk in _append(self._reads(), b"\n\n"):
                 if crlf is not False:
                     if held_cr:
                         chunk, held_cr = b"\r" + chunk, False
@@ -125,13 +127,6 @@ class ChatStream:
         except httpx.TransportError as exc:
             raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
                              f"{describe_error(exc)}") from None
-        rest = buf.strip()
-        if rest:  # a last event without its blank line
-            delta = self._block(rest, len(rest))
-            if delta is not None:
-                yield delta
-            if b.done:
-                return
         if b.finish_reason is None:
             raise EngineGone(f"the stream from {self._client.base_url} ended before the "
                              "response was complete (engine stopped or crashed?)")
@@ -382,6 +377,12 @@ def _body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
     # (aiter_bytes would run an identity decoder over every read).
     plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
     return response.aiter_raw() if plain else response.aiter_bytes()
+
+
+async def _append(reads: AsyncIterator[bytes], last: bytes) -> AsyncIterator[bytes]:
+    async for chunk in reads:
+        yield chunk
+    yield last
 
 
 async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

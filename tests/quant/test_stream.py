@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.quant import bf16pack, nvfp4, w2
-from engine.quant.stream import StreamStats, decode_stream
+from engine.quant.stream import LoadStats, decode_stream
 from tests.quant.glm_fixture import TinyGLM
 
 
@@ -36,7 +36,7 @@ def packed_checkpoint() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor
 
 def test_p12_groups_come_back_bit_exact_under_their_names() -> None:
     sd, originals = packed_checkpoint()
-    stats = StreamStats()
+    stats = LoadStats()
     out = dict(decode_stream(sd.items(), stats=stats))
     for name, t in originals.items():
         assert out[name].dtype == torch.bfloat16 and torch.equal(bits(out[name]), bits(t))

@@ -26,7 +26,7 @@ from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
 from sparkcode.agent._calls import check_call
 from sparkcode.agent.client import ToolCall
 from sparkcode.agent.tools import ToolContext, WriteFile, default_tools
-from tests.support.tiny_models import stdlib_sources
+from tests.support.tiny_models import stdlib_sources, train_bpe
 
 TASK_PROMPT = "Write a short note into NOTES.md."
 NOTE_PATH = "NOTES.md"
@@ -129,17 +129,9 @@ def _corpus(conv: Conversation) -> list[str]:
 
 
 def _build_tokenizer(out_dir: Path, conv: Conversation, vocab_size: int) -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )
-    tok.train_from_iterator(_corpus(conv), trainer=trainer)
+    tok = train_bpe(_corpus(conv), vocab_size, SPECIAL_TOKENS)
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
         pad_token="<pad>", unk_token=None,

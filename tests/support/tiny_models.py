@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -37,18 +38,25 @@ def stdlib_sources(limit_bytes: int = 400_000) -> list[str]:
     return out
 
 
-def build_tokenizer(out_dir: Path, vocab_size: int = 1024) -> None:
+def train_bpe(texts: list[str], vocab_size: int, special_tokens: list[str]) -> Any:
+    """A byte-level BPE ``tokenizers.Tokenizer`` trained locally on ``texts``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+        vocab_size=vocab_size, special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    tok.train_from_iterator(stdlib_sources(), trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def build_tokenizer(out_dir: Path, vocab_size: int = 1024) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    tok = train_bpe(stdlib_sources(), vocab_size, SPECIAL_TOKENS)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
         pad_token="<pad>", unk_token=None,
