@@ -72,7 +72,7 @@ def _check_quantized_checkpoint(profile: Profile, target: Path) -> None:
         return
     if not profile.plugin_enabled or "w2_quant" not in profile.plugin_features:
         raise EngineStateError(
-            f"model directory {target} is a sparkcode {QUANT_METHOD} checkpoint; profile "
+            f"model directory {target} is a {QUANT_METHOD} checkpoint; profile "
             f"{profile.name} must enable the plugin with the w2_quant feature "
             '([plugin] enabled = true, features = ["w2_quant"])'
         )
