@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from engine.quant import w2
+from engine.codecs import w2
 from engine.quant.gptq import gptq_quantize, gptq_reference, output_error
 
 

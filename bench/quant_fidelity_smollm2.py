@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from engine.quant import w2
+from engine.codecs import w2
 from engine.quant.gptq import HessianAccumulator, gptq_quantize
 
 PROJ = ("gate_proj", "up_proj", "down_proj")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from engine.quant import w2
+from engine.codecs import w2
 
 ROUTED_PARAMS = 288 * 42 * 3 * 4096 * 2048  # routed experts of the main stack
 GiB = 1 << 30

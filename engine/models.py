@@ -61,7 +61,7 @@ def _check_quantized_checkpoint(profile: Profile, target: Path) -> None:
     Without it vLLM fails minutes into the boot with "Unknown quantization method".
     """
 
-    from engine.quant.format import QUANT_METHOD
+    from engine.codecs.format import QUANT_METHOD
 
     try:
         config = json.loads((target / "config.json").read_text(encoding="utf-8"))

@@ -5,10 +5,10 @@ through ``TRITON_INTERPRET=1`` so tests can compare them with the references.
 
 Modules:
 
-- ``w2_layout`` / ``bf16_layout``: the bit layouts of W2 (2-bit experts) and P12 (lossless
+- ``w2_layout`` / ``p12_layout``: the bit layouts of W2 (2-bit experts) and P12 (lossless
   12-bit BF16), defined once, with the PyTorch reference decoders the engine also uses.
 - ``w2_dequant``: W2 -> bf16 matrix, and the decode GEMV ``y = x @ W.T`` from packed codes.
-- ``bf16_unpack``: P12 -> bf16 tensor.
+- ``p12_unpack``: P12 -> bf16 tensor.
 - ``p12_gemv``: decode GEMV from P12 weights (decoded in registers, sparse escape fix-up).
 - ``nvfp4_layout`` / ``nvfp4_dequant``: the FP4 hot-pool layout, reference and kernel.
 - ``_triton``: optional Triton import and where the kernels can run.

@@ -6,7 +6,7 @@ Non-expert weights set the decode ceiling (they are read for every token), so re
 per weight instead of 16 is worth doing inside the GEMV rather than unpacking first. The
 kernel decodes each weight in registers as if its exponent were in the table; the few escaped
 weights were stored with index 0, so afterwards their error ``x[k] * (true - decoded)`` is
-added to ``y`` by a sparse update. Layout: ``kernels.bf16_layout``.
+added to ``y`` by a sparse update. Layout: ``kernels.p12_layout``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from kernels._triton import HAVE_TRITON, launchable, tl, triton
-from kernels.bf16_layout import TABLE_SIZE, bf16_unpack_reference, num_pairs, payload_nbytes
+from kernels.p12_layout import TABLE_SIZE, num_pairs, p12_unpack_reference, payload_nbytes
 
 __all__ = ["p12_gemv", "p12_gemv_reference"]
 
@@ -29,7 +29,7 @@ def p12_gemv_reference(
 ) -> torch.Tensor:
     """Reference: unpack W ``[out, in]`` and compute ``x @ W.T`` in float32."""
     out_f, in_f = shape
-    w = bf16_unpack_reference(payload, exponents, escape_index, escape_values, out_f * in_f)
+    w = p12_unpack_reference(payload, exponents, escape_index, escape_values, out_f * in_f)
     return (x.to(torch.float32) @ w.reshape(out_f, in_f).to(torch.float32).T).to(x.dtype)
 
 

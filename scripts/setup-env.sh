@@ -14,7 +14,7 @@ VENV=${SPARKCODE_VENV:-.venv}
 ENGINE=${SPARKCODE_ENGINE:-cpu}
 STAMP="$VENV/.sparkcode-stamp"
 # setup.py and the C source too: an editable install compiles the extension only when run.
-want="$(cat pyproject.toml setup.py engine/quant/_p12c.c scripts/setup-env.sh | sha256sum | cut -c1-16)-$ENGINE"
+want="$(cat pyproject.toml setup.py engine/codecs/_p12c.c scripts/setup-env.sh | sha256sum | cut -c1-16)-$ENGINE"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0

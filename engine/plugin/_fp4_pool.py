@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from engine.quant.nvfp4 import BLOCK, FP4Tensor
+from engine.codecs.nvfp4 import BLOCK, FP4Tensor
 
 from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._registry import MARKER

@@ -3,7 +3,7 @@
 """vLLM quantization method ``sparkcode_w2``: routed experts served from their 2-bit codes.
 
 Imported only by the ``w2_quant`` plugin feature (it needs vLLM). The checkpoint is the
-format of ``docs/quant-format.md``; ``engine.quant.stream.decode_stream`` has already turned
+format of ``docs/quant-format.md``; ``engine.codecs.p12_stream.decode_stream`` has already turned
 P12-packed BF16 tensors back into plain ones, so linear layers load unquantized, and routed
 experts arrive as ``experts.E.{gate,up,down}_proj.weight_{packed,scale,shape}``, which vLLM's
 expert mapping renames to ``w13_weight_packed`` (gate rows first, then up) and
@@ -32,7 +32,7 @@ from vllm.model_executor.layers.quantization.base_config import (
 )
 from vllm.model_executor.utils import set_weight_attrs
 
-from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
+from engine.codecs.format import FORMAT_VERSION, QUANT_METHOD
 from kernels.w2_dequant import w2_matmul
 from kernels.w2_layout import CODES_PER_BYTE, GROUP
 

@@ -5,7 +5,7 @@ Two parts, both installed in every vLLM process the plugin runs in:
 * the quantization method ``sparkcode_w2`` (``engine.plugin._w2_moe``) is registered, so vLLM
   accepts the checkpoint's ``quantization_config`` and keeps routed experts in 2 bits;
 * vLLM's default weight loader is wrapped, for checkpoints with that method only, by
-  ``engine.quant.stream.decode_stream``: P12-packed BF16 tensors are decoded bit-exactly on
+  ``engine.codecs.p12_stream.decode_stream``: P12-packed BF16 tensors are decoded bit-exactly on
   the way in. FP4 pool copies pass through to the experts when the ``fp4_pool`` feature is
   also on, and are skipped and counted otherwise.
 """
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from engine.quant.format import QUANT_METHOD
+from engine.codecs.format import QUANT_METHOD
 
 from ._registry import FEATURE_MARK, MARKER, FeatureResult
 
@@ -43,7 +43,7 @@ def apply() -> FeatureResult:
 
 
 def _wrap(get_all_weights: Any) -> Any:
-    from engine.quant.stream import LoadStats, decode_stream
+    from engine.codecs.p12_stream import LoadStats, decode_stream
 
     @functools.wraps(get_all_weights)
     def wrapped(self: Any, model_config: Any, model: Any) -> Iterator[tuple[str, Any]]:

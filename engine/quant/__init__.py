@@ -1,10 +1,11 @@
-"""The sparkcode quantizer: codecs (W2, P12, NVFP4), the FP4 hot-expert pool and the pipeline.
+"""The offline converter: FP8 checkpoint in, sparkcode checkpoint out (GPTQ/RTN, pool choice).
 
-Codec modules: ``w2`` (2-bit routed experts), ``bf16pack`` (lossless 12-bit BF16), ``nvfp4``
-(the FP4 hot-pool copy), ``hotpool`` (pool selection), ``format`` (format version and tensor
-names). The format is specified in ``docs/quant-format.md``.
+Modules: ``pipeline`` (the shard loop), ``converter`` (one tensor), ``checkpoint`` (reading the
+source), ``gptq`` and ``calib`` (calibrated W2), ``hotpool`` (which experts get an FP4 copy),
+``manifest`` (resumable progress), ``inspect`` (per-layer report). The serve-time codecs it
+writes live in ``engine.codecs``; the format is specified in ``docs/quant-format.md``.
 """
 
-from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
+from engine.codecs.format import FORMAT_VERSION, QUANT_METHOD
 
 __all__ = ["FORMAT_VERSION", "QUANT_METHOD"]

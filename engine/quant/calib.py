@@ -40,8 +40,8 @@ from typing import Any, Literal
 
 import torch
 
+from engine.codecs.format import DEFAULT_MIN_TOKENS as DEFAULT_MIN_TOKENS
 from engine.errors import UserError
-from engine.quant.format import DEFAULT_MIN_TOKENS as DEFAULT_MIN_TOKENS
 from engine.quant.gptq import HessianAccumulator
 
 CALIB_FORMAT = "sparkcode-calib"

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 import torch
 
-from engine.quant import bf16pack, hotpool, nvfp4, w2
+from engine.codecs import nvfp4, p12, w2
+from engine.quant import hotpool
 from engine.quant.calib import (
     DEFAULT_MIN_TOKENS,
     CalibrationError,
@@ -214,7 +215,7 @@ class TensorConverter:
         cls = classify(name)
         stats: dict[str, Any] = {"layer": cls.layer, "dtype": th.dtype, "src_bytes": th.nbytes}
         if th.dtype == "BF16":
-            packed = bf16pack.pack(raw)
+            packed = p12.pack(raw)
             stats.update(kind="p12", out_bytes=packed.nbytes,
                          escapes=int(packed.escape_index.numel()))
             return packed.to_state_dict(name), stats

@@ -13,7 +13,7 @@ weighted by the inverse Hessian ``H = 2 X Xᵀ`` of the layer's real inputs:
   arithmetic is the textbook column loop's; only the order of the additions moves.
 
 Scales: without act-order a group's scale is fixed when the group starts, by the
-W2 round-to-nearest rule (:func:`engine.quant.w2.rtn_scales`) applied to the
+W2 round-to-nearest rule (:func:`engine.codecs.w2.rtn_scales`) applied to the
 *error-updated* weights of that group, then rounded to what the file stores.
 With act-order (columns visited by decreasing ``H_ii``) the groups would be
 scattered, so scales are fixed up front from the original weights ("static
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.quant import w2
+from engine.codecs import w2
 
 GROUP = w2.GROUP
 _OUTER = (w2.CODEBOOK[2] + w2.CODEBOOK[3]) / 2  # 2.5: threshold between levels 1 and 4

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.quant.nvfp4 import matrix_fp4_bytes
+from engine.codecs.nvfp4 import matrix_fp4_bytes
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",

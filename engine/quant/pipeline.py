@@ -26,8 +26,9 @@ from typing import Any, Protocol
 
 import torch
 
+from engine.codecs import w2
+from engine.codecs.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
 from engine.errors import UserError
-from engine.quant import w2
 from engine.quant.calib import CalibrationFile, file_digest
 from engine.quant.checkpoint import (
     INDEX_NAME,
@@ -38,7 +39,6 @@ from engine.quant.checkpoint import (
     classify,
 )
 from engine.quant.converter import ConvertOptions, TensorConverter, check_calib_width
-from engine.quant.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
 from engine.quant.manifest import Manifest, ShardRecord, tensor_digest, verify_shard
 
 __all__ = ["ConversionError", "ConvertOptions", "Progress", "SilentProgress", "convert",

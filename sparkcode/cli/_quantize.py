@@ -23,7 +23,7 @@ from typer.core import TyperGroup
 
 # Only light modules at import time: every `sparkcode` command imports this
 # one, and the quantizer proper pulls in torch (seconds of start-up).
-from engine.quant.format import DEFAULT_MIN_TOKENS
+from engine.codecs.format import DEFAULT_MIN_TOKENS
 
 if TYPE_CHECKING:
     from engine.quant.checkpoint import ShardInfo

@@ -17,8 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.quant import nvfp4, w2
-from engine.quant.format import FORMAT_VERSION
+from engine.codecs import nvfp4, w2
+from engine.codecs.format import FORMAT_VERSION
 
 HIDDEN, INTER, EXPERTS = 64, 32, 4
 

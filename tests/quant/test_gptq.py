@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from engine.quant import w2
+from engine.codecs import w2
 from engine.quant.gptq import (
     GPTQError,
     HessianAccumulator,

@@ -10,12 +10,13 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from engine.codecs import nvfp4, p12, w2
+from engine.codecs.format import FORMAT_VERSION, QUANT_METHOD
 from engine.errors import UserError
-from engine.quant import bf16pack, nvfp4, pipeline, w2
+from engine.quant import pipeline
 from engine.quant.calib import CalibrationFile
 from engine.quant.checkpoint import CheckpointError
 from engine.quant.converter import TensorConverter
-from engine.quant.format import FORMAT_VERSION, QUANT_METHOD
 from engine.quant.inspect import InspectError, inspect_model, render_text
 from engine.quant.manifest import Manifest
 from engine.quant.pipeline import ConversionError, ConvertOptions, convert, staging_dir
@@ -51,7 +52,7 @@ def test_rtn_conversion_reads_back(rtn_out: Path, tiny_glm: TinyGLM) -> None:
             assert 0.0 < rel < 0.45, (name, rel)
             assert name not in out and name + "_scale_inv" not in out
         elif raw.dtype == torch.bfloat16:
-            unpacked = bf16pack.unpack(bf16pack.PackedBF16.from_state_dict(out, name))
+            unpacked = p12.unpack(p12.PackedBF16.from_state_dict(out, name))
             assert torch.equal(unpacked.view(torch.int16), raw.view(torch.int16)), name
         elif raw.dtype == torch.float8_e4m3fn:
             assert torch.equal(out[name].view(torch.uint8), raw.view(torch.uint8)), name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.codecs.nvfp4 import matrix_fp4_bytes
 from engine.quant.hotpool import (
     GLM53_EXPERT_FP4_BYTES,
     GiB,
@@ -13,7 +14,6 @@ from engine.quant.hotpool import (
     expert_fp4_bytes,
     select_pool,
 )
-from engine.quant.nvfp4 import matrix_fp4_bytes
 
 LAYERS, EXPERTS, SIZE = 4, 64, 100
 

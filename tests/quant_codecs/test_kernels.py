@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.quant import bf16pack, w2
+from engine.codecs import p12, w2
 from kernels import _triton
-from kernels import bf16_unpack as bf16k
 from kernels import nvfp4_dequant as nvfp4k
 from kernels import p12_gemv as p12k
+from kernels import p12_unpack as p12uk
 from kernels import w2_dequant as w2k
-from kernels.bf16_unpack import bf16_unpack as bf16_unpack_kernel
-from kernels.bf16_unpack import bf16_unpack_reference
+from kernels.p12_unpack import p12_unpack as p12_unpack_kernel
+from kernels.p12_unpack import p12_unpack_reference
 from kernels.w2_dequant import (
     w2_dequant,
     w2_dequant_reference,
@@ -40,7 +40,7 @@ KERNELS = (
     [
         w2k._w2_dequant_kernel,
         w2k._w2_gemv_kernel,
-        bf16k._bf16_unpack_kernel,
+        p12uk._p12_unpack_kernel,
         p12k._p12_gemv_kernel,
         nvfp4k._nvfp4_dequant_kernel,
     ]
@@ -146,7 +146,7 @@ def test_bf16_unpack_matches_reference_bit_exactly(numel: int) -> None:
     g = torch.Generator().manual_seed(numel)
     t = torch.randint(-32768, 32768, (numel,), generator=g).to(torch.int16).view(torch.bfloat16)
     t[: min(numel, 3)] = torch.tensor([float("nan"), float("-inf"), -0.0])[: min(numel, 3)]
-    p = bf16pack.pack(t)
+    p = p12.pack(t)
     args = (
         p.payload.to(DEVICE),
         p.exponents.to(DEVICE),
@@ -154,8 +154,8 @@ def test_bf16_unpack_matches_reference_bit_exactly(numel: int) -> None:
         p.escape_values.to(DEVICE),
         numel,
     )
-    got = bf16_unpack_kernel(*args, block=256)
-    ref = bf16_unpack_reference(*args)
+    got = p12_unpack_kernel(*args, block=256)
+    ref = p12_unpack_reference(*args)
     assert torch.equal(got.view(torch.int16).cpu(), ref.view(torch.int16).cpu())
     assert torch.equal(got.view(torch.int16).cpu(), t.view(torch.int16))
 
@@ -169,7 +169,7 @@ def test_wrappers_reject_mismatched_shapes() -> None:
     with pytest.raises(ValueError, match=r"x must be \[m, 64\]"):
         w2_gemv(torch.zeros(2, 32), q.packed, q.scales_enc, 64)
     with pytest.raises(ValueError, match="payload must be"):
-        bf16_unpack_kernel(
+        p12_unpack_kernel(
             torch.zeros(4, dtype=torch.uint8),
             torch.zeros(16, dtype=torch.uint8),
             torch.zeros(0, dtype=torch.int64),
@@ -189,7 +189,7 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
     spread = torch.exp2(torch.randint(-12, 13, (out_f, in_f), generator=g).float())
     w = (torch.randn(out_f, in_f, generator=g) * spread).to(torch.bfloat16)
     w[2, 3] = 0.0
-    p = bf16pack.pack(w)
+    p = p12.pack(w)
     assert p.escape_index.numel() > out_f * in_f // 10
     x = torch.randn(2, in_f, generator=g).to(DEVICE)
     args = (
@@ -210,7 +210,7 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
 
 @needs_triton
 def test_nvfp4_dequant_matches_reference() -> None:
-    from engine.quant import nvfp4
+    from engine.codecs import nvfp4
     from kernels.nvfp4_dequant import nvfp4_dequant as nvfp4_dequant_kernel
     from kernels.nvfp4_dequant import nvfp4_dequant_reference
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.quant import nvfp4
-from engine.quant.nvfp4 import E2M1_VALUES, FP4Tensor
+from engine.codecs import nvfp4
+from engine.codecs.nvfp4 import E2M1_VALUES, FP4Tensor
 
 
 def gaussian(rows: int, cols: int, seed: int = 0) -> torch.Tensor:

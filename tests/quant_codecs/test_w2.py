@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.quant import w2
-from engine.quant.w2 import W2Tensor
+from engine.codecs import w2
+from engine.codecs.w2 import W2Tensor
 from kernels.w2_layout import SCALE_MAX, SCALE_MIN
 
 

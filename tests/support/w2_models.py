@@ -36,8 +36,8 @@ def build_w2_qwen3_moe(
     ``dequantized`` then holds their FP4 values, which is what the pool serves."""
     from safetensors.torch import load_file, save_file
 
-    from engine.quant import bf16pack, nvfp4, w2
-    from engine.quant.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
+    from engine.codecs import nvfp4, p12, w2
+    from engine.codecs.format import FORMAT_VERSION, QUANT_METHOD, W2_SCALE_DTYPE
     from tests.support.tiny_models import _finish, qwen3_moe_config
 
     src = root / "bf16"
@@ -59,7 +59,7 @@ def build_w2_qwen3_moe(
                 out.update(f.to_state_dict(name))
                 dequantized[name] = f.dequantize(torch.bfloat16)
         elif tensor.dtype == torch.bfloat16:
-            out.update(bf16pack.pack(tensor).to_state_dict(name))
+            out.update(p12.pack(tensor).to_state_dict(name))
             dequantized[name] = w2_only[name] = tensor
         else:
             out[name] = tensor

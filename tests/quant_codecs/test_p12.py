@@ -12,18 +12,18 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.quant import _p12_numpy, bf16pack
-from engine.quant.bf16pack import PackedBF16
-from engine.quant.format import P12_ESCAPE_INDEX_SUFFIX, P12_PAYLOAD_SUFFIX
-from kernels.bf16_layout import bf16_unpack_reference
+from engine.codecs import _p12_numpy, p12
+from engine.codecs.format import P12_ESCAPE_INDEX_SUFFIX, P12_PAYLOAD_SUFFIX
+from engine.codecs.p12 import PackedBF16
+from kernels.p12_layout import p12_unpack_reference
 
 
 @pytest.fixture(autouse=True, params=["c", "numpy"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Every test runs on both backends: their output must be the same bytes."""
-    if request.param == "c" and bf16pack._p12c is None:
+    if request.param == "c" and p12._p12c is None:
         pytest.skip("the compiled P12 loops were not built (no C compiler at install time)")
-    monkeypatch.setattr(bf16pack, "BACKEND", request.param)
+    monkeypatch.setattr(p12, "BACKEND", request.param)
     yield request.param
 
 
@@ -31,7 +31,7 @@ def test_compiled_loops_are_built_where_a_compiler_exists() -> None:
     # The numpy fallback is about three times slower: a silent fallback must not go unnoticed.
     if shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc") is None:
         pytest.skip("no C compiler on this machine")
-    assert bf16pack._p12c is not None
+    assert p12._p12c is not None
 
 
 def test_backends_write_identical_bytes(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,10 +42,10 @@ def test_backends_write_identical_bytes(backend: str, monkeypatch: pytest.Monkey
     t[0, ::5] = 0  # lookup path
     t[1, :50] = from_bits(torch.arange(-32768, 32768, 1311))  # escapes, NaN, Inf
     for row in (t[0], t[1], t[2], t.reshape(-1)[1:]):
-        c = bf16pack.pack(row)
-        monkeypatch.setattr(bf16pack, "BACKEND", "numpy")
-        py = bf16pack.pack(row)
-        monkeypatch.setattr(bf16pack, "BACKEND", "c")
+        c = p12.pack(row)
+        monkeypatch.setattr(p12, "BACKEND", "numpy")
+        py = p12.pack(row)
+        monkeypatch.setattr(p12, "BACKEND", "c")
         assert torch.equal(c.payload, py.payload) and torch.equal(c.exponents, py.exponents)
         assert torch.equal(c.escape_index, py.escape_index)
         assert torch.equal(c.escape_values.view(torch.int16), py.escape_values.view(torch.int16))
@@ -63,11 +63,11 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def assert_round_trip(t: torch.Tensor) -> PackedBF16:
-    p = bf16pack.pack(t)
-    out = bf16pack.unpack(p)
+    p = p12.pack(t)
+    out = p12.unpack(p)
     assert out.dtype == torch.bfloat16 and out.shape == t.shape
     assert torch.equal(bits(out), bits(t))
-    ref = bf16_unpack_reference(p.payload, p.exponents, p.escape_index, p.escape_values, t.numel())
+    ref = p12_unpack_reference(p.payload, p.exponents, p.escape_index, p.escape_values, t.numel())
     assert torch.equal(ref.view(torch.int16), bits(t).reshape(-1))
     return p
 
@@ -147,7 +147,7 @@ def test_exponent_table_holds_the_most_frequent_exponents_ascending() -> None:
     t = (torch.randn(5000, generator=g) * 0.05).to(torch.bfloat16)
     exps = (bits(t).to(torch.int32) >> 7) & 0xFF
     counts = torch.bincount(exps, minlength=256)
-    table = bf16pack.exponent_table(t)
+    table = p12.exponent_table(t)
     assert table.tolist() == sorted(table.tolist())
     chosen = counts[table.long()]
     others = counts.clone()
@@ -176,16 +176,16 @@ def test_unpack_into_out_tensor(rows: int) -> None:
     t = torch.randn(rows, 17).to(torch.bfloat16)
     t[0, 0] = float("inf")  # an escape, written into out as well
     out = torch.empty(rows, 17, dtype=torch.bfloat16)
-    res = bf16pack.unpack(bf16pack.pack(t), out=out)
+    res = p12.unpack(p12.pack(t), out=out)
     assert res is out and torch.equal(bits(out), bits(t))
     with pytest.raises(ValueError, match=f"bfloat16 tensor of {rows * 17} values"):
-        bf16pack.unpack(bf16pack.pack(t), out=torch.empty(5, dtype=torch.bfloat16))
+        p12.unpack(p12.pack(t), out=torch.empty(5, dtype=torch.bfloat16))
 
 
 def test_state_dict_round_trip_through_safetensors(tmp_path: Path) -> None:
     t = torch.randn(300, 7).to(torch.bfloat16)
     t[0, 0] = float("nan")
-    p = bf16pack.pack(t)
+    p = p12.pack(t)
     name = "model.layers.0.self_attn.q_proj.weight"
     sd = p.to_state_dict(name)
     assert set(sd) == {
@@ -198,13 +198,13 @@ def test_state_dict_round_trip_through_safetensors(tmp_path: Path) -> None:
     path = tmp_path / "x.safetensors"
     save_file(sd, str(path))
     back = PackedBF16.from_state_dict(load_file(str(path)), name)
-    assert torch.equal(bits(bf16pack.unpack(back)), bits(t))
+    assert torch.equal(bits(p12.unpack(back)), bits(t))
 
 
 def test_bad_inputs_are_rejected_with_names() -> None:
     with pytest.raises(TypeError, match="bfloat16"):
-        bf16pack.pack(torch.zeros(4))
-    p = bf16pack.pack(torch.ones(10, dtype=torch.bfloat16))
+        p12.pack(torch.zeros(4))
+    p = p12.pack(torch.ones(10, dtype=torch.bfloat16))
     sd = p.to_state_dict("w")
     del sd["w" + P12_ESCAPE_INDEX_SUFFIX]
     with pytest.raises(KeyError, match="w_p12_escape_index"):
@@ -218,7 +218,7 @@ def test_bad_inputs_are_rejected_with_names() -> None:
             p.payload, p.exponents, torch.tensor([10]), torch.zeros(1, dtype=torch.uint16), (10,)
         )
     with pytest.raises(ValueError, match="16 distinct"):
-        bf16pack.pack(
+        p12.pack(
             torch.ones(4, dtype=torch.bfloat16), exponents=torch.zeros(16, dtype=torch.uint8)
         )
 
@@ -270,12 +270,12 @@ def test_sampled_table_is_not_fooled_by_periodic_structure() -> None:
 
 
 def test_bad_sampled_table_falls_back_to_an_exact_histogram() -> None:
-    n = 16 * bf16pack.EXACT_HISTOGRAM_MAX
+    n = 16 * p12.EXACT_HISTOGRAM_MAX
     g = torch.Generator().manual_seed(9)
     t = (torch.randn(n, generator=g) * 0.02).to(torch.bfloat16)
     # Zero exactly the blocks the sampler reads, so the sampled table is {0, fillers}.
-    block = bf16pack.sample_block(n)
-    for s in bf16pack.sample_starts(n):
+    block = p12.sample_block(n)
+    for s in p12.sample_starts(n):
         t[s : s + block] = 0
     p = assert_round_trip(t)
     assert p.escape_index.numel() < 0.001 * n
@@ -286,7 +286,7 @@ def test_compiled_loops_refuse_wrong_sizes_with_names(backend: str) -> None:
         pytest.skip("the C module's own argument checks")
     import numpy as np
 
-    c = bf16pack._p12c
+    c = p12._p12c
     u = np.zeros(10, dtype=np.uint16)
     payload = np.zeros(15, dtype=np.uint8)
     escapes = np.zeros(4, dtype=np.int64)

@@ -17,7 +17,7 @@ exponents. Layout (format version 1, see ``docs/quant-format.md``) for ``n`` val
 Both planes are byte streams in element order, so a kernel decoding a tile of a row reads two
 contiguous ranges (aligned wide loads on CPUs and GPUs alike).
 
-This module holds the PyTorch reference decoder; ``kernels.bf16_unpack`` must agree with it.
+This module holds the PyTorch reference decoder; ``kernels.p12_unpack`` must agree with it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def payload_nbytes(numel: int) -> int:
     return 3 * num_pairs(numel)
 
 
-def bf16_unpack_reference(
+def p12_unpack_reference(
     payload: torch.Tensor,
     exponents: torch.Tensor,
     escape_index: torch.Tensor,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.quant.format import (
+from engine.codecs.format import (
     FP4_GLOBAL_SCALE_SUFFIX,
     FP4_PACKED_SUFFIX,
     FP4_SCALE_SUFFIX,

@@ -1,7 +1,7 @@
-/* Compiled inner loops of the P12 codec (lossless 12-bit BF16), layout in kernels/bf16_layout.py.
+/* Compiled inner loops of the P12 codec (lossless 12-bit BF16), layout in kernels/p12_layout.py.
  *
  * numpy needs about 13 passes over a chunk to pack and 5 to unpack; each loop here makes one,
- * so the codec runs near memory speed. engine/quant/bf16pack.py owns the format logic
+ * so the codec runs near memory speed. engine/codecs/p12.py owns the format logic
  * (exponent table, escapes, validation) and falls back to numpy when this module is absent.
  * Every function takes buffers (numpy arrays, bytearrays) and releases the GIL while it runs.
  */

@@ -8,10 +8,10 @@ on a shared machine). Ratio = memcpy time / codec time (1.0 = as fast as memcpy;
 is >= 0.25 against the numpy copy).
 
 A last row runs over every tensor of a real model, the cpu-demo's SmolLM2-135M-Instruct.
-Where the compiled loops are built (``bf16pack.BACKEND == "c"``) the numpy fallback is
+Where the compiled loops are built (``p12.BACKEND == "c"``) the numpy fallback is
 measured beside them. Each table ends with PASS or FAIL against the target.
 
-    .venv/bin/python bench/bf16pack_throughput.py [--rows 4096] [--cols 4096] [--repeat 7]
+    .venv/bin/python bench/p12_throughput.py [--rows 4096] [--cols 4096] [--repeat 7]
                                                    [--no-real]
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from engine.quant import bf16pack
+from engine.codecs import p12
 
 TARGET = 0.25
 
@@ -57,11 +57,11 @@ def on_numpy(fn: Callable[[], object]) -> Callable[[], object]:
     """``fn`` run on the numpy backend."""
 
     def run() -> object:
-        bf16pack.BACKEND = "numpy"
+        p12.BACKEND = "numpy"
         try:
             return fn()
         finally:
-            bf16pack.BACKEND = "c"
+            p12.BACKEND = "c"
 
     return run
 
@@ -69,17 +69,17 @@ def on_numpy(fn: Callable[[], object]) -> Callable[[], object]:
 def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
     """Each operation over all of ``ts``, best of ``repeat`` interleaved rounds."""
     raws = [t.view(torch.int16).numpy() for t in ts]
-    packs = [bf16pack.pack(t) for t in ts]
+    packs = [p12.pack(t) for t in ts]
     dsts = [torch.empty_like(t) for t in ts]
     ops: dict[str, Callable[[], object]] = {
         "memcpy (numpy copy)": lambda: [r.copy() for r in raws],
         "memcpy (torch clone)": lambda: [t.clone() for t in ts],
-        "pack": lambda: [bf16pack.pack(t) for t in ts],
-        "unpack": lambda: [bf16pack.unpack(p) for p in packs],
+        "pack": lambda: [p12.pack(t) for t in ts],
+        "unpack": lambda: [p12.unpack(p) for p in packs],
         "unpack into out": lambda: [
-            bf16pack.unpack(p, out=d) for p, d in zip(packs, dsts, strict=True)],
+            p12.unpack(p, out=d) for p, d in zip(packs, dsts, strict=True)],
     }
-    if bf16pack.BACKEND == "c":
+    if p12.BACKEND == "c":
         ops["pack (numpy fallback)"] = on_numpy(ops["pack"])
         ops["unpack (numpy fallback)"] = on_numpy(ops["unpack"])
     best = dict.fromkeys(ops, float("inf"))
@@ -91,7 +91,7 @@ def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
             best[name] = min(best[name], time.perf_counter() - t0)
             cpu[name] = min(cpu[name], time.process_time() - c0)
     for t, p in zip(ts, packs, strict=True):
-        assert torch.equal(bf16pack.unpack(p).view(torch.int16), t.view(torch.int16))
+        assert torch.equal(p12.unpack(p).view(torch.int16), t.view(torch.int16))
     values = sum(t.numel() for t in ts)
     mb = values * 2 / 1e6
     packed_bytes = sum(p.nbytes for p in packs)
@@ -115,7 +115,7 @@ def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
         )
     worst = min(memcpy / best[name] for name in ("pack", "unpack"))
     verdict = "PASS" if worst >= TARGET else "FAIL"
-    print(f"{verdict}: {bf16pack.BACKEND} backend, worst of pack/unpack {worst:.2f} "
+    print(f"{verdict}: {p12.BACKEND} backend, worst of pack/unpack {worst:.2f} "
           f"(target >= {TARGET})")
 
 
@@ -133,7 +133,7 @@ def main() -> None:
         measure("SmolLM2-135M-Instruct, every tensor (real weights)", smollm2_weights(),
                 args.repeat)
     print(
-        f"\n(backend {bf16pack.BACKEND}, numpy {np.__version__}, torch {torch.__version__}, "
+        f"\n(backend {p12.BACKEND}, numpy {np.__version__}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} torch threads)"
     )
 

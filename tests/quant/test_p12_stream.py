@@ -1,4 +1,4 @@
-"""engine.quant.stream: a sparkcode checkpoint read back as plain tensors for a loader."""
+"""engine.codecs.p12_stream: a sparkcode checkpoint read back as plain tensors for a loader."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from engine.quant import bf16pack, nvfp4, w2
-from engine.quant.stream import LoadStats, decode_stream
+from engine.codecs import nvfp4, p12, w2
+from engine.codecs.p12_stream import LoadStats, decode_stream
 from tests.quant.glm_fixture import TinyGLM
 
 
@@ -25,8 +25,8 @@ def packed_checkpoint() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor
     attn[0, 0] = float("nan")  # an escape: decoded bit-exactly too
     expert = torch.randn(64, 64, generator=g) * 0.05
     sd: dict[str, torch.Tensor] = {}
-    sd.update(bf16pack.pack(norm).to_state_dict("model.norm.weight"))
-    sd.update(bf16pack.pack(attn).to_state_dict("model.layers.0.self_attn.o_proj.weight"))
+    sd.update(p12.pack(norm).to_state_dict("model.norm.weight"))
+    sd.update(p12.pack(attn).to_state_dict("model.layers.0.self_attn.o_proj.weight"))
     name = "model.layers.0.mlp.experts.3.down_proj.weight"
     sd.update(w2.quantize_rtn(expert).to_state_dict(name))
     sd.update(nvfp4.quantize(expert).to_state_dict(name))

@@ -5,7 +5,7 @@
 One program decodes ``BLOCK`` consecutive values: it reads their sign/mantissa bytes and index
 nibbles from the two payload planes, looks the exponents up in the 16-entry table and writes
 the 16-bit patterns; the (rare) escapes are then scattered over the result. Bit layout and the
-PyTorch reference: ``kernels.bf16_layout``.
+PyTorch reference: ``kernels.p12_layout``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from __future__ import annotations
 import torch
 
 from kernels._triton import HAVE_TRITON, launchable, tl, triton
-from kernels.bf16_layout import TABLE_SIZE, bf16_unpack_reference, num_pairs, payload_nbytes
+from kernels.p12_layout import TABLE_SIZE, num_pairs, p12_unpack_reference, payload_nbytes
 
-__all__ = ["bf16_unpack", "bf16_unpack_reference"]
+__all__ = ["p12_unpack", "p12_unpack_reference"]
 
 if HAVE_TRITON:
 
     @triton.jit
-    def _bf16_unpack_kernel(
+    def _p12_unpack_kernel(
         payload_ptr,
         table_ptr,
         out_ptr,
@@ -40,7 +40,7 @@ if HAVE_TRITON:
         tl.store(out_ptr + offs, bits.to(tl.int16), mask=mask)
 
 
-def bf16_unpack(
+def p12_unpack(
     payload: torch.Tensor,
     exponents: torch.Tensor,
     escape_index: torch.Tensor,
@@ -50,7 +50,7 @@ def bf16_unpack(
 ) -> torch.Tensor:
     """Decode a P12 payload into a flat bfloat16 tensor on the payload's device, bit-exactly.
 
-    Falls back to ``bf16_unpack_reference`` where Triton cannot run (see ``kernels._triton``).
+    Falls back to ``p12_unpack_reference`` where Triton cannot run (see ``kernels._triton``).
     """
     if payload.dtype != torch.uint8 or payload.numel() != payload_nbytes(numel):
         raise ValueError(
@@ -59,12 +59,12 @@ def bf16_unpack(
         )
     if exponents.dtype != torch.uint8 or exponents.numel() != TABLE_SIZE:
         raise ValueError("exponent table must be 16 uint8 values")
-    if not HAVE_TRITON or not launchable(_bf16_unpack_kernel, payload.device):
-        return bf16_unpack_reference(payload, exponents, escape_index, escape_values, numel)
+    if not HAVE_TRITON or not launchable(_p12_unpack_kernel, payload.device):
+        return p12_unpack_reference(payload, exponents, escape_index, escape_values, numel)
     out = torch.empty(numel, dtype=torch.int16, device=payload.device)
     if numel:
         grid = (triton.cdiv(numel, block),)
-        _bf16_unpack_kernel[grid](
+        _p12_unpack_kernel[grid](
             payload.contiguous(),
             exponents.to(payload.device).contiguous(),
             out,

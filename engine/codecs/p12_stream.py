@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.quant import bf16pack
-from engine.quant.format import (
+from engine.codecs import p12
+from engine.codecs.format import (
     FP4_GLOBAL_SCALE_SUFFIX,
     FP4_PACKED_SUFFIX,
     FP4_SCALE_SUFFIX,
@@ -73,15 +73,15 @@ def decode_stream(
     stats = stats if stats is not None else LoadStats()
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in weights:
-        p12 = _split_suffix(name, _P12)
-        if p12 is not None:
-            base, suffix = p12
+        split = _split_suffix(name, _P12)
+        if split is not None:
+            base, suffix = split
             group = pending.setdefault(base, {})
             group[base + suffix] = tensor
             if len(group) == len(_P12):
                 del pending[base]
                 stats.p12_decoded += 1
-                yield base, bf16pack.unpack(bf16pack.PackedBF16.from_state_dict(group, base))
+                yield base, p12.unpack(p12.PackedBF16.from_state_dict(group, base))
             continue
         if not keep_fp4 and _split_suffix(name, _FP4) is not None:
             stats.fp4_dropped += 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.quant.format import W2_PACKED_SUFFIX, W2_SCALE_SUFFIX, W2_SHAPE_SUFFIX
+from engine.codecs.format import W2_PACKED_SUFFIX, W2_SCALE_SUFFIX, W2_SHAPE_SUFFIX
 from kernels.w2_layout import (
     CODEBOOK,
     GROUP,

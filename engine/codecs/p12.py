@@ -2,13 +2,13 @@
 
 Each value keeps its sign and 7-bit mantissa; its 8-bit exponent becomes a 4-bit index into a
 per-tensor table of the 16 most frequent exponents. Values with any other exponent are escaped:
-their raw 16 bits go to a sparse list. Bit layout: ``kernels.bf16_layout``. The round trip is
+their raw 16 bits go to a sparse list. Bit layout: ``kernels.p12_layout``. The round trip is
 bit-exact for every pattern (NaN payloads, infinities, subnormals, -0.0).
 
 This module owns the format (table choice, escapes, validation); the loops over the values run
 on the CPU in one of two backends with identical output: compiled C (``_p12c``, built when the
 package is installed) or numpy (``_p12_numpy``) where no C compiler was available.
-``BACKEND`` says which one runs; ``bench/bf16pack_throughput.py`` measures both.
+``BACKEND`` says which one runs; ``bench/p12_throughput.py`` measures both.
 """
 
 from __future__ import annotations
@@ -20,18 +20,18 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from engine.quant import _p12_numpy
-from engine.quant.format import (
+from engine.codecs import _p12_numpy
+from engine.codecs.format import (
     P12_ESCAPE_INDEX_SUFFIX,
     P12_ESCAPE_VALUE_SUFFIX,
     P12_EXPONENTS_SUFFIX,
     P12_PAYLOAD_SUFFIX,
     P12_SHAPE_SUFFIX,
 )
-from kernels.bf16_layout import TABLE_SIZE, payload_nbytes
+from kernels.p12_layout import TABLE_SIZE, payload_nbytes
 
 try:
-    from engine.quant import _p12c
+    from engine.codecs import _p12c
 except ImportError:  # built at install time; absent where no C compiler was found
     _p12c = None  # type: ignore[assignment]
 
@@ -254,16 +254,16 @@ def unpack(p: PackedBF16, out: torch.Tensor | None = None) -> torch.Tensor:
     """Decode a :class:`PackedBF16` back into the exact original bfloat16 tensor.
 
     A payload on the CPU is decoded by the CPU codec (``BACKEND``); one on a GPU by the Triton
-    kernel (``kernels.bf16_unpack``), on that GPU.
+    kernel (``kernels.p12_unpack``), on that GPU.
 
     ``out``, if given, is a contiguous CPU bfloat16 tensor of the right size written in place
     (e.g. a model parameter), which saves one allocation.
     """
     n = p.numel
     if p.payload.is_cuda:  # decode where the payload lies, with the Triton kernel
-        from kernels.bf16_unpack import bf16_unpack
+        from kernels.p12_unpack import p12_unpack
 
-        decoded = bf16_unpack(p.payload, p.exponents, p.escape_index, p.escape_values, n)
+        decoded = p12_unpack(p.payload, p.exponents, p.escape_index, p.escape_values, n)
         if out is None:
             return decoded.reshape(p.shape)
         return out.copy_(decoded.reshape(out.shape))

@@ -1,6 +1,6 @@
 """The P12 codec in numpy: the fallback where the compiled loops (``_p12c``) are not built.
 
-Same layout and output as ``_p12c`` (``kernels.bf16_layout``); ``engine.quant.bf16pack`` picks
+Same layout and output as ``_p12c`` (``kernels.p12_layout``); ``engine.codecs.p12`` picks
 the backend. The codec works over numpy views in chunks sized for the cache: every pass is a
 whole-array operation on a chunk that stays in the cache, and only the first read and the final
 write touch main memory. When the 16 exponents form a contiguous range (the usual case for
@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernels.bf16_layout import TABLE_SIZE, num_pairs
+from kernels.p12_layout import TABLE_SIZE, num_pairs
 
 __all__ = ["CHUNK_PAIRS", "decode", "encode"]
 
 #: Pairs of values per chunk. Large enough that per-call overhead is small, small enough that a
 #: chunk's scratch (two 512 KiB buffers) stays in the cache; 2^17 measured best (2^15..2^20
-#: tried with bench/bf16pack_throughput.py).
+#: tried with bench/p12_throughput.py).
 CHUNK_PAIRS = 1 << 17
 
 U16 = np.ndarray[Any, np.dtype[np.uint16]]
@@ -79,7 +79,7 @@ def _nonzero_sparse(x: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.intp
 
 
 class _Packer:
-    """Chunked P12 encoder over one tensor; see ``kernels.bf16_layout`` for the layout."""
+    """Chunked P12 encoder over one tensor; see ``kernels.p12_layout`` for the layout."""
 
     def __init__(self, table: U8, index_of: I16) -> None:
         self.index_of = index_of
