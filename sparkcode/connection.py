@@ -47,6 +47,8 @@ class Connection:
     """The profile used, None for ``--endpoint``."""
     managed: bool = False
     """True when sparkcode supervises the engine (a local vllm profile)."""
+    profile_spec: Profile | None = None
+    """The loaded profile (its agent defaults: sampling, thinking history)."""
 
     def client(self, transport: httpx.AsyncBaseTransport | None = None) -> ChatClient:
         return ChatClient(self.base_url, self.model, self.api_key_env, transport=transport)
@@ -65,31 +67,38 @@ async def resolve_connection(
     endpoint: str | None = None,
     model: str | None = None,
     api_key_env: str | None = None,
-    profile: str | None = None,
+    profile: str | Profile | None = None,
     paths: Paths | None = None,
     config: Config | None = None,
     start_engine: bool = True,
     progress: Progress | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    profile_named: bool | None = None,
 ) -> Connection:
-    """Resolve what to talk to; start the managed engine if needed and allowed."""
+    """Resolve what to talk to; start the managed engine if needed and allowed.
+
+    ``profile`` is a name, or a profile already loaded (the session builder
+    loads it once per start). ``profile_named`` (default: a profile was given)
+    refuses a running engine of another profile instead of using it.
+    """
     paths = paths or Paths.from_env()
     config = config or load_config(paths)
     say = progress or (lambda _msg: None)
     if endpoint:
         base = normalise_base_url(endpoint)
-        return await _finish(base, model, api_key_env, AgentDefaults(), config, None, False,
-                             transport)
-    name = profile or config.profile or default_profile_name()
-    prof = load_profile(name, paths)
+        return await _finish(base, model, api_key_env, None, config, False, transport)
+    if isinstance(profile, Profile):
+        prof = profile
+    else:
+        prof = load_profile(profile or config.profile or default_profile_name(), paths)
     if prof.kind == "endpoint":
         spec = render(prof, paths)
         return await _finish(spec.base_url, model or spec.model, api_key_env or spec.api_key_env,
-                             prof.agent, config, prof.name, False, transport)
+                             prof, config, False, transport)
     base, served = await asyncio.to_thread(_ensure_engine, prof, paths, start_engine,
-                                           profile is not None, say)
-    return await _finish(base, model or served, api_key_env, prof.agent, config, prof.name, True,
-                         transport)
+                                           profile is not None if profile_named is None
+                                           else profile_named, say)
+    return await _finish(base, model or served, api_key_env, prof, config, True, transport)
 
 
 def _ensure_engine(prof: Profile, paths: Paths, start: bool, explicit: bool,
@@ -122,8 +131,21 @@ def _ensure_engine(prof: Profile, paths: Paths, start: bool, explicit: bool,
     return status.base_url or spec.base_url, status.model or spec.model
 
 
+def budget_to_send(prof: Profile | None, managed: bool, budget: int) -> int:
+    """The thinking budget to send; -1 (not sent) when our own engine cannot honour it.
+
+    vLLM rejects ``thinking_token_budget`` mid-stream when it runs without a
+    reasoning parser or config, and every turn would fail; an endpoint we do
+    not run is left to the client's drop-and-retry.
+    """
+    if managed and prof is not None and prof.reasoning_parser is None \
+            and prof.reasoning_config is None:
+        return -1
+    return budget
+
+
 async def _finish(base: str, model: str | None, api_key_env: str | None,
-                  defaults: AgentDefaults, config: Config, profile: str | None, managed: bool,
+                  prof: Profile | None, config: Config, managed: bool,
                   transport: httpx.AsyncBaseTransport | None) -> Connection:
     client = ChatClient(base, model or "", api_key_env, transport=transport)
     try:
@@ -142,9 +164,13 @@ async def _finish(base: str, model: str | None, api_key_env: str | None,
             known = ", ".join(c.id for c in cards)
             raise EndpointError(f"{base} does not serve model {model!r} (it serves: {known})")
         card = found[0]
+    defaults = prof.agent if prof is not None else AgentDefaults()
     effort = config.reasoning_effort or defaults.reasoning_effort
     budget = (config.thinking_token_budget if config.thinking_token_budget is not None
               else defaults.thinking_token_budget)
+    budget = budget_to_send(prof, managed, budget)
     return Connection(base_url=base, model=card.id, api_key_env=api_key_env,
                       max_model_len=card.max_model_len, reasoning_effort=effort,
-                      thinking_token_budget=budget, profile=profile, managed=managed)
+                      thinking_token_budget=budget,
+                      profile=prof.name if prof is not None else None, managed=managed,
+                      profile_spec=prof)

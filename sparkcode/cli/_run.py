@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TextIO
@@ -23,27 +22,21 @@ from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import REASONING_EFFORTS
 from sparkcode.agent import (
-    Agent,
     AgentError,
-    AgentSettings,
     ApprovalDecision,
     ApprovalRequested,
     BudgetExceeded,
     ContentDelta,
     Event,
-    MetricsPoller,
     Notice,
-    Permissions,
     ReasoningDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
-    UndoStore,
     UsageUpdate,
     event_to_json,
 )
-from sparkcode.config import Config, load_config
-from sparkcode.connection import Connection, resolve_connection
+from sparkcode.builder import SessionOptions, build_session, resolve_target
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED = 0, 1, 3
 
@@ -130,19 +123,23 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     paths = paths or Paths.from_env()
     out = out or sys.stdout
     err = err or sys.stderr
-    workspace = options.workspace.expanduser().resolve()
-    if not workspace.is_dir():
-        raise UserError(f"workspace {workspace} is not a directory")
-    config = load_config(paths)
 
     def progress(message: str) -> None:
         print(message, file=err, flush=True)
 
-    conn = await resolve_connection(
-        endpoint=options.endpoint, model=options.model, api_key_env=options.api_key_env,
-        profile=options.profile, paths=paths, config=config, progress=progress,
-    )
-    agent, closer = _build_agent(options, conn, config, paths, workspace)
+    target = resolve_target(options.workspace, paths, profile=options.profile,
+                            endpoint=options.endpoint, model=options.model,
+                            api_key_env=options.api_key_env)
+    session = await build_session(target, SessionOptions(
+        origin="run", record=options.record,
+        permission_mode="full-auto" if options.auto else None,
+        approver=None if sys.stdin.isatty() else _refuse,
+        reasoning_effort=options.effort, thinking_token_budget=options.budget,
+        max_turns=options.max_turns, max_tokens=options.max_tokens,
+        temperature=options.temperature, force_tool=options.force_tool,
+        force_tool_parameters=options.force_tool_schema, progress=progress,
+    ), paths)
+    agent = session.agent
     printer = _Printer(out, err, options.as_json)
     reason = "error"
     empty = False
@@ -156,47 +153,11 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
             if isinstance(event, TurnFinished):
                 reason = event.reason
     finally:
-        await agent.client.aclose()
-        closer()
+        await session.aclose()
     printer.end()
     if printer.errors or empty:
         return EXIT_ERROR  # an empty answer did nothing: a script must not take it as done
     return EXIT_OK if reason == "stop" else EXIT_STOPPED
-
-
-def _build_agent(options: RunOptions, conn: Connection, config: Config, paths: Paths,
-                 workspace: Path) -> tuple[Agent, Callable[[], None]]:
-    recorder = None
-    transport = None
-    if options.record:
-        from sparkcode.sessions import start_recording
-
-        recorder, transport = start_recording(
-            conn.base_url, workspace=workspace, model=conn.model, paths=paths,
-            api_key_env=conn.api_key_env, origin="run",
-        )
-    client = conn.client(transport)
-    settings = AgentSettings(
-        reasoning_effort=options.effort or conn.reasoning_effort,
-        thinking_token_budget=(options.budget if options.budget is not None
-                               else conn.thinking_token_budget),
-        max_turns=options.max_turns or config.max_turns,
-        max_tokens=options.max_tokens, temperature=options.temperature,
-        force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
-        context_limit=conn.max_model_len,
-        bash_timeout_s=config.bash_timeout_s,
-    )
-    permissions = Permissions(config, mode="full-auto" if options.auto else None)
-    approver = None if sys.stdin.isatty() else _refuse
-    agent = Agent(client, workspace, settings=settings, permissions=permissions,
-                  undo=UndoStore(workspace, paths.data_dir),
-                  metrics=MetricsPoller(client.fetch_metrics), approver=approver)
-    if recorder is not None:
-        from sparkcode.sessions import event_recorder
-
-        agent.subscribe(event_recorder(recorder))
-        return agent, recorder.close
-    return agent, lambda: None
 
 
 async def _refuse(request: ApprovalRequested) -> ApprovalDecision:

@@ -1,42 +1,24 @@
-"""Connects the TUI to the real agent: builds it against an endpoint and adapts it."""
+"""Connects the TUI to the real agent: the session builder's agent behind :class:`AgentPort`."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from engine.paths import Paths
-from engine.profiles import load_profile
-from sparkcode.agent import Agent, AgentSettings, MetricsPoller, Permissions, UndoStore
 from sparkcode.agent.events import Event
-from sparkcode.config import PERMISSION_MODES, load_config
-from sparkcode.connection import resolve_connection
-from sparkcode.sessions import SessionRecorder, event_recorder, start_recording
-
-
-@dataclass(frozen=True)
-class AgentTarget:
-    """What the agent should talk to, as the user asked for it."""
-
-    workspace: Path
-    endpoint: str | None = None
-    """An explicit server; None: the profile's (its managed engine must be running)."""
-    profile: str | None = None
-    model: str | None = None
-    """None: the server's first model."""
-    api_key_env: str | None = None
+from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
+from sparkcode.config import PERMISSION_MODES
 
 
 class LiveAgent:
     """:class:`sparkcode.agent.Agent` seen through the TUI's :class:`AgentPort`."""
 
-    def __init__(self, agent: Agent, recorder: SessionRecorder | None = None) -> None:
-        self.agent = agent
+    def __init__(self, session: AgentSession) -> None:
+        self.session = session
+        """What the builder made: agent, connection, recorder."""
+        self.agent = session.agent
         """The wrapped agent."""
-        self.recorder = recorder
-        """Records the session (requests, stream bytes, tool events), if any."""
 
     @property
     def model(self) -> str:
@@ -84,55 +66,17 @@ class LiveAgent:
         self.agent.clear()
 
     async def aclose(self) -> None:
-        await self.agent.client.aclose()
-        if self.recorder is not None:
-            self.recorder.close()
+        await self.session.aclose()
 
 
-async def connect(target: AgentTarget, paths: Paths) -> LiveAgent:
-    """Build the agent for ``target`` (model and context limit from /v1/models).
+async def connect(target: StartTarget, paths: Paths) -> LiveAgent:
+    """Build the agent for ``target`` with the session builder (model and context
+    limit from /v1/models).
 
     Never starts an engine: the engine panel does that without blocking the
-    UI, and the first prompt waits until it is ready. The session is recorded
-    (``sparkcode.sessions``) through the client's transport, so ``/sessions``
-    can play it back later.
+    UI, and the first prompt waits until it is ready. The session is recorded,
+    so ``/sessions`` can play it back later.
     """
-    conn = await resolve_connection(
-        endpoint=target.endpoint, model=target.model, api_key_env=target.api_key_env,
-        profile=target.profile, paths=paths, start_engine=False,
-    )
-    recorder, transport = start_recording(
-        conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
-        api_key_env=conn.api_key_env, origin="tui",
-    )
-    config = load_config(paths)
-    settings = AgentSettings(
-        reasoning_effort=conn.reasoning_effort,
-        thinking_token_budget=_budget_for(conn.profile, conn.managed, conn.thinking_token_budget,
-                                          paths),
-        max_turns=config.max_turns, bash_timeout_s=config.bash_timeout_s,
-        context_limit=conn.max_model_len,
-    )
-    client = conn.client(transport)
-    agent = Agent(
-        client, target.workspace, settings=settings, permissions=Permissions(config),
-        undo=UndoStore(target.workspace, paths.data_dir),
-        metrics=MetricsPoller(client.fetch_metrics),
-    )
-    agent.subscribe(event_recorder(recorder))
-    return LiveAgent(agent, recorder)
-
-
-def _budget_for(profile: str | None, managed: bool, budget: int, paths: Paths) -> int:
-    """The thinking budget to send; -1 (not sent) when our own engine cannot honour it.
-
-    vLLM rejects ``thinking_token_budget`` mid-stream when it runs without a
-    reasoning parser or config (the cpu-demo profile), and every turn would
-    fail; an endpoint we do not run is left to the client's own fallback.
-    """
-    if not managed or profile is None:
-        return budget
-    prof = load_profile(profile, paths)
-    if prof.reasoning_parser is None and prof.reasoning_config is None:
-        return -1
-    return budget
+    session = await build_session(target, SessionOptions(origin="tui", start_engine=False),
+                                  paths)
+    return LiveAgent(session)

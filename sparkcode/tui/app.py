@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import work
@@ -15,15 +15,19 @@ from textual.screen import Screen
 
 from engine.supervisor import EngineStatus
 
-from .agent_port import AgentFactory
+from .agent_port import AgentFactory, AgentPort
 from .engine_control import EngineControl
-from .messages import EngineActionFailed, EngineBecameReady, EngineProgress, EngineViewUpdated
+from .messages import (
+    AgentModelChanged,
+    EngineActionFailed,
+    EngineBecameReady,
+    EnginePanelToggled,
+    EngineProgress,
+    EngineViewUpdated,
+)
 from .screens.main import MainScreen
-from .widgets.engine_panel import EngineView
-
-WIDGET_CSS: list[str | PurePath] = [f"widgets/{name}.tcss" for name in (
-    "chat", "tool_card", "approval", "engine_panel", "status_bar", "prompt",
-)]
+from .styles import APP_CSS
+from .widgets.engine_panel import EnginePanel, EngineView
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class SparkcodeApp(App[None]):
     """The terminal UI: conversation, engine panel, live status bar."""
 
     TITLE = "sparkcode"
-    CSS_PATH = ["app.tcss", *WIDGET_CSS]
+    CSS_PATH = APP_CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -76,17 +80,24 @@ class SparkcodeApp(App[None]):
         self._error: str | None = None
         self._auto_started = False
         self._last_poll = 0.0
-        self._main = MainScreen()
+        self._panel_shown = settings.show_engine_panel
+        self._main = MainScreen(settings.workspace, self._build_agent, self.engine_view,
+                                show_engine_panel=settings.show_engine_panel)
+
+    async def _build_agent(self) -> AgentPort:
+        # Through the attribute, so a caller may swap the factory before the first prompt.
+        return await self.agent_factory()
 
     @property
     def main(self) -> MainScreen:
         """The main screen (others, like the session browser, may be above it)."""
         return self._main
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         # Pushed rather than returned from get_default_screen: only pushed
-        # screens load their CSS_PATH.
-        self.push_screen(self._main)
+        # screens load their CSS_PATH. Mounted before the first poll, so
+        # nothing ever talks to an unmounted screen.
+        await self.push_screen(self._main)
         self.poll_engine()
         self.set_interval(min(self.settings.poll_s, self.settings.idle_poll_s), self._tick)
 
@@ -94,7 +105,7 @@ class SparkcodeApp(App[None]):
 
     def _tick(self) -> None:
         state = self.engine_view.status.state
-        watching = (self.main.engine_panel_shown or state in ("booting", "unhealthy")
+        watching = (self._panel_shown or state in ("booting", "unhealthy")
                     or self._busy is not None)
         period = self.settings.poll_s if watching else self.settings.idle_poll_s
         if time.monotonic() - self._last_poll >= period - 0.05:
@@ -138,6 +149,20 @@ class SparkcodeApp(App[None]):
 
     def on_engine_action_failed(self, message: EngineActionFailed) -> None:
         self.main.error(f"engine {message.action} failed: {message.error}")
+
+    def on_engine_panel_toggled(self, message: EnginePanelToggled) -> None:
+        self._panel_shown = message.shown
+        if message.shown:
+            self.poll_engine()
+
+    def on_agent_model_changed(self, message: AgentModelChanged) -> None:
+        self.agent_model = message.model
+
+    def on_engine_panel_start_requested(self, message: EnginePanel.StartRequested) -> None:
+        self.start_engine()
+
+    def on_engine_panel_stop_requested(self, message: EnginePanel.StopRequested) -> None:
+        self.stop_engine()
 
     def _set_busy(self, busy: str | None, error: str | None = None) -> None:
         self._busy = busy

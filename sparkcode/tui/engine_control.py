@@ -7,7 +7,6 @@ so the app calls them from thread workers only.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Protocol
 
 import httpx
 
+from engine.pagemath import prefix_cache_math
 from engine.paths import Paths
 from engine.profiles import Profile, load_profile, render
 from engine.supervisor import EngineStatus, Supervisor, tail_lines
@@ -147,13 +147,10 @@ def pagemath_line(profile: Profile, paths: Paths,
                   log_lines: list[str] | None = None) -> str | None:
     """The profile's prefix-cache page math (``engine.pagemath``) in one line.
 
-    Only hybrid (KDA / Mamba) models have one. The module is built separately:
-    if it is missing or fails, the panel just shows no line.
+    Only hybrid (KDA / Mamba) models have one.
     """
     try:
-        module = importlib.import_module("engine.pagemath")
-        math = module.prefix_cache_math(profile, paths, log_lines)
-        line = math.summary() if math is not None else None
-    except Exception:  # an optional, separately built module must never break the panel
+        math = prefix_cache_math(profile, paths, log_lines)
+    except Exception:  # a config.json it cannot read must never break the panel
         return None
-    return line if isinstance(line, str) else None
+    return math.summary() if math is not None else None

@@ -36,3 +36,17 @@ class EngineBecameReady(Message):
     """The managed engine just turned healthy (a queued prompt may go now)."""
 
     base_url: str
+
+
+@dataclass
+class EnginePanelToggled(Message):
+    """The main screen showed or hid the engine panel (shown: poll more often)."""
+
+    shown: bool
+
+
+@dataclass
+class AgentModelChanged(Message):
+    """The agent connected, or ``/model`` chose another model."""
+
+    model: str

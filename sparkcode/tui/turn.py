@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from textual.containers import Vertical
 
 from sparkcode.agent import events as ev
+from sparkcode.detect import DegenerationDetector
 
 from .stats import StatsTracker
 from .widgets.approval import ApprovalCard
@@ -35,14 +35,9 @@ class Detector(Protocol):
     def feed(self, delta: str) -> Any: ...
 
 
-def default_detector_factory() -> Callable[[], Detector] | None:
-    """The degeneration detector's class, if that package is importable."""
-    try:
-        module = importlib.import_module("sparkcode.detect")
-    except ImportError:
-        return None
-    factory = getattr(module, "DegenerationDetector", None)
-    return factory if callable(factory) else None
+def default_detector_factory() -> Callable[[], Detector]:
+    """The degeneration detector every live turn is watched by."""
+    return DegenerationDetector
 
 
 class TurnRenderer:

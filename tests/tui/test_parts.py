@@ -162,14 +162,16 @@ def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
 
 def test_no_thinking_budget_is_sent_to_an_engine_without_a_reasoning_parser(
         paths: Paths, tmp_path: Path) -> None:
-    from sparkcode.tui.agent_adapter import _budget_for
+    from sparkcode.connection import budget_to_send
     from tests.support.tiny_models import write_profile
 
     write_profile(paths.config_dir, "bare", tmp_path, 8555)  # no reasoning parser/config
-    assert _budget_for("bare", True, 1536, paths) == -1
-    assert _budget_for("cpu-demo", True, 1536, paths) == 1536  # has a reasoning_config
-    assert _budget_for("glm53-flash-spark", True, 1536, paths) == 1536
-    assert _budget_for(None, False, 1536, paths) == 1536
+    bare = load_profile("bare", paths)
+    assert budget_to_send(bare, True, 1536) == -1
+    assert budget_to_send(load_profile("cpu-demo", paths), True, 1536) == 1536  # reasoning_config
+    assert budget_to_send(load_profile("glm53-flash-spark", paths), True, 1536) == 1536
+    assert budget_to_send(bare, False, 1536) == 1536  # not ours: the client drops it if refused
+    assert budget_to_send(None, False, 1536) == 1536
 
 
 def test_split_finished_never_cuts_inside_a_code_fence() -> None:

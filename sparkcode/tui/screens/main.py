@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -17,9 +18,10 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Markdown
 
-from ..agent_port import AgentPort
-from ..commands import CommandError, help_markdown, parse_command
+from ..agent_port import AgentFactory, AgentPort
+from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
+from ..messages import AgentModelChanged, EnginePanelToggled
 from ..stats import StatsTracker
 from ..turn import Detector, TurnRenderer, default_detector_factory
 from ..widgets.approval import ApprovalCard
@@ -28,9 +30,7 @@ from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
 from ..widgets.status_bar import StatusBar
-
-if TYPE_CHECKING:
-    from ..app import SparkcodeApp
+from .sessions import SessionsScreen
 
 STOP_GRACE_S = 1.5
 """Seconds a turn gets to stop by itself before its worker is cancelled."""
@@ -38,7 +38,15 @@ WELCOME = "sparkcode: type a request and press Enter; /help lists the commands."
 
 
 class MainScreen(Screen[None]):
-    """Where the conversation happens."""
+    """Where the conversation happens.
+
+    It gets what it needs when built (the workspace, how to build the agent,
+    the first engine view) and reports up with messages: engine Start/Stop from
+    the panel (:class:`EnginePanel.StartRequested`...), :class:`EnginePanelToggled`,
+    :class:`AgentModelChanged`. The app pushes it before anything else and then
+    calls :meth:`show_engine`, :meth:`engine_ready`, :meth:`notice` and
+    :meth:`error` only.
+    """
 
     CSS_PATH = "main.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -51,8 +59,17 @@ class MainScreen(Screen[None]):
     turn_running: reactive[bool] = reactive(False)
     """True while a turn streams."""
 
-    def __init__(self, detector_factory: Callable[[], Detector] | None = None) -> None:
+    def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
+                 *, show_engine_panel: bool = False,
+                 detector_factory: Callable[[], Detector] | None = None) -> None:
         super().__init__()
+        self.workspace = workspace
+        """Where the agent's tools work (and @path completion looks)."""
+        self.agent_factory = agent_factory
+        """Builds the agent on the first prompt."""
+        self.engine_view = engine_view
+        """The latest engine snapshot the app showed us."""
+        self._show_panel = show_engine_panel
         self.agent: AgentPort | None = None
         """The agent, built on the first prompt (once the engine answers)."""
         self.stats = StatsTracker()
@@ -63,22 +80,14 @@ class MainScreen(Screen[None]):
         self._deferred: list[Callable[[AgentPort], None]] = []
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
-        self._early: list[Callable[[], Awaitable[object]]] = []
 
     @property
     def renderer(self) -> TurnRenderer:
         assert self._renderer is not None, "the screen is not mounted"
         return self._renderer
 
-    @property
-    def sparkcode(self) -> SparkcodeApp:
-        from ..app import SparkcodeApp
-
-        assert isinstance(self.app, SparkcodeApp)
-        return self.app
-
     def compose(self) -> ComposeResult:
-        files = WorkspaceFiles(self.sparkcode.settings.workspace)
+        files = WorkspaceFiles(self.workspace)
         with Horizontal(id="body"):
             with Vertical(id="chat"):
                 yield Conversation(id="conversation")
@@ -108,42 +117,32 @@ class MainScreen(Screen[None]):
             return False
 
     def on_mount(self) -> None:
-        self.engine_panel.display = self.sparkcode.settings.show_engine_panel
+        self.engine_panel.display = self._show_panel
         self.query_one("#approvals").display = False
         self._renderer = TurnRenderer(
             self.conversation, self.query_one(StatusBar), self.query_one("#approvals", Vertical),
             self.stats, self._detector_factory,
         )
-        self.engine_panel.view = self.sparkcode.engine_view
+        self.engine_panel.view = self.engine_view
         self.notice(WELCOME)
-        for add in self._early:
-            self.run_worker(add(), group="notices")
-        self._early.clear()
         self.prompt.focus()
 
     async def on_unmount(self) -> None:
         if self.agent is not None:
             await self.agent.aclose()
 
-    # -- small helpers the app uses ------------------------------------------------
+    # -- what the app calls (after pushing the screen) -------------------------------
 
     def notice(self, text: str) -> None:
-        self.run_worker(self._when_mounted(lambda: self.conversation.add_notice(text)),
-                        group="notices")
+        self.run_worker(self.conversation.add_notice(text), group="notices")
 
     def error(self, text: str) -> None:
-        self.run_worker(self._when_mounted(lambda: self.conversation.add_error(text)),
-                        group="notices")
-
-    async def _when_mounted(self, add: Callable[[], Awaitable[object]]) -> None:
-        if self._renderer is None:
-            self._early.append(add)
-        else:
-            await add()
+        self.run_worker(self.conversation.add_error(text), group="notices")
 
     def show_engine(self, view: EngineView) -> None:
+        self.engine_view = view
         if self._renderer is None:
-            return  # on_mount shows the app's latest view
+            return  # on_mount shows the latest view
         with contextlib.suppress(NoMatches):  # the app is shutting down
             self.engine_panel.view = view
 
@@ -172,7 +171,7 @@ class MainScreen(Screen[None]):
         if self.turn_running:
             self.error("a turn is still running; press escape to stop it first")
             return
-        view = self.sparkcode.engine_view
+        view = self.engine_view
         state = view.status.state
         if view.managed and state != "ready":
             if state in ("booting", "unhealthy") or view.busy == "starting":
@@ -194,12 +193,12 @@ class MainScreen(Screen[None]):
 
     async def _ensure_agent(self) -> AgentPort:
         if self.agent is None:
-            agent = await self.sparkcode.agent_factory()
+            agent = await self.agent_factory()
             for apply in self._deferred:
                 apply(agent)
             self._deferred.clear()
             self.agent = agent
-            self.sparkcode.agent_model = agent.model
+            self.model_changed(agent.model)
         return self.agent
 
     @work(exclusive=True, group="turn", exit_on_error=False)
@@ -251,14 +250,6 @@ class MainScreen(Screen[None]):
     def _stop_degenerate(self) -> None:
         self.action_stop_turn()
 
-    @on(EnginePanel.StartRequested)
-    def _start_engine(self) -> None:
-        self.sparkcode.start_engine()
-
-    @on(EnginePanel.StopRequested)
-    def _stop_engine(self) -> None:
-        self.sparkcode.stop_engine()
-
     # -- actions -------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -276,8 +267,7 @@ class MainScreen(Screen[None]):
         """Show or hide the engine panel."""
         panel = self.engine_panel
         panel.display = not panel.display
-        if panel.display:
-            self.sparkcode.poll_engine()
+        self.post_message(EnginePanelToggled(bool(panel.display)))
 
     def action_stop_turn(self) -> None:
         """Stop the running turn (the conversation so far is kept).
@@ -309,84 +299,55 @@ class MainScreen(Screen[None]):
         """Start a new conversation."""
         self.run_command("/clear")
 
-    # -- slash commands ------------------------------------------------------------
+    # -- slash commands (declared with their handlers in ..commands) -----------------
 
     def run_command(self, line: str) -> None:
         try:
-            command = parse_command(line)
+            parsed = parse_command(line)
         except CommandError as exc:
             self.error(str(exc))
             return
-        self.run_worker(self._command(command.name, command.arg), group="command",
+        self.run_worker(self._command(parsed.name, parsed.arg), group="command",
                         exit_on_error=False)
 
-    def _with_agent(self, apply: Callable[[AgentPort], None]) -> None:
+    async def _command(self, name: str, arg: str) -> None:
+        parsed = parse_command(f"/{name} {arg}")
+        try:
+            if parsed.command.idle_only and self.turn_running:
+                raise CommandError("a turn is running; press escape to stop it first")
+            await parsed.command.handler(self, arg)
+        except Exception as exc:  # a failed command is reported, never fatal
+            await self.conversation.add_error(f"/{name} failed: {exc}")
+
+    # -- what command handlers use -----------------------------------------------------
+
+    def with_agent(self, apply: Callable[[AgentPort], None]) -> None:
+        """Apply a setting to the agent now, or once it is built."""
         if self.agent is None:
             self._deferred.append(apply)
         else:
             apply(self.agent)
 
-    async def _command(self, name: str, arg: str) -> None:
-        conv = self.conversation
-        handlers: dict[str, Callable[[str], Awaitable[None]]] = {
-            "help": self._help, "clear": self._clear, "effort": self._effort,
-            "budget": self._budget, "model": self._model, "approve": self._approve,
-            "undo": self._undo, "sessions": self._sessions, "engine": self._engine,
-        }
-        try:
-            await handlers[name](arg)
-        except Exception as exc:  # a failed command is reported, never fatal
-            await conv.add_error(f"/{name} failed: {exc}")
+    async def say(self, text: str) -> None:
+        """A notice in the conversation."""
+        await self.conversation.add_notice(text)
 
-    async def _help(self, arg: str) -> None:
-        await self.conversation.mount(Markdown(help_markdown(), classes="help"))
+    async def show_markdown(self, text: str) -> None:
+        await self.conversation.mount(Markdown(text, classes="help"))
 
-    async def _clear(self, arg: str) -> None:
-        if self.turn_running:
-            raise CommandError("a turn is running; press escape to stop it first")
-        await self.conversation.clear()
-        self._with_agent(lambda agent: agent.reset())
-        self.query_one(StatusBar).stats = self.stats.reset_context()
-        await self.conversation.add_notice("new conversation")
+    def model_changed(self, model: str) -> None:
+        self.engine_view = replace(self.engine_view, model=model)
+        self.post_message(AgentModelChanged(model))
 
-    async def _effort(self, arg: str) -> None:
-        self._with_agent(lambda agent: agent.set_reasoning_effort(arg))
-        await self.conversation.add_notice(f"reasoning effort: {arg}")
-
-    async def _budget(self, arg: str) -> None:
-        self._with_agent(lambda agent: agent.set_thinking_token_budget(int(arg)))
-        await self.conversation.add_notice(f"thinking budget: {int(arg)} tokens")
-
-    async def _model(self, arg: str) -> None:
-        if arg:
-            self._with_agent(lambda agent: agent.set_model(arg))
-            self.sparkcode.agent_model = arg
-            await self.conversation.add_notice(f"model: {arg}")
-            return
-        current = self.agent.model if self.agent else self.sparkcode.engine_view.model
-        await self.conversation.add_notice(f"model: {current or 'not known yet'}")
-
-    async def _approve(self, arg: str) -> None:
-        self._with_agent(lambda agent: agent.set_approval_mode(arg))
-        await self.conversation.add_notice(f"approval mode: {arg}")
-
-    async def _undo(self, arg: str) -> None:
-        if self.turn_running:
-            raise CommandError("a turn is running; press escape to stop it first")
-        if self.agent is None:
-            raise CommandError("nothing to undo yet")
-        await self.conversation.add_notice(await self.agent.undo())
+    def workspace_changed(self) -> None:
+        """Files may have changed behind the completer's back."""
         self.prompt.files.invalidate()
 
-    async def _sessions(self, arg: str) -> None:
-        try:
-            module = importlib.import_module("sparkcode.tui.screens.sessions")
-            screen_class = module.SessionsScreen
-        except (ImportError, AttributeError):
-            await self.conversation.add_notice("the session browser is not available yet")
-            return
-        await self.app.push_screen(screen_class())
+    async def new_conversation(self) -> None:
+        await self.conversation.clear()
+        self.with_agent(lambda agent: agent.reset())
+        self.query_one(StatusBar).stats = self.stats.reset_context()
+        await self.say("new conversation")
 
-    async def _engine(self, arg: str) -> None:
-        self.action_toggle_engine()
-
+    async def open_sessions(self) -> None:
+        await self.app.push_screen(SessionsScreen())

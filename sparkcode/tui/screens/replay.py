@@ -8,7 +8,6 @@ looks exactly like the live session did. No engine is needed.
 
 from __future__ import annotations
 
-from pathlib import Path, PurePath
 from typing import ClassVar
 
 from textual import work
@@ -23,12 +22,10 @@ from sparkcode.replay import play_events
 from sparkcode.sessions import Session, model_turns_count
 
 from ..stats import StatsTracker
+from ..styles import APP_CSS
 from ..turn import TurnRenderer, default_detector_factory
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
-
-TUI_DIR = Path(__file__).resolve().parent.parent
-WIDGET_STYLES = ("chat", "tool_card", "approval", "status_bar")
 
 
 class ReplayScreen(Screen[None]):
@@ -111,9 +108,7 @@ class ReplayApp(App[None]):
     """The standalone player ``sparkcode replay ID --play`` runs."""
 
     TITLE = "sparkcode replay"
-    CSS_PATH: list[str | PurePath] = [  # type: ignore[misc]
-        TUI_DIR / "app.tcss", *(TUI_DIR / "widgets" / f"{name}.tcss" for name in WIDGET_STYLES)
-    ]
+    CSS_PATH = APP_CSS
 
     def __init__(self, session: Session, *, speed: float = 1.0) -> None:
         super().__init__()

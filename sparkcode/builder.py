@@ -1,0 +1,173 @@
+"""The one session builder: from what the user asked for to a ready agent.
+
+The TUI (:mod:`sparkcode.tui.launch`), ``sparkcode run`` and the replay's
+resume path all start a session here, so a setting lands in one place:
+
+1. :func:`resolve_target` reads ``config.toml`` and the profile once per start
+   (the TUI's engine panel and the agent share the result).
+2. :func:`build_session` resolves the connection (``/v1/models``, the managed
+   engine started when allowed), starts the recording, and assembles the agent:
+   client, settings, permissions, undo store, metrics, system prompt.
+
+Adding a knob: put its default in :class:`SessionOptions` (per start) or in the
+profile/``config.toml`` (read in :func:`_settings`), and use it on the built
+:class:`AgentSession`; both fronts then get it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import UserError
+from engine.paths import Paths
+from engine.profiles import Profile, default_profile_name, load_profile
+
+from .agent import (
+    DEFAULT_SYSTEM_PROMPT,
+    Agent,
+    AgentSettings,
+    Approver,
+    MetricsPoller,
+    Permissions,
+    UndoStore,
+)
+from .config import Config, PermissionMode, load_config
+from .connection import Connection, Progress, normalise_base_url, resolve_connection
+from .sessions import SessionRecorder, event_recorder, start_recording
+
+
+@dataclass(frozen=True)
+class StartTarget:
+    """What one start talks to, resolved once: config, profile or endpoint."""
+
+    workspace: Path
+    """Resolved; an existing directory."""
+    config: Config
+    profile: Profile | None = None
+    """The profile in use; None with ``--endpoint``."""
+    endpoint: str | None = None
+    """An explicit server (normalised, ends in ``/v1``)."""
+    model: str | None = None
+    """None: the profile's served name, or the server's first model."""
+    api_key_env: str | None = None
+    profile_named: bool = False
+    """The user named the profile (a running engine of another one is refused)."""
+
+    @property
+    def managed(self) -> bool:
+        """True when sparkcode supervises the engine (a local vllm profile)."""
+        return self.profile is not None and self.profile.kind != "endpoint"
+
+
+def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
+                   endpoint: str | None = None, model: str | None = None,
+                   api_key_env: str | None = None,
+                   config: Config | None = None) -> StartTarget:
+    """Check the workspace, read ``config.toml`` and load the profile (once)."""
+    root = workspace.expanduser().resolve()
+    if not root.is_dir():
+        raise UserError(f"workspace {root} is not a directory")
+    if endpoint and profile:
+        raise UserError("--endpoint and --profile exclude each other; pass one")
+    config = config if config is not None else load_config(paths)
+    if endpoint:
+        return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
+                           api_key_env=api_key_env)
+    name = profile or config.profile or default_profile_name()
+    return StartTarget(root, config, profile=load_profile(name, paths), model=model,
+                       api_key_env=api_key_env, profile_named=profile is not None)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Per-start choices; ``None`` means the profile's or ``config.toml``'s value."""
+
+    origin: str = "agent"
+    """Recorded in the session header: ``tui``, ``run``..."""
+    record: bool = True
+    permission_mode: PermissionMode | None = None
+    approver: Approver | None = None
+    """Answers approvals instead of the consumer (headless runs)."""
+    reasoning_effort: str | None = None
+    thinking_token_budget: int | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    force_tool: str | None = None
+    force_tool_parameters: dict[str, Any] | None = None
+    start_engine: bool = True
+    """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
+    progress: Progress | None = None
+
+
+@dataclass
+class AgentSession:
+    """A built session: the agent and what it was built from."""
+
+    agent: Agent
+    target: StartTarget
+    connection: Connection
+    recorder: SessionRecorder | None = None
+    notes: list[str] = field(default_factory=list)
+    """Things to tell the user once at start (shown by the TUI, printed by run)."""
+
+    @property
+    def session_id(self) -> str | None:
+        return self.recorder.session_id if self.recorder is not None else None
+
+    async def aclose(self) -> None:
+        await self.agent.client.aclose()
+        if self.recorder is not None:
+            self.recorder.close()
+
+
+async def build_session(target: StartTarget, options: SessionOptions,
+                        paths: Paths) -> AgentSession:
+    """Connect, start recording and assemble the agent for ``target``."""
+    conn = await resolve_connection(
+        endpoint=target.endpoint, model=target.model, api_key_env=target.api_key_env,
+        profile=target.profile, paths=paths, config=target.config,
+        start_engine=options.start_engine, progress=options.progress,
+        profile_named=target.profile_named,
+    )
+    recorder = transport = None
+    if options.record:
+        recorder, transport = start_recording(
+            conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
+            api_key_env=conn.api_key_env, origin=options.origin,
+        )
+    client = conn.client(transport)
+    agent = Agent(
+        client, target.workspace, settings=_settings(target.config, conn, options),
+        permissions=Permissions(target.config, mode=options.permission_mode),
+        undo=UndoStore(target.workspace, paths.data_dir),
+        metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
+        system_prompt=DEFAULT_SYSTEM_PROMPT,
+    )
+    if recorder is not None:
+        agent.subscribe(event_recorder(recorder))
+    return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder)
+
+
+def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:
+    return AgentSettings(
+        reasoning_effort=options.reasoning_effort or conn.reasoning_effort,
+        thinking_token_budget=(options.thinking_token_budget
+                               if options.thinking_token_budget is not None
+                               else conn.thinking_token_budget),
+        max_turns=options.max_turns or config.max_turns,
+        max_tokens=options.max_tokens, temperature=options.temperature,
+        force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
+        context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
+    )
+
+
+__all__ = [
+    "AgentSession",
+    "SessionOptions",
+    "StartTarget",
+    "build_session",
+    "resolve_target",
+]
