@@ -1,22 +1,41 @@
-"""The FP4 hot-expert pool as served: 4-bit copies of a layer's pooled experts, live coverage.
+"""The FP4 hot-expert pool as served: fixed slots, a device expert-to-slot table, live counts.
 
 Used by ``engine.plugin._w2_moe`` when the ``fp4_pool`` feature is on. The checkpoint holds
 NVFP4 copies (``_fp4*`` tensors, ``docs/quant-format.md`` §5) of the experts that
-``quantization_config.fp4_pool.experts`` names; a layer's :class:`ExpertPool` registers one
-slot per pooled expert, and vLLM's expert mapping loads the copies into them like any other
-expert tensor. A routed token whose expert has a slot is computed from the 4-bit copy.
+``quantization_config.fp4_pool.experts`` names; vLLM's expert mapping loads them into the
+slots below like any other expert tensor.
 
-:class:`LiveCoverage` counts routed tokens and those served at 4 bits across all layers, and
-writes the share to the engine log now and then: how well the pool chosen offline matches the
-live traffic, the input a live re-selection would act on.
+Data interface (what the fused MoE kernel reads and what a live swap writes), per MoE layer:
+
+* slot tensors, registered as parameters of the layer (slot ``s`` is row ``s``)::
+
+      w13_weight_fp4               uint8   [S, 2I, H/2]   gate rows, then up rows
+      w13_weight_fp4_scale         e4m3    [S, 2I, H/16]
+      w13_weight_fp4_global_scale  float32 [S, 2]         gate half, up half
+      w2_weight_fp4                uint8   [S, H, I/2]
+      w2_weight_fp4_scale          e4m3    [S, H, I/16]
+      w2_weight_fp4_global_scale   float32 [S, 1]
+      w13_weight_fp4_shape, w2_weight_fp4_shape  int64 (load-time checks only)
+
+* ``layer.expert_slot``: int32 ``[E]`` on the device, the slot of each expert or -1;
+* ``layer.expert_tokens``: int64 ``[E]`` on the device, routed (token, expert) pairs per
+  expert since load, incremented by the MoE forward with device ops only (no host read);
+* :meth:`ExpertPool.swap` ``(slot, expert, tensors)`` copies an expert's FP4 bytes into a
+  slot in place and updates ``expert_slot``: the addresses never change, so a captured CUDA
+  graph stays valid. Call it between steps (on the stream the model runs on).
+
+:class:`LiveCoverage` sums the layers' counters now and then, off the forward path, and
+writes the share served at 4 bits to the engine log (``sparkcode engine status`` shows it).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -26,17 +45,25 @@ from engine.codecs.nvfp4 import BLOCK, FP4Tensor
 from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._registry import MARKER
 
-__all__ = ["ExpertPool", "LiveCoverage", "COVERAGE"]
+__all__ = ["COVERAGE", "ExpertPool", "LiveCoverage", "SLOT_TENSORS"]
 
 _KINDS = ("fp4", "fp4_scale", "fp4_global_scale", "fp4_shape")
 
+#: The slot tensors :meth:`ExpertPool.swap` takes, by parameter name (without the slot row).
+SLOT_TENSORS = ("w13_weight_fp4", "w13_weight_fp4_scale", "w13_weight_fp4_global_scale",
+                "w2_weight_fp4", "w2_weight_fp4_scale", "w2_weight_fp4_global_scale")
+
 
 class ExpertPool:
-    """Slots for the FP4 copies of ``experts`` on ``layer`` (registered as parameters)."""
+    """FP4 slots for ``experts`` on ``layer`` (one slot each), and the layer's slot table."""
 
-    def __init__(self, layer: Any, experts: list[int], inter: int, hidden: int) -> None:
-        self.experts = sorted(set(experts))
-        self.slot = {e: i for i, e in enumerate(self.experts)}
+    def __init__(self, layer: Any, experts: list[int], inter: int, hidden: int,
+                 num_experts: int) -> None:
+        self.experts = sorted(set(experts))  # slot -> expert (host mirror of the table)
+        if any(not 0 <= e < num_experts for e in self.experts):
+            raise ValueError(f"fp4_pool lists experts {self.experts} for a layer of "
+                             f"{num_experts} experts")
+        self.slot = {e: i for i, e in enumerate(self.experts)}  # expert -> slot
         self.inter, self.hidden = inter, hidden
         n = len(self.experts)
         shapes: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
@@ -55,8 +82,23 @@ class ExpertPool:
             param = torch.nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=False)
             layer.register_parameter(name, param)
             set_weight_attrs(param, {"weight_loader": self._loader(name)})
+        table = torch.full((num_experts,), -1, dtype=torch.int32)
+        table[self.experts] = torch.arange(n, dtype=torch.int32)
+        layer.expert_slot.copy_(table)
         self.loaded = torch.zeros(n, 3, len(_KINDS), dtype=torch.bool)
         self.layer = layer
+
+    @property
+    def table(self) -> torch.Tensor:
+        """``expert_slot``: int32 ``[E]``, the slot of each expert or -1 (on the device)."""
+        t: torch.Tensor = self.layer.expert_slot
+        return t
+
+    @property
+    def counts(self) -> torch.Tensor:
+        """``expert_tokens``: int64 ``[E]`` routed pairs per expert (on the device)."""
+        t: torch.Tensor = self.layer.expert_tokens
+        return t
 
     def _loader(self, name: str) -> Callable[..., bool]:
         kind = next(i for i, k in reversed(list(enumerate(_KINDS))) if name.endswith(k))
@@ -87,47 +129,123 @@ class ExpertPool:
         return [f"experts.{self.experts[s]}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
                 for s, p, k in (~self.loaded).nonzero().tolist()]
 
-    def weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(w13 [2I, H], w2 [H, I])`` of a pooled expert, dequantized from its FP4 copy."""
-        s, layer = self.slot[expert], self.layer
-        halves = []
-        for h in range(2):
-            rows = slice(h * self.inter, (h + 1) * self.inter)
-            halves.append(FP4Tensor(
-                layer.w13_weight_fp4[s, rows], layer.w13_weight_fp4_scale[s, rows],
-                layer.w13_weight_fp4_global_scale[s, h].reshape(1),
-                (self.inter, self.hidden)).dequantize(dtype))
-        w2 = FP4Tensor(layer.w2_weight_fp4[s], layer.w2_weight_fp4_scale[s],
-                       layer.w2_weight_fp4_global_scale[s].reshape(1),
-                       (self.hidden, self.inter)).dequantize(dtype)
-        return torch.cat(halves), w2
+    @staticmethod
+    def expert_tensors(gate: FP4Tensor, up: FP4Tensor, down: FP4Tensor) -> dict[str, torch.Tensor]:
+        """The :data:`SLOT_TENSORS` of one expert from its three NVFP4 matrices (checkpoint
+        form, e.g. ``FP4Tensor.from_state_dict``), ready for :meth:`swap`."""
+        return {
+            "w13_weight_fp4": torch.cat([gate.packed, up.packed]),
+            "w13_weight_fp4_scale": torch.cat([gate.scales, up.scales]),
+            "w13_weight_fp4_global_scale": torch.cat(
+                [gate.global_scale.reshape(1), up.global_scale.reshape(1)]).float(),
+            "w2_weight_fp4": down.packed,
+            "w2_weight_fp4_scale": down.scales,
+            "w2_weight_fp4_global_scale": down.global_scale.reshape(1).float(),
+        }
+
+    def swap(self, slot: int, expert: int, tensors: Mapping[str, torch.Tensor]) -> int | None:
+        """Serve ``expert`` from ``slot``: copy its FP4 bytes in place, update the table.
+
+        ``tensors`` holds every name of :data:`SLOT_TENSORS` with that tensor's shape minus
+        the slot dimension (:meth:`expert_tensors` builds it). Nothing is reallocated, so
+        captured CUDA graphs keep reading the right memory; only device copies are issued (no
+        host sync). Returns the expert the slot served before (now back on its W2 codes), or
+        None if the slot held the same expert. Raises ValueError, changing nothing, on a bad
+        slot, an expert already in another slot, or a tensor of the wrong shape or dtype.
+        """
+        layer = self.layer
+        if not 0 <= slot < len(self.experts):
+            raise ValueError(f"slot {slot} is not one of this pool's {len(self.experts)} slots")
+        num_experts = int(layer.expert_slot.shape[0])
+        if not 0 <= expert < num_experts:
+            raise ValueError(f"expert {expert} is not one of this layer's {num_experts}")
+        held = self.slot.get(expert)
+        if held is not None and held != slot:
+            raise ValueError(f"expert {expert} is already served from slot {held}")
+        for name in SLOT_TENSORS:
+            if name not in tensors:
+                raise ValueError(f"swap needs {name}")
+            want = getattr(layer, name)
+            got = tensors[name]
+            if tuple(got.shape) != tuple(want.shape[1:]) or got.dtype != want.dtype:
+                raise ValueError(f"{name}: expected {want.dtype} {tuple(want.shape[1:])}, got "
+                                 f"{got.dtype} {tuple(got.shape)}")
+        previous = self.experts[slot]
+        # The table first stops routing the old expert here, then the bytes change, then it
+        # routes the new one here; all on one stream, so a step sees one state or the other.
+        layer.expert_slot[previous] = -1
+        for name in SLOT_TENSORS:
+            getattr(layer, name).data[slot].copy_(tensors[name], non_blocking=True)
+        layer.expert_slot[expert] = slot
+        del self.slot[previous]
+        self.slot[expert] = slot
+        self.experts[slot] = expert
+        return None if previous == expert else previous
 
 
 class LiveCoverage:
-    """Routed tokens and those served at 4 bits, reported every ``interval_s`` of traffic."""
+    """Routed pairs and those served at 4 bits, summed over the registered layers' device
+    counters and reported every ``interval_s`` by a background thread (never per step)."""
 
-    def __init__(self, interval_s: float = 30.0, experts: int = 0) -> None:
+    def __init__(self, interval_s: float = 30.0) -> None:
         self.interval_s = interval_s
-        self.experts = experts
-        self.routed = 0
-        self.pooled = 0
-        self._last = time.monotonic()
+        self.experts = 0  # pooled experts, all layers
+        self._layers: list[weakref.ref[Any]] = []
+        self._thread: threading.Thread | None = None
+        self._last_routed = -1
+        #: monotonic time until which a CUDA graph capture may be running (no reads then).
+        self.capture_seen = 0.0
 
-    def record(self, routed: int, pooled: int) -> None:
-        self.routed += routed
-        self.pooled += pooled
-        now = time.monotonic()
-        if now - self._last >= self.interval_s:
-            self._last = now
-            print(self.line(), file=sys.stderr, flush=True)
+    def register(self, layer: Any, pooled: int) -> None:
+        """Count ``layer``'s ``expert_tokens`` (and its ``expert_slot``) from now on."""
+        self._layers.append(weakref.ref(layer))
+        self.experts += pooled
 
-    @property
-    def share(self) -> float:
-        return self.pooled / self.routed if self.routed else 0.0
+    def totals(self) -> tuple[int, int]:
+        """``(routed, pooled)`` pairs so far: reads the device counters (a host sync)."""
+        routed = pooled = 0
+        for ref in self._layers:
+            layer = ref()
+            if layer is None:
+                continue
+            counts = layer.expert_tokens.detach().to("cpu")
+            served = layer.expert_slot.detach().to("cpu") >= 0
+            routed += int(counts.sum())
+            pooled += int(counts[served].sum())
+        return routed, pooled
 
     def line(self) -> str:
+        routed, pooled = self.totals()
+        share = pooled / routed if routed else 0.0
         return (f"{MARKER} fp4_pool: active ({self.experts} experts at 4 bits; live coverage "
-                f"{100 * self.share:.1f}% of {self.routed} routed tokens)")
+                f"{100 * share:.1f}% of {routed} routed tokens)")
+
+    def report(self) -> None:
+        """Write :meth:`line` to the log if the counts moved since the last line."""
+        if time.monotonic() < self.capture_seen:
+            return  # a read during CUDA graph capture would break the capture
+        routed, _ = self.totals()
+        if routed != self._last_routed:
+            self._last_routed = routed
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def start(self) -> None:
+        """Start the reporting thread once (a daemon: it dies with the worker)."""
+        if self._thread is not None or not self.experts:
+            return
+
+        def run() -> None:
+            while True:
+                time.sleep(max(self.interval_s, 0.25))
+                try:
+                    self.report()
+                except Exception as exc:  # a dead engine or torn-down model: stop quietly
+                    print(f"{MARKER} fp4_pool: coverage reporting stopped ({exc})",
+                          file=sys.stderr, flush=True)
+                    return
+
+        self._thread = threading.Thread(target=run, name="sparkcode-fp4-coverage", daemon=True)
+        self._thread.start()
 
 
 #: Seconds of traffic between coverage lines in the engine log (tests set it low).

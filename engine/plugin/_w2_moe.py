@@ -9,20 +9,22 @@ experts arrive as ``experts.E.{gate,up,down}_proj.weight_{packed,scale,shape}``,
 expert mapping renames to ``w13_weight_packed`` (gate rows first, then up) and
 ``w2_weight_packed`` and hands to the loaders below, one expert at a time.
 
-The experts stay packed in memory (2.25 bits per weight). ``apply`` runs the experts a batch
-routed to, each from its codes (``kernels.w2_dequant.w2_matmul``): on a GPU an expert with a
-few tokens (decode) is multiplied straight from its codes by the Triton GEMV, one with more is
-dequantized by the Triton kernel and multiplied; on a CPU the PyTorch references stand in.
-A fused grouped GEMM over all routed experts at once is the next step for speed.
+The experts stay packed in memory (2.25 bits per weight). ``apply`` is one call of
+``kernels.w2_moe.w2_fused_moe``: three Triton launches per layer on a GPU (the FP4 pool's
+experts read from their slots inside them), the PyTorch reference on a CPU; neither reads a
+value back to the host, so vLLM can capture it in a CUDA graph. The layer's SwiGLU clamp
+(``swiglu_limit``) and where the router weight goes are the layer's own, as in calibration.
+Each layer keeps device counters of the pairs routed to each expert (``expert_tokens``,
+``engine.plugin._fp4_pool``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from vllm.model_executor.layers.fused_moe import RoutedExperts
 from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
 from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
@@ -33,8 +35,10 @@ from vllm.model_executor.layers.quantization.base_config import (
 from vllm.model_executor.utils import set_weight_attrs
 
 from engine.codecs.format import FORMAT_VERSION, QUANT_METHOD
-from kernels.w2_dequant import w2_matmul
+from kernels.nvfp4_layout import BLOCK as FP4_BLOCK
 from kernels.w2_layout import CODES_PER_BYTE, GROUP
+from kernels.w2_moe import w2_fused_moe
+from kernels.w2_moe_layout import MoEWeights
 
 from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._fp4_pool import COVERAGE, ExpertPool
@@ -130,6 +134,8 @@ class W2ExpertsMethod(FusedMoEMethodBase):
     def __init__(self, moe: Any, pooled: list[int] | None = None) -> None:
         super().__init__(moe)
         self.pooled = list(pooled or [])
+        limit = getattr(moe, "swiglu_limit", None)
+        self.swiglu_limit = float(limit) if limit is not None else None
 
     def create_weights(
         self,
@@ -174,10 +180,14 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         layer.register_buffer(
             "w2q_loaded", torch.zeros(num_experts, 3, 3, dtype=torch.bool), persistent=False)
         layer.w2q_sizes = (inter, hidden)
+        layer.register_buffer(
+            "expert_slot", torch.full((num_experts,), -1, dtype=torch.int32), persistent=False)
+        layer.register_buffer(
+            "expert_tokens", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
         layer.w2q_pool = None
         if self.pooled:
-            layer.w2q_pool = ExpertPool(layer, self.pooled, inter, hidden)
-            COVERAGE.experts += len(self.pooled)
+            layer.w2q_pool = ExpertPool(layer, self.pooled, inter, hidden, num_experts)
+        COVERAGE.register(layer, len(self.pooled))
 
     def _loader(self, layer: Any, name: str, inter: int) -> Any:
         kind = 0 if name.endswith("_packed") else 1 if name.endswith("_scale") else 2
@@ -217,6 +227,8 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             raise ValueError(
                 f"{getattr(layer, 'layer_name', 'a MoE layer')}: the checkpoint has no "
                 f"{shown}{more}")
+        layer.w2q_weights = moe_weights(layer)
+        COVERAGE.start()
 
     def get_fused_moe_quant_config(self, layer: Any) -> None:
         return None
@@ -230,36 +242,36 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         shared_experts: Any,
         shared_experts_input: torch.Tensor | None,
     ) -> torch.Tensor:
+        if x.is_cuda and torch.cuda.is_current_stream_capturing():
+            COVERAGE.capture_seen = time.monotonic() + 30.0  # host-only: no counter reads now
+        weights = getattr(layer, "w2q_weights", None) or moe_weights(layer)
+        return w2_fused_moe(
+            x, topk_weights, topk_ids, weights, swiglu_limit=self.swiglu_limit,
+            weight_on_input=bool(getattr(layer, "apply_router_weight_on_input", False)),
+            expert_tokens=layer.expert_tokens)
+
+
+def moe_weights(layer: Any) -> MoEWeights:
+    """The kernel's view of ``layer``'s expert tensors (the same storage, nothing copied);
+    a layer without a pool gets empty slot tensors."""
+    if layer.w2q_pool is not None:
+        f13 = (layer.w13_weight_fp4, layer.w13_weight_fp4_scale, layer.w13_weight_fp4_global_scale)
+        f2 = (layer.w2_weight_fp4, layer.w2_weight_fp4_scale, layer.w2_weight_fp4_global_scale)
+    else:
         inter, hidden = (int(v) for v in layer.w2q_sizes)
-        top_k = topk_ids.shape[1]
-        flat = topk_ids.reshape(-1).to(torch.int64)
-        weights = topk_weights.reshape(-1, 1).to(x.dtype)
-        on_input = bool(getattr(layer, "apply_router_weight_on_input", False))
-        order = torch.argsort(flat, stable=True)
-        counts = torch.bincount(flat, minlength=layer.w13_weight_packed.shape[0]).tolist()
-        out = torch.zeros_like(x)
-        pool: ExpertPool | None = layer.w2q_pool
-        start = pooled_pairs = 0
-        for expert, count in enumerate(counts):
-            if not count:
-                continue
-            slots = order[start : start + count]
-            start += count
-            tokens = slots // top_k
-            xs = x[tokens] * weights[slots] if on_input else x[tokens]
-            if pool is not None and expert in pool.slot:
-                w13, w2 = pool.weights(expert, x.dtype)
-                pooled_pairs += count
-                gate_up = xs @ w13.t()
-                act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-                ys = act @ w2.t()
-            else:
-                gate_up = w2_matmul(xs, layer.w13_weight_packed[expert],
-                                    layer.w13_weight_scale[expert], hidden)
-                act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-                ys = w2_matmul(act, layer.w2_weight_packed[expert],
-                               layer.w2_weight_scale[expert], inter)
-            out.index_add_(0, tokens, ys if on_input else ys * weights[slots])
-        if COVERAGE.experts:  # some layer has a pool: every layer's tokens count
-            COVERAGE.record(int(flat.numel()), pooled_pairs)
-        return out
+        dev = layer.w13_weight_packed.device
+
+        def empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+            return torch.zeros((0, *shape), dtype=dtype, device=dev)
+
+        f13 = (empty((2 * inter, hidden // 2), torch.uint8),
+               empty((2 * inter, hidden // FP4_BLOCK), torch.float8_e4m3fn),
+               empty((2,), torch.float32))
+        f2 = (empty((hidden, inter // 2), torch.uint8),
+              empty((hidden, inter // FP4_BLOCK), torch.float8_e4m3fn),
+              empty((1,), torch.float32))
+    w = MoEWeights(layer.w13_weight_packed.data, layer.w13_weight_scale.data,
+                   layer.w2_weight_packed.data, layer.w2_weight_scale.data, layer.expert_slot,
+                   *(t.data for t in f13), *(t.data for t in f2))
+    w.check()
+    return w

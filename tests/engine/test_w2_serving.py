@@ -8,71 +8,36 @@ same W2 weights dequantized.
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 import torch
-import torch.nn.functional as F
 
-from engine.codecs import nvfp4, w2
 from engine.codecs.format import FORMAT_VERSION
+from tests.support import moe_layers
+from tests.support.moe_layers import dense_moe
 
 HIDDEN, INTER, EXPERTS = 64, 32, 4
 
 
+@pytest.fixture(autouse=True)
+def _quiet_coverage(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.plugin import _fp4_pool, _w2_moe
+
+    monkeypatch.setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))
+
+
 def method_and_layer(pooled: tuple[int, ...] = ()) -> tuple[Any, torch.nn.Module]:
-    from engine.plugin._w2_moe import W2ExpertsMethod
-
-    moe = SimpleNamespace(
-        moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False), activation="silu")
-    method = W2ExpertsMethod(moe, list(pooled))
-    layer = torch.nn.Module()
-    method.create_weights(layer, EXPERTS, HIDDEN, INTER, torch.bfloat16)
-    return method, layer
+    return moe_layers.method_and_layer(EXPERTS, HIDDEN, INTER, pooled)
 
 
-def load_experts(
-    layer: torch.nn.Module, skip: str | None = None, pooled: tuple[int, ...] = ()
-) -> dict[tuple[int, str], torch.Tensor]:
-    """Load random W2 experts (and FP4 copies of ``pooled``) through the method's loaders, as
-    vLLM's expert mapping does; returns the weights each expert is served with."""
-    g = torch.Generator().manual_seed(0)
-    dense: dict[tuple[int, str], torch.Tensor] = {}
-    for e in range(EXPERTS):
-        for proj, shard, shape in (("gate_proj", "w1", (INTER, HIDDEN)),
-                                   ("up_proj", "w3", (INTER, HIDDEN)),
-                                   ("down_proj", "w2", (HIDDEN, INTER))):
-            w = torch.randn(*shape, generator=g) * 0.1
-            q = w2.quantize_rtn(w)
-            dense[e, proj] = q.dequantize(torch.float32)
-            param = "w2" if shard == "w2" else "w13"
-            tensors = q.to_state_dict("")
-            if e in pooled:
-                f = nvfp4.quantize(w)
-                dense[e, proj] = f.dequantize(torch.float32)
-                tensors.update(f.to_state_dict(""))
-            for kind, tensor in tensors.items():
-                name = f"experts.{e}.{proj}.weight{kind}"
-                if name == skip:
-                    continue
-                p = getattr(layer, f"{param}_weight{kind}")
-                assert p.weight_loader(p, tensor, name, shard_id=shard, expert_id=e,
-                                       return_success=True)
-    return dense
-
-
-def dense_moe(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor,
-              dense: dict[tuple[int, str], torch.Tensor]) -> torch.Tensor:
-    want = torch.zeros_like(x)
-    for t in range(x.shape[0]):
-        for k in range(ids.shape[1]):
-            e = int(ids[t, k])
-            h = F.silu(x[t] @ dense[e, "gate_proj"].T) * (x[t] @ dense[e, "up_proj"].T)
-            want[t] += wts[t, k] * (h @ dense[e, "down_proj"].T)
-    return want
+def load_experts(layer: torch.nn.Module, skip: str | None = None,
+                 pooled: tuple[int, ...] = ()) -> dict[tuple[int, str], torch.Tensor]:
+    return moe_layers.load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=pooled, skip=skip)
 
 
 def test_apply_matches_dense_experts_on_the_routed_tokens() -> None:
@@ -101,8 +66,10 @@ def test_pooled_experts_are_served_from_their_fp4_copies(monkeypatch: pytest.Mon
     wts = torch.rand(6, 2, generator=g)
     out = method.apply(layer, x, wts, ids, None, None)
     torch.testing.assert_close(out, dense_moe(x, ids, wts, dense), rtol=1e-4, atol=1e-4)
-    assert (coverage.routed, coverage.pooled) == (12, 6)  # experts 1 and 3 got 6 of 12 pairs
-    assert "live coverage 50.0% of 12 routed tokens" in coverage.line()
+    assert layer.expert_slot.tolist() == [-1, 0, -1, 1]
+    assert layer.expert_tokens.tolist() == [3, 3, 3, 3]  # device counters, no host step
+    assert coverage.totals() == (12, 6)  # experts 1 and 3 got 6 of 12 pairs
+    assert "2 experts at 4 bits; live coverage 50.0% of 12 routed tokens" in coverage.line()
 
 
 def test_a_missing_fp4_copy_is_named_after_loading() -> None:
@@ -162,8 +129,19 @@ def test_non_expert_fp8_weights_go_to_vllms_fp8_method() -> None:
     assert plain.source is None
 
 
+def _log_with(log_path: Path, pattern: str, timeout: float = 10.0) -> str:
+    """The engine log once ``pattern`` appears in it (the coverage line comes from a thread)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+        if re.search(pattern, log) or time.monotonic() > deadline:
+            return log
+        time.sleep(0.2)
+
+
 @pytest.mark.engine
-def test_vllm_serves_a_w2_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pool_on", [True, False], ids=["pool-on", "pool-off"])
+def test_vllm_serves_a_w2_checkpoint(tmp_path: Path, pool_on: bool) -> None:
     from tests.support.engine import run_engine
     from tests.support.tiny_models import write_profile
     from tests.support.w2_models import EXPERT, build_w2_qwen3_moe, reference_logprobs
@@ -171,10 +149,12 @@ def test_vllm_serves_a_w2_checkpoint(tmp_path: Path) -> None:
     pool = ((0, 1), (1, 2))  # one pooled expert per layer, served from its FP4 copy
     model = build_w2_qwen3_moe(tmp_path / "model", pool=pool)
     home = tmp_path / "home"
+    features = '"w2_quant", "fp4_pool"' if pool_on else '"w2_quant"'
     write_profile(home / "config", "tiny-w2", model.path, 8400,
-                  extra='[plugin]\nenabled = true\nfeatures = ["w2_quant", "fp4_pool"]\n'
+                  extra=f'[plugin]\nenabled = true\nfeatures = [{features}]\n'
                         '[env]\nSPARKCODE_FP4_COVERAGE_INTERVAL_S = "0"\n')
     ids = [1, *range(40, 80)]
+    coverage = r"fp4_pool: active \(2 experts at 4 bits; live coverage [\d.]+% of [1-9]\d* routed"
     with run_engine(home, "tiny-w2") as eng:
         r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
             "model": eng.model, "prompt": ids, "max_tokens": 1, "temperature": 0,
@@ -182,24 +162,29 @@ def test_vllm_serves_a_w2_checkpoint(tmp_path: Path) -> None:
         r.raise_for_status()
         log_path = eng.supervisor.log_path()
         assert log_path is not None
-        log = log_path.read_text(encoding="utf-8", errors="replace")
+        log = _log_with(log_path, coverage if pool_on else "w2_quant: loaded")
     prompt_logprobs = r.json()["choices"][0]["prompt_logprobs"]
     served = torch.tensor([prompt_logprobs[i][str(ids[i])]["logprob"] for i in range(1, len(ids))])
     assert "[sparkcode-plugin] w2_quant: applied" in log
-    assert "[sparkcode-plugin] fp4_pool: applied" in log
-    assert "fp4_pool: active (2 experts at 4 bits; live coverage" in log
     n_bf16 = sum(t.dtype == torch.bfloat16 and not EXPERT.search(n)
                  for n, t in model.original.items())
     assert f"w2_quant: loaded ({n_bf16} P12 tensors decoded" in log
     bf16_dir = model.path.parent / "bf16"
-    as_quantized = (served - reference_logprobs(bf16_dir, model.dequantized, ids)).abs().mean()
+    with_pool = (served - reference_logprobs(bf16_dir, model.dequantized, ids)).abs().mean()
     as_original = (served - reference_logprobs(bf16_dir, model.original, ids)).abs().mean()
-    # bf16 serving against an fp32 reference of the same W2 weights: a few hundredths of a nat.
+    w2_only = (served - reference_logprobs(bf16_dir, model.w2_only, ids)).abs().mean()
+    print(f"pool {'on' if pool_on else 'off'}: served vs the pool's weights {with_pool:.3f}; "
+          f"vs W2 only {w2_only:.3f}; vs unquantized {as_original:.3f}")
+    # bf16 serving against an fp32 reference of the served weights: a few hundredths of a nat.
     # Against the unquantized model (what the engine would serve if it ignored the codes or
-    # dequantized them wrongly) the 2-bit error is tens of times larger.
-    as_w2_only = (served - reference_logprobs(bf16_dir, model.w2_only, ids)).abs().mean()
-    print(f"served vs reference: {as_quantized:.3f}; vs unquantized {as_original:.3f}; "
-          f"vs W2 without the pool {as_w2_only:.3f}")
-    assert as_quantized < 0.1, (as_quantized, as_original)
-    assert as_original > 10 * as_quantized, (as_quantized, as_original)
-    assert as_w2_only > 3 * as_quantized, (as_quantized, as_w2_only)  # the pool is used
+    # dequantized them wrongly) the 2-bit error is tens of times larger; with the pool on, the
+    # pooled experts must come from their FP4 copies, with it off from their W2 codes.
+    served_as, other = (with_pool, w2_only) if pool_on else (w2_only, with_pool)
+    assert served_as < 0.1, (served_as, as_original)
+    assert as_original > 10 * served_as, (served_as, as_original)
+    assert other > 3 * served_as, (served_as, other)
+    if pool_on:
+        assert "[sparkcode-plugin] fp4_pool: applied" in log
+        assert re.search(coverage, log), log[-2000:]
+    else:
+        assert "fp4_pool: active" not in log

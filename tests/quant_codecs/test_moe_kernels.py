@@ -1,0 +1,165 @@
+"""The fused W2 MoE kernels against their PyTorch reference, and the routing alignment.
+
+Kernels run in Triton's interpreter in a child process on a CPU (the pattern and the reason:
+``tests/quant_codecs/test_kernels.py``), on a GPU in this process. Cases: pooled and W2
+experts mixed in one batch, empty experts, one token, 64 pairs (the decode path's most),
+prefill sizes (the aligned path), a skewed batch where one expert gets every token, the
+SwiGLU clamp on and off, the router weight on the input, no pool at all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import _triton
+from kernels.moe_align import max_padded, moe_align
+from kernels.w2_moe_layout import w2_moe_reference
+from tests.support.moe_layers import random_moe_weights
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if _triton.HAVE_TRITON:
+    from kernels import w2_moe
+
+    RUNS_HERE = w2_moe.kernels_launchable(DEVICE)
+else:  # pragma: no cover - depends on the environment
+    RUNS_HERE = False
+needs_triton = pytest.mark.skipif(not RUNS_HERE, reason="Triton cannot run kernels here")
+
+
+@pytest.mark.skipif(
+    RUNS_HERE or not _triton.HAVE_TRITON or torch.cuda.is_available(),
+    reason="kernels run in this process",
+)
+def test_moe_kernels_in_an_interpreting_child_process() -> None:
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], \
+        proc.stdout[-1000:]
+
+
+def test_alignment_matches_vllms_documented_example() -> None:
+    # vLLM's moe_align_block_size docstring: 12 pairs, block 4, experts 1..4 (0 is empty).
+    ids = torch.tensor([[2, 3, 4], [1, 2, 4], [1, 3, 4], [1, 2, 3]])
+    sorted_ids, block_expert, num_padded = moe_align(ids, 5, 4)
+    assert sorted_ids.shape == (max_padded(12, 5, 4),) == (28,)
+    assert sorted_ids[:16].tolist() == [3, 6, 9, 12, 0, 4, 10, 12, 1, 7, 11, 12, 2, 5, 8, 12]
+    assert set(sorted_ids[16:].tolist()) == {12}
+    assert block_expert.tolist() == [1, 2, 3, 4, -1, -1, -1]
+    assert num_padded.tolist() == [16]
+
+
+@pytest.mark.parametrize(("tokens", "top_k", "experts", "block"), [(1, 8, 288, 16),
+                                                                    (300, 8, 32, 64)])
+def test_alignment_groups_every_pair_once_by_expert(tokens: int, top_k: int, experts: int,
+                                                    block: int) -> None:
+    g = torch.Generator().manual_seed(tokens)
+    ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
+    n = tokens * top_k
+    sorted_ids, block_expert, num_padded = moe_align(ids.to(torch.int32), experts, block)
+    used = int(num_padded)
+    flat = ids.reshape(-1)
+    pairs = sorted_ids[:used]
+    assert sorted(pairs[pairs < n].tolist()) == list(range(n))
+    for b in range(used // block):
+        chunk = pairs[b * block:(b + 1) * block]
+        real = chunk[chunk < n]
+        assert len(real) > 0 and (flat[real] == block_expert[b]).all()
+        assert real.tolist() == sorted(real.tolist())  # stable within an expert
+    assert (block_expert[used // block:] == -1).all()
+
+
+def _case(tokens: int, top_k: int, experts: int, seed: int,
+          skewed: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, 0, generator=g)  # replaced below once the width is known
+    if skewed:
+        ids = torch.arange(top_k).repeat(tokens, 1)
+    else:
+        ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
+    wts = torch.rand(tokens, top_k, generator=g)
+    return x, ids.to(torch.int32), wts
+
+
+@needs_triton
+@pytest.mark.parametrize(
+    ("tokens", "top_k", "experts", "hidden", "inter", "pooled", "limit", "on_input", "skewed",
+     "block_n"),
+    [
+        # GLM-shaped (scaled down): one decode token, top-8, clamp 10, pooled and W2 mixed.
+        (1, 8, 32, 256, 128, (0, 5, 9, 31), 10.0, False, False, None),
+        # A k=7 verify step: 8 tokens x top-8 = 64 pairs, the decode path's most.
+        (8, 8, 32, 128, 64, (1, 2, 3, 7, 20), 10.0, False, False, 64),
+        # Prefill (aligned path); 16 experts, top-4: some experts get no token.
+        (40, 4, 16, 128, 64, (2, 11), 10.0, False, False, 64),
+        # Every token on the same experts: several blocks of one expert.
+        (24, 2, 8, 64, 64, (1,), None, False, True, 64),
+        # Router weight on the input (top-1), no clamp, no pool.
+        (5, 1, 8, 64, 32, (), None, True, False, 32),
+    ],
+)
+def test_fused_moe_matches_the_reference(tokens: int, top_k: int, experts: int, hidden: int,
+                                         inter: int, pooled: tuple[int, ...],
+                                         limit: float | None, on_input: bool, skewed: bool,
+                                         block_n: int | None) -> None:
+    w = random_moe_weights(experts, hidden, inter, pooled, seed=tokens, device=DEVICE)
+    _, ids, wts = _case(tokens, top_k, experts, seed=tokens, skewed=skewed)
+    x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(1)) * 4
+    x, ids, wts = x.to(DEVICE), ids.to(DEVICE), wts.to(DEVICE)
+    n = tokens * top_k
+    cfg = w2_moe.tile_config(n)
+    if block_n is not None:
+        cfg = w2_moe.TileConfig(cfg.block_m, block_n, cfg.block_k, cfg.aligned)
+    assert cfg.aligned == (n > w2_moe.DECODE_MAX_PAIRS)
+    want_counts = torch.zeros(experts, dtype=torch.int64, device=DEVICE)
+    got_counts = torch.zeros_like(want_counts)
+    want = w2_moe_reference(x, wts, ids, w, limit, on_input, want_counts)
+    got = w2_moe.w2_fused_moe(x, wts, ids, w, limit, on_input, got_counts, config=cfg)
+    scale = float(want.abs().max())
+    assert scale > 0.1
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * scale)
+    assert torch.equal(got_counts, want_counts)
+    assert int(want_counts.sum()) == n
+    if skewed:  # a second run: bit-identical (no float atomics), counters keep adding
+        again = w2_moe.w2_fused_moe(x, wts, ids, w, limit, on_input, got_counts, config=cfg)
+        assert torch.equal(again, got)
+        assert torch.equal(got_counts, 2 * want_counts)
+    if limit is not None:  # the clamp bites at these activations
+        loose = w2_moe_reference(x, wts, ids, w, None, on_input)
+        assert (loose - want).abs().max() > 1e-2 * scale
+
+
+@needs_triton
+def test_pooled_experts_are_read_from_their_slots() -> None:
+    # The same W2 codes with and without a pool: only the pooled expert's rows change.
+    plain = random_moe_weights(8, 64, 32, (), seed=3, device=DEVICE)
+    pooled = random_moe_weights(8, 64, 32, (4,), seed=3, device=DEVICE)
+    x = torch.randn(2, 64, generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    ids = torch.tensor([[4], [6]], dtype=torch.int32, device=DEVICE)
+    wts = torch.ones(2, 1, device=DEVICE)
+    a = w2_moe.w2_fused_moe(x, wts, ids, plain)
+    b = w2_moe.w2_fused_moe(x, wts, ids, pooled)
+    assert torch.equal(a[1], b[1])
+    assert not torch.allclose(a[0], b[0])
+    torch.testing.assert_close(b, w2_moe_reference(x, wts, ids, pooled), rtol=1e-4, atol=1e-5)
+
+
+def test_the_entry_point_refuses_mismatched_inputs() -> None:
+    from kernels.w2_moe import w2_fused_moe
+
+    w = random_moe_weights(4, 64, 32)
+    with pytest.raises(ValueError, match=r"x must be \[tokens, 64\]"):
+        w2_fused_moe(torch.zeros(2, 32), torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.int32),
+                     w)
+    with pytest.raises(ValueError, match="must both be"):
+        w2_fused_moe(torch.zeros(2, 64), torch.ones(2, 2), torch.zeros(2, 1, dtype=torch.int32),
+                     w)
