@@ -43,8 +43,8 @@ def test_moe_kernels_in_an_interpreting_child_process() -> None:
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], \
-        proc.stdout[-1000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "1 skipped" in summary, summary  # only this launcher
 
 
 def test_alignment_matches_vllms_documented_example() -> None:
