@@ -103,7 +103,8 @@ async def test_edit_with_missing_match_is_refused_with_actionable_message(
     agent = make_agent(server, workspace, mode="ask")
     events = await run(agent, "edit")
     results = of(events, ToolCallFinished)
-    assert "not found" in (results[0].error or "") and "read the file again" in results[0].result
+    assert "not found" in (results[0].error or "") \
+        and "copy old_string from it exactly" in results[0].result
     assert "occurs 2 times" in (results[1].error or "") and "lines 1, 2" in results[1].result
     assert not of(events, ApprovalRequested)  # a call that cannot apply is not offered
     assert (workspace / "a.py").read_text() == "x = 1\nx = 1\n"

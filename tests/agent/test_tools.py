@@ -56,7 +56,7 @@ async def test_write_and_edit_files(workspace: Path) -> None:
     await call(workspace, "edit_file", path="dup.py", old_string="x = 1", new_string="z",
                replace_all=True)
     assert (workspace / "dup.py").read_text() == "z\ny = 0\nz\n"
-    with pytest.raises(ToolError, match="closest line is 2: 'y = 0'"):
+    with pytest.raises(ToolError, match=r"nearest region is lines 1-3(.|\n)*     2\ty = 0"):
         await call(workspace, "edit_file", path="dup.py", old_string="y = 00", new_string="q")
     with pytest.raises(ToolError, match="use write_file"):
         await call(workspace, "edit_file", path="dup.py", old_string="", new_string="q")

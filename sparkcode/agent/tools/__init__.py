@@ -6,7 +6,8 @@ from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
-from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile, unified_diff
+from ._edits import EditFile, MultiEdit
+from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff
 from ._git import GitCommit, GitDiff, GitLog, GitStatus
 from ._shell import Bash, is_read_only_command
 
@@ -32,7 +33,7 @@ class ToolRegistry:
 
 def default_tools() -> ToolRegistry:
     return ToolRegistry([
-        ReadFile(), WriteFile(), EditFile(), ListFiles(), Grep(), Bash(),
+        ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
         GitStatus(), GitDiff(), GitLog(), GitCommit(),
     ])
 
@@ -46,6 +47,7 @@ __all__ = [
     "GitStatus",
     "Grep",
     "ListFiles",
+    "MultiEdit",
     "Preview",
     "ReadFile",
     "Tool",

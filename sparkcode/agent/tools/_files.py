@@ -1,4 +1,4 @@
-"""File tools: read_file, write_file, edit_file, list_files, grep."""
+"""File tools: read_file, write_file, list_files, grep (edits are in ``_edits``)."""
 
 from __future__ import annotations
 
@@ -128,82 +128,6 @@ class WriteFile(Tool):
         lines = new.count("\n") + (0 if new.endswith("\n") or not new else 1)
         verb = "overwrote" if existed else "created"
         return ToolOutput(f"{verb} {shown} ({lines} lines)", diff=unified_diff(old, new, shown))
-
-
-class EditFile(Tool):
-    def __init__(self) -> None:
-        super().__init__(
-            name="edit_file",
-            description="Replace an exact piece of text in a file. old_string must match the "
-                        "file exactly (whitespace included) and only once, unless replace_all "
-                        "is true. Read the file first.",
-            parameters={
-                "path": {"type": "string", "description": "Path relative to the workspace."},
-                "old_string": {"type": "string", "description": "Exact text to replace."},
-                "new_string": {"type": "string", "description": "Replacement text."},
-                "replace_all": {"type": "boolean",
-                                "description": "Replace every occurrence (default false)."},
-            },
-            kind="edit", required=("path", "old_string", "new_string"),
-        )
-
-    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str]:
-        path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
-        shown = display(ctx.workspace, path)
-        old_s, new_s = args["old_string"], args["new_string"]
-        if not isinstance(old_s, str) or not isinstance(new_s, str):
-            raise ToolError("old_string and new_string must be strings")
-        if not old_s:
-            raise ToolError("old_string is empty; to create or replace a whole file use "
-                            "write_file")
-        if old_s == new_s:
-            raise ToolError("old_string and new_string are identical; nothing would change")
-        text = _read_text(path, shown)
-        count = text.count(old_s)
-        if count == 0:
-            raise ToolError(_not_found(text, old_s, shown))
-        if count > 1 and not args.get("replace_all"):
-            lines = _match_lines(text, old_s)
-            raise ToolError(
-                f"old_string occurs {count} times in {shown} (at lines "
-                f"{', '.join(map(str, lines[:10]))}); include more surrounding lines so it "
-                "matches exactly once, or set replace_all to true"
-            )
-        return path, shown, text, text.replace(old_s, new_s)
-
-    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
-        _, shown, old, new = self._plan(args, ctx)
-        diff = unified_diff(old, new, shown)
-        return Preview(summary=f"edit {shown}", detail=diff, diff=diff)
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path, shown, old, new = self._plan(args, ctx)
-        try:
-            path.write_text(new, encoding="utf-8")
-        except OSError as exc:
-            raise ToolError(f"cannot write {shown}: {exc.strerror}") from None
-        return ToolOutput(f"edited {shown}", diff=unified_diff(old, new, shown))
-
-
-def _match_lines(text: str, needle: str) -> list[int]:
-    out, start = [], 0
-    while (i := text.find(needle, start)) >= 0:
-        out.append(text.count("\n", 0, i) + 1)
-        start = i + 1
-    return out
-
-
-def _not_found(text: str, needle: str, shown: str) -> str:
-    msg = (f"old_string was not found in {shown}. It must match exactly, including "
-           "indentation and line breaks; read the file again and copy the text.")
-    first = next((ln.strip() for ln in needle.splitlines() if ln.strip()), "")
-    if first:
-        lines = text.splitlines()
-        close = difflib.get_close_matches(first, [ln.strip() for ln in lines], n=1, cutoff=0.6)
-        if close:
-            n = next(i for i, ln in enumerate(lines, 1) if ln.strip() == close[0])
-            msg += f" The closest line is {n}: {lines[n - 1]!r}"
-    return msg
 
 
 def walk_files(root: Path, base: Path) -> Iterator[Path]:

@@ -1,0 +1,122 @@
+"""edit_file's drift tolerance and multi_edit, on real files in a temp workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.edit_drift import DRIFTS, build, evaluate
+from sparkcode.agent.tools import ToolContext, ToolError, ToolOutput, default_tools
+
+TOOLS = default_tools()
+
+CODE = "def f(x):\n    if x:\n        return 1\n    return 0\n\n\ndef g():\n    pass\n"
+
+
+async def edit(ws: Path, name: str = "edit_file", **args: Any) -> ToolOutput:
+    tool = TOOLS.get(name)
+    assert tool is not None
+    return await tool.run({"path": "m.py", **args}, ToolContext(workspace=ws))
+
+
+@pytest.mark.parametrize(("old", "new", "how"), [
+    # trailing whitespace on the copy
+    ("    if x:  \n        return 1 \n", "    if x:\n        return 2\n", "trailing whitespace"),
+    # the block copied flush-left, the replacement written the same way
+    ("if x:\n    return 1\n", "if x:\n    return 2\n", "indentation"),
+    # four spaces deeper than the file, with a line added one level in
+    ("        if x:\n            return 1\n", "        if x:\n            y = 1\n"
+     "            return 2\n", "indentation"),
+    # tabs in the copy, spaces in the file
+    ("\tif x:\n\t\treturn 1\n", "\tif x:\n\t\treturn 2\n", "indentation"),
+    # CRLF in the copy
+    ("    if x:\r\n        return 1\r\n", "    if x:\r\n        return 2\r\n", "line endings"),
+])
+async def test_drifted_copies_edit_the_one_place_they_match(workspace: Path, old: str, new: str,
+                                                            how: str) -> None:
+    (workspace / "m.py").write_text(CODE)
+    out = await edit(workspace, old_string=old, new_string=new)
+    assert out.text == f"edited m.py (matched ignoring {how})"
+    want = CODE.replace("return 1", "y = 1\n        return 2" if "y = 1" in new else "return 2")
+    assert (workspace / "m.py").read_text() == want
+
+
+async def test_a_tab_indented_file_keeps_its_tabs_and_crlf_file_its_line_ends(
+        workspace: Path) -> None:
+    (workspace / "m.py").write_bytes(b"def f(x):\r\n\tif x:\r\n\t\treturn 1\r\n")
+    await edit(workspace, old_string="    if x:\n        return 1\n",
+               new_string="    if x:\n        log(x)\n            nested()\n        return 1\n")
+    assert (workspace / "m.py").read_bytes() == \
+        b"def f(x):\r\n\tif x:\r\n\t\tlog(x)\r\n\t\t\tnested()\r\n\t\treturn 1\r\n"
+
+
+async def test_an_exact_match_always_wins(workspace: Path) -> None:
+    (workspace / "m.py").write_text("a = 1  \na = 1\n")
+    out = await edit(workspace, old_string="a = 1  \n", new_string="b = 2\n")
+    assert out.text == "edited m.py"
+    assert (workspace / "m.py").read_text() == "b = 2\na = 1\n"
+
+
+async def test_a_tolerant_match_must_be_unique(workspace: Path) -> None:
+    text = "def a():\n    x = 1\n    return x\n\ndef b():\n        x = 1\n        return x\n"
+    (workspace / "m.py").write_text(text)
+    with pytest.raises(ToolError, match=r"ignoring indentation .* matches 2 places "
+                                        r"\(lines 2, 6\)"):
+        await edit(workspace, old_string="x = 1\nreturn x\n", new_string="x = 2\nreturn x\n")
+    assert (workspace / "m.py").read_text() == text
+
+
+async def test_a_copy_whose_indentation_does_not_fit_is_refused(workspace: Path) -> None:
+    (workspace / "m.py").write_text(CODE)
+    # "if x:" and "return 1" at the same depth: the same copy indent stands for two
+    # file depths, so where new lines go is unknowable.
+    with pytest.raises(ToolError, match="does not correspond to the file's line by line"):
+        await edit(workspace, old_string="if x:\nreturn 1\n", new_string="if x:\nreturn 2\n")
+    # A flush-left copy of one line with added lines at or past its depth.
+    with pytest.raises(ToolError, match="matches line 3 without its indentation"):
+        await edit(workspace, old_string="return 1", new_string="return 1\n        y = 2")
+    assert (workspace / "m.py").read_text() == CODE
+
+
+async def test_a_miss_shows_the_nearest_region_with_line_numbers(workspace: Path) -> None:
+    (workspace / "m.py").write_text(CODE)
+    with pytest.raises(ToolError) as info:
+        await edit(workspace, old_string="def g():\n    return None\n", new_string="x")
+    message = str(info.value)
+    assert "not found in m.py, not even ignoring line endings" in message
+    assert "nearest region is lines 4-8" in message
+    assert "     7\tdef g():\n     8\t    pass" in message
+    with pytest.raises(ToolError, match="Nothing in the file resembles it"):
+        await edit(workspace, old_string="zzzz qqqq", new_string="x")
+
+
+async def test_multi_edit_applies_all_or_nothing(workspace: Path) -> None:
+    (workspace / "m.py").write_text(CODE)
+    edits = [{"old_string": "return 1", "new_string": "return 10"},
+             {"old_string": "  pass\n", "new_string": "  return 3\n"}]
+    out = await edit(workspace, "multi_edit", edits=edits)
+    assert out.text == "edited m.py (2 edits)"
+    assert (workspace / "m.py").read_text() == CODE.replace("return 1", "return 10").replace(
+        "pass", "return 3")
+    (workspace / "m.py").write_text(CODE)
+    bad = [edits[0], {"old_string": "return 10", "new_string": "return 11"},
+           {"old_string": "nowhere at all", "new_string": "x"}]
+    with pytest.raises(ToolError, match=r"edit 3 of 3 failed, so none was applied"):
+        await edit(workspace, "multi_edit", edits=bad)
+    assert (workspace / "m.py").read_text() == CODE  # edits 1 and 2 were not written
+    with pytest.raises(ToolError, match="edit 1 of 1 must be an object"):
+        await edit(workspace, "multi_edit", edits=["return 1"])
+    with pytest.raises(ToolError, match="non-empty list"):
+        await edit(workspace, "multi_edit", edits=[])
+
+
+async def test_drift_corpus_sample_applies_correctly_and_never_wrongly() -> None:
+    """A slice of bench/edit_drift.py's corpus (the bench runs 900)."""
+    cases = build(len(DRIFTS) * 20, seed=7)
+    results = await evaluate(cases)
+    assert sum(r.wrong for r in results.values()) == 0, results
+    assert results["content"].refused == 20  # wrong copies are never applied
+    applied = sum(r.correct for k, r in results.items() if k != "content")
+    assert applied >= 0.95 * (len(cases) - 20), results
