@@ -11,13 +11,18 @@ them durable against power loss too.
 
 The file is grown a window at a time, with the window's blocks reserved up
 front (``posix_fallocate``) so a full disk is an ``OSError`` here rather than a
-SIGBUS later. Until :meth:`close` trims it, the file ends in zero bytes, which
-the session loader ignores. Where a file system cannot reserve blocks, every
-append falls back to one ``os.write``.
+SIGBUS later. Until :meth:`close` trims it, the file ends in zero bytes. The
+writer holds an exclusive ``flock`` on the file while it is open, so
+:func:`repair` can tell a live file from one whose writer died (the kernel drops
+the lock with the process, SIGKILL included) and trims only the latter. Where a
+file system cannot reserve blocks, every append falls back to one ``os.write``.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
 import mmap
 import os
 import sys
@@ -43,6 +48,9 @@ class AppendLog:
     def __init__(self, path: Path, *, window: int = WINDOW) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        # Held until close (or death): repair() leaves a locked file alone. Blocking,
+        # because a repair may hold it for the instant it looks at the new, empty file.
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
         self._window = max(mmap.PAGESIZE, window - window % mmap.PAGESIZE)
         self._size = 0
         """Logical end of the file: bytes appended so far."""
@@ -141,3 +149,80 @@ class AppendLog:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+_TAIL_STEP = 64 * 1024
+
+
+def repair(path: Path) -> bool:
+    """Make the file of a dead writer plain JSONL again; True if it was changed.
+
+    Trims the reserved zero bytes, and a last record cut short by the kill (it was
+    never whole, and the loader would drop it). A last record that is whole but
+    lacks its line break gets one; a file left with nothing is removed. A file
+    whose writer still holds its lock, and
+    any file that cannot be opened for writing, is left alone.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return False  # a live writer
+            raise
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return False  # the common case: closed cleanly
+        end = size
+        while end > 0:
+            block = os.pread(fd, min(_TAIL_STEP, end), end - min(_TAIL_STEP, end))
+            kept = block.rstrip(b"\x00")
+            if kept:
+                end -= len(block) - len(kept)
+                break
+            end -= len(block)
+        keep = end
+        if end > 0:
+            start = max(0, end - _TAIL_STEP)
+            tail = os.pread(fd, end - start, start)
+            while b"\n" not in tail and start > 0:  # a record longer than one step
+                start = max(0, start - _TAIL_STEP)
+                tail = os.pread(fd, end - start, start)
+            cut = tail.rfind(b"\n") + 1
+            fragment = tail[cut:]
+            keep = start + cut
+            if fragment and _whole_record(fragment):
+                os.pwrite(fd, b"\n", end)
+                keep = end + 1
+        if keep == 0:
+            # Killed before its header was whole: nothing was saved, and an empty
+            # file would be no session at all.
+            os.unlink(path)
+            return True
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # also releases the lock
+
+
+def _whole_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def repair_directory(directory: Path, suffix: str = ".jsonl") -> list[Path]:
+    """:func:`repair` every session file in ``directory``; the ones changed."""
+    try:
+        files = sorted(directory.glob(f"*{suffix}"))
+    except OSError:
+        return []
+    return [p for p in files if repair(p)]

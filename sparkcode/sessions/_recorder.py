@@ -28,7 +28,7 @@ import msgspec
 from engine.profiles import is_secret_name
 from sparkcode import __version__
 
-from ._appendlog import AppendLog
+from ._appendlog import AppendLog, repair_directory
 from ._records import FORMAT_VERSION, SUFFIX, encode_bytes
 from ._redact import Redactor
 
@@ -101,6 +101,8 @@ class SessionRecorder:
         if extra:
             header.update(self._redact_obj(dict(extra)))
         self._header_line = _dumps(header)
+        # Opening the sessions directory mends the files of sessions killed earlier.
+        repair_directory(sessions_dir)
         if not lazy:
             self._open()
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.errors import UserError
 
+from ._appendlog import repair
 from ._load import load_session
 from ._records import SUFFIX, Session
 
@@ -131,9 +132,13 @@ class SessionStore:
         self.directory = directory
 
     def files(self) -> list[Path]:
+        """The session files, each made plain JSONL first if its writer died."""
         if not self.directory.is_dir():
             return []
-        return sorted(self.directory.glob(f"*{SUFFIX}"))
+        files = sorted(self.directory.glob(f"*{SUFFIX}"))
+        for path in files:
+            repair(path)
+        return files
 
     def ids(self) -> list[str]:
         return [p.stem for p in self.files()]
@@ -145,6 +150,7 @@ class SessionStore:
             raise UserError("empty session ID")
         direct = Path(prefix)
         if direct.suffix == SUFFIX and direct.is_file():
+            repair(direct)
             return direct  # a path to a session file works too
         matches = [p for p in self.files() if p.stem.startswith(prefix)]
         if not matches:
