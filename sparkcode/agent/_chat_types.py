@@ -7,7 +7,7 @@ import them from :mod:`sparkcode.agent.client`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -98,6 +98,9 @@ class ChatResult:
     stats: StreamStats
     cut: bool = False
     """True when the client closed the stream before the server finished."""
+    hidden_token_ids: list[int] = field(default_factory=list)
+    """Tokens the server generated but streamed as no text and no call (its tool
+    parser swallowed them); known only from vLLM's ``return_token_ids``."""
 
 
 @dataclass

@@ -45,6 +45,8 @@ class _Builder:
     args: dict[int, list[str]] = field(default_factory=dict)
     finish_reason: str | None = None
     done: bool = False
+    hidden: list[int] = field(default_factory=list)
+    """Token ids of frames whose delta was empty (text the server held back)."""
 
 
 class ChatStream:
@@ -240,6 +242,12 @@ class ChatStream:
             return None
         if reasoning and (content or calls):
             return None  # the switch from thinking to answering: count per frame
+        if frames[0].choices[0].token_ids is not None:
+            hidden = [f.choices[0].token_ids for f, d in zip(frames, deltas, strict=True)
+                      if not (d.content or d.reasoning or d.reasoning_content  # type: ignore[union-attr]
+                              or d.tool_calls)]  # type: ignore[union-attr]
+            for ids in hidden:
+                self._b.hidden.extend(ids or ())
         args = self._b.args
         for group in calls:
             for tc in group:
@@ -279,6 +287,9 @@ class ChatStream:
             made = False
             for choice in frame.choices:
                 d = choice.delta
+                if choice.token_ids and (d is None or not (
+                        d.content or d.reasoning or d.reasoning_content or d.tool_calls)):
+                    b.hidden.extend(choice.token_ids)
                 if d is not None:
                     r = d.reasoning or d.reasoning_content
                     if r:
@@ -365,6 +376,7 @@ class ChatStream:
         return ChatResult(
             content="".join(b.content), reasoning="".join(b.reasoning), tool_calls=calls,
             finish_reason=b.finish_reason, stats=self.stats, cut=self._cut or not b.done,
+            hidden_token_ids=list(b.hidden),
         )
 
 

@@ -35,6 +35,9 @@ class Delta(msgspec.Struct, omit_defaults=True, gc=False):
 class Choice(msgspec.Struct, omit_defaults=True, gc=False):
     delta: Delta | None = None
     finish_reason: str | None = None
+    token_ids: list[int] | None = None
+    """vLLM's ``return_token_ids``: the tokens of this frame, also when its tool
+    parser held the text back (the frame's delta is then empty)."""
 
 
 class Usage(msgspec.Struct, omit_defaults=True, gc=False):

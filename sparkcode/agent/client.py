@@ -46,6 +46,7 @@ DROPPABLE_FIELDS: tuple[str, ...] = (
     "reasoning_effort",
     "continuous_usage_stats",
     "chat_template_kwargs",
+    "return_token_ids",
 )
 """Optional request fields dropped (and remembered) when a server rejects them."""
 
@@ -200,6 +201,23 @@ class ChatClient:
                               root=m.get("root")) for m in data]
         except (ValueError, KeyError, TypeError):
             raise ChatError(f"{url} did not return an OpenAI model list") from None
+
+    async def detokenize(self, token_ids: Sequence[int]) -> str | None:
+        """The text of ``token_ids`` (vLLM's ``/detokenize``), None where unsupported."""
+        try:
+            response = await self._http.post(f"{self.root_url}/detokenize",
+                                             json={"model": self.model,
+                                                   "tokens": list(token_ids)},
+                                             headers=self._headers(), timeout=10.0)
+        except httpx.TransportError:
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            text = response.json().get("prompt")
+        except (ValueError, AttributeError):
+            return None
+        return text if isinstance(text, str) else None
 
     async def fetch_metrics(self) -> str | None:
         """The Prometheus text of ``/metrics``, or None if the server has none."""

@@ -27,7 +27,8 @@ from typing import Any
 from .. import config as _config
 from ._calls import CheckedCall, check_call
 from ._execute import execute_call
-from .client import ChatClient, ChatError, ChatResult, EngineGone
+from ._salvage import Outcome, recover
+from .client import ChatClient, ChatError, ChatResult, EngineGone, ToolCall
 from .context import ContextMeter, Message, compact
 from .events import (
     AgentError,
@@ -98,6 +99,12 @@ class AgentSettings:
     bash_timeout_s: float = 120.0
     usage_interval_s: float = 0.1
     """Least time between two :class:`UsageUpdate` events of one stream."""
+    salvage_calls: bool = True
+    """Recover tool calls the server's parser did not return (``_salvage``)."""
+    held_back_max_prompt: int = 32768
+    """Ask vLLM for token ids (``return_token_ids``, to recover calls its streaming
+    parser swallowed) only while the prompt is estimated below this many tokens:
+    vLLM then also returns the prompt's ids in the first frame."""
 
 
 class Agent:
@@ -193,6 +200,8 @@ class Agent:
     def _params(self, thinking_closed: bool) -> dict[str, Any]:
         s = self.settings
         params: dict[str, Any] = {"max_tokens": s.max_tokens, "temperature": s.temperature}
+        if s.salvage_calls and self.context.estimate(self.history) < s.held_back_max_prompt:
+            params["return_token_ids"] = True
         if thinking_closed:
             params["reasoning_effort"] = "none"
         else:
@@ -267,6 +276,12 @@ class Agent:
                 continue
             checked = [check_call(c, self.tools) for c in result.tool_calls]
             content = result.content
+            if not checked and self.settings.salvage_calls and not result.cut:
+                found = await self._salvage(result)
+                if found is not None:
+                    yield Notice(message=found.notice(), code="tool_call_salvaged"
+                                 if found.calls else "tool_call_unreadable")
+                    checked, content = self._salvaged_calls(found, request), found.content
             message: Message = {"role": "assistant", "content": content}
             if checked:
                 message["tool_calls"] = [c.history_entry() for c in checked]
@@ -323,6 +338,24 @@ class Agent:
                      "turn (max_turns); send a message to let it continue", code="max_turns")
         yield self._finished("max_turns", content, self.settings.max_turns, prompt_total,
                              completion_total)
+
+    async def _salvage(self, result: ChatResult) -> Outcome | None:
+        hidden = None
+        if result.hidden_token_ids and not result.content.strip():
+            hidden = await self.client.detokenize(result.hidden_token_ids)
+        return recover(result.content, result.reasoning, hidden, self.tools)
+
+    def _salvaged_calls(self, found: Outcome, request: int) -> list[CheckedCall]:
+        stamp = f"{self.turns}_{request}"
+        checked = [check_call(ToolCall(index=i, id=f"salvaged_{stamp}_{i}", name=c.name,
+                                       arguments=c.arguments), self.tools)
+                   for i, c in enumerate(found.calls)]
+        for j, bad in enumerate(found.unreadable, len(checked)):
+            checked.append(CheckedCall(
+                call_id=f"salvaged_{stamp}_{j}", name=bad.name or "invalid", raw_arguments="",
+                args={}, history_arguments="{}",
+                error=f"{bad.problem}; nothing was run. Call the tool again, well-formed"))
+        return checked
 
     def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
                   completion: int) -> TurnFinished:

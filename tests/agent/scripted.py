@@ -33,12 +33,19 @@ class Reply:
     unstreamed: int = 0
     """Tokens generated but never streamed, only counted in the final usage (what
     vLLM's streaming tool-call parser does with a call it cannot parse)."""
+    held_back: str = ""
+    """Text generated but streamed as empty deltas carrying only ``token_ids`` (one
+    id per character, its code point), what vLLM sends with ``return_token_ids``
+    while its streaming parser holds a call back; ``/detokenize`` decodes them."""
 
 
 def frame(delta: dict[str, Any], *, prompt: int, completion: int,
-          finish: str | None = None) -> bytes:
+          finish: str | None = None, token_ids: list[int] | None = None) -> bytes:
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
+    if token_ids is not None:
+        choice["token_ids"] = token_ids
     body = {"id": "c1", "object": "chat.completion.chunk", "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "choices": [choice],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
@@ -63,6 +70,10 @@ def reply_frames(reply: Reply, prompt: int = 50) -> list[bytes]:
         n += k
         out.append(frame({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]},
                          prompt=prompt, completion=n))
+    for i in range(0, len(reply.held_back), 3):
+        n += 1
+        out.append(frame({}, prompt=prompt, completion=n,
+                         token_ids=[ord(c) for c in reply.held_back[i:i + 3]]))
     finish = reply.finish or ("tool_calls" if reply.tool_calls else "stop")
     out.append(frame({}, prompt=prompt, completion=n + reply.unstreamed, finish=finish))
     out.append(b"data: [DONE]\n\n")
@@ -93,6 +104,9 @@ class ScriptedServer:
                                   else self.metrics[0])
         if path == "/health":
             return httpx.Response(200)
+        if path == "/detokenize":
+            tokens = json.loads(request.content)["tokens"]
+            return httpx.Response(200, json={"prompt": "".join(map(chr, tokens))})
         body = json.loads(request.content)
         self.requests.append(body)
         if not self.replies:

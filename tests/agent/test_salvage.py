@@ -1,0 +1,116 @@
+"""Tool-call salvage: the parser on the labelled corpus, and the loop running what it finds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.salvage_rate import judge_labelled, load
+from sparkcode.agent import Notice, ToolCallFinished, ToolCallStarted, TurnFinished
+from sparkcode.agent._salvage import salvage
+from sparkcode.agent.tools import default_tools
+from tests.agent.scripted import Reply, ScriptedServer
+from tests.agent.test_loop import make_agent, of, run
+
+CORPUS = load("salvage_corpus.jsonl")
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c["note"] for c in CORPUS])
+def test_labelled_corpus(case: dict[str, object]) -> None:
+    assert judge_labelled(case) == "right"
+
+
+def test_unreadable_calls_say_exactly_what_is_wrong() -> None:
+    tools = default_tools()
+    cut = salvage('<tool_call>\n{"name": "write_file", "arguments": {"path": "a", "content": "x',
+                  tools)
+    assert not cut.calls and cut.unreadable[0].name == "write_file"
+    assert cut.unreadable[0].problem.startswith(
+        "the JSON in your <tool_call> could not be read: Unterminated string")
+    assert "no closing </tool_call>; was it cut off?" in cut.unreadable[0].problem
+    unknown = salvage('{"name": "search_web", "arguments": {"q": "x"}}', tools)
+    assert unknown.unreadable[0].problem.startswith("there is no tool named 'search_web'; "
+                                                    "the tools are: read_file, write_file")
+
+
+def test_the_call_text_is_cut_from_the_answer() -> None:
+    found = salvage('Reading it now.\n<tool_call>\n{"name": "read_file", "arguments": '
+                    '{"path": "a.py"}}\n</tool_call>', default_tools())
+    assert found.text == "Reading it now."
+    bare = salvage('Sure:\n```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```',
+                   default_tools())
+    assert bare.text == "Sure:" and [c.name for c in bare.calls] == ["read_file"]
+
+
+async def test_a_call_left_in_the_answer_text_is_run(workspace: Path) -> None:
+    (workspace / "a.py").write_text("print('hi')\n")
+    call = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    server = ScriptedServer([Reply(content=["Let me look.\n", call]), Reply(content=["ok"])])
+    events = await run(make_agent(server, workspace), "read a.py")
+    notices = [n for n in of(events, Notice) if n.code == "tool_call_salvaged"]
+    assert len(notices) == 1 and "read_file" in notices[0].message
+    assert "hermes in the model's content" in notices[0].message
+    started = of(events, ToolCallStarted)
+    assert [(s.name, s.arguments) for s in started] == [("read_file", {"path": "a.py"})]
+    finished = of(events, ToolCallFinished)
+    assert finished[0].error is None and "print('hi')" in finished[0].result
+    # The second request carries the call as a real call, and no call text.
+    messages = server.requests[1]["messages"]
+    assistant = [m for m in messages if m["role"] == "assistant"][0]
+    assert assistant["content"] == "Let me look."
+    assert assistant["tool_calls"][0]["function"] == {"name": "read_file",
+                                                      "arguments": '{"path": "a.py"}'}
+    assert of(events, TurnFinished)[-1].content == "ok"
+
+
+async def test_a_glm_call_in_the_reasoning_is_run(workspace: Path) -> None:
+    glm = ("<tool_call>write_file<arg_key>path</arg_key><arg_value>n.md</arg_value>"
+           "<arg_key>content</arg_key><arg_value>hi\n</arg_value></tool_call>")
+    server = ScriptedServer([Reply(reasoning=["I should write it. ", glm]),
+                             Reply(content=["done"])])
+    events = await run(make_agent(server, workspace), "write n.md")
+    assert (workspace / "n.md").read_text() == "hi\n"
+    assert any("glm in the model's reasoning" in n.message for n in of(events, Notice))
+
+
+async def test_a_call_the_server_held_back_is_recovered_from_its_token_ids(
+        workspace: Path) -> None:
+    """vLLM's streaming hermes parser sends nothing for a call it cannot read; with
+    return_token_ids its frames still carry the tokens, and /detokenize gives the text."""
+    held = ("<tool_call>write_file\n<arg_key>path</arg_key><arg_value>n.md</arg_value>"
+            "<arg_key>content</arg_key><arg_value>x</arg_value></tool_call>")
+    server = ScriptedServer([Reply(held_back=held), Reply(content=["done"])])
+    events = await run(make_agent(server, workspace), "write n.md")
+    assert server.requests[0]["return_token_ids"] is True
+    assert (workspace / "n.md").read_text() == "x"
+    assert any("in the model's held back" in n.message for n in of(events, Notice))
+    assert not [n for n in of(events, Notice) if n.code == "empty_answer"]
+
+
+async def test_an_unreadable_call_gets_a_tool_error_never_its_raw_text(
+        workspace: Path) -> None:
+    bad = '<tool_call>\n{"name": "write_file", "arguments": {"path": "n.md", "content": "# No'
+    server = ScriptedServer([Reply(content=[bad]), Reply(content=["sorry"])])
+    events = await run(make_agent(server, workspace), "write n.md")
+    finished = of(events, ToolCallFinished)
+    assert len(finished) == 1 and finished[0].name == "write_file"
+    assert (finished[0].error or "").startswith("the JSON in your <tool_call> could not be "
+                                                "read: Unterminated string")
+    assert not (workspace / "n.md").exists()
+    sent = server.requests[1]["messages"]
+    assistant = [m for m in sent if m["role"] == "assistant"][0]
+    assert assistant["content"] == ""  # the raw call text is not sent back
+    assert assistant["tool_calls"][0]["function"] == {"name": "write_file", "arguments": "{}"}
+    assert '"content": "# No' not in json.dumps(sent)
+    tool_msg = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert tool_msg["content"].startswith("error: the JSON in your <tool_call>")
+    assert [n.code for n in of(events, Notice)] == ["tool_call_unreadable"]
+
+
+async def test_prose_with_json_is_an_answer(workspace: Path) -> None:
+    server = ScriptedServer([Reply(content=['The file holds {"name": "demo", "v": 2}.'])])
+    events = await run(make_agent(server, workspace), "what is in it?")
+    assert not of(events, ToolCallStarted)
+    assert of(events, TurnFinished)[-1].content == 'The file holds {"name": "demo", "v": 2}.'
