@@ -24,7 +24,7 @@ from pathlib import Path
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
 from sparkcode.tui import SparkcodeApp, TuiSettings
-from sparkcode.tui.agent_port import AgentPort
+from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine
 
 TARGET = 0.20
@@ -112,7 +112,7 @@ async def measure(rate: float, seconds: float, *,
     agent = ScriptedAgent([paced_script(rate, seconds, marks)])  # type: ignore[list-item]
     engine = ScriptedEngine(current=EngineStatus(state="ready", model="bench"))
 
-    async def factory() -> AgentPort:
+    async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
     settings = TuiSettings(workspace=Path.cwd(), model="bench")

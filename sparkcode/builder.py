@@ -16,13 +16,15 @@ profile/``config.toml`` (read in :func:`_settings`), and use it on the built
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import Profile, default_profile_name, load_profile
+from engine.profiles import AgentDefaults, Profile, default_profile_name, load_profile
 
 from .agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -33,8 +35,11 @@ from .agent import (
     Permissions,
     UndoStore,
 )
+from .agent.instructions import Instructions, load_instructions
+from .agent.sampling import new_session_seed
 from .config import Config, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
+from .replay import Rebuilt
 from .sessions import SessionRecorder, event_recorder, start_recording
 
 
@@ -54,6 +59,8 @@ class StartTarget:
     api_key_env: str | None = None
     profile_named: bool = False
     """The user named the profile (a running engine of another one is refused)."""
+    instructions: Instructions = field(default_factory=Instructions)
+    """AGENTS.md / CLAUDE.md, read once at start (:mod:`sparkcode.agent.instructions`)."""
 
     @property
     def managed(self) -> bool:
@@ -72,12 +79,14 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
     config = config if config is not None else load_config(paths)
+    instructions = load_instructions(root)
     if endpoint:
         return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
-                           api_key_env=api_key_env)
+                           api_key_env=api_key_env, instructions=instructions)
     name = profile or config.profile or default_profile_name()
     return StartTarget(root, config, profile=load_profile(name, paths), model=model,
-                       api_key_env=api_key_env, profile_named=profile is not None)
+                       api_key_env=api_key_env, profile_named=profile is not None,
+                       instructions=instructions)
 
 
 @dataclass(frozen=True)
@@ -95,11 +104,18 @@ class SessionOptions:
     max_turns: int | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    seed: int | Literal["random", "off"] | None = None
+    thinking_history: bool | None = None
     force_tool: str | None = None
     force_tool_parameters: dict[str, Any] | None = None
+    resume: Rebuilt | None = None
+    """Continue this recorded conversation (a new recording names it as parent)."""
     start_engine: bool = True
     """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
     progress: Progress | None = None
+    transport: httpx.AsyncBaseTransport | None = None
+    """What requests go out through, under the recorder (tests pass a scripted server)."""
 
 
 @dataclass
@@ -130,38 +146,79 @@ async def build_session(target: StartTarget, options: SessionOptions,
         endpoint=target.endpoint, model=target.model, api_key_env=target.api_key_env,
         profile=target.profile, paths=paths, config=target.config,
         start_engine=options.start_engine, progress=options.progress,
-        profile_named=target.profile_named,
+        profile_named=target.profile_named, transport=options.transport,
     )
+    settings = _settings(target.config, conn, options)
+    resume = options.resume
+    extra: dict[str, Any] = {"sampling": {"seed": settings.seed,
+                                          "temperature": settings.temperature,
+                                          "top_p": settings.top_p}}
+    if resume is not None:
+        extra.update(parent=resume.session_id, parent_turn=resume.turns)
     recorder = transport = None
     if options.record:
         recorder, transport = start_recording(
             conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
-            api_key_env=conn.api_key_env, origin=options.origin,
+            api_key_env=conn.api_key_env, origin=options.origin, extra=extra,
+            inner=options.transport,
         )
-    client = conn.client(transport)
+    client = conn.client(transport or options.transport)
+    prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT)
     agent = Agent(
-        client, target.workspace, settings=_settings(target.config, conn, options),
+        client, target.workspace, settings=settings,
         permissions=Permissions(target.config, mode=options.permission_mode),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
-        system_prompt=DEFAULT_SYSTEM_PROMPT,
+        system_prompt=prompt,
     )
+    notes = list(target.instructions.notes)
+    if resume is not None:
+        # The recorded history, system prompt included, byte for byte: the first
+        # request repeats the recorded prefix and the engine's prefix cache hits.
+        agent.history = [dict(m) for m in resume.history]
+        agent.turns = resume.turns
+        agent.rewind.marks = [replace(m) for m in resume.marks]
+        notes += resume.notes
+        if resume.system_prompt != prompt:
+            notes.append("the system prompt (sparkcode's or the project instructions) changed "
+                         "since this session was recorded; the resumed session keeps the "
+                         "recorded one (start a new session to use the new one)")
     if recorder is not None:
         agent.subscribe(event_recorder(recorder))
-    return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder)
+    return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder,
+                        notes=notes)
 
 
 def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:
+    prof = conn.profile_spec.agent if conn.profile_spec is not None else AgentDefaults()
     return AgentSettings(
         reasoning_effort=options.reasoning_effort or conn.reasoning_effort,
         thinking_token_budget=(options.thinking_token_budget
                                if options.thinking_token_budget is not None
                                else conn.thinking_token_budget),
         max_turns=options.max_turns or config.max_turns,
-        max_tokens=options.max_tokens, temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        temperature=_first(options.temperature, config.temperature, prof.temperature),
+        top_p=_first(options.top_p, config.top_p, prof.top_p),
+        seed=session_seed(config.seed if options.seed is None else options.seed),
+        thinking_history=(options.thinking_history if options.thinking_history is not None
+                          else prof.thinking_history),
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
     )
+
+
+def session_seed(setting: int | Literal["random", "off"]) -> int | None:
+    """The session seed for a ``seed`` setting (``config.toml`` [agent] or ``--seed``)."""
+    if setting == "off":
+        return None
+    if setting == "random":
+        return new_session_seed()
+    return setting
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)
 
 
 __all__ = [

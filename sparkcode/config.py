@@ -9,6 +9,10 @@ Example::
     max_turns = 50                 # model requests per user message
     bash_timeout_s = 120
     profile = "cpu-demo"           # default engine profile
+    temperature = 0.6              # sampling; overrides the profile's (unset: server default)
+    top_p = 0.95
+    seed = "random"                # "random": a fresh seed per session (recorded),
+                                   # an integer: that session seed, "off": send none
 
     [permissions]
     # "tool" or "tool:glob"; the glob matches the shell command for bash, the
@@ -71,13 +75,18 @@ class Config:
     max_turns: int = 50
     bash_timeout_s: float = 120.0
     profile: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | Literal["random", "off"] = "random"
+    """The session seed every request's ``seed`` is derived from (see
+    :func:`sparkcode.agent.sampling.request_seed`)."""
     allow: tuple[PermissionRule, ...] = ()
     deny: tuple[PermissionRule, ...] = ()
     source: Path | None = None
 
 
 _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "max_turns",
-               "bash_timeout_s", "profile"}
+               "bash_timeout_s", "profile", "temperature", "top_p", "seed"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"}}
 
 
@@ -135,6 +144,16 @@ def parse_config(text: str, source: Path) -> Config:
     if profile is not None and not isinstance(profile, str):
         raise fail("agent", "profile", "must be a string")
 
+    temperature = agent.get("temperature")
+    if temperature is not None and (not _is_number(temperature) or not 0 <= temperature <= 2):
+        raise fail("agent", "temperature", "must be a number between 0 and 2")
+    top_p = agent.get("top_p")
+    if top_p is not None and (not _is_number(top_p) or not 0 < top_p <= 1):
+        raise fail("agent", "top_p", "must be a number in (0, 1]")
+    seed = agent.get("seed", "random")
+    if not (seed in ("random", "off") or (_is_int(seed) and 0 <= seed < 2**63)):
+        raise fail("agent", "seed", 'must be "random", "off" or a non-negative integer')
+
     def rules(key: str) -> tuple[PermissionRule, ...]:
         value = perms.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -144,12 +163,18 @@ def parse_config(text: str, source: Path) -> Config:
     return Config(
         permission_mode=cast(PermissionMode, mode), reasoning_effort=effort,
         thinking_token_budget=budget, max_turns=max_turns, bash_timeout_s=float(timeout),
-        profile=profile, allow=rules("allow"), deny=rules("deny"), source=source,
+        profile=profile, temperature=float(temperature) if temperature is not None else None,
+        top_p=float(top_p) if top_p is not None else None, seed=seed,
+        allow=rules("allow"), deny=rules("deny"), source=source,
     )
 
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 __all__ = [

@@ -37,6 +37,12 @@ class AgentDefaults:
 
     reasoning_effort: str = "low"
     thinking_token_budget: int = 1536
+    temperature: float | None = None
+    """Sampling temperature sent with every request; None: the server's default."""
+    top_p: float | None = None
+    thinking_history: bool = False
+    """Send each assistant message's reasoning back within a turn's tool loop (in
+    ``reasoning_content``), as models trained on interleaved thinking expect."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,8 @@ _SECTIONS: dict[str, set[str]] = {
     "cpu": {"kvcache_space_gib", "bind_all_cores"},
     "memory": {"need_gib"},
     "endpoint": {"base_url", "model", "api_key_env"},
-    "agent": {"reasoning_effort", "thinking_token_budget"},
+    "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
+              "thinking_history"},
 }
 
 
@@ -182,7 +189,18 @@ def parse_profile(text: str, source: Path) -> Profile:
         raise ProfileError(
             f"{source}: [agent] thinking_token_budget must be >= -1 (-1 = unlimited)"
         )
-    agent = AgentDefaults(reasoning_effort=effort, thinking_token_budget=budget)
+    temperature = agent_t.get("temperature", (int, float))
+    if temperature is not None and not 0 <= temperature <= 2:
+        raise ProfileError(f"{source}: [agent] temperature must be between 0 and 2")
+    top_p = agent_t.get("top_p", (int, float))
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ProfileError(f"{source}: [agent] top_p must be in (0, 1]")
+    agent = AgentDefaults(
+        reasoning_effort=effort, thinking_token_budget=budget,
+        temperature=float(temperature) if temperature is not None else None,
+        top_p=float(top_p) if top_p is not None else None,
+        thinking_history=bool(agent_t.get("thinking_history", bool, False)),
+    )
     description = meta.get("description", str, "")
 
     if kind == "endpoint":

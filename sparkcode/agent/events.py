@@ -217,10 +217,24 @@ class SnapshotTaken(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class UndoApplied(Event):
-    """The workspace was restored to ``snapshot``; ``changed`` lists paths touched."""
+    """The last turn was undone: the workspace restored to ``snapshot`` (empty when
+    the turn changed no file) and its ``messages_removed`` messages taken off the
+    end of the conversation; ``changed`` lists the paths touched."""
 
     snapshot: str
     changed: tuple[str, ...]
+    turn: int | None = None
+    """The turn undone; None for a files-only undo (no turn of this conversation)."""
+    messages_removed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RedoApplied(Event):
+    """An undone turn came back: its files (``changed``) and its messages."""
+
+    turn: int
+    changed: tuple[str, ...]
+    messages_restored: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,6 +291,7 @@ __all__ = [
     "MetricsUpdate",
     "Notice",
     "ReasoningDelta",
+    "RedoApplied",
     "RequestStarted",
     "SnapshotTaken",
     "ToolCallFinished",

@@ -29,7 +29,7 @@ from ._calls import CheckedCall, check_call
 from ._execute import execute_call
 from ._salvage import Outcome, recover
 from .client import ChatClient, ChatError, ChatResult, EngineGone, ToolCall
-from .context import ContextMeter, Message, compact
+from .context import ContextMeter, Message, compact, last_user_index
 from .events import (
     AgentError,
     ApprovalDecision,
@@ -42,6 +42,7 @@ from .events import (
     FinishReason,
     Notice,
     ReasoningDelta,
+    RedoApplied,
     RequestStarted,
     SnapshotTaken,
     ToolCallFinished,
@@ -53,6 +54,8 @@ from .events import (
 )
 from .metrics import MetricsPoller
 from .permissions import Permissions
+from .rewind import Rewind
+from .sampling import request_seed
 from .tools import ToolContext, ToolRegistry, default_tools
 from .undo import UndoError, UndoStore
 
@@ -86,6 +89,17 @@ class AgentSettings:
     """Model requests per user message."""
     max_tokens: int | None = None
     temperature: float | None = None
+    """None: the server's default."""
+    top_p: float | None = None
+    seed: int | None = None
+    """The session seed; every request sends ``seed`` derived from it and the
+    request's number (:func:`~.sampling.request_seed`). None: no seed is sent."""
+    thinking_history: bool = False
+    """Within a turn's tool loop, send each assistant message's reasoning back
+    (in ``thinking_field``); earlier turns' reasoning is dropped, as GLM-5.x's
+    template does itself."""
+    thinking_field: str = "reasoning_content"
+    """The assistant-message field the server's chat template reads reasoning from."""
     force_tool: str | None = None
     """Name a tool in ``tool_choice`` on the first request of each turn, marked
     ``strict`` so vLLM constrains the arguments to its schema; for scripted runs."""
@@ -134,6 +148,11 @@ class Agent:
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0
+        """Turns in the conversation (an undone turn is not counted)."""
+        self.rewind = Rewind()
+        """Turn marks for /undo and /redo."""
+        self.requests_sent = 0
+        """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
         self._cancel = False
         self._ctx = ToolContext(workspace=self.workspace,
@@ -154,13 +173,32 @@ class Agent:
         """Forget the conversation (the system prompt stays)."""
         self.history = self.history[:1]
         self.context = ContextMeter(limit=self.settings.context_limit)
+        self.rewind.reset()
+        self.turns = 0
 
     def undo(self) -> UndoApplied:
-        """Restore the workspace to the snapshot before the last changing turn."""
-        if self.undo_store is None:
-            raise UndoError("undo is not available (no snapshot store)")
-        snap, changed = self.undo_store.undo()
-        event = UndoApplied(snapshot=snap, changed=tuple(changed))
+        """Undo the last turn: its file changes and its messages.
+
+        With no turn of this conversation left (a fresh session), the newest
+        snapshot of the workspace's undo store is restored, files only.
+        """
+        if not self.rewind.marks:
+            if self.undo_store is None:
+                raise UndoError("undo is not available (no snapshot store)")
+            snap, changed = self.undo_store.undo()
+            event = UndoApplied(snapshot=snap, changed=tuple(changed))
+        else:
+            self.history, event = self.rewind.undo(self.history, self.undo_store)
+            self.turns = (event.turn or 1) - 1
+            self.context = ContextMeter(limit=self.settings.context_limit)
+        self._notify(event)
+        return event
+
+    def redo(self) -> RedoApplied:
+        """Bring back the last undone turn (files and messages)."""
+        self.history, event = self.rewind.redo(self.history, self.undo_store)
+        self.turns = event.turn
+        self.context = ContextMeter(limit=self.settings.context_limit)
         self._notify(event)
         return event
 
@@ -182,6 +220,18 @@ class Agent:
             except Exception:  # a broken observer must not break the turn
                 log.exception("event subscriber failed on %s", event.event_type)
 
+    def _drop_thinking(self) -> None:
+        """Earlier turns' reasoning leaves the history at a new user message.
+
+        The model's template renders reasoning only after the last user message,
+        so the rendered prompt, and the prefix cache, are the same either way;
+        the request stays small and a resumed session's bodies match.
+        """
+        field = self.settings.thinking_field
+        for i, msg in enumerate(self.history):
+            if field in msg:
+                self.history[i] = {k: v for k, v in msg.items() if k != field}
+
     def _repair_history(self) -> None:
         """Give every tool call in the history a result (an interrupted turn may
         leave some without), so the next request is valid."""
@@ -197,9 +247,18 @@ class Agent:
                     answered.add(call["id"])
                     i += 1
 
+    def _sampling(self) -> dict[str, Any]:
+        """temperature, top_p and this request's derived seed (None: not sent)."""
+        s = self.settings
+        seed = None
+        if s.seed is not None:
+            seed = request_seed(s.seed, self.requests_sent)
+        self.requests_sent += 1
+        return {"temperature": s.temperature, "top_p": s.top_p, "seed": seed}
+
     def _params(self, thinking_closed: bool) -> dict[str, Any]:
         s = self.settings
-        params: dict[str, Any] = {"max_tokens": s.max_tokens, "temperature": s.temperature}
+        params: dict[str, Any] = {"max_tokens": s.max_tokens, **self._sampling()}
         if s.salvage_calls and self.context.estimate(self.history) < s.held_back_max_prompt:
             params["return_token_ids"] = True
         if thinking_closed:
@@ -214,6 +273,8 @@ class Agent:
         self._cancel = False
         self.turns += 1
         turn = self.turns
+        self._drop_thinking()
+        self.rewind.begin(turn, len(self.history))
         self.history.append({"role": "user", "content": user_text})
         yield TurnStarted(turn=turn, user_text=user_text)
         if self.metrics is not None:
@@ -285,6 +346,9 @@ class Agent:
             message: Message = {"role": "assistant", "content": content}
             if checked:
                 message["tool_calls"] = [c.history_entry() for c in checked]
+                if self.settings.thinking_history and result.reasoning:
+                    # Read back by the template within this turn only (see _turn).
+                    message[self.settings.thinking_field] = result.reasoning
             self.history.append(message)
             self.context.record(result.stats.prompt_tokens, result.stats.completion_tokens,
                                 len(self.history))
@@ -325,6 +389,7 @@ class Agent:
                         ask=self._ask, record=self._tool_result):
                     if isinstance(event, SnapshotTaken):
                         snapshot_done = True
+                        self.rewind.snapshot_taken(event.snapshot)
                     if isinstance(event, ApprovalResolved) and not event.approved \
                             and event.by == "user":
                         stop = "denied"
@@ -458,6 +523,7 @@ class Agent:
                          code="context_full")
             return
         self.history = new
+        self.rewind.compacted(self.turns, last_user_index(new))
         from .context import estimate_tokens
 
         after = estimate_tokens(new)
@@ -466,8 +532,7 @@ class Agent:
                                messages_summarised=count)
 
     async def _summarise(self, messages: list[Message]) -> str:
-        params = {"reasoning_effort": "none", "max_tokens": 1024,
-                  "temperature": self.settings.temperature}
+        params = {"reasoning_effort": "none", "max_tokens": 1024, **self._sampling()}
         async with self.client.stream_chat(messages, params=params) as stream:
             async for _ in stream:
                 pass
@@ -482,7 +547,7 @@ def _context_overflow(exc: BaseException) -> bool:
         or "too many tokens" in text or "exceeds the available context" in text)
 
 
-def stop_note(reason: FinishReason) -> str:
+def stop_note(reason: str) -> str:
     return {
         "denied": "an earlier call in this step was declined by the user",
         "loop": "the loop was stopped after repeated identical calls",

@@ -4,7 +4,9 @@ Each snapshot is a commit of the whole workspace (``.gitignore`` respected) in
 ``<data>/undo/<workspace-hash>`` with ``GIT_DIR`` / ``GIT_WORK_TREE`` / a private
 index pointing there, so the user's repository, index, branches and stash are
 never touched. Snapshots form a stack (``refs/sparkcode/stack``); :meth:`undo`
-restores the newest one and pops it.
+restores the newest one and pops it. :meth:`capture`, :meth:`restore`,
+:meth:`push` and :meth:`drop` are the pieces the agent's turn-level undo and
+redo are made of (a capture of the workspace after a turn is what redo restores).
 """
 
 from __future__ import annotations
@@ -93,7 +95,35 @@ class UndoStore:
         head = self._head()
         if head is None:
             raise UndoError("nothing to undo: no snapshot was taken in this workspace")
-        target_tree = self._run("rev-parse", f"{head}^{{tree}}")
+        paths = self.restore(head)
+        self.drop(head)
+        return head, paths
+
+    def capture(self, label: str) -> str:
+        """A commit of the workspace as it is now, not put on the stack."""
+        return self._run("commit-tree", self._tree_now(), "-m", label)
+
+    def push(self, commit: str) -> None:
+        """Put a snapshot back on top of the stack (redo of an undone turn)."""
+        self._run("update-ref", _STACK, commit)
+
+    def drop(self, commit: str) -> None:
+        """Take ``commit`` off the top of the stack, if it is there."""
+        if self._head() != commit:
+            return
+        parent = self._run("rev-list", "--parents", "-n", "1", commit).split()[1:]
+        if parent:
+            self._run("update-ref", _STACK, parent[0])
+        else:
+            self._run("update-ref", "-d", _STACK)
+
+    def restore(self, commit: str) -> list[str]:
+        """Make the workspace match ``commit``; returns the paths that changed."""
+        try:
+            target_tree = self._run("rev-parse", f"{commit}^{{tree}}")
+        except UndoError:
+            raise UndoError(f"snapshot {commit[:12]} is not in the undo store "
+                            f"{self.git_dir}") from None
         now_tree = self._tree_now()
         changed = self._run("diff", "--name-status", "--no-renames", target_tree, now_tree)
         paths: list[str] = []
@@ -105,12 +135,7 @@ class UndoStore:
                 _prune_empty_dirs(self.workspace, (self.workspace / path).parent)
         self._run("read-tree", target_tree)
         self._run("checkout-index", "-a", "-f")
-        parent = self._run("rev-list", "--parents", "-n", "1", head).split()[1:]
-        if parent:
-            self._run("update-ref", _STACK, parent[0])
-        else:
-            self._run("update-ref", "-d", _STACK)
-        return head, paths
+        return paths
 
 
 def _prune_empty_dirs(root: Path, directory: Path) -> None:

@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, Literal, TextIO, cast
 
 import typer
 
@@ -37,6 +37,9 @@ from sparkcode.agent import (
     event_to_json,
 )
 from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.replay import Rebuilt
+from sparkcode.resume import WorkspaceMismatch, find_resume
+from sparkcode.sessions import SessionStore
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED = 0, 1, 3
 
@@ -58,7 +61,13 @@ class RunOptions:
     force_tool_schema: dict[str, Any] | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    seed: int | Literal["random", "off"] | None = None
     record: bool = True
+    resume: str | None = None
+    """A session ID to continue (``--resume``)."""
+    continue_latest: bool = False
+    """Continue the latest session of the workspace (``--continue``)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -92,9 +101,22 @@ def run_cmd(
     force_tool_schema: Annotated[str | None, typer.Option(
         "--force-tool-schema", hidden=True)] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True, min=1)] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", hidden=True)] = None,
+    temperature: Annotated[float | None, typer.Option(
+        "--temperature", min=0.0, max=2.0, help="Sampling temperature (default: config.toml "
+        "[agent], then the profile, then the server).")] = None,
+    top_p: Annotated[float | None, typer.Option(
+        "--top-p", min=0.0, max=1.0, help="Nucleus sampling top_p.")] = None,
+    seed: Annotated[str | None, typer.Option(
+        "--seed", help="Session seed: an integer, 'random' or 'off' (default: config.toml "
+        "[agent] seed, else random; recorded, so `replay --rerun` reproduces the run).")]
+    = None,
     no_record: Annotated[bool, typer.Option(
         "--no-record", help="Do not record this session.")] = False,
+    resume: Annotated[str | None, typer.Option(
+        "--resume", help="Continue the recorded session ID (a new recording names it).")]
+    = None,
+    continue_latest: Annotated[bool, typer.Option(
+        "--continue", "-c", help="Continue the latest session of this workspace.")] = False,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -105,12 +127,14 @@ def run_cmd(
             schema = json.loads(force_tool_schema)
         except json.JSONDecodeError as exc:
             raise UserError(f"--force-tool-schema is not JSON: {exc}") from None
+    if resume and continue_latest:
+        raise UserError("--resume and --continue exclude each other; pass one")
     options = RunOptions(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
         auto=auto, endpoint=endpoint, model=model, api_key_env=api_key_env, profile=profile,
         effort=effort, budget=budget, force_tool=force_tool, force_tool_schema=schema,
-        max_tokens=max_tokens,
-        temperature=temperature, record=not no_record,
+        max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=parse_seed(seed),
+        record=not no_record, resume=resume, continue_latest=continue_latest,
     )
     code = asyncio.run(run_headless(options))
     if code:
@@ -127,7 +151,13 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     def progress(message: str) -> None:
         print(message, file=err, flush=True)
 
-    target = resolve_target(options.workspace, paths, profile=options.profile,
+    workspace = options.workspace.expanduser().resolve()
+    rebuilt = None
+    if options.resume or options.continue_latest:
+        rebuilt = await resume_here(paths, workspace, options.resume, options.continue_latest,
+                                    err)
+        workspace = Path(rebuilt.workspace)
+    target = resolve_target(workspace, paths, profile=options.profile,
                             endpoint=options.endpoint, model=options.model,
                             api_key_env=options.api_key_env)
     session = await build_session(target, SessionOptions(
@@ -136,10 +166,16 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         approver=None if sys.stdin.isatty() else _refuse,
         reasoning_effort=options.effort, thinking_token_budget=options.budget,
         max_turns=options.max_turns, max_tokens=options.max_tokens,
-        temperature=options.temperature, force_tool=options.force_tool,
-        force_tool_parameters=options.force_tool_schema, progress=progress,
+        temperature=options.temperature, top_p=options.top_p, seed=options.seed,
+        force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
+        progress=progress, resume=rebuilt,
     ), paths)
     agent = session.agent
+    if rebuilt is not None:
+        progress(f"resuming session {rebuilt.session_id} after turn {rebuilt.turns} "
+                 f"(new session {session.session_id or 'not recorded'})")
+    for note in session.notes:
+        progress(f"note: {note}")
     printer = _Printer(out, err, options.as_json)
     reason = "error"
     empty = False
@@ -158,6 +194,37 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     if printer.errors or empty:
         return EXIT_ERROR  # an empty answer did nothing: a script must not take it as done
     return EXIT_OK if reason == "stop" else EXIT_STOPPED
+
+
+def parse_seed(text: str | None) -> int | Literal["random", "off"] | None:
+    """``--seed``: an integer, ``random`` or ``off``."""
+    if text is None:
+        return None
+    text = text.strip().lower()
+    if text in ("random", "off"):
+        return cast(Literal["random", "off"], text)
+    if text.isdigit():
+        return int(text)
+    raise UserError(f"--seed must be a non-negative integer, 'random' or 'off', got {text!r}")
+
+
+async def resume_here(paths: Paths, workspace: Path, session_id: str | None, latest: bool,
+                      err: TextIO) -> Rebuilt:
+    """The conversation to continue; a session of another workspace is resumed there
+    only when the user at the terminal says yes."""
+    store = SessionStore(paths.sessions_dir)
+    try:
+        return await find_resume(store, workspace, session_id=session_id, latest=latest)
+    except WorkspaceMismatch as exc:
+        if not sys.stdin.isatty():
+            raise
+        print(f"session {exc.session_id} was recorded in {exc.recorded} (you are in "
+              f"{exc.current}).", file=err)
+        answer = await asyncio.to_thread(input, f"resume it in {exc.recorded}? [y/N]: ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise UserError("not resumed: the session belongs to another workspace") from None
+        return await find_resume(store, workspace, session_id=exc.session_id,
+                                 any_workspace=True)
 
 
 async def _refuse(request: ApprovalRequested) -> ApprovalDecision:

@@ -139,3 +139,33 @@ def export_cmd(
     except OSError as exc:
         raise UserError(f"cannot write {file}: {exc.strerror}") from None
     typer.echo(f"exported {source.stem} to {file}")
+
+
+@sessions_app.command("fork")
+def fork_cmd(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="Session ID (unique prefix).")],
+    turn: Annotated[int | None, typer.Option(
+        "--turn", min=0, help="Keep the conversation up to this turn (default: all of it).")]
+    = None,
+) -> None:
+    """Start a new session from ID's conversation (up to --turn); resume it later."""
+    import asyncio
+
+    from sparkcode.replay import rebuild_conversation
+    from sparkcode.resume import write_fork
+
+    paths = Paths.from_env()
+    sessions = SessionStore(paths.sessions_dir)
+    session = sessions.load(session_id)
+    warn_problems(session)
+    rebuilt = asyncio.run(rebuild_conversation(session, turn=turn, store=sessions))
+    for note in rebuilt.notes:
+        typer.echo(f"note: {note}", err=True)
+    if rebuilt.turns < rebuilt.total_turns:
+        typer.echo(f"note: the files stay as turn {rebuilt.total_turns} left them (a fork "
+                   "rewinds the conversation only; /undo in the TUI rewinds both)", err=True)
+    new_id = write_fork(paths, rebuilt, session.engine)
+    typer.echo(new_id)
+    typer.echo(f"forked {session.id} after turn {rebuilt.turns} of {rebuilt.total_turns} as "
+               f"{new_id}; continue it with `sparkcode --resume {new_id}` or "
+               f"`sparkcode run --resume {new_id} \"...\"`", err=True)

@@ -30,6 +30,12 @@ def tui(
     workspace: Annotated[Path | None, typer.Option(
         "--workspace", "-w", help="Directory the agent works in (default: the current one).",
     )] = None,
+    continue_latest: Annotated[bool, typer.Option(
+        "--continue", "-c", help="Continue the latest session of this workspace.",
+    )] = False,
+    resume: Annotated[str | None, typer.Option(
+        "--resume", "-r", help="Continue the recorded session ID (`sparkcode sessions list`).",
+    )] = None,
 ) -> None:
     """Open the sparkcode terminal UI (run a subcommand for anything else)."""
     from engine.errors import UserError
@@ -37,7 +43,8 @@ def tui(
     if ctx.invoked_subcommand is not None:
         given = [name for name, value in (
             ("--profile", profile), ("--endpoint", endpoint), ("--model", model),
-            ("--api-key-env", api_key_env), ("--workspace", workspace)) if value is not None]
+            ("--api-key-env", api_key_env), ("--workspace", workspace),
+            ("--resume", resume), ("--continue", continue_latest or None)) if value is not None]
         if given:
             # They belong to the TUI; silently ignoring them would run the subcommand
             # against another engine or workspace than the one asked for.
@@ -46,13 +53,26 @@ def tui(
                             f"options set up the TUI); give a command its options after its "
                             f"name (see `sparkcode {command} --help`)")
         return
+    import asyncio
+    import sys
+
+    from engine.paths import Paths
+    from sparkcode.cli._run import resume_here
     from sparkcode.tui.launch import LaunchOptions, build_app
 
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
+    if resume and continue_latest:
+        raise UserError("--resume and --continue exclude each other; pass one")
+    root = (workspace or Path.cwd()).expanduser().resolve()
+    rebuilt = None
+    if resume or continue_latest:
+        rebuilt = asyncio.run(resume_here(Paths.from_env(), root, resume, continue_latest,
+                                          sys.stderr))
+        root = Path(rebuilt.workspace)
     app = build_app(LaunchOptions(
-        workspace=workspace or Path.cwd(), profile=profile, endpoint=endpoint, model=model,
-        api_key_env=api_key_env,
+        workspace=root, profile=profile, endpoint=endpoint, model=model,
+        api_key_env=api_key_env, resume=rebuilt,
     ))
     app.run()
     note_running_engine()

@@ -17,6 +17,7 @@ from ._minimize import FlagKind, MinimizeResult, apply_trims, minimize, tool_out
 from ._play import event_from_record, play_events, playback_transport
 from ._report import details, results_json, table
 from ._rerun import RerunResult, SentTurn, Target, model_turns, prepare_body, rerun
+from ._resume import Rebuilt, ResumeError, rebuild_conversation, user_turns
 from ._targets import (
     Launcher,
     endpoint_target,
@@ -26,6 +27,10 @@ from ._targets import (
 )
 
 __all__ = [
+    "Rebuilt",
+    "ResumeError",
+    "rebuild_conversation",
+    "user_turns",
     "Divergence",
     "FlagKind",
     "Launcher",

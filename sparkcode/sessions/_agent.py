@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +53,13 @@ def start_recording(
     inner: httpx.AsyncBaseTransport | None = None,
     on_error: Callable[[OSError], None] | None = None,
     lazy: bool = True,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[SessionRecorder, RecordingTransport]:
     """A new session recorder and the transport to give the agent's ``ChatClient``.
 
     With ``lazy`` (the default) the file appears at the first model request or
     agent event: connecting and quitting without a prompt records nothing.
+    ``extra`` goes into the header (sampling seed, parent session...).
     """
     import os
 
@@ -70,6 +72,6 @@ def start_recording(
                                                      redactor=redactor)
     recorder = SessionRecorder(paths.sessions_dir, workspace=workspace, engine=fingerprint,
                                redactor=redactor, origin=origin, on_error=on_error,
-                               lazy=lazy)
+                               lazy=lazy, extra=extra)
     transport = RecordingTransport(inner or httpx.AsyncHTTPTransport(), recorder)
     return recorder, transport

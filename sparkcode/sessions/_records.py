@@ -4,9 +4,13 @@ A session file is JSON Lines, one record per line, appended as things happen.
 Every record has a ``kind``:
 
 ``header``
-    First line: ``session_id``, ``sparkcode_version``, ``workspace``,
-    ``created`` (ISO time), ``t0_ns`` (``time.monotonic_ns()`` at creation) and
-    ``engine`` (the fingerprint of what served the session).
+    First line: ``format``, ``session_id``, ``sparkcode_version``, ``workspace``,
+    ``created`` (ISO time), ``t0_ns`` (``time.monotonic_ns()`` at creation),
+    ``engine`` (the fingerprint of what served the session); from format 2
+    also ``sampling`` (``seed``: the session seed every request's ``seed`` is
+    derived from, null when none was sent; ``temperature``, ``top_p``) and, for
+    a resumed or forked session, ``parent`` (its session ID) and
+    ``parent_turn`` (the turns it took over).
 ``request``
     ``req`` (0-based index), ``t_ns``, ``method``, ``url``, ``headers`` (pairs,
     redacted) and the exact ``body`` (text, or ``body_b64`` if not UTF-8).
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SUFFIX = ".jsonl"
 KINDS: frozenset[str] = frozenset({"header", "request", "response", "chunk", "end", "event"})
 

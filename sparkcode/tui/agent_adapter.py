@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from engine.paths import Paths
 from sparkcode.agent.events import Event
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import PERMISSION_MODES
+from sparkcode.replay import Rebuilt
 
 
 class LiveAgent:
@@ -23,6 +25,24 @@ class LiveAgent:
     @property
     def model(self) -> str:
         return self.agent.client.model
+
+    @property
+    def thinking_history(self) -> bool:
+        return self.agent.settings.thinking_history
+
+    @property
+    def notes(self) -> list[str]:
+        return self.session.notes
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.session_id
+
+    def set_thinking_history(self, on: bool) -> None:
+        self.agent.settings.thinking_history = on
+
+    def transcript(self) -> list[dict[str, Any]]:
+        return list(self.agent.history)
 
     @property
     def reasoning_effort(self) -> str:
@@ -58,9 +78,13 @@ class LiveAgent:
 
     async def undo(self) -> str:
         event = await asyncio.to_thread(self.agent.undo)
-        if not event.changed:
-            return "undo: the workspace already matched the snapshot"
-        return "undo: restored " + ", ".join(event.changed)
+        return undo_text(event.turn, event.messages_removed, event.changed, event.snapshot)
+
+    async def redo(self) -> str:
+        event = await asyncio.to_thread(self.agent.redo)
+        files = ", ".join(event.changed) if event.changed else "no file changed"
+        return (f"redo: turn {event.turn} is back ({event.messages_restored} messages); "
+                f"files: {files}")
 
     def reset(self) -> None:
         self.agent.clear()
@@ -69,7 +93,19 @@ class LiveAgent:
         await self.session.aclose()
 
 
-async def connect(target: StartTarget, paths: Paths) -> LiveAgent:
+def undo_text(turn: int | None, removed: int, changed: Sequence[str], snapshot: str) -> str:
+    """What /undo says it did."""
+    files = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8
+                                      else "")
+    if turn is None:
+        return f"undo: restored {files}" if changed else \
+            "undo: the workspace already matched the snapshot"
+    what = f"restored {files}" if changed else (
+        "the files already matched" if snapshot else "it changed no file")
+    return f"undo: turn {turn} taken back ({removed} messages); {what}; /redo brings it back"
+
+
+async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = None) -> LiveAgent:
     """Build the agent for ``target`` with the session builder (model and context
     limit from /v1/models).
 
@@ -77,6 +113,6 @@ async def connect(target: StartTarget, paths: Paths) -> LiveAgent:
     UI, and the first prompt waits until it is ready. The session is recorded,
     so ``/sessions`` can play it back later.
     """
-    session = await build_session(target, SessionOptions(origin="tui", start_engine=False),
-                                  paths)
+    session = await build_session(
+        target, SessionOptions(origin="tui", start_engine=False, resume=resume), paths)
     return LiveAgent(session)

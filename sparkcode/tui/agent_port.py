@@ -6,10 +6,13 @@ and the CPU benchmark can drive the real widgets with a scripted agent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from sparkcode.agent.events import Event
+from sparkcode.replay import Rebuilt
 
 
 class AgentPort(Protocol):
@@ -31,6 +34,18 @@ class AgentPort(Protocol):
     def approval_mode(self) -> str:
         """``ask``, ``auto-edit`` or ``full-auto``."""
 
+    @property
+    def thinking_history(self) -> bool:
+        """Reasoning is sent back within a turn's tool loop (``/thinking-history``)."""
+
+    @property
+    def notes(self) -> Sequence[str]:
+        """What the builder wants the user to know (instructions cut, resume notes)."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The recording's ID (None: not recorded)."""
+
     def set_model(self, name: str) -> None: ...
 
     def set_reasoning_effort(self, effort: str) -> None: ...
@@ -39,6 +54,8 @@ class AgentPort(Protocol):
 
     def set_approval_mode(self, mode: str) -> None: ...
 
+    def set_thinking_history(self, on: bool) -> None: ...
+
     def run_turn(self, text: str) -> AsyncIterator[Event]:
         """Run one user turn, yielding its events as they happen."""
 
@@ -46,7 +63,13 @@ class AgentPort(Protocol):
         """Ask the running turn to stop at its next frame or tool boundary."""
 
     async def undo(self) -> str:
-        """Restore the workspace to before the last changing turn; say what changed."""
+        """Undo the last turn (its files and its messages); say what changed."""
+
+    async def redo(self) -> str:
+        """Bring the last undone turn back; say what changed."""
+
+    def transcript(self) -> list[dict[str, Any]]:
+        """The conversation as OpenAI messages (what the screen re-draws after undo)."""
 
     def reset(self) -> None:
         """Forget the conversation (``/clear``)."""
@@ -55,5 +78,15 @@ class AgentPort(Protocol):
         """Release connections."""
 
 
-AgentFactory = Callable[[], Awaitable[AgentPort]]
+@dataclass(frozen=True)
+class SessionRequest:
+    """Which conversation the factory should build the agent for."""
+
+    workspace: Path | None = None
+    """None: the workspace the app was started in."""
+    resume: Rebuilt | None = None
+    """A recorded conversation to continue; None: a new one."""
+
+
+AgentFactory = Callable[[SessionRequest], Awaitable[AgentPort]]
 """Builds the agent once the engine is reachable (it may read ``/v1/models``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,9 +13,13 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from engine.paths import Paths
 from engine.supervisor import EngineStatus
+from sparkcode.agent.instructions import Instructions
+from sparkcode.replay import Rebuilt
+from sparkcode.sessions import SessionStore
 
-from .agent_port import AgentFactory, AgentPort
+from .agent_port import AgentFactory, AgentPort, SessionRequest
 from .engine_control import EngineControl
 from .messages import (
     AgentModelChanged,
@@ -48,6 +52,10 @@ class TuiSettings:
     """Seconds between polls otherwise."""
     show_engine_panel: bool = False
     """Open with the engine panel shown."""
+    sessions_dir: Path | None = None
+    """Where recorded sessions are (``/sessions``); None: ``Paths.from_env()``'s."""
+    instructions: Instructions = field(default_factory=Instructions)
+    """The project instructions read at start (shown, and ``/instructions``)."""
 
 
 class SparkcodeApp(App[None]):
@@ -60,7 +68,7 @@ class SparkcodeApp(App[None]):
     ]
 
     def __init__(self, settings: TuiSettings, engine: EngineControl,
-                 agent_factory: AgentFactory) -> None:
+                 agent_factory: AgentFactory, *, resume: Rebuilt | None = None) -> None:
         super().__init__()
         self.settings = settings
         """How the app was started."""
@@ -81,12 +89,15 @@ class SparkcodeApp(App[None]):
         self._auto_started = False
         self._last_poll = 0.0
         self._panel_shown = settings.show_engine_panel
+        sessions = SessionStore(settings.sessions_dir or Paths.from_env().sessions_dir)
         self._main = MainScreen(settings.workspace, self._build_agent, self.engine_view,
-                                show_engine_panel=settings.show_engine_panel)
+                                show_engine_panel=settings.show_engine_panel,
+                                sessions=sessions, instructions=settings.instructions,
+                                resume=resume)
 
-    async def _build_agent(self) -> AgentPort:
+    async def _build_agent(self, request: SessionRequest) -> AgentPort:
         # Through the attribute, so a caller may swap the factory before the first prompt.
-        return await self.agent_factory()
+        return await self.agent_factory(request)
 
     @property
     def main(self) -> MainScreen:
@@ -215,8 +226,12 @@ class SparkcodeApp(App[None]):
         yield SystemCommand("Stop engine", "Stop the managed engine", self.stop_engine)
         yield SystemCommand("Clear conversation", "Start a new conversation",
                             main.action_clear)
-        yield SystemCommand("Undo last turn", "Restore the workspace to before the last "
-                            "turn's changes", lambda: main.run_command("/undo"))
+        yield SystemCommand("Undo last turn", "Take the last turn back: its messages and its "
+                            "file changes", lambda: main.run_command("/undo"))
+        yield SystemCommand("Redo turn", "Bring the undone turn back",
+                            lambda: main.run_command("/redo"))
+        yield SystemCommand("Project instructions", "Show the AGENTS.md files loaded",
+                            lambda: main.run_command("/instructions"))
         yield SystemCommand("Stop turn", "Stop the running turn", main.action_stop_turn)
         yield SystemCommand("Toggle thinking", "Collapse or expand thinking blocks",
                             main.action_toggle_thinking)

@@ -16,9 +16,15 @@ else) is reported in the conversation as ``/name failed: ...``.
 
 from __future__ import annotations
 
+import asyncio
+import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sparkcode.agent.agents_md import draft_agents_md
+from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+from sparkcode.agent.instructions import FILE_NAMES
 
 if TYPE_CHECKING:
     from .screens.main import MainScreen
@@ -147,13 +153,78 @@ async def _approve(screen: MainScreen, arg: str) -> None:
     await screen.say(f"approval mode: {arg}")
 
 
-@command("undo", "/undo", "restore the workspace to before the last turn's changes",
+@command("undo", "/undo", "take the last turn back: its messages and its file changes",
          idle_only=True)
 async def _undo(screen: MainScreen, arg: str) -> None:
-    if screen.agent is None:
+    if screen.agent is None and screen.resume is None:
         raise CommandError("nothing to undo yet")
-    await screen.say(await screen.agent.undo())
+    agent = await screen.ensure_agent()  # a resumed conversation's turns can be undone
+    text = await agent.undo()
+    await screen.redraw()
+    await screen.say(text)
     screen.workspace_changed()
+
+
+@command("redo", "/redo", "bring back the turn /undo took back (messages and files)",
+         idle_only=True)
+async def _redo(screen: MainScreen, arg: str) -> None:
+    if screen.agent is None:
+        raise CommandError("nothing to redo")
+    text = await screen.agent.redo()
+    await screen.redraw()
+    await screen.say(text)
+    screen.workspace_changed()
+
+
+@command("thinking-history", "/thinking-history on|off",
+         "send the model's reasoning back between the tool calls of a turn",
+         choices=("on", "off"))
+async def _thinking_history(screen: MainScreen, arg: str) -> None:
+    screen.with_agent(lambda agent: agent.set_thinking_history(arg == "on"))
+    await screen.say(f"thinking history: {arg} (reasoning is "
+                     f"{'sent back within a turn' if arg == 'on' else 'not sent back'})")
+
+
+@command("instructions", "/instructions", "show the project instructions (AGENTS.md) loaded")
+async def _instructions(screen: MainScreen, arg: str) -> None:
+    loaded = screen.instructions
+    if not loaded.files:
+        names = " or ".join(FILE_NAMES)
+        text = (f"No project instructions: no {names} in the workspace or its parents up to "
+                "the repository root. `/init` drafts an AGENTS.md.")
+    else:
+        parts = [loaded.summary(), "", "They were read when this session started and stay "
+                 "as they were for its whole life (the prompt prefix stays cached)."]
+        for f in loaded.files:
+            parts += ["", f"### {f.shown}" + (" (cut)" if f.cut else ""), "", "```markdown",
+                      f.text.rstrip("\n"), "```"]
+        text = "\n".join(parts)
+    if loaded.notes:
+        text += "\n\n" + "\n".join(f"- {note}" for note in loaded.notes)
+    await screen.show_markdown(text)
+
+
+@command("init", "/init", "draft an AGENTS.md from the repository, to approve", idle_only=True)
+async def _init(screen: MainScreen, arg: str) -> None:
+    target = screen.workspace / "AGENTS.md"
+    if target.exists():
+        raise CommandError(f"{target} already exists; /instructions shows what is loaded")
+    draft = draft_agents_md(screen.workspace)
+    diff = "".join(difflib.unified_diff([], draft.splitlines(keepends=True), "/dev/null",
+                                        "b/AGENTS.md"))
+    future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+    request = ApprovalRequested(call_id="init-agents-md", tool="write_file", kind="edit",
+                                summary="write AGENTS.md (a draft from the repository)",
+                                detail=diff, future=future)
+    await screen.say("a draft AGENTS.md: approve to write it (edit it afterwards as you like)")
+    decision = await screen.ask(request)
+    if not decision.approved:
+        await screen.say("AGENTS.md not written")
+        return
+    target.write_text(draft, encoding="utf-8")
+    screen.workspace_changed()
+    await screen.say("wrote AGENTS.md; it is read when the next session starts (this one "
+                     "keeps its system prompt, so its prefix cache stays warm)")
 
 
 @command("sessions", "/sessions", "browse recorded sessions")

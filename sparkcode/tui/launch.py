@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.paths import Paths
 from engine.profiles import render
+from sparkcode.agent.instructions import load_instructions
 from sparkcode.builder import StartTarget, resolve_target
+from sparkcode.replay import Rebuilt
 
 from .agent_adapter import connect
-from .agent_port import AgentPort
+from .agent_port import AgentPort, SessionRequest
 from .app import SparkcodeApp, TuiSettings
 from .engine_control import EngineControl, ExternalEndpoint, ManagedEngine
 
@@ -24,6 +26,8 @@ class LaunchOptions:
     endpoint: str | None = None
     model: str | None = None
     api_key_env: str | None = None
+    resume: Rebuilt | None = None
+    """Open with this recorded conversation (``--continue`` / ``--resume``)."""
 
 
 def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeApp:
@@ -38,10 +42,17 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
                             api_key_env=options.api_key_env)
     engine, settings = _engine_for(target, paths)
 
-    async def agent_factory() -> AgentPort:
-        return await connect(target, paths)
+    async def agent_factory(request: SessionRequest) -> AgentPort:
+        here = target
+        if request.workspace is not None and request.workspace != target.workspace:
+            # Resuming a session of another workspace (the user said yes).
+            here = replace(target, workspace=request.workspace,
+                           instructions=load_instructions(request.workspace))
+        return await connect(here, paths, resume=request.resume)
 
-    return SparkcodeApp(settings, engine, agent_factory)
+    settings = replace(settings, sessions_dir=paths.sessions_dir,
+                       instructions=target.instructions)
+    return SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
 
 
 def _engine_for(target: StartTarget, paths: Paths) -> tuple[EngineControl, TuiSettings]:

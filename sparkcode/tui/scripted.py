@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
@@ -132,10 +133,16 @@ class ScriptedAgent:
     reasoning_effort: str = "low"
     thinking_token_budget: int = 1536
     approval_mode: str = "ask"
+    thinking_history: bool = False
+    notes: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    history: list[dict[str, object]] = field(default_factory=list)
+    """What :meth:`transcript` returns after the system message (scripts may fill it)."""
     turns_run: int = 0
     prompts: list[str] = field(default_factory=list)
     approvals: list[ev.ApprovalRequested] = field(default_factory=list)
     edits_applied: list[str] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)
     resets: int = 0
     cancels: int = 0
     closed: bool = False
@@ -151,6 +158,12 @@ class ScriptedAgent:
 
     def set_approval_mode(self, mode: str) -> None:
         self.approval_mode = mode
+
+    def set_thinking_history(self, on: bool) -> None:
+        self.thinking_history = on
+
+    def transcript(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": "scripted"}, *self.history]
 
     async def run_turn(self, text: str) -> AsyncIterator[ev.Event]:
         self.turns_run += 1
@@ -168,7 +181,15 @@ class ScriptedAgent:
         if not self.edits_applied:
             return "nothing to undo"
         path = self.edits_applied.pop()
+        self.undone.append(path)
         return f"undo: restored {path}"
+
+    async def redo(self) -> str:
+        if not self.undone:
+            return "nothing to redo"
+        path = self.undone.pop()
+        self.edits_applied.append(path)
+        return f"redo: {path} is back"
 
     def reset(self) -> None:
         self.resets += 1

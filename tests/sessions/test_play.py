@@ -127,13 +127,13 @@ async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path:
     from textual.widgets import Input
 
     from sparkcode.tui import SparkcodeApp, TuiSettings
-    from sparkcode.tui.agent_port import AgentPort
+    from sparkcode.tui.agent_port import AgentPort, SessionRequest
     from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine
 
     path = await _agent_like_session(paths)
     agent = ScriptedAgent([])
 
-    async def factory() -> AgentPort:
+    async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
     settings = TuiSettings(workspace=tmp_path, model="m", poll_s=0.1, idle_poll_s=0.1)

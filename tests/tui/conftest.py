@@ -9,7 +9,7 @@ import pytest
 
 from engine.supervisor import EngineStatus
 from sparkcode.tui import SparkcodeApp, TuiSettings
-from sparkcode.tui.agent_port import AgentPort
+from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine, TurnScript
 
 READY = EngineStatus(state="ready", pid=1234, port=8400, profile="cpu-demo",
@@ -25,7 +25,7 @@ def make_app(workspace: Path, scripts: list[TurnScript] | None = None, *,
     agent = ScriptedAgent(list(scripts or []))
     engine = engine or ScriptedEngine(current=READY)
 
-    async def factory() -> AgentPort:
+    async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
     settings = TuiSettings(workspace=workspace, model="smollm2-135m-instruct",

@@ -15,7 +15,7 @@ import pytest
 
 from engine.paths import Paths
 from sparkcode.tui.agent_adapter import LiveAgent
-from sparkcode.tui.agent_port import AgentPort
+from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.widgets import AssistantMessage, ErrorMessage, StatusBar, UserMessage
 from tests.support.engine import RunningEngine, free_port, run_engine
@@ -40,9 +40,9 @@ async def test_a_real_turn_shows_a_nonzero_decode_speed(
     app = build_app(LaunchOptions(workspace=workspace, endpoint=engine.base_url), paths)
     connect = app.agent_factory
 
-    async def short_answers() -> AgentPort:
+    async def short_answers(request: SessionRequest) -> AgentPort:
         # A random-weight model never stops by itself; keep the turn short.
-        agent = await connect()
+        agent = await connect(request)
         assert isinstance(agent, LiveAgent)
         agent.agent.settings.max_tokens = 48
         agent.agent.settings.temperature = 0.0

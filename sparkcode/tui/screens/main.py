@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -18,11 +18,20 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Markdown
 
-from ..agent_port import AgentFactory, AgentPort
+from engine.errors import UserError
+from engine.paths import Paths
+from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+from sparkcode.agent.instructions import Instructions
+from sparkcode.replay import Rebuilt
+from sparkcode.resume import WorkspaceMismatch, find_resume
+from sparkcode.sessions import SessionStore
+
+from ..agent_port import AgentFactory, AgentPort, SessionRequest
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
 from ..messages import AgentModelChanged, EnginePanelToggled
 from ..stats import StatsTracker
+from ..transcript import show_transcript
 from ..turn import Detector, TurnRenderer, default_detector_factory
 from ..widgets.approval import ApprovalCard
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
@@ -30,6 +39,7 @@ from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
 from ..widgets.status_bar import StatusBar
+from .confirm import ConfirmScreen
 from .sessions import SessionsScreen
 
 STOP_GRACE_S = 1.5
@@ -60,9 +70,16 @@ class MainScreen(Screen[None]):
     """True while a turn streams."""
 
     def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
-                 *, show_engine_panel: bool = False,
+                 *, show_engine_panel: bool = False, sessions: SessionStore | None = None,
+                 instructions: Instructions | None = None, resume: Rebuilt | None = None,
                  detector_factory: Callable[[], Detector] | None = None) -> None:
         super().__init__()
+        self.sessions = sessions or SessionStore(Paths.from_env().sessions_dir)
+        """The recorded sessions (``/sessions``, resume)."""
+        self.instructions = instructions or Instructions()
+        """The project instructions read at start (``/instructions``)."""
+        self.resume = resume
+        """The recorded conversation the next agent continues, until it is built."""
         self.workspace = workspace
         """Where the agent's tools work (and @path completion looks)."""
         self.agent_factory = agent_factory
@@ -80,6 +97,7 @@ class MainScreen(Screen[None]):
         self._deferred: list[Callable[[AgentPort], None]] = []
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
+        self._shown_notes: set[str] = set()
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -125,7 +143,24 @@ class MainScreen(Screen[None]):
         )
         self.engine_panel.view = self.engine_view
         self.notice(WELCOME)
+        if self.instructions.files:
+            self.notice(self.instructions.summary() + " (/instructions shows them)")
+        self._notes(self.instructions.notes)
+        if self.resume is not None:
+            self.run_worker(self._show_resumed(self.resume), group="notices")
         self.prompt.focus()
+
+    def _notes(self, notes: Sequence[str]) -> None:
+        for note in notes:
+            if note not in self._shown_notes:
+                self._shown_notes.add(note)
+                self.notice(f"note: {note}")
+
+    async def _show_resumed(self, rebuilt: Rebuilt) -> None:
+        await show_transcript(self.conversation, rebuilt.history[1:])
+        await self.say(f"resumed session {rebuilt.session_id} after turn {rebuilt.turns}: your "
+                       "next prompt continues it (recorded as a new session naming it)")
+        self._notes(rebuilt.notes)
 
     async def on_unmount(self) -> None:
         if self.agent is not None:
@@ -191,14 +226,16 @@ class MainScreen(Screen[None]):
         self._turn_serial += 1
         self._run_turn(text, shown)
 
-    async def _ensure_agent(self) -> AgentPort:
+    async def ensure_agent(self) -> AgentPort:
         if self.agent is None:
-            agent = await self.agent_factory()
+            agent = await self.agent_factory(SessionRequest(self.workspace, self.resume))
+            self.resume = None
             for apply in self._deferred:
                 apply(agent)
             self._deferred.clear()
             self.agent = agent
             self.model_changed(agent.model)
+            self._notes(agent.notes)
         return self.agent
 
     @work(exclusive=True, group="turn", exit_on_error=False)
@@ -207,7 +244,7 @@ class MainScreen(Screen[None]):
         if not shown:
             await conv.add_user(text)
         try:
-            agent = await self._ensure_agent()
+            agent = await self.ensure_agent()
             stream = agent.run_turn(text)
             try:
                 async for event in stream:
@@ -350,4 +387,57 @@ class MainScreen(Screen[None]):
         await self.say("new conversation")
 
     async def open_sessions(self) -> None:
-        await self.app.push_screen(SessionsScreen())
+        def chosen(session_id: str | None) -> None:
+            if session_id is not None:
+                self.run_worker(self.resume_session(session_id), group="command",
+                                exit_on_error=False)
+
+        await self.app.push_screen(SessionsScreen(self.sessions), callback=chosen)
+
+    async def ask(self, request: ApprovalRequested) -> ApprovalDecision:
+        """Show an approval card for ``request`` and wait for the user's answer."""
+        approvals = self.query_one("#approvals", Vertical)
+        await approvals.mount(ApprovalCard(request))
+        approvals.display = True
+        return await request.future
+
+    async def redraw(self) -> None:
+        """Draw the conversation again from the agent's history (after undo/redo)."""
+        if self.agent is None:
+            return
+        await self.conversation.clear()
+        await show_transcript(self.conversation, self.agent.transcript()[1:])
+
+    async def resume_session(self, session_id: str) -> None:
+        """Continue a recorded session; one of another workspace only if the user agrees."""
+        if self.turn_running:
+            await self.conversation.add_error("a turn is running; press escape to stop it "
+                                              "before resuming another session")
+            return
+        try:
+            try:
+                rebuilt = await find_resume(self.sessions, self.workspace, session_id=session_id)
+            except WorkspaceMismatch as exc:
+                question = (f"Session {exc.session_id} was recorded in {exc.recorded}, not in "
+                            f"this workspace ({exc.current}).\n\nSwitch the workspace to "
+                            f"{exc.recorded} and resume it there?")
+                if not await self.app.push_screen_wait(ConfirmScreen(question)):
+                    await self.say(f"not resumed: session {exc.session_id} stays in "
+                                   f"{exc.recorded}")
+                    return
+                rebuilt = await find_resume(self.sessions, self.workspace,
+                                            session_id=session_id, any_workspace=True)
+        except UserError as exc:
+            await self.conversation.add_error(f"cannot resume {session_id}: {exc}")
+            return
+        if self.agent is not None:
+            await self.agent.aclose()
+            self.agent = None
+        if Path(rebuilt.workspace) != self.workspace:
+            self.workspace = Path(rebuilt.workspace)
+            self.prompt.set_files(WorkspaceFiles(self.workspace))
+            await self.say(f"workspace: {self.workspace}")
+        self.resume = rebuilt
+        await self.conversation.clear()
+        self.query_one(StatusBar).stats = self.stats.reset_context()
+        await self._show_resumed(rebuilt)

@@ -1,7 +1,8 @@
 """The sessions screen: recorded sessions, their latest replay results, playback.
 
 Opened with ``/sessions`` (or the palette). Enter plays the highlighted session
-back; the panel below the table shows what the last ``sparkcode replay
+back, ``c`` continues it (the screen is dismissed with its ID and the main
+screen resumes it); the panel below the table shows what the last ``sparkcode replay
 --rerun`` / ``--profile`` found for it (turns that diverge or trip the
 detector, per engine configuration).
 """
@@ -38,7 +39,7 @@ def result_summary(result: dict[str, object] | None) -> str:
     return "; ".join(parts) or "-"
 
 
-class SessionsScreen(Screen[None]):
+class SessionsScreen(Screen[str | None]):
     """Browse recorded sessions and the results of replaying them."""
 
     CSS_PATH = "sessions.tcss"
@@ -46,6 +47,7 @@ class SessionsScreen(Screen[None]):
         Binding("escape", "close", "Back"),
         Binding("enter", "play", "Play"),
         Binding("f", "play_fast", "Play 8x"),
+        Binding("c", "resume", "Continue"),
         Binding("r", "refresh", "Refresh"),
     ]
 
@@ -55,7 +57,8 @@ class SessionsScreen(Screen[None]):
         self.rows: list[SessionSummary] = []
 
     def compose(self) -> ComposeResult:
-        yield Static("Recorded sessions (enter: play, f: play 8x, r: refresh)", id="sessions-title")
+        yield Static("Recorded sessions (enter: play, f: play 8x, c: continue, r: refresh)",
+                     id="sessions-title")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="sessions-detail"):
             yield Static("", id="sessions-result")
@@ -125,5 +128,10 @@ class SessionsScreen(Screen[None]):
     def action_play_fast(self) -> None:
         self._play(8.0)
 
+    def action_resume(self) -> None:
+        session_id = self._selected()
+        if session_id is not None:
+            self.dismiss(session_id)
+
     def action_close(self) -> None:
-        self.app.pop_screen()
+        self.dismiss(None)

@@ -34,6 +34,11 @@ class PromptInput(Input):
         self._position: int | None = None
         self._draft = ""
 
+    def set_files(self, files: WorkspaceFiles) -> None:
+        """Complete from another workspace (a resumed session of another directory)."""
+        self.files = files
+        self.suggester = PromptSuggester(files)
+
     def remember(self, text: str) -> None:
         """Add a sent prompt to the history (consecutive duplicates kept once)."""
         if text and (not self.history or self.history[-1] != text):

@@ -1,0 +1,246 @@
+"""Rebuild a conversation from its recording, to resume or fork it.
+
+Every request body holds the whole history the agent had when it sent it, as
+the agent's own dicts serialised, so the history at the last request is that
+body's ``messages`` exactly. What the last request did not carry is rebuilt
+the way the agent built it: its recorded response is read back through the
+agent's own :class:`~sparkcode.agent.client.ChatStream` (content and tool calls)
+and :func:`~sparkcode.agent._calls.check_call`, tool results come from the
+recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
+applied. The first request of the resumed session therefore repeats the
+recorded prefix byte for byte, and the engine's prefix cache hits.
+
+A last turn that did not finish (the recording stops mid-stream: a crash, a
+kill) is left out, and :attr:`Rebuilt.notes` says so; so are older-format
+recordings and skipped corrupt lines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import UserError
+from sparkcode.agent._calls import check_call
+from sparkcode.agent.client import ChatClient, ChatError, ChatStream
+from sparkcode.agent.context import SUMMARY_PREFIX
+from sparkcode.agent.loop import stop_note
+from sparkcode.agent.rewind import TurnMark
+from sparkcode.agent.tools import default_tools
+from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
+
+from ._play import playback_transport
+
+Message = dict[str, Any]
+MAX_PARENTS = 32
+"""Longest chain of forks followed back to find a conversation."""
+
+
+class ResumeError(UserError):
+    """The recording holds no conversation that can be resumed (at that turn)."""
+
+
+@dataclass
+class Rebuilt:
+    """A conversation rebuilt from a recording."""
+
+    session_id: str
+    workspace: str
+    history: list[Message]
+    """``[system, ...turns]``, as the agent held it."""
+    turns: int
+    """User turns in :attr:`history`."""
+    marks: list[TurnMark] = field(default_factory=list)
+    """Where each turn starts and its undo snapshot, for /undo after resuming."""
+    notes: list[str] = field(default_factory=list)
+    """What the user should know: a cut tail, an older format, skipped lines."""
+    total_turns: int = 0
+    """Turns the recording holds (more than :attr:`turns` when forked earlier)."""
+
+    @property
+    def system_prompt(self) -> str:
+        first = self.history[0] if self.history else {}
+        content = first.get("content") if first.get("role") == "system" else None
+        return content if isinstance(content, str) else ""
+
+
+def user_turns(history: list[Message]) -> list[int]:
+    """History indices of the user messages that start a turn (not a summary)."""
+    return [i for i, m in enumerate(history)
+            if m.get("role") == "user"
+            and not str(m.get("content") or "").startswith(SUMMARY_PREFIX)]
+
+
+def accepted_requests(session: Session) -> list[Exchange]:
+    """Model requests the server accepted, with a JSON body holding messages."""
+    out = []
+    for e in session.exchanges:
+        body = e.body_json
+        if (is_model_call(e) and body is not None and isinstance(body.get("messages"), list)
+                and e.status is not None and e.status < 400):
+            out.append(e)
+    return out
+
+
+async def rebuild_conversation(session: Session, *, turn: int | None = None,
+                               store: SessionStore | None = None) -> Rebuilt:
+    """The conversation of ``session`` (after ``turn``, default the last one)."""
+    rebuilt = await _rebuild_all(session, store, depth=0)
+    rebuilt.total_turns = rebuilt.turns
+    if turn is not None:
+        starts = user_turns(rebuilt.history)
+        if turn < 0 or turn > len(starts):
+            raise ResumeError(f"session {session.id} has {len(starts)} turn"
+                              f"{'s' if len(starts) != 1 else ''}; there is no turn {turn} "
+                              f"(fork at 0..{len(starts)})")
+        if turn < len(starts):
+            rebuilt.history = rebuilt.history[:starts[turn]]
+        rebuilt.turns = turn
+        rebuilt.marks = [m for m in rebuilt.marks if m.turn <= turn]
+    return rebuilt
+
+
+async def _rebuild_all(session: Session, store: SessionStore | None, depth: int) -> Rebuilt:
+    notes: list[str] = []
+    fmt = session.header.get("format")
+    if isinstance(fmt, int) and fmt < FORMAT_VERSION:
+        notes.append(f"session {session.id} was recorded in an older format ({fmt}; now "
+                     f"{FORMAT_VERSION}): its conversation was rebuilt from the request bodies")
+    if session.problems:
+        notes.append(f"{len(session.problems)} corrupt line(s) of the recording were skipped "
+                     f"(first: {session.problems[0]})")
+    requests = accepted_requests(session)
+    if not requests:
+        parent = session.header.get("parent")
+        if isinstance(parent, str) and store is not None and depth < MAX_PARENTS:
+            # A fork that has not sent anything yet: its conversation is its parent's.
+            parent_session = store.load(parent)
+            parent_turn = session.header.get("parent_turn")
+            base = await rebuild_conversation(
+                parent_session, turn=parent_turn if isinstance(parent_turn, int) else None,
+                store=store)
+            base.session_id, base.notes = session.id, [*notes, *base.notes]
+            base.workspace = str(session.header.get("workspace") or base.workspace)
+            return base
+        raise ResumeError(f"session {session.id} has no model request to resume from "
+                          "(nothing was sent in it)")
+    last = requests[-1]
+    history: list[Message] = json.loads(last.body)["messages"]
+    finished = _turn_finished_after(session, last)
+    if finished is None and not last.complete:
+        # The recording ends inside the last turn: resume from the one before it.
+        cut = user_turns(history)
+        history = history[:cut[-1]] if cut else history
+        why = last.error or "the stream was cut off"
+        notes.append(f"the recording's last turn did not finish ({why}); resuming from the "
+                     "last complete turn")
+    else:
+        history += await _tail(session, last, finished)
+        history = _apply_rewinds(session, last, history)
+    rebuilt = Rebuilt(session_id=session.id, workspace=str(session.header.get("workspace", "")),
+                      history=history, turns=len(user_turns(history)), notes=notes)
+    rebuilt.marks = _marks(session, store, history, depth)
+    return rebuilt
+
+
+def _turn_finished_after(session: Session, exchange: Exchange) -> str | None:
+    """The reason of the first TurnFinished recorded after ``exchange``, if any."""
+    for event in session.events:
+        if event.t_ns > exchange.t_ns and event.type == "TurnFinished":
+            return str(event.data.get("reason", "stop"))
+    return None
+
+
+async def _tail(session: Session, last: Exchange, finished: str | None) -> list[Message]:
+    """What the agent appended after the last request: its answer and tool results."""
+    content, calls = await _read_back(last)
+    if finished in ("error", "cancelled"):
+        # The agent keeps only the text of a failed or stopped stream.
+        return [{"role": "assistant", "content": content}] if content else []
+    registry = default_tools()
+    checked = [check_call(c, registry) for c in calls]
+    message: Message = {"role": "assistant", "content": content}
+    if checked:
+        message["tool_calls"] = [c.history_entry() for c in checked]
+    out = [message]
+    results = {str(e.data.get("call_id")): str(e.data.get("result", ""))
+               for e in session.events
+               if e.t_ns > last.t_ns and e.type == "ToolCallFinished"}
+    for call in checked:
+        text = results.get(call.call_id)
+        if text is None:
+            text = f"not run: {stop_note(finished)}" if finished else \
+                "not run: the turn was interrupted"
+        out.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
+    return out
+
+
+async def _read_back(exchange: Exchange) -> tuple[str, list[Any]]:
+    """The recorded response read by the agent's own stream parser."""
+    body = exchange.body_json or {}
+    client = ChatClient("http://recorded.invalid/v1", str(body.get("model", "recorded")),
+                        transport=playback_transport([exchange], speed=0))
+    stream = ChatStream(client, body)
+    try:
+        async with stream:
+            async for _ in stream:
+                pass
+    except ChatError:
+        pass  # a cut stream: what arrived is in the result
+    finally:
+        await client.aclose()
+    result = stream.result()
+    return result.content, list(result.tool_calls)
+
+
+def _apply_rewinds(session: Session, last: Exchange, history: list[Message]) -> list[Message]:
+    """Undo and redo recorded after the last request (later requests carry their own)."""
+    undone: list[list[Message]] = []
+    for event in session.events:
+        if event.t_ns <= last.t_ns:
+            continue
+        if event.type == "UndoApplied" and event.data.get("turn") is not None:
+            count = int(event.data.get("messages_removed") or 0)
+            if 0 < count < len(history):
+                undone.append(history[-count:])
+                history = history[:-count]
+        elif event.type == "RedoApplied" and undone:
+            history = [*history, *undone.pop()]
+    return history
+
+
+def _marks(session: Session, store: SessionStore | None, history: list[Message],
+           depth: int) -> list[TurnMark]:
+    """Each turn's start in ``history`` and the snapshot taken before its first change."""
+    snapshots: dict[int, str | None] = {}
+    for s in _lineage(session, store, depth):
+        for event in s.events:
+            turn = event.data.get("turn")
+            if not isinstance(turn, int):
+                continue
+            if event.type == "TurnStarted":
+                snapshots[turn] = None
+            elif event.type == "SnapshotTaken" and snapshots.get(turn) is None:
+                snapshots[turn] = str(event.data.get("snapshot"))
+            elif event.type == "UndoApplied":
+                for t in [t for t in snapshots if t >= turn]:
+                    del snapshots[t]
+    return [TurnMark(turn=n, start=i, snapshot=snapshots.get(n))
+            for n, i in enumerate(user_turns(history), start=1)]
+
+
+def _lineage(session: Session, store: SessionStore | None, depth: int) -> list[Session]:
+    """The session's ancestors (oldest first) and the session itself."""
+    chain = [session]
+    current = session
+    while store is not None and len(chain) < MAX_PARENTS - depth:
+        parent = current.header.get("parent")
+        if not isinstance(parent, str):
+            break
+        try:
+            current = store.load(parent)
+        except UserError:
+            break
+        chain.append(current)
+    return chain[::-1]

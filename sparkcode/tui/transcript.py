@@ -1,0 +1,46 @@
+"""Draw a conversation from its messages: a resumed session, or the history after /undo."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .widgets.conversation import Conversation
+
+
+async def show_transcript(conversation: Conversation,
+                          messages: Sequence[dict[str, Any]]) -> None:
+    """User prompts, answers and tool calls with their results (the system prompt and
+    reasoning are not drawn)."""
+    results = {m.get("tool_call_id"): str(m.get("content") or "")
+               for m in messages if m.get("role") == "tool"}
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            await conversation.add_user(str(message.get("content") or ""))
+        elif role == "assistant":
+            text = str(message.get("content") or "")
+            if text.strip():
+                answer = await conversation.answer()
+                answer.append_text(text)
+                await conversation.end_segment()
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                card = await conversation.add_tool_card(
+                    str(call.get("id")), str(function.get("name")),
+                    _arguments(function.get("arguments")))
+                result = results.get(call.get("id"))
+                if result is not None:
+                    card.set_result(result, ok=not result.startswith(("error:", "refused:")))
+    await conversation.end_segment()
+
+
+def _arguments(raw: object) -> dict[str, Any] | str:
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        return value if isinstance(value, dict) else raw
+    return raw if isinstance(raw, dict) else str(raw)
