@@ -25,6 +25,7 @@ from sparkcode.replay import (
     profile_launcher,
     rerun,
     results_json,
+    seed_note,
     table,
     write_bundle,
 )
@@ -88,6 +89,9 @@ def replay_cmd(
     def log(message: str) -> None:
         typer.echo(message, err=True)
 
+    note = seed_note(session)
+    if note:
+        log(f"note: session {session.id}: {note}")
     launches = _launches(paths, profiles or [], endpoint, model, api_key_env, log)
     results: list[RerunResult] = []
     bundle_written: Path | None = None

@@ -16,7 +16,15 @@ from ._detect import detector_verdict
 from ._minimize import FlagKind, MinimizeResult, apply_trims, minimize, tool_outputs
 from ._play import event_from_record, play_events, playback_transport
 from ._report import details, results_json, table
-from ._rerun import RerunResult, SentTurn, Target, model_turns, prepare_body, rerun
+from ._rerun import (
+    RerunResult,
+    SentTurn,
+    Target,
+    model_turns,
+    prepare_body,
+    rerun,
+    seed_note,
+)
 from ._resume import Rebuilt, ResumeError, rebuild_conversation, user_turns
 from ._targets import (
     Launcher,
@@ -54,6 +62,7 @@ __all__ = [
     "prepare_body",
     "profile_launcher",
     "rerun",
+    "seed_note",
     "results_json",
     "supervised_profile",
     "table",

@@ -9,7 +9,7 @@ from typing import Any
 from sparkcode.sessions import Session, exchange_output
 
 from ._detect import detector_verdict
-from ._rerun import RerunResult, model_turns
+from ._rerun import RerunResult, model_turns, seed_note
 
 
 def results_json(session: Session, results: Sequence[RerunResult]) -> dict[str, Any]:
@@ -25,6 +25,7 @@ def results_json(session: Session, results: Sequence[RerunResult]) -> dict[str, 
         "session": session.id,
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "recorded": recorded,
+        "seed_note": seed_note(session),
         "runs": [r.to_json() for r in results],
     }
 
@@ -67,6 +68,8 @@ def _cell(turn: dict[str, Any]) -> str:
 def details(data: dict[str, Any]) -> str:
     """Each divergence with both continuations, and each detector hit."""
     out: list[str] = []
+    if data.get("seed_note"):
+        out.append(f"note: {data['seed_note']}")
     for run in data.get("runs", []):
         for turn in run["turns"]:
             where = f"[{run['target']}] turn {turn['turn']} (request {turn['request']})"

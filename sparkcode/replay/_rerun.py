@@ -92,6 +92,27 @@ def model_turns(session: Session) -> list[Exchange]:
             and e.status is not None and e.status < 400]
 
 
+def seed_note(session: Session) -> str | None:
+    """Why a rerun of ``session`` cannot be exact, or None when every request was seeded.
+
+    A request without ``seed`` was sampled from the engine's own random state:
+    at a temperature above 0 no rerun can draw the same tokens.
+    """
+    turns = model_turns(session)
+    unseeded = [e for e in turns if "seed" not in (e.body_json or {})]
+    if not unseeded:
+        return None
+    greedy = all((e.body_json or {}).get("temperature") == 0 for e in unseeded)
+    why = ("it was recorded before sparkcode sent a sampling seed"
+           if session.header.get("format", 1) == 1 else "it was recorded with seed = \"off\"")
+    if greedy:
+        return (f"{len(unseeded)} of {len(turns)} requests carry no seed ({why}); they were "
+                "sampled greedily (temperature 0), so a rerun can still match")
+    return (f"this rerun cannot be exact: {len(unseeded)} of {len(turns)} requests carry no "
+            f"seed ({why}), so the engine sampled them from its own random state; "
+            "differences there are expected, not a bug")
+
+
 def prepare_body(exchange: Exchange, *, model: str | None, salt: str | None,
                  edit: BodyEdit | None = None) -> bytes:
     """The bytes to send: the recorded body, changed only where it must be."""

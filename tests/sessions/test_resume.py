@@ -173,3 +173,27 @@ async def test_undo_recorded_after_the_last_request_is_applied(ws: Path, paths: 
     rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws,
                                 session_id=session.session_id)
     assert rebuilt.turns == 1 and [m["content"] for m in rebuilt.history[1:]] == ["a", "one"]
+
+
+async def test_rerun_says_when_it_cannot_be_exact(ws: Path, paths: Paths) -> None:
+    from sparkcode.replay import seed_note
+
+    seeded_id, _ = await record_two_turns(ws, paths)
+    store = SessionStore(paths.sessions_dir)
+    assert seed_note(store.load(seeded_id)) is None
+    server = ScriptedServer([Reply(content=["x"])])
+    session = await start(server, ws, paths, seed="off", temperature=1.0)
+    await turn(session, "hi")
+    await session.aclose()
+    assert session.session_id is not None
+    note = seed_note(store.load(session.session_id))
+    assert note is not None and note.startswith("this rerun cannot be exact: 1 of 1 requests")
+    assert 'seed = "off"' in note
+    # A recording from before seeds (format 1) says so.
+    path = store.resolve(session.session_id)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["format"] = 1
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    old = seed_note(store.load(session.session_id))
+    assert old is not None and "recorded before sparkcode sent a sampling seed" in old
