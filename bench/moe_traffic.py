@@ -300,6 +300,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{'same' if agree else 'DIFFERS':>6}")
         ok &= len(got.launches) <= 3
     print(f"launches: {', '.join(rows[0][2].launches)}")
+    ids = decode_routing(16, args.experts, GLM_TOPK, seed=16)
+    w = random_moe_weights(args.experts, args.hidden, args.inter,
+                           pooled_for(ids, args.experts, args.pool), seed=16)
+    prefill = measure(w, ids)
+    torch_ops = [name for name in prefill.launches if name.startswith("aten.")]
+    print(f"prefill, 16 tokens ({ids.numel()} pairs, aligned path): {len(prefill.launches)} "
+          f"launches = {len(torch_ops)} torch ops aligning the routing on the device "
+          f"({', '.join(sorted(set(torch_ops)))}) + 3 kernels; no target")
     print("\nthe model (equal to the measurement above) at GLM-5.3-Flash's widths "
           f"(hidden {GLM_HIDDEN}, width {GLM_INTER}, {GLM_EXPERTS} experts, bf16 activations):")
     for tokens, label in ((1, "decode, 1 token"), (8, "k=7 verify, 8 tokens")):
