@@ -23,7 +23,8 @@ from typing import Any
 
 from engine.errors import UserError
 from sparkcode.agent._calls import check_call
-from sparkcode.agent.client import ChatClient, ChatError, ChatStream
+from sparkcode.agent._salvage import recover
+from sparkcode.agent.client import ChatClient, ChatError, ChatStream, ToolCall
 from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
@@ -153,20 +154,36 @@ def _turn_finished_after(session: Session, exchange: Exchange) -> str | None:
 
 
 async def _tail(session: Session, last: Exchange, finished: str | None) -> list[Message]:
-    """What the agent appended after the last request: its answer and tool results."""
-    content, calls = await _read_back(last)
+    """What the agent appended after the last request: its answer and tool results.
+
+    The calls are the ones read back from the stream; when the stream had none
+    but the agent ran calls (it salvaged them from the text), the recorded
+    ``ToolCallStarted`` events give them, and their text is cut from the answer
+    as the agent cut it.
+    """
+    content, calls, reasoning = await _read_back(last)
     if finished in ("error", "cancelled"):
         # The agent keeps only the text of a failed or stopped stream.
         return [{"role": "assistant", "content": content}] if content else []
     registry = default_tools()
+    after = [e for e in session.events if e.t_ns > last.t_ns]
+    started = [e for e in after if e.type == "ToolCallStarted"]
+    if started and not calls:
+        calls = [ToolCall(index=i, id=str(e.data.get("call_id")), name=str(e.data.get("name")),
+                          arguments=str(e.data.get("raw_arguments") or ""))
+                 for i, e in enumerate(started)]
+        if any(e.type == "Notice" and str(e.data.get("code", "")).startswith("tool_call_")
+               for e in after):
+            found = recover(content, reasoning, None, registry)
+            if found is not None:
+                content = found.content
     checked = [check_call(c, registry) for c in calls]
     message: Message = {"role": "assistant", "content": content}
     if checked:
         message["tool_calls"] = [c.history_entry() for c in checked]
     out = [message]
     results = {str(e.data.get("call_id")): str(e.data.get("result", ""))
-               for e in session.events
-               if e.t_ns > last.t_ns and e.type == "ToolCallFinished"}
+               for e in after if e.type == "ToolCallFinished"}
     for call in checked:
         text = results.get(call.call_id)
         if text is None:
@@ -176,7 +193,7 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
     return out
 
 
-async def _read_back(exchange: Exchange) -> tuple[str, list[Any]]:
+async def _read_back(exchange: Exchange) -> tuple[str, list[ToolCall], str]:
     """The recorded response read by the agent's own stream parser."""
     body = exchange.body_json or {}
     client = ChatClient("http://recorded.invalid/v1", str(body.get("model", "recorded")),
@@ -191,7 +208,7 @@ async def _read_back(exchange: Exchange) -> tuple[str, list[Any]]:
     finally:
         await client.aclose()
     result = stream.result()
-    return result.content, list(result.tool_calls)
+    return result.content, list(result.tool_calls), result.reasoning
 
 
 def _apply_rewinds(session: Session, last: Exchange, history: list[Message]) -> list[Message]:

@@ -109,3 +109,36 @@ def test_cli_rerun_minimize_writes_a_bundle_and_saves_results(paths: Paths,
     text = runner.invoke(app, ["replay", recorder.path.stem, "--rerun", "--endpoint",
                                "http://127.0.0.1:1/v1"])
     assert isinstance(text.exception, UserError)
+
+
+def test_resume_and_fork_bad_input_are_clear_errors(paths: Paths, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _ = asyncio.run(_two_sessions(paths))
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    recorded_in = load_session(first).header["workspace"]
+    for args, message in (
+        (["sessions", "fork", "nosuch"], "no session with ID 'nosuch'"),
+        (["sessions", "fork", first.stem, "--turn", "7"], f"session {first.stem} has 1 turn; "
+         "there is no turn 7"),
+        (["run", "--resume", "nosuch", "hi"], "no session with ID 'nosuch'"),
+        (["run", "--continue", "hi"], f"no recorded session of {here} to continue"),
+        (["run", "--resume", first.stem, "hi"], f"session {first.stem} was recorded in "
+         f"{recorded_in}, not in {here}; to resume it there, pass --workspace"),
+        (["run", "--resume", first.stem, "--continue", "hi"], "--resume and --continue"),
+        (["run", "--seed", "often", "hi"], "--seed must be"),
+    ):
+        result = runner.invoke(app, args)
+        assert isinstance(result.exception, UserError), (args, result.output, result.exception)
+        assert str(result.exception).startswith(message), (args, str(result.exception))
+
+
+def test_fork_prints_the_new_id(paths: Paths) -> None:
+    first, _ = asyncio.run(_two_sessions(paths))
+    result = runner.invoke(app, ["sessions", "fork", first.stem, "--turn", "0"])
+    assert result.exit_code == 0, result.output
+    new_id = result.stdout.strip()
+    header = SessionStore(paths.sessions_dir).load(new_id).header
+    assert header["parent"] == first.stem and header["parent_turn"] == 0
+    assert header["origin"] == "fork"

@@ -197,3 +197,20 @@ async def test_rerun_says_when_it_cannot_be_exact(ws: Path, paths: Paths) -> Non
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     old = seed_note(store.load(session.session_id))
     assert old is not None and "recorded before sparkcode sent a sampling seed" in old
+
+
+async def test_a_salvaged_call_at_the_end_is_rebuilt_as_the_agent_held_it(
+        ws: Path, paths: Paths) -> None:
+    """The model wrote its call as text (the server's parser missed it): the agent
+    salvaged it; the rebuilt tail has the same call, id and answer text."""
+    text = '<tool_call>\n{"name": "list_files", "arguments": {}}\n</tool_call>'
+    server = ScriptedServer([Reply(content=[text]), Reply(content=["listed"])])
+    session = await start(server, ws, paths, max_turns=1)
+    await turn(session, "list")
+    history = [dict(m) for m in session.agent.history]
+    await session.aclose()
+    assert history[2]["tool_calls"][0]["id"].startswith("salvaged_"), history
+    assert session.session_id is not None
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws,
+                                session_id=session.session_id)
+    assert rebuilt.history == history
