@@ -23,13 +23,13 @@ from engine.paths import Paths
 from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import Instructions
 from sparkcode.replay import Rebuilt
-from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
 
 from ..agent_port import AgentFactory, AgentPort, SessionRequest
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
 from ..messages import AgentModelChanged, EnginePanelToggled
+from ..resuming import choose_resume
 from ..stats import StatsTracker
 from ..transcript import show_transcript
 from ..turn import Detector, TurnRenderer, default_detector_factory
@@ -39,7 +39,6 @@ from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
 from ..widgets.status_bar import StatusBar
-from .confirm import ConfirmScreen
 from .sessions import SessionsScreen
 
 STOP_GRACE_S = 1.5
@@ -415,20 +414,13 @@ class MainScreen(Screen[None]):
                                               "before resuming another session")
             return
         try:
-            try:
-                rebuilt = await find_resume(self.sessions, self.workspace, session_id=session_id)
-            except WorkspaceMismatch as exc:
-                question = (f"Session {exc.session_id} was recorded in {exc.recorded}, not in "
-                            f"this workspace ({exc.current}).\n\nSwitch the workspace to "
-                            f"{exc.recorded} and resume it there?")
-                if not await self.app.push_screen_wait(ConfirmScreen(question)):
-                    await self.say(f"not resumed: session {exc.session_id} stays in "
-                                   f"{exc.recorded}")
-                    return
-                rebuilt = await find_resume(self.sessions, self.workspace,
-                                            session_id=session_id, any_workspace=True)
+            rebuilt, why_not = await choose_resume(self.app, self.sessions, self.workspace,
+                                                   session_id)
         except UserError as exc:
             await self.conversation.add_error(f"cannot resume {session_id}: {exc}")
+            return
+        if rebuilt is None:
+            await self.say(why_not)
             return
         if self.agent is not None:
             await self.agent.aclose()
