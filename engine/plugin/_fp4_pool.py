@@ -193,6 +193,8 @@ class LiveCoverage:
         self._layers: list[weakref.ref[Any]] = []
         self._thread: threading.Thread | None = None
         self._last_routed = -1
+        self._on_cuda = False
+        self._started = time.monotonic()
         #: monotonic time until which a CUDA graph capture may be running (no reads then).
         self.capture_seen = 0.0
 
@@ -200,6 +202,19 @@ class LiveCoverage:
         """Count ``layer``'s ``expert_tokens`` (and its ``expert_slot``) from now on."""
         self._layers.append(weakref.ref(layer))
         self.experts += pooled
+        self._on_cuda |= bool(layer.expert_tokens.is_cuda)
+
+    def may_read(self) -> bool:
+        """Whether reading CUDA counters is safe now. A read from this thread while another
+        captures a CUDA graph would break the capture (vLLM captures in global mode), so on
+        CUDA reads wait until captures were seen and ended; an engine that captured nothing
+        for 10 minutes after loading runs eagerly."""
+        if not self._on_cuda:
+            return True
+        now = time.monotonic()
+        if self.capture_seen:
+            return now > self.capture_seen
+        return now - self._started > 600.0
 
     def totals(self) -> tuple[int, int]:
         """``(routed, pooled)`` pairs so far: reads the device counters (a host sync)."""
@@ -222,8 +237,8 @@ class LiveCoverage:
 
     def report(self) -> None:
         """Write :meth:`line` to the log if the counts moved since the last line."""
-        if time.monotonic() < self.capture_seen:
-            return  # a read during CUDA graph capture would break the capture
+        if not self.may_read():
+            return
         routed, _ = self.totals()
         if routed != self._last_routed:
             self._last_routed = routed
@@ -233,6 +248,7 @@ class LiveCoverage:
         """Start the reporting thread once (a daemon: it dies with the worker)."""
         if self._thread is not None or not self.experts:
             return
+        self._started = time.monotonic()  # weights are loaded; captures, if any, come next
 
         def run() -> None:
             while True:

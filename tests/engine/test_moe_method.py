@@ -149,3 +149,27 @@ def test_a_swap_serves_another_expert_from_the_same_slot() -> None:
     served.update({(1, p): w2_values[1, p] for p, _ in PROJS})
     out = method.apply(layer, x, wts, ids, None, None)
     torch.testing.assert_close(out, dense_moe(x, ids, wts, served), rtol=1e-4, atol=1e-4)
+
+
+def test_coverage_reads_wait_for_cuda_graph_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.plugin import _fp4_pool
+
+    cov = _fp4_pool.LiveCoverage(interval_s=3600)
+    _, layer = method_and_layer(4, 64, 32)
+    cov.register(layer, 1)
+    assert cov.may_read()  # CPU counters: always
+    clock = [1000.0]
+    monkeypatch.setattr(_fp4_pool.time, "monotonic", lambda: clock[0])
+    cov._on_cuda = True  # as if the counters lived on a GPU
+    cov._started = 1000.0
+    assert not cov.may_read()  # loaded, no capture seen yet: one may be about to start
+    cov.capture_seen = clock[0] + 30.0  # apply ran under a capture
+    clock[0] += 10
+    assert not cov.may_read()
+    clock[0] += 25
+    assert cov.may_read()  # 30 s after the last captured apply
+    eager = _fp4_pool.LiveCoverage(interval_s=3600)
+    eager.register(layer, 1)
+    eager._on_cuda, eager._started = True, clock[0]
+    clock[0] += 601
+    assert eager.may_read()  # nothing captured in 10 minutes: an eager engine
