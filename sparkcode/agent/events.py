@@ -199,6 +199,8 @@ class MetricsUpdate(Event):
 
     acceptance_length: float | None
     """Speculative decoding: 1 + accepted / drafts."""
+    acceptance_per_pos: tuple[float, ...] | None = None
+    """Speculative decoding: accepted at draft position i / drafts, position 0 first."""
     prefix_cache_hit_rate: float | None
     """Prefix-cache hits / queries, in tokens."""
     kv_cache_usage: float | None

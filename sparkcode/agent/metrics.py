@@ -2,8 +2,10 @@
 
 Counters only ever grow, so rates over one request come from the difference
 of two scrapes: speculative acceptance length = 1 + accepted / drafts,
-prefix-cache hit rate = hits / queries (tokens). KV-cache use is a gauge.
-Samples are summed over label sets (several engines or models).
+acceptance at draft position i = accepted at i / drafts (the share of drafts
+whose first i+1 tokens were all accepted), prefix-cache hit rate = hits /
+queries (tokens). KV-cache use is a gauge. Samples are summed over label sets
+(several engines or models), per-position ones per position.
 """
 
 from __future__ import annotations
@@ -17,22 +19,50 @@ from .events import MetricsUpdate
 
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+"""One sample per draft position (label ``position``); stored as ``NAME:POS``."""
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
-_WANTED = frozenset({ACCEPTED, DRAFTS, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING, *KV_USAGE})
+_WANTED = frozenset({ACCEPTED, DRAFTS, DRAFT_TOKENS, PREFIX_HITS, PREFIX_QUERIES, RUNNING,
+                     WAITING, *KV_USAGE})
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """The samples sparkcode uses, summed over labels."""
+    """The samples sparkcode uses, summed over labels (per-position acceptance is
+    kept per position, as ``ACCEPTED_PER_POS:POS``)."""
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name in _WANTED:
-                out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
+            name = sample.name
+            if name == ACCEPTED_PER_POS:
+                name = f"{name}:{sample.labels.get('position', '0')}"
+            elif name not in _WANTED:
+                continue
+            out[name] = out.get(name, 0.0) + float(sample.value)
     return out
+
+
+def per_position(scrape: dict[str, float]) -> list[float]:
+    """The per-position accepted counters of a parsed scrape, position 0 first."""
+    prefix = ACCEPTED_PER_POS + ":"
+    found = {int(k[len(prefix):]): v for k, v in scrape.items()
+             if k.startswith(prefix) and k[len(prefix):].isdigit()}
+    return [found.get(i, 0.0) for i in range(max(found) + 1)] if found else []
+
+
+def acceptance_per_position(before: dict[str, float], after: dict[str, float]
+                            ) -> tuple[float, ...] | None:
+    """Share of drafts accepted through each position between two scrapes."""
+    drafts = after.get(DRAFTS, 0.0) - before.get(DRAFTS, 0.0)
+    now, then = per_position(after), per_position(before)
+    if drafts <= 0 or not now:
+        return None
+    then = then + [0.0] * (len(now) - len(then))
+    return tuple((a - b) / drafts for a, b in zip(now, then, strict=True))
 
 
 @dataclass
@@ -42,6 +72,7 @@ class MetricsDelta:
     previous: dict[str, float] | None = None
 
     def update(self, current: dict[str, float]) -> MetricsUpdate:
+        first = self.previous is None
         prev = self.previous or {}
         self.previous = current
 
@@ -57,8 +88,10 @@ class MetricsDelta:
         kv = next((current[k] for k in KV_USAGE if k in current), None)
         running = current.get(RUNNING)
         waiting = current.get(WAITING)
+        per_pos = None if first else acceptance_per_position(prev, current)
         return MetricsUpdate(
-            acceptance_length=acceptance, prefix_cache_hit_rate=hit_rate, kv_cache_usage=kv,
+            acceptance_length=acceptance, acceptance_per_pos=per_pos,
+            prefix_cache_hit_rate=hit_rate, kv_cache_usage=kv,
             running=int(running) if running is not None else None,
             waiting=int(waiting) if waiting is not None else None,
         )

@@ -27,6 +27,8 @@ class LiveStats:
     """Seconds from sending the request to the first streamed token."""
     accept_len: float | None = None
     """Mean speculative acceptance length (1 + accepted / drafts); None without drafting."""
+    accept_per_pos: tuple[float, ...] | None = None
+    """Share of drafts accepted through each draft position (the figure k is tuned by)."""
     prefix_hit_rate: float | None = None
     """Share of prompt tokens served from the prefix cache (0..1)."""
     kv_use: float | None = None
@@ -57,6 +59,11 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.0f}%"
 
 
+def _share(value: float) -> str:
+    """0.93 -> '.93' (two digits per draft position keeps k=7 on one line)."""
+    return "1.0" if value >= 0.995 else f"{value:.2f}".removeprefix("0")
+
+
 def short_count(n: int | None) -> str:
     """1234 -> '1.2k'; small numbers stay exact."""
     if n is None:
@@ -82,7 +89,10 @@ def format_stats(stats: LiveStats, now: float | None = None) -> str:
         ttft,
     ]
     if stats.accept_len is not None:
-        parts.append(f"accept {stats.accept_len:.2f}")
+        per_pos = ""
+        if stats.accept_per_pos:
+            per_pos = " [dim]" + " ".join(_share(p) for p in stats.accept_per_pos) + "[/dim]"
+        parts.append(f"accept {stats.accept_len:.2f}{per_pos}")
     parts += [
         f"cache {_pct(stats.prefix_hit_rate)}",
         f"KV {_pct(stats.kv_use)}",
@@ -129,7 +139,8 @@ class StatsTracker:
     def metrics(self, event: MetricsUpdate) -> LiveStats:
         """Engine-side figures from /metrics."""
         self.current = self.current.merged(
-            accept_len=event.acceptance_length, prefix_hit_rate=event.prefix_cache_hit_rate,
+            accept_len=event.acceptance_length, accept_per_pos=event.acceptance_per_pos,
+            prefix_hit_rate=event.prefix_cache_hit_rate,
             kv_use=event.kv_cache_usage,
         )
         return self.current
