@@ -99,10 +99,9 @@ class ResultDir:
 
     def save(self) -> None:
         tmp = self.path / (RESULTS + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(self.data, fh, indent=1, sort_keys=False)
-            fh.flush()
-            os.fsync(fh.fileno())
+        # Whole-file replace: a kill leaves the previous or the new version, never half.
+        # (No fsync per unit: it would dominate short units; power loss is not the risk.)
+        tmp.write_text(json.dumps(self.data, indent=1), encoding="utf-8")
         os.replace(tmp, self.path / RESULTS)
 
     def write_text(self, name: str, text: str) -> Path:
