@@ -2,7 +2,7 @@
 
 One engine (profile ``tiny``: seed-0 model with n-gram speculative decoding, so
 ``/metrics`` has spec-decode counters) serves the module from its own home; the
-KLD test starts a second model (seed 1) by profile in another home through the
+KLD test starts a second model (seed 1, peaked) by profile in another home through the
 supervisor, which stops it afterwards. Numbers are checked for consistency,
 not speed.
 """
@@ -45,7 +45,10 @@ def homes(tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path,
     """(home of the running engine, a second home, the running engine's URL)."""
     home = tmp_path_factory.mktemp("bench-engine")
     other = tmp_path_factory.mktemp("bench-other")
-    seed1 = build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-seed1", seed=1)
+    # Another model on the same tokenizer, with peaked next-token distributions (the
+    # module's model is nearly uniform): their KLD is far above the noise floor.
+    seed1 = build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-peaked", seed=1,
+                             initializer_range=0.3)
     write_profile(home / "config", "tiny", tiny_llama_dir, free_port(), NGRAM)
     write_profile(other / "config", "tinyb", seed1, free_port())
     old = os.environ.get("SPARKCODE_HOME")
@@ -142,12 +145,12 @@ async def test_the_status_bar_shows_per_position_acceptance(homes: tuple[Path, P
 def test_loops_saves_degenerate_samples_as_replayable_sessions(
         tmp_path: Path, homes: tuple[Path, Path, str]) -> None:
     out = tmp_path / "loops"
-    data = bench("loops", "--endpoint", homes[2], "-n", "3", "--max-tokens", "400",
-                 "--temperature", "0", "-o", str(out))
+    data = bench("loops", "--endpoint", homes[2], "-n", "4", "--max-tokens", "400",
+                 "-o", str(out))
     units = next(iter(data["units"].values()))
     store = SessionStore(Paths.from_env().sessions_dir)
     bad = [u for u in units.values() if u["degenerate"]]
-    # A random model at temperature 0 repeats itself: the probe has something to find.
+    # A random model's text is garbage (U+FFFD, loops): the probe has something to find.
     assert bad, units
     for unit in units.values():
         if not unit["degenerate"]:
@@ -196,8 +199,8 @@ def test_kld_floor_is_zero_and_another_model_is_far(tmp_path: Path,
     # The server allows 20 log-probs; 64 were asked for and lowered.
     assert floor["top_k"] == far["top_k"] == 20
     assert floor["kld_mean"] < 1e-3 and floor["top1_agreement"] > 0.99
-    assert far["kld_mean"] > 0.05 and far["kld_mean"] > 50 * floor["kld_mean"]
-    assert far["top1_agreement"] < 0.9
+    assert far["kld_mean"] > 0.5 and far["kld_mean"] > 100 * floor["kld_mean"]
+    assert far["top1_agreement"] < floor["top1_agreement"]
     low, high = far["kld_ci95"]
     assert low <= far["kld_mean"] <= high
     for label in (ref, other):

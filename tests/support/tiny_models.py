@@ -77,8 +77,9 @@ def _finish(model_dir: Path, config: object, seed: int) -> Path:
     return model_dir
 
 
-def build_tiny_llama(model_dir: Path, *, seed: int = 0) -> Path:
-    """A 2-layer Llama (hidden 128, 4 heads of 32) with random weights."""
+def build_tiny_llama(model_dir: Path, *, seed: int = 0, initializer_range: float = 0.02) -> Path:
+    """A 2-layer Llama (hidden 128, 4 heads of 32) with random weights; a larger
+    ``initializer_range`` gives peakier next-token distributions."""
     from transformers import LlamaConfig
 
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +87,7 @@ def build_tiny_llama(model_dir: Path, *, seed: int = 0) -> Path:
         vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
         max_position_embeddings=4096, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        tie_word_embeddings=True,
+        tie_word_embeddings=True, initializer_range=initializer_range,
     )
     return _finish(model_dir, config, seed)
 

@@ -1,0 +1,54 @@
+"""The top-k KL estimate: exact when the top k hold everything, low otherwise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sparkcode.bench._kld import Position, compare, kl_position
+from sparkcode.bench._stats import bootstrap_ratio
+
+
+def top(p: np.ndarray, k: int) -> Position:
+    ids = [int(i) for i in np.argsort(-p)[:k]]
+    return (0.0, ids, [float(math.log(p[i])) for i in ids])
+
+
+def exact(p: np.ndarray, q: np.ndarray) -> float:
+    return float(np.sum(p * np.log(p / q)))
+
+
+def test_identical_distributions_give_zero() -> None:
+    p = np.array([0.6, 0.25, 0.1, 0.05])
+    assert kl_position(top(p, 2), top(p, 2)) == 0.0
+
+
+def test_exact_when_the_top_k_cover_the_vocabulary() -> None:
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+    assert math.isclose(kl_position(top(p, 3), top(q, 3)), exact(p, q), rel_tol=1e-9)
+
+
+def test_the_estimate_never_exceeds_the_full_kl_on_random_pairs() -> None:
+    rng = np.random.default_rng(0)
+    ratios = []
+    for _ in range(300):
+        p = rng.dirichlet(np.full(200, rng.choice([0.05, 0.3, 1.0]))) + 1e-12
+        p /= p.sum()
+        q = p * np.exp(rng.normal(0, rng.choice([0.1, 0.5, 2.0]), 200))
+        q /= q.sum()
+        full = exact(p, q)
+        estimate = kl_position(top(p, 20), top(q, 20))
+        assert estimate <= full * (1 + 1e-6) + 1e-12
+        ratios.append(estimate / full)
+    assert np.median(ratios) > 0.3  # low, not useless
+
+
+def test_compare_counts_top1_agreement_and_bootstrap_brackets_the_mean() -> None:
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.1, 0.2, 0.7])
+    same, flipped = top(p, 3), top(q, 3)
+    out = compare([same, same, same, same], [same, flipped, same, flipped])
+    assert out["n"] == 4 and out["top1_agree"] == 2
+    assert math.isclose(out["kl_sum"], 2 * exact(p, q), rel_tol=1e-5)
+    ci = bootstrap_ratio([0.1, 0.5, 0.2, 0.9], [10, 10, 10, 10])
+    assert ci is not None and ci[0] <= 1.7 / 40 <= ci[1]
