@@ -246,7 +246,8 @@ def humaneval_diff(cols: list[Column]) -> list[str]:
     first = cols[0]
     lines = []
     for other in cols[1:]:
-        common = [t for t in first.units if t in other.units]
+        order = first.data["settings"].get("task_ids") or list(first.units)
+        common = [t for t in order if t in first.units and t in other.units]
         only_a = [t for t in common if first.units[t]["passed"] and not other.units[t]["passed"]]
         only_b = [t for t in common if other.units[t]["passed"] and not first.units[t]["passed"]]
         lines.append(f"{first.name} passes, {other.name} fails ({len(only_a)}): "
