@@ -200,7 +200,7 @@ def table(cols: list[Column]) -> str:
             skipped = next((t.get("skipped_prefill") for t in c.data["targets"]
                             if t["label"] == c.label), None)
             for length, why in (skipped or {}).items():
-                notes.append(f"{c.name}: prefill {length} skipped ({why}).")
+                notes.append(f"{c.name}: prefill {length}: {why}.")
     elif kind == "loops":
         rows.append(["degenerate / samples",
                      *[f"{s['degenerate']} / {s['samples']}" for s in sums]])

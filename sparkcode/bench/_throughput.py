@@ -170,27 +170,35 @@ async def run(ctx: Context) -> None:
                             ctx, server, client, tee, kind, s["decode_tokens"]))
                     bar.advance()
             skipped: dict[str, str] = {}
+            measured: set[int] = set()
             for length in s["prefill_lengths"]:
+                wanted = [f"prefill:{length}:{i}" for i in range(s["repeats"])]
+                tokens = length
                 if limit is not None and length + 1 > limit:
-                    skipped[str(length)] = f"longer than the target's max_model_len {limit}"
-                    for _ in range(s["repeats"]):
+                    # Up to the target's context: one output token must still fit.
+                    tokens = limit - 1
+                    skipped[str(length)] = (f"{length} tokens do not fit max_model_len {limit}"
+                                            f": measured at {tokens}")
+                if tokens in measured:
+                    skipped[str(length)] = f"same as {tokens} (max_model_len {limit})"
+                    for _ in wanted:
                         bar.advance()
                     continue
-                wanted = [f"prefill:{length}:{i}" for i in range(s["repeats"])]
+                measured.add(tokens)
                 if all(ctx.result.done(ctx.label, k) for k in wanted):
                     for _ in wanted:
                         bar.advance()
                     continue
                 base = code_text() if s["prefill_text"] == "code" else prose_text()
-                prompt, got, calls = await exact_prefix(base, length, server.count)
-                if got != length:
-                    raise UserError(f"{ctx.label}: no prefix of the text is exactly {length} "
+                prompt, got, calls = await exact_prefix(base, tokens, server.count)
+                if got != tokens:
+                    raise UserError(f"{ctx.label}: no prefix of the text is exactly {tokens} "
                                     f"tokens (closest {got})")
                 await server.timed_completion({"prompt": prompt[:2000], "max_tokens": 1,
                                                "cache_salt": secrets.token_hex(8)})
                 for key in wanted:
                     if not ctx.result.done(ctx.label, key):
-                        unit = await _prefill(ctx, server, prompt, length)
+                        unit = await _prefill(ctx, server, prompt, tokens)
                         unit["tokenize_calls"] = calls
                         ctx.result.put(ctx.label, key, unit)
                     bar.advance()
