@@ -129,7 +129,7 @@ async def test_the_status_bar_shows_per_position_acceptance(homes: tuple[Path, P
     poller = MetricsPoller(client.fetch_metrics)
     await poller.poll()
     async with client.stream_chat([{"role": "user", "content": "count: 1 2 3 1 2 3 1 2 3"}],
-                                  params={"max_tokens": 24, "temperature": 0.0}) as stream:
+                                  params={"max_tokens": 48, "temperature": 0.0}) as stream:
         async for _ in stream:
             pass
     update = await poller.poll()
