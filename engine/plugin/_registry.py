@@ -56,6 +56,7 @@ FEATURES: dict[str, str] = {
     "scheduler_fix": "engine.plugin.scheduler_fix:apply",
     "w2_quant": "engine.plugin.w2_quant:apply",
     "fp4_pool": "engine.plugin.fp4_pool:apply",
+    "calib_capture": "engine.plugin.calib_capture:apply",
 }
 
 

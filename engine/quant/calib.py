@@ -162,6 +162,7 @@ class ActivationCapture:
 
     max_tokens: int = 16384
     layer_filter: Callable[[int, torch.nn.Module], bool] | None = None
+    enabled: bool = True  # False: hooks stay on but record nothing (an engine's warm-up)
     captured: dict[int, list[torch.Tensor]] = field(default_factory=dict)
     _handles: list[Any] = field(default_factory=list)
 
@@ -183,7 +184,7 @@ class ActivationCapture:
         def record(_module: torch.nn.Module, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> None:
             x = args[0] if args else kwargs.get("hidden_states")
-            if not isinstance(x, torch.Tensor):
+            if not self.enabled or not isinstance(x, torch.Tensor):
                 return
             rows = x.detach().reshape(-1, x.shape[-1])
             have = sum(int(t.shape[0]) for t in self.captured.get(layer, []))

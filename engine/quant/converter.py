@@ -71,6 +71,8 @@ class TensorConverter:
         limit = text.get("swiglu_limit")
         self.swiglu_limit = float(limit) if limit else None
         self.experts = self._expert_table()
+        glm = any(n.startswith("model.language_model.") for n in reader.headers)
+        self.lm_prefix = "model.language_model." if glm else "model."
         self._layer_cache: LayerCalibration | None = None
 
     def _expert_table(self) -> dict[int, list[int]]:
@@ -82,7 +84,7 @@ class TensorConverter:
         return {layer: sorted(ids) for layer, ids in sorted(table.items())}
 
     def mlp_prefix(self, layer: int) -> str:
-        return f"model.language_model.layers.{layer}.mlp."
+        return f"{self.lm_prefix}layers.{layer}.mlp."
 
     def _router(self, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         name = self.mlp_prefix(layer) + "gate.weight"

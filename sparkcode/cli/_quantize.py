@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 from typer.core import TyperGroup
@@ -26,6 +26,7 @@ from typer.core import TyperGroup
 from engine.codecs.format import DEFAULT_MIN_TOKENS
 
 if TYPE_CHECKING:
+    from engine.quant.bootstrap import Step
     from engine.quant.checkpoint import ShardInfo
 
 from ._format import human_bytes, human_duration
@@ -76,7 +77,7 @@ class _RichProgress:
         self.total: Any = None
         self.shard: Any = None
 
-    def __enter__(self) -> _RichProgress:
+    def __enter__(self) -> Self:
         self.bar.__enter__()
         return self
 
@@ -110,6 +111,49 @@ class _RichProgress:
         self.bar.console.print(message)
 
 
+class _BootstrapProgress(_RichProgress):
+    """One display across the rounds: the step counter, then the current step's bars
+    (conversion: all shards and the current one; capture: engine boot, then prompts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: Any = None
+        self.capture: Any = None
+
+    def _clear(self) -> None:
+        for task in (self.total, self.shard, self.capture):
+            if task is not None:
+                self.bar.remove_task(task)
+        self.total = self.shard = self.capture = None
+
+    def step_begin(self, index: int, total: int, step: Step) -> None:
+        self._clear()
+        if self.steps is None:
+            self.steps = self.bar.add_task(f"{total} steps", total=total, completed=index,
+                                           size="")
+        self.bar.update(self.steps, completed=index)
+        self.bar.console.print(f"step {index + 1}/{total}: {step.title}")
+
+    def engine_phase(self, phase: str) -> None:
+        if self.capture is None:
+            self.capture = self.bar.add_task("engine: starting", total=None, size="")
+        self.bar.update(self.capture, description=f"engine: {phase}"[:34])
+
+    def capture_begin(self, prompts: int, tokens: int) -> None:
+        if self.capture is not None:
+            self.bar.remove_task(self.capture)
+        self.capture = self.bar.add_task(f"capture: {prompts} prompts", total=tokens,
+                                         size=f"{tokens} tokens")
+
+    def prompt_done(self, tokens: int) -> None:
+        self.bar.advance(self.capture, tokens)
+
+    def finish(self) -> None:
+        self._clear()
+        if self.steps is not None:
+            self.bar.update(self.steps, completed=self.bar.tasks[0].total)
+
+
 @quantize_app.command("convert")
 def convert_cmd(
     src: Annotated[Path, typer.Argument(help="Official FP8 checkpoint directory.")],
@@ -133,6 +177,23 @@ def convert_cmd(
     down_fallback: Annotated[str, typer.Option(
         help="Starved experts' down_proj: rtn or pooled (layer-wide Hessian).")] = "rtn",
     device: Annotated[str, typer.Option(help="Torch device for GPTQ (cpu, cuda).")] = "cpu",
+    calib_from_engine: Annotated[bool, typer.Option(
+        "--calib-from-engine",
+        help="Calibrate on this box: RTN round 0, serve it, capture, GPTQ (see --rounds).")]
+        = False,
+    corpus: Annotated[Path | None, typer.Option(
+        help="With --calib-from-engine: your code, added to the Python standard library.")]
+        = None,
+    rounds: Annotated[int, typer.Option(
+        help="With --calib-from-engine: GPTQ rounds, each captured from the previous one.")]
+        = 1,
+    calib_tokens: Annotated[int, typer.Option(
+        help="With --calib-from-engine: tokens captured per round.")] = 16384,
+    chunk_tokens: Annotated[int, typer.Option(
+        help="With --calib-from-engine: tokens per calibration prompt.")] = 2048,
+    engine_profile: Annotated[str | None, typer.Option(
+        help="With --calib-from-engine: the profile whose settings serve each round "
+             "(default: this machine's default profile).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Convert SRC (FP8 GLM-5.3-Flash) into DST (W2 experts, P12 BF16, FP4 pool)."""
@@ -152,7 +213,13 @@ def convert_cmd(
                              down_fallback=down_fallback,  # type: ignore[arg-type]
                              device=device)
     started = time.monotonic()
-    if quiet:
+    if calib_from_engine:
+        manifest = _calibrated(src, dst, options, resume, quiet, rounds=rounds,
+                               calib_tokens=calib_tokens, chunk_tokens=chunk_tokens,
+                               corpus=corpus, engine_profile=engine_profile)
+    elif corpus is not None or engine_profile is not None:
+        raise UserError("--corpus and --engine-profile go with --calib-from-engine")
+    elif quiet:
         manifest = convert(src, dst, options, resume=resume)
     else:
         with _RichProgress() as progress:
@@ -163,6 +230,40 @@ def convert_cmd(
         f"{human_bytes(manifest.summary.get('src_bytes', 0))} in "
         f"{human_duration(time.monotonic() - started)}; FP4 pool {len(pool.get('experts', []))} "
         f"experts, coverage {100 * float(pool.get('coverage', 0.0)):.1f}%")
+
+
+def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *, rounds: int,
+                calib_tokens: int, chunk_tokens: int, corpus: Path | None,
+                engine_profile: str | None) -> Any:
+    """``--calib-from-engine``: the bootstrap rounds, the engine run by the supervisor."""
+    from engine.errors import UserError
+    from engine.paths import Paths
+    from engine.profiles import default_profile_name, load_profile
+    from engine.quant.bootstrap import BootstrapOptions, run_bootstrap
+    from engine.quant.engine_capture import make_capture
+    from engine.supervisor import Supervisor
+
+    if options.method != "gptq":
+        raise UserError("--calib-from-engine makes a GPTQ model; drop --method rtn")
+    paths = Paths.from_env()
+    base = load_profile(engine_profile or default_profile_name(), paths)
+    if base.kind != "vllm":
+        raise UserError(f"profile {base.name} is an endpoint; --calib-from-engine serves each "
+                        "round itself and needs a vllm profile (--engine-profile)")
+    state = Supervisor(paths).status().state
+    if state in ("ready", "booting", "unhealthy"):
+        raise UserError("an engine is running; the conversion and the capture need the "
+                        "machine to themselves: stop it with `sparkcode engine stop`")
+    boot = BootstrapOptions(rounds=rounds, calib_tokens=calib_tokens, chunk_tokens=chunk_tokens,
+                            corpus=corpus)
+    capture = make_capture(base, paths, corpus=corpus, tokens=calib_tokens, chunk=chunk_tokens)
+    if quiet:
+        return run_bootstrap(src, dst, options, boot, capture, resume=resume)
+    with _BootstrapProgress() as progress:
+        manifest = run_bootstrap(src, dst, options, boot, capture, resume=resume,
+                                 progress=progress)
+        progress.finish()
+    return manifest
 
 
 @quantize_app.command("inspect")

