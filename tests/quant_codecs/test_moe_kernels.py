@@ -3,7 +3,7 @@
 Kernels run in Triton's interpreter in a child process on a CPU (the pattern and the reason:
 ``tests/quant_codecs/test_kernels.py``), on a GPU in this process. Cases: pooled and W2
 experts mixed in one batch, empty experts, one token, 64 pairs (the decode path's most),
-prefill sizes (the aligned path), a skewed batch where one expert gets every token, the
+64 tokens, prefill sizes (the aligned path), a skewed batch where one expert gets every token, the
 SwiGLU clamp on and off, the router weight on the input, no pool at all.
 """
 
@@ -99,6 +99,8 @@ def _case(tokens: int, top_k: int, experts: int, seed: int,
         (1, 8, 32, 256, 128, (0, 5, 9, 31), 10.0, False, False, None),
         # A k=7 verify step: 8 tokens x top-8 = 64 pairs, the decode path's most.
         (8, 8, 32, 128, 64, (1, 2, 3, 7, 20), 10.0, False, False, 64),
+        # 64 tokens x top-8 (512 pairs, aligned path), GLM's clamp, small widths.
+        (64, 8, 32, 64, 32, (0, 13, 31), 10.0, False, False, 32),
         # Prefill (aligned path); 16 experts, top-4: some experts get no token.
         (40, 4, 16, 128, 64, (2, 11), 10.0, False, False, 64),
         # Every token on the same experts: several blocks of one expert.
