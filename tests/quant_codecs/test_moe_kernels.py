@@ -3,8 +3,8 @@
 Kernels run in Triton's interpreter in a child process on a CPU (the pattern and the reason:
 ``tests/quant_codecs/test_kernels.py``), on a GPU in this process. Cases: pooled and W2
 experts mixed in one batch, empty experts, one token, 64 pairs (the decode path's most),
-64 tokens, prefill sizes (the aligned path), a skewed batch where one expert gets every token, the
-SwiGLU clamp on and off, the router weight on the input, no pool at all.
+64 tokens and other prefill sizes (the aligned path), a skewed batch where one expert gets
+every token, the SwiGLU clamp on and off, the router weight on the input, no pool at all.
 """
 
 from __future__ import annotations
