@@ -37,7 +37,7 @@ from .agent import (
 )
 from .agent.instructions import Instructions, load_instructions
 from .agent.sampling import new_session_seed
-from .config import Config, PermissionMode, load_config
+from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
 from .replay import Rebuilt
 from .sessions import SessionRecorder, event_recorder, start_recording
@@ -111,6 +111,8 @@ class SessionOptions:
     force_tool_parameters: dict[str, Any] | None = None
     resume: Rebuilt | None = None
     """Continue this recorded conversation (a new recording names it as parent)."""
+    degenerate: DegenerateMode | None = None
+    """What a degenerate stream does (``config.toml``'s ``degenerate_streams``)."""
     start_engine: bool = True
     """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
     progress: Progress | None = None
@@ -205,6 +207,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
                           else prof.thinking_history),
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
+        degenerate=options.degenerate or config.degenerate_streams,
     )
 
 

@@ -13,6 +13,7 @@ Example::
     top_p = 0.95
     seed = "random"                # "random": a fresh seed per session (recorded),
                                    # an integer: that session seed, "off": send none
+    degenerate_streams = "stop"    # stop | warn | off: a looping or garbled stream
 
     [permissions]
     # "tool" or "tool:glob"; the glob matches the shell command for bash, the
@@ -38,6 +39,8 @@ from engine.profiles import REASONING_EFFORTS
 
 PermissionMode = Literal["ask", "auto-edit", "full-auto"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "auto-edit", "full-auto")
+DegenerateMode = Literal["stop", "warn", "off"]
+DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
 
 
 class ConfigError(UserError):
@@ -80,13 +83,15 @@ class Config:
     seed: int | Literal["random", "off"] = "random"
     """The session seed every request's ``seed`` is derived from (see
     :func:`sparkcode.agent.sampling.request_seed`)."""
+    degenerate_streams: DegenerateMode = "stop"
     allow: tuple[PermissionRule, ...] = ()
     deny: tuple[PermissionRule, ...] = ()
     source: Path | None = None
 
 
 _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "max_turns",
-               "bash_timeout_s", "profile", "temperature", "top_p", "seed"}
+               "bash_timeout_s", "profile", "temperature", "top_p", "seed",
+               "degenerate_streams"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"}}
 
 
@@ -143,6 +148,10 @@ def parse_config(text: str, source: Path) -> Config:
     profile = agent.get("profile")
     if profile is not None and not isinstance(profile, str):
         raise fail("agent", "profile", "must be a string")
+    degenerate = agent.get("degenerate_streams", "stop")
+    if degenerate not in DEGENERATE_MODES:
+        raise fail("agent", "degenerate_streams",
+                   f"must be one of {', '.join(DEGENERATE_MODES)}")
 
     temperature = agent.get("temperature")
     if temperature is not None and (not _is_number(temperature) or not 0 <= temperature <= 2):
@@ -165,6 +174,7 @@ def parse_config(text: str, source: Path) -> Config:
         thinking_token_budget=budget, max_turns=max_turns, bash_timeout_s=float(timeout),
         profile=profile, temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None, seed=seed,
+        degenerate_streams=cast(DegenerateMode, degenerate),
         allow=rules("allow"), deny=rules("deny"), source=source,
     )
 

@@ -339,8 +339,12 @@ def recover(content: str, reasoning: str, hidden: str | None,
     """Salvage from the answer, else the reasoning, else the held-back text."""
     for source, text in (("content", content), ("reasoning", reasoning),
                          ("held back", hidden or "")):
-        if not text or (source == "held back" and _OPEN not in text and "{" not in text):
+        if not text.strip():
             continue
+        if source == "held back" and _OPEN not in text:
+            # What the parser held back starts at the call's opening tag, which a
+            # tokenizer may count as a special token and leave out of the text.
+            text = _OPEN + text
         found = salvage(text, registry)
         if found:
             kept = found.text if source == "content" else content

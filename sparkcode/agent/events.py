@@ -11,7 +11,8 @@ Order within one turn::
 
     TurnStarted
       ( RequestStarted
-        ReasoningDelta* ContentDelta* UsageUpdate* [BudgetExceeded] [Notice]
+        ReasoningDelta* ContentDelta* UsageUpdate* [DegenerationDetected]
+        [BudgetExceeded] [Notice]
         ( ToolCallStarted [SnapshotTaken] [ApprovalRequested ApprovalResolved]
           ToolCallFinished )*
         MetricsUpdate? )+
@@ -28,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 ApprovalKind = Literal["edit", "shell", "git", "loop", "other"]
-FinishReason = Literal["stop", "max_turns", "loop", "denied", "error", "cancelled", "length"]
+FinishReason = Literal["stop", "max_turns", "loop", "denied", "error", "cancelled", "length",
+                       "degenerate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,6 +164,20 @@ class BudgetExceeded(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DegenerationDetected(Event):
+    """The degeneration detector fired on the streamed ``channel`` (``content`` or
+    ``reasoning``). With ``stopped`` the stream was closed there and the turn ends
+    with reason ``degenerate``; otherwise it is only a warning."""
+
+    channel: Literal["content", "reasoning"]
+    pattern: str
+    detail: str
+    chars: int
+    """Characters of that channel streamed when it fired."""
+    stopped: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class Notice(Event):
     """Something the user should know that is not an error (a dropped request
     field, a fallback, a compaction)."""
@@ -288,6 +304,7 @@ __all__ = [
     "BudgetExceeded",
     "ContentDelta",
     "ContextCompacted",
+    "DegenerationDetected",
     "Event",
     "FinishReason",
     "MetricsUpdate",

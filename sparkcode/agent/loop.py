@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as _config
+from ..detect import DegenerationDetector
 from ._calls import CheckedCall, check_call
 from ._execute import execute_call
 from ._salvage import Outcome, recover
@@ -38,6 +39,7 @@ from .events import (
     BudgetExceeded,
     ContentDelta,
     ContextCompacted,
+    DegenerationDetected,
     Event,
     FinishReason,
     Notice,
@@ -113,6 +115,9 @@ class AgentSettings:
     bash_timeout_s: float = 120.0
     usage_interval_s: float = 0.1
     """Least time between two :class:`UsageUpdate` events of one stream."""
+    degenerate: _config.DegenerateMode = "stop"
+    """What a degenerate stream (``sparkcode.detect``) does: ``stop`` closes it and
+    ends the turn, ``warn`` only reports it, ``off`` does not watch."""
     salvage_calls: bool = True
     """Recover tool calls the server's parser did not return (``_salvage``)."""
     held_back_max_prompt: int = 32768
@@ -155,6 +160,7 @@ class Agent:
         """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
         self._cancel = False
+        self._degenerate: DegenerationDetected | None = None
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s)
 
@@ -319,6 +325,14 @@ class Agent:
             result = box[0]
             prompt_total += result.stats.prompt_tokens
             completion_total += result.stats.completion_tokens
+            if self._degenerate is not None and self._degenerate.stopped:
+                # The stream was closed on the detector's verdict: keep what came
+                # (the history stays valid) and end the turn saying why.
+                if result.content:
+                    self.history.append({"role": "assistant", "content": result.content})
+                yield self._finished("degenerate", result.content, request, prompt_total,
+                                     completion_total)
+                return
             if self.metrics is not None:
                 update = await self.metrics.poll()
                 if update is not None:
@@ -456,6 +470,9 @@ class Agent:
         stream = self.client.stream_chat(self.history, tools=tools, tool_choice=choice,
                                          params=params)
         last_usage = 0.0
+        self._degenerate = None
+        watch = s.degenerate != "off"
+        detectors = {"content": DegenerationDetector(), "reasoning": DegenerationDetector()}
         try:
             async with stream:
                 for note in stream.notices:
@@ -474,6 +491,12 @@ class Agent:
                     if delta.usage and time.monotonic() - last_usage >= s.usage_interval_s:
                         last_usage = time.monotonic()
                         yield self._usage(stream.stats, final=False)
+                    if watch and self._degenerate is None:
+                        fired = self._watch(detectors, delta.content, delta.reasoning)
+                        if fired is not None:
+                            yield fired
+                            if fired.stopped:
+                                break
                     if self._cancel:
                         break
                     if limit is not None and not answered and stats.reasoning_tokens > limit:
@@ -481,6 +504,21 @@ class Agent:
         finally:
             box.append(stream.result())
         yield self._usage(stream.stats, final=True)
+
+    def _watch(self, detectors: dict[str, DegenerationDetector], content: str,
+               reasoning: str) -> DegenerationDetected | None:
+        for channel, text in (("reasoning", reasoning), ("content", content)):
+            if not text:
+                continue
+            detector = detectors[channel]
+            verdict = detector.feed(text)
+            if verdict is not None and verdict.degenerate:
+                self._degenerate = DegenerationDetected(
+                    channel=channel, pattern=verdict.pattern,  # type: ignore[arg-type]
+                    detail=verdict.detail, chars=detector.chars_seen,
+                    stopped=self.settings.degenerate == "stop")
+                return self._degenerate
+        return None
 
     def _usage(self, stats: Any, *, final: bool) -> UsageUpdate:
         return UsageUpdate(

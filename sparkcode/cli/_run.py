@@ -4,7 +4,8 @@ Prints the answer as it streams (tool calls and notes on stderr), or one JSON
 object per event with ``--json``. Exit status: 0 when the agent finished its
 answer, 1 on an error (engine unreachable, HTTP failure...), 3 when it stopped
 early (max turns, a declined approval, a repeated-call loop, output cut by
-the length limit).
+the length limit), 4 when the stream degenerated (looping or garbled text) and
+was stopped (``--degenerate warn`` only reports it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sparkcode.agent import (
     ApprovalRequested,
     BudgetExceeded,
     ContentDelta,
+    DegenerationDetected,
     Event,
     Notice,
     ReasoningDelta,
@@ -37,11 +39,12 @@ from sparkcode.agent import (
     event_to_json,
 )
 from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.config import DEGENERATE_MODES, DegenerateMode
 from sparkcode.replay import Rebuilt
 from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
 
-EXIT_OK, EXIT_ERROR, EXIT_STOPPED = 0, 1, 3
+EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE = 0, 1, 3, 4
 
 
 @dataclass
@@ -68,6 +71,7 @@ class RunOptions:
     """A session ID to continue (``--resume``)."""
     continue_latest: bool = False
     """Continue the latest session of the workspace (``--continue``)."""
+    degenerate: DegenerateMode | None = None
 
 
 def register(app: typer.Typer) -> None:
@@ -117,6 +121,9 @@ def run_cmd(
     = None,
     continue_latest: Annotated[bool, typer.Option(
         "--continue", "-c", help="Continue the latest session of this workspace.")] = False,
+    degenerate: Annotated[str | None, typer.Option(
+        "--degenerate", help="A looping or garbled stream: stop (exit 4), warn or off "
+        "(default: config.toml's degenerate_streams, else stop).")] = None,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -129,12 +136,15 @@ def run_cmd(
             raise UserError(f"--force-tool-schema is not JSON: {exc}") from None
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
+    if degenerate is not None and degenerate not in DEGENERATE_MODES:
+        raise UserError(f"--degenerate must be one of {', '.join(DEGENERATE_MODES)}")
     options = RunOptions(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
         auto=auto, endpoint=endpoint, model=model, api_key_env=api_key_env, profile=profile,
         effort=effort, budget=budget, force_tool=force_tool, force_tool_schema=schema,
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=parse_seed(seed),
         record=not no_record, resume=resume, continue_latest=continue_latest,
+        degenerate=degenerate,
     )
     code = asyncio.run(run_headless(options))
     if code:
@@ -169,6 +179,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         temperature=options.temperature, top_p=options.top_p, seed=options.seed,
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
         progress=progress, resume=rebuilt,
+        degenerate=options.degenerate,
     ), paths)
     agent = session.agent
     if rebuilt is not None:
@@ -193,6 +204,8 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     printer.end()
     if printer.errors or empty:
         return EXIT_ERROR  # an empty answer did nothing: a script must not take it as done
+    if reason == "degenerate":
+        return EXIT_DEGENERATE
     return EXIT_OK if reason == "stop" else EXIT_STOPPED
 
 
@@ -283,6 +296,11 @@ class _Printer:
                        "continuing without thinking")
         elif isinstance(event, Notice):
             self._note(f"note: {event.message}")
+        elif isinstance(event, DegenerationDetected):
+            self._newline()
+            what = "stopped the stream" if event.stopped else "warning only"
+            self._note(f"degenerate {event.channel} after {event.chars} characters "
+                       f"({event.pattern}: {event.detail}); {what}")
         elif isinstance(event, AgentError):
             self._newline()
             self._note(f"error: {event.message}")

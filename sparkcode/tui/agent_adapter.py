@@ -9,7 +9,7 @@ from typing import Any
 from engine.paths import Paths
 from sparkcode.agent.events import Event
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
-from sparkcode.config import PERMISSION_MODES
+from sparkcode.config import DEGENERATE_MODES, PERMISSION_MODES
 from sparkcode.replay import Rebuilt
 
 
@@ -69,6 +69,11 @@ class LiveAgent:
         if mode not in PERMISSION_MODES:
             raise ValueError(f"unknown approval mode {mode!r}")
         self.agent.permissions.mode = mode
+
+    def set_degenerate_mode(self, mode: str) -> None:
+        if mode not in DEGENERATE_MODES:
+            raise ValueError(f"unknown degenerate-stream mode {mode!r}")
+        self.agent.settings.degenerate = mode
 
     def run_turn(self, text: str) -> AsyncIterator[Event]:
         return self.agent.run_turn(text)

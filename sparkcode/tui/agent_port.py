@@ -56,6 +56,8 @@ class AgentPort(Protocol):
 
     def set_thinking_history(self, on: bool) -> None: ...
 
+    def set_degenerate_mode(self, mode: str) -> None: ...
+
     def run_turn(self, text: str) -> AsyncIterator[Event]:
         """Run one user turn, yielding its events as they happen."""
 

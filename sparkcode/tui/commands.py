@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 APPROVAL_MODES: tuple[str, ...] = ("ask", "auto-edit", "full-auto")
 EFFORTS: tuple[str, ...] = ("low", "high", "max")
+DEGENERATE: tuple[str, ...] = ("stop", "warn", "off")
 
 Handler = Callable[["MainScreen", str], Awaitable[None]]
 
@@ -151,6 +152,14 @@ async def _model(screen: MainScreen, arg: str) -> None:
 async def _approve(screen: MainScreen, arg: str) -> None:
     screen.with_agent(lambda agent: agent.set_approval_mode(arg))
     await screen.say(f"approval mode: {arg}")
+
+
+@command("degenerate", "/degenerate stop|warn|off",
+         "what a looping or garbled stream does: stop it, only warn, or not watch",
+         choices=DEGENERATE)
+async def _degenerate(screen: MainScreen, arg: str) -> None:
+    screen.with_agent(lambda agent: agent.set_degenerate_mode(arg))
+    await screen.say(f"degenerate streams: {arg}")
 
 
 @command("undo", "/undo", "take the last turn back: its messages and its file changes",

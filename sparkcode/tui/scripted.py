@@ -138,6 +138,7 @@ class ScriptedAgent:
     session_id: str | None = None
     history: list[dict[str, object]] = field(default_factory=list)
     """What :meth:`transcript` returns after the system message (scripts may fill it)."""
+    degenerate_mode: str = "stop"
     turns_run: int = 0
     prompts: list[str] = field(default_factory=list)
     approvals: list[ev.ApprovalRequested] = field(default_factory=list)
@@ -164,6 +165,9 @@ class ScriptedAgent:
 
     def transcript(self) -> list[dict[str, Any]]:
         return [{"role": "system", "content": "scripted"}, *self.history]
+
+    def set_degenerate_mode(self, mode: str) -> None:
+        self.degenerate_mode = mode
 
     async def run_turn(self, text: str) -> AsyncIterator[ev.Event]:
         self.turns_run += 1

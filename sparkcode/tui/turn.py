@@ -22,6 +22,8 @@ _REASONS = {
     "denied": "the turn stopped after a denied tool call",
     "cancelled": "the turn was stopped",
     "length": "the answer hit the output token limit",
+    "degenerate": "the stream degenerated (looping or garbled text), so it was stopped "
+                  "(/degenerate warn only warns)",
 }
 
 
@@ -104,6 +106,12 @@ class TurnRenderer:
                     f"thinking passed its budget ({used} of {budget} tokens) and the server "
                     "did not stop it: the stream was cut and the answer continues without "
                     "thinking")
+            case ev.DegenerationDetected(pattern=pattern, detail=detail):
+                # The loop watched the stream itself: its verdict replaces ours.
+                self._warned = True
+                note = "stopped" if event.stopped else "still streaming"
+                await conv.mount(DegenerationWarning(
+                    pattern, f"{detail} ({event.channel}, {note})", stopped=event.stopped))
             case ev.Notice(message=message):
                 await conv.add_notice(message)
             case ev.ToolCallStarted(call_id=call_id, name=name):

@@ -33,6 +33,8 @@ from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunOptions, ru
 from sparkcode.sessions import load_session, model_turns_count
 from tests.support.agent_model import (
     FINAL_ANSWER,
+    GLM_PATH,
+    GLM_PROMPT,
     NOTE_CONTENT,
     NOTE_PATH,
     TASK_PROMPT,
@@ -43,7 +45,7 @@ from tests.support.engine import engine_lock, free_port
 
 pytestmark = pytest.mark.engine
 
-CONTEXT = 4096  # the prompt (system prompt and ten tool schemas) is ~1100 tokens
+CONTEXT = 4096  # the prompt (system prompt and eleven tool schemas) is ~1300 tokens
 
 PROFILE = """[profile]
 name = "tiny-agent"
@@ -266,3 +268,26 @@ async def test_engine_metrics_and_thinking_budget_handling(base_url: str,
     assert metrics and metrics[-1]["kv_cache_usage"] is not None
     assert metrics[-1]["prefix_cache_hit_rate"] is not None
     assert of(events, "TurnFinished")[-1]["completion_tokens"] > 0
+
+
+async def test_a_call_the_servers_parser_drops_is_salvaged(base_url: str, tmp_path: Path) -> None:
+    """Asked ``GLM_PROMPT``, the model writes its call in GLM's format. vLLM's
+    streaming hermes parser waits for a ``"name"`` after ``<tool_call>``, never sees
+    one, and streams nothing of the call: without salvage this turn is an empty
+    answer. The frames still carry their token ids (``return_token_ids``); the agent
+    turns them back into text with ``/detokenize``, reads the GLM call and runs it."""
+    repo = make_repo(tmp_path / "repo")
+    code, events, err = await run(RunOptions(
+        prompt=GLM_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=base_url,
+        max_turns=1, temperature=0.0, record=False,
+    ))
+    assert code == EXIT_STOPPED, (err, events)  # max_turns=1: the result is not answered
+    assert not of(events, "ContentDelta")  # the server streamed nothing of the call
+    notices = [n for n in of(events, "Notice") if n["code"] == "tool_call_salvaged"]
+    assert len(notices) == 1, events
+    assert "written as glm in the model's held back" in notices[0]["message"]
+    started = of(events, "ToolCallStarted")
+    assert [(s["name"], s["arguments"]) for s in started] == \
+        [("write_file", {"path": GLM_PATH, "content": NOTE_CONTENT})]
+    assert [f["error"] for f in of(events, "ToolCallFinished")] == [None]
+    assert (repo / GLM_PATH).read_text() == NOTE_CONTENT

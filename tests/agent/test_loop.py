@@ -149,7 +149,9 @@ async def test_three_identical_calls_stop_the_loop_and_ask(workspace: Path) -> N
 async def test_thinking_over_budget_is_cut_and_the_turn_continues_without_thinking(
         workspace: Path) -> None:
     server = ScriptedServer([Reply(until_closed=True), Reply(content=["answer"])])
-    agent = make_agent(server, workspace, thinking_token_budget=20, budget_margin=5)
+    # "hmm hmm ..." is degenerate too: only the budget is under test here.
+    agent = make_agent(server, workspace, thinking_token_budget=20, budget_margin=5,
+                       degenerate="off")
     events = await run(agent, "think hard")
     exceeded = of(events, BudgetExceeded)
     assert len(exceeded) == 1 and exceeded[0].budget == 20 and exceeded[0].used == 26

@@ -32,6 +32,10 @@ TASK_PROMPT = "Write a short note into NOTES.md."
 NOTE_PATH = "NOTES.md"
 NOTE_CONTENT = "# Notes\n\nWritten by sparkcode.\n"
 FINAL_ANSWER = "Done: NOTES.md has the note."
+GLM_PROMPT = "Save the note in GLM form."
+"""A second task: the model answers it with a GLM-format call, which vLLM's
+streaming hermes parser cannot read and so sends nothing of (salvage test)."""
+GLM_PATH = "GLM.md"
 
 SPECIAL_TOKENS = ["<pad>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
                   "<tool_response>", "</tool_response>"]
@@ -84,6 +88,9 @@ class Conversation:
     second: list[dict[str, Any]]
     call: str
     """The first answer: the hermes tool call, as text."""
+    glm_first: list[dict[str, Any]]
+    glm_call: str
+    """The answer to ``GLM_PROMPT``: a write_file call in GLM's own format."""
 
 
 def tool_arguments() -> dict[str, str]:
@@ -115,7 +122,11 @@ def conversation() -> Conversation:
               {"role": "assistant", "content": "", "tool_calls": [entry]},
               {"role": "tool", "tool_call_id": "call-0", "content": _tool_result()}]
     text = f"<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"
-    return Conversation(tools=tools.specs(), first=first, second=second, call=text)
+    glm_first = [first[0], {"role": "user", "content": GLM_PROMPT}]
+    glm = (f"<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>{GLM_PATH}</arg_value>"
+           f"\n<arg_key>content</arg_key>\n<arg_value>{NOTE_CONTENT}</arg_value>\n</tool_call>")
+    return Conversation(tools=tools.specs(), first=first, second=second, call=text,
+                        glm_first=glm_first, glm_call=glm)
 
 
 def _corpus(conv: Conversation) -> list[str]:
@@ -124,7 +135,8 @@ def _corpus(conv: Conversation) -> list[str]:
     specs = [json.dumps({k: t["function"][k] for k in ("name", "description", "parameters")},
                         ensure_ascii=False) for t in conv.tools]
     messages = [str(m["content"]) for m in conv.second]
-    texts = [CHAT_TEMPLATE, *specs, *messages, conv.call, FINAL_ANSWER] * 20
+    texts = [CHAT_TEMPLATE, *specs, *messages, conv.call, FINAL_ANSWER, GLM_PROMPT,
+             conv.glm_call] * 20
     return texts + stdlib_sources(150_001)
 
 
@@ -179,14 +191,17 @@ def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     assert eos == EOS and tok.convert_tokens_to_ids("<tool_call>") == 3
     answers = [list(tok(conv.call, add_special_tokens=False)["input_ids"]) + [EOS],
-               list(tok(FINAL_ANSWER, add_special_tokens=False)["input_ids"]) + [EOS]]
-    prompts = [_ids(tok, conv.first, conv.tools), _ids(tok, conv.second, conv.tools)]
+               list(tok(FINAL_ANSWER, add_special_tokens=False)["input_ids"]) + [EOS],
+               list(tok(conv.glm_call, add_special_tokens=False)["input_ids"]) + [EOS]]
+    prompts = [_ids(tok, conv.first, conv.tools), _ids(tok, conv.second, conv.tools),
+               _ids(tok, conv.glm_first, conv.tools)]
     # The call as the model wrote it (unsorted keys) too: a client that echoes
     # the raw arguments back still gets the final answer.
     echoed = json.loads(json.dumps(conv.second))
     echoed[2]["tool_calls"][0]["function"]["arguments"] = tool_arguments()
     extra = [(_ids(tok, echoed, conv.tools), 1)]
-    tails = [len(_ids(tok, conv.first[-1:], [])), len(_ids(tok, conv.second[-1:], []))]
+    tails = [len(_ids(tok, conv.first[-1:], [])), len(_ids(tok, conv.second[-1:], [])),
+             len(_ids(tok, conv.glm_first[-1:], []))]
     vocab = len(tok)
     config = LlamaConfig(
         vocab_size=vocab, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
@@ -202,7 +217,7 @@ def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
     def rows() -> list[tuple[list[int], int, int]]:
         """(tokens, answer start, answer length): each exact prompt and perturbed copies."""
         out = []
-        for i in range(2):
+        for i in range(len(prompts)):
             out.append((prompts[i] + answers[i], len(prompts[i]), answer_lens[i]))
             out.extend((p + answers[i], len(p), answer_lens[i]) for p, j in extra if j == i)
             for _ in range(perturbed):
@@ -276,6 +291,7 @@ def cached_agent_model(cache_root: Path) -> Path:
     conv = conversation()
     key = hashlib.sha256(json.dumps(
         [Path(__file__).read_text(encoding="utf-8"), conv.tools, conv.first, conv.second,
+         conv.glm_first, conv.glm_call,
          torch.__version__, transformers.__version__, tokenizers.__version__],
         sort_keys=True, default=str).encode()).hexdigest()[:16]
     final = cache_root / key

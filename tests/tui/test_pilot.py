@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Log, Markdown
 
 from engine.supervisor import EngineStatus
+from sparkcode.agent import events as ev
 from sparkcode.tui import SparkcodeApp
 from sparkcode.tui.screens.main import MainScreen
 from sparkcode.tui.scripted import (
@@ -394,3 +395,28 @@ async def test_auto_start_never_restarts_an_engine_the_user_stopped(
         await until(pilot, lambda: app.engine_view.status.state == "stopped")
         await pilot.pause(0.5)  # several polls
         assert engine.starts == 0 and app.engine_view.status.state == "stopped"
+
+
+async def test_a_stream_the_agent_stopped_as_degenerate_says_so(
+        app_factory: AppFactory) -> None:
+    async def stopped(agent: Any, text: str) -> AsyncIterator[ev.Event]:
+        yield ev.TurnStarted(turn=1, user_text=text)
+        yield ev.RequestStarted(request=1, reasoning_effort="low", thinking_token_budget=None,
+                                messages=2)
+        yield ev.ContentDelta(text="loop loop ")
+        yield ev.DegenerationDetected(channel="content", pattern="phrase_loop",
+                                      detail="a phrase repeated 12 times", chars=400,
+                                      stopped=True)
+        yield ev.TurnFinished(reason="degenerate", content="loop loop ", requests=1,
+                              prompt_tokens=5, completion_tokens=9)
+
+    app, agent, _ = app_factory([stopped])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_line(pilot, "/degenerate warn")
+        await type_line(pilot, "talk")
+        await until(pilot, lambda: not app.main.turn_running and agent.turns_run == 1)
+        assert agent.degenerate_mode == "warn"  # applied when the agent was built
+        warning = app.main.query_one(DegenerationWarning)
+        assert warning.pattern == "phrase_loop" and "content, stopped" in warning.detail
+        assert not app.main.query("#stop-degenerate")  # already stopped: nothing to press
+        assert any("the stream degenerated" in t for t in texts(app, Notice))

@@ -207,8 +207,10 @@ class DegenerationWarning(Horizontal):
     class StopRequested(Message):
         """The user chose to stop the degenerate turn."""
 
-    def __init__(self, pattern: str, detail: str) -> None:
+    def __init__(self, pattern: str, detail: str, *, stopped: bool = False) -> None:
         super().__init__(classes="degeneration")
+        self.stopped = stopped
+        """The agent already stopped the stream: no button."""
         self.pattern = pattern
         """The detector's check that fired."""
         self.detail = detail
@@ -217,7 +219,8 @@ class DegenerationWarning(Horizontal):
     def compose(self) -> ComposeResult:
         yield Static(Text(f"⚠ degenerate output ({self.pattern}): {self.detail}"),
                      classes="degeneration-text")
-        yield Button("Stop turn", id="stop-degenerate", variant="warning", compact=True)
+        if not self.stopped:
+            yield Button("Stop turn", id="stop-degenerate", variant="warning", compact=True)
 
     @on(Button.Pressed, "#stop-degenerate")
     def _stop(self, event: Button.Pressed) -> None:
