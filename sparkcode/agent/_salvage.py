@@ -231,7 +231,7 @@ def _bare(text: str, registry: ToolRegistry, out: Salvage) -> str:
     while (i := text.find("{", i)) >= 0:
         try:
             obj, end = decoder.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):
             i += 1
             continue
         if isinstance(obj, dict) and _from_object(obj, registry, out, "bare json",
@@ -252,13 +252,15 @@ def _loads_object(text: str) -> tuple[dict[str, Any] | None, str]:
     text = text.strip()
     try:
         obj, end = json.JSONDecoder().raw_decode(text)
+    except RecursionError:
+        return None, "it is nested too deeply to read"
     except json.JSONDecodeError as exc:
         at = "" if exc.msg.endswith(" at") else " at"
         first = f"{exc.msg}{at} character {exc.pos}"
         for fixed in _repairs(text):
             try:
                 obj = json.loads(fixed)
-            except ValueError:
+            except (ValueError, RecursionError):
                 try:
                     obj = ast.literal_eval(fixed)
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
