@@ -113,6 +113,8 @@ class SessionOptions:
     """Continue this recorded conversation (a new recording names it as parent)."""
     degenerate: DegenerateMode | None = None
     """What a degenerate stream does (``config.toml``'s ``degenerate_streams``)."""
+    structured_tools: bool | None = None
+    """Small-model mode (the profile's ``[agent] structured_tools``)."""
     start_engine: bool = True
     """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
     progress: Progress | None = None
@@ -193,6 +195,9 @@ async def build_session(target: StartTarget, options: SessionOptions,
 
 def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:
     prof = conn.profile_spec.agent if conn.profile_spec is not None else AgentDefaults()
+    structured = options.structured_tools
+    if structured is None:
+        structured = prof.structured_tools
     return AgentSettings(
         reasoning_effort=options.reasoning_effort or conn.reasoning_effort,
         thinking_token_budget=(options.thinking_token_budget
@@ -208,6 +213,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
         degenerate=options.degenerate or config.degenerate_streams,
+        structured_tools=structured,
     )
 
 

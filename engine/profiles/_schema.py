@@ -43,6 +43,9 @@ class AgentDefaults:
     thinking_history: bool = False
     """Send each assistant message's reasoning back within a turn's tool loop (in
     ``reasoning_content``), as models trained on interleaved thinking expect."""
+    structured_tools: bool = False
+    """Small-model mode: each reply is one JSON step (a tool call or the answer),
+    held to the tools' schemas by vLLM's structured outputs."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ _SECTIONS: dict[str, set[str]] = {
     "memory": {"need_gib"},
     "endpoint": {"base_url", "model", "api_key_env"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
-              "thinking_history"},
+              "thinking_history", "structured_tools"},
 }
 
 
@@ -200,6 +203,7 @@ def parse_profile(text: str, source: Path) -> Profile:
         temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None,
         thinking_history=bool(agent_t.get("thinking_history", bool, False)),
+        structured_tools=agent_t.get("structured_tools", bool, False),
     )
     description = meta.get("description", str, "")
 

@@ -29,6 +29,7 @@ from ..detect import DegenerationDetector
 from ._calls import CheckedCall, check_call
 from ._execute import execute_call
 from ._salvage import Outcome, recover
+from ._structured import read_step, structured_outputs, tools_prompt
 from .client import ChatClient, ChatError, ChatResult, EngineGone, ToolCall
 from .context import ContextMeter, Message, compact, last_user_index
 from .events import (
@@ -118,6 +119,9 @@ class AgentSettings:
     degenerate: _config.DegenerateMode = "stop"
     """What a degenerate stream (``sparkcode.detect``) does: ``stop`` closes it and
     ends the turn, ``warn`` only reports it, ``off`` does not watch."""
+    structured_tools: bool = False
+    """Small-model mode (``_structured``): tools described in the system prompt,
+    every reply one JSON step held to the tools' schemas by the engine."""
     salvage_calls: bool = True
     """Recover tool calls the server's parser did not return (``_salvage``)."""
     held_back_max_prompt: int = 32768
@@ -150,6 +154,10 @@ class Agent:
         self.undo_store = undo
         self.metrics = metrics
         self.approver = approver
+        self._structured: dict[str, Any] | None = None
+        if self.settings.structured_tools:
+            self._structured = structured_outputs(self.tools)
+            system_prompt += tools_prompt(self.tools)
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0
@@ -297,7 +305,11 @@ class Agent:
             params = self._params(thinking_closed)
             choice: Any = "auto"
             tools = self.tools.specs()
-            if self.settings.force_tool and request == 1:
+            if self._structured is not None:
+                # The tools are in the system prompt; the schema is the only call format.
+                tools = []
+                params["structured_outputs"] = self._structured
+            elif self.settings.force_tool and request == 1:
                 choice = {"type": "function", "function": {"name": self.settings.force_tool}}
                 tools = self._forced_specs(tools)
             yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
@@ -351,13 +363,24 @@ class Agent:
                 continue
             checked = [check_call(c, self.tools) for c in result.tool_calls]
             content = result.content
-            if not checked and self.settings.salvage_calls and not result.cut:
+            said = content
+            step = read_step(content) if self._structured is not None and not checked else None
+            if step is not None:
+                # The step stays in the history as written (well-formed by construction).
+                if step.answer is not None:
+                    content = step.answer
+                else:
+                    checked = [check_call(ToolCall(
+                        index=0, id=f"step_{turn}_{request}", name=step.tool or "",
+                        arguments=step.arguments), self.tools)]
+            elif not checked and self.settings.salvage_calls and not result.cut:
                 found = await self._salvage(result)
                 if found is not None:
                     yield Notice(message=found.notice(), code="tool_call_salvaged"
                                  if found.calls else "tool_call_unreadable")
                     checked, content = self._salvaged_calls(found, request), found.content
-            message: Message = {"role": "assistant", "content": content}
+                    said = content
+            message: Message = {"role": "assistant", "content": said}
             if checked:
                 message["tool_calls"] = [c.history_entry() for c in checked]
                 if self.settings.thinking_history and result.reasoning:

@@ -72,6 +72,8 @@ class RunOptions:
     continue_latest: bool = False
     """Continue the latest session of the workspace (``--continue``)."""
     degenerate: DegenerateMode | None = None
+    structured_tools: bool | None = None
+    """Small-model mode on or off; None = the profile's setting."""
 
 
 def register(app: typer.Typer) -> None:
@@ -179,7 +181,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         temperature=options.temperature, top_p=options.top_p, seed=options.seed,
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
         progress=progress, resume=rebuilt,
-        degenerate=options.degenerate,
+        degenerate=options.degenerate, structured_tools=options.structured_tools,
     ), paths)
     agent = session.agent
     if rebuilt is not None:

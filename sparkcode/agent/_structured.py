@@ -1,0 +1,80 @@
+"""Small-model mode: every reply is one JSON step, held to a schema by the engine.
+
+A small model rarely writes a tool call the server's parser can read (or, like
+SmolLM2, has no tool format at all). In this mode the tools are described in the
+system prompt and each request carries vLLM's structured outputs: a JSON schema
+that admits exactly ``{"tool": NAME, "arguments": {...}}`` for each real tool
+(its own argument schema) or ``{"answer": TEXT}``. The engine's grammar then
+makes every call well-formed and every tool name real; whether the call is a
+good one is still up to the model. The step the model wrote stays in the
+history as its text, so a template that renders no tool calls still shows the
+model what it did.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .tools import ToolRegistry
+
+
+def step_schema(registry: ToolRegistry) -> dict[str, Any]:
+    """One of the tools with its arguments, or an answer."""
+    options: list[dict[str, Any]] = []
+    for spec in registry.specs():
+        fn = spec["function"]
+        params = dict(fn["parameters"])
+        params["additionalProperties"] = False
+        options.append({"type": "object", "additionalProperties": False,
+                        "required": ["tool", "arguments"],
+                        "properties": {"tool": {"const": fn["name"]}, "arguments": params}})
+    options.append({"type": "object", "additionalProperties": False, "required": ["answer"],
+                    "properties": {"answer": {"type": "string"}}})
+    return {"anyOf": options}
+
+
+def structured_outputs(registry: ToolRegistry) -> dict[str, Any]:
+    """The request field (vLLM's ``structured_outputs``); no free whitespace, so a
+    weak model cannot pad the JSON until max_tokens."""
+    return {"json": step_schema(registry), "disable_any_whitespace": True}
+
+
+def tools_prompt(registry: ToolRegistry) -> str:
+    """What the system prompt adds: the reply format and each tool's arguments."""
+    lines = ["", "", "Reply with exactly one JSON object each time. To use a tool: "
+             '{"tool": "NAME", "arguments": {...}}; you then get its result. When the task '
+             'is done: {"answer": "what you did or found"}. Tools:']
+    for spec in registry.specs():
+        fn = spec["function"]
+        props = fn["parameters"].get("properties", {})
+        required = set(fn["parameters"].get("required", []))
+        args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
+                         for k, v in props.items())
+        lines.append(f"- {fn['name']}({args}): {fn['description']}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A reply read as a step: a call (``tool`` + ``arguments`` JSON) or an answer."""
+
+    tool: str | None = None
+    arguments: str = "{}"
+    answer: str | None = None
+
+
+def read_step(text: str) -> Step | None:
+    """The step in ``text``; None when it is not one (e.g. cut by max_tokens)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("answer"), str):
+        return Step(answer=obj["answer"])
+    if isinstance(obj.get("tool"), str) and isinstance(obj.get("arguments"), dict):
+        return Step(tool=obj["tool"], arguments=json.dumps(obj["arguments"], ensure_ascii=False))
+    return None
