@@ -41,7 +41,8 @@ from kernels.moe_align import moe_align
 from kernels.w2_layout import SCALE_FP32_OFFSET
 from kernels.w2_moe_layout import MoEWeights, w2_moe_reference
 
-__all__ = ["DECODE_MAX_PAIRS", "TileConfig", "tile_config", "w2_fused_moe"]
+__all__ = ["DECODE_MAX_PAIRS", "TileConfig", "kernels_launchable", "tile_config",
+           "w2_fused_moe"]
 
 #: Most (token, k) pairs served by the decode path (8 tokens x top-8: a k=7 verify step).
 DECODE_MAX_PAIRS = 64

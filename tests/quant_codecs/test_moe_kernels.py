@@ -165,3 +165,14 @@ def test_the_entry_point_refuses_mismatched_inputs() -> None:
     with pytest.raises(ValueError, match="must both be"):
         w2_fused_moe(torch.zeros(2, 64), torch.ones(2, 2), torch.zeros(2, 1, dtype=torch.int32),
                      w)
+
+
+def test_an_empty_batch_gives_an_empty_output() -> None:
+    from kernels.w2_moe import w2_fused_moe
+
+    w = random_moe_weights(4, 64, 32, (1,), device=DEVICE)
+    counts = torch.zeros(4, dtype=torch.int64, device=DEVICE)
+    out = w2_fused_moe(torch.zeros(0, 64, device=DEVICE), torch.ones(0, 2, device=DEVICE),
+                       torch.zeros(0, 2, dtype=torch.int32, device=DEVICE), w, 10.0, False,
+                       counts)
+    assert out.shape == (0, 64) and int(counts.sum()) == 0
