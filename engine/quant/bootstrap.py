@@ -255,7 +255,12 @@ def run_bootstrap(src: Path, dst: Path, options: ConvertOptions, boot: Bootstrap
         report.step_begin(index, len(steps), step)
         if step.kind == "capture":
             out = calib_path(stage, step.round)
-            capture(round_dir(stage, step.round - 1), out, report)
+            try:
+                capture(round_dir(stage, step.round - 1), out, report)
+            except UserError as exc:
+                raise BootstrapError(
+                    f"{step.title} failed: {exc}\nthe finished steps are kept in {stage}; "
+                    "rerun with --resume to continue from this step") from exc
             state["calib"][str(step.round)] = file_digest(out)
         else:
             _convert_round(src, stage, options, step.round, report)

@@ -214,8 +214,10 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
     spec = render(profile, paths, port=_free_port())
     sup = Supervisor(paths)
     started = time.monotonic()
-    sup.start(profile, spec, timeout=boot_timeout, on_phase=report.engine_phase)
+    before = sup.record()
     try:
+        # A running engine makes start() refuse; only an engine started here is stopped below.
+        sup.start(profile, spec, timeout=boot_timeout, on_phase=report.engine_phase)
         hooks = _read_json(work / cc.HOOKS_FILE)
         if not hooks or int(hooks.get("hooks", 0)) == 0:
             raise CaptureError(
@@ -238,7 +240,8 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
                                f"{result['error']}")
         (work / cc.CALIB_FILE).replace(out)
     finally:
-        if sup.record() is not None:
+        record = sup.record()
+        if record is not None and (before is None or record.pid != before.pid):
             sup.stop()
     shutil.rmtree(work, ignore_errors=True)
     layers = {int(k): int(v) for k, v in result["layers"].items()}
