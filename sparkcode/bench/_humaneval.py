@@ -85,7 +85,9 @@ def _params(ctx: Context) -> dict[str, Any]:
         budget = ctx.target.agent.thinking_token_budget
     max_tokens = s["max_tokens"] or budget + 2048
     if ctx.target.max_model_len:
-        max_tokens = min(max_tokens, ctx.target.max_model_len - 1024)
+        # Leave room for the prompt (HumanEval prompts are under 1K tokens).
+        room = ctx.target.max_model_len
+        max_tokens = min(max_tokens, max(room - 1024, room // 2))
     params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0, "seed": s["seed"],
                               "reasoning_effort": s["reasoning_effort"]}
     if budget >= 0:
