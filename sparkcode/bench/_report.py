@@ -169,6 +169,9 @@ def table(cols: list[Column]) -> str:
         rows.append(["cut at max_tokens", *[str(s["cut_at_max_tokens"]) for s in sums]])
         rows.append(["completion tokens, median (min–max)",
                      *[_mmm(s["completion_tokens"], ".0f") for s in sums]])
+        notes.append("pass@1 = passed / problems, one greedy sample each (temperature 0, "
+                     "fixed seed); code extracted and run identically for every target "
+                     "(docs/bench.md).")
         notes += humaneval_diff(cols)
     elif kind == "throughput":
         kinds = cols[0].data["settings"]["kinds"]
@@ -196,6 +199,13 @@ def table(cols: list[Column]) -> str:
                      *["yes" if s["usage_consistent"] else "NO" for s in sums]])
         notes.append("median (min–max) over "
                      f"{cols[0].data['settings']['repeats']} runs each; warm-up excluded.")
+        notes.append("decode tok/s = (usage completion tokens at the last token − those in "
+                     "the first frame) / (last − first token arrival): the single-stream "
+                     "inverse of `vllm bench serve`'s TPOT, llama-benchy's tg; never SSE "
+                     "frames. prefill tok/s = N / TTFT for a prompt of exactly N tokens "
+                     "(/tokenize), cold (fresh cache_salt): llama-benchy's pp. acceptance "
+                     "length = 1 + accepted / drafts; per position i = accepted at i / drafts "
+                     "(/metrics deltas). Definitions: docs/bench.md.")
         for c in cols:
             skipped = next((t.get("skipped_prefill") for t in c.data["targets"]
                             if t["label"] == c.label), None)
@@ -209,6 +219,8 @@ def table(cols: list[Column]) -> str:
         rows.append(["completion tokens, median (min–max)",
                      *[_mmm(s["completion_tokens"], ".0f") for s in sums]])
         rows.append(["decode tok/s", *[_mmm(s["decode_tok_s"]) for s in sums]])
+        notes.append("degenerate = the streaming detector (sparkcode detect) fired on the "
+                     "sample's reasoning + content.")
         for c, s in zip(cols, sums, strict=True):
             if s["sessions"]:
                 notes.append(f"{c.name}: degenerate samples saved as sessions "
@@ -223,8 +235,11 @@ def table(cols: list[Column]) -> str:
                          *[_f(s[key]["top1_agreement"] * 100, ".2f", "%") if s[key] else "–"
                            for s in sums]])
         rows.append(["positions", *[str(s["positions"]) for s in sums]])
-        notes.append(f"reference: {sums[0]['reference']}; KLD mean [95% bootstrap CI over "
-                     "chunks]; top-k union + tail bucket estimate (docs/bench.md).")
+        notes.append(f"reference: {sums[0]['reference']}; KLD = mean KL(reference ‖ target) "
+                     "per token in nats [95% bootstrap CI over chunks], over the union of both "
+                     "top-k sets plus a tail bucket (leans low when the top k miss mass: see "
+                     "top-k coverage); noise floor = the reference run twice; perplexity = "
+                     "exp(mean NLL) of the text (docs/bench.md).")
     text = f"## sparkcode bench {kind}\n\n" + _table(header, rows) + "\n"
     if notes:
         text += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
