@@ -81,7 +81,9 @@ def _escape_correction(
     """Rows of the escapes and ``x[:, col] * (true - decoded-with-index-0)`` per escape."""
     idx = escape_index.to(x.device).long()
     sign_mant = payload.to(x.device)[idx].to(torch.int32)
-    wrong = ((sign_mant & 0x80) << 8) | (int(exponents[0]) << 7) | (sign_mant & 0x7F)
+    # The table's first exponent stays on the device: reading it here would sync the host.
+    first = exponents.to(x.device)[0].to(torch.int32)
+    wrong = ((sign_mant & 0x80) << 8) | (first << 7) | (sign_mant & 0x7F)
     wrong_f = (wrong << 16).view(torch.float32)
     true_f = (escape_values.to(x.device).view(torch.int16).to(torch.int32) << 16).view(
         torch.float32

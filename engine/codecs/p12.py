@@ -83,6 +83,25 @@ class PackedBF16:
         """Stored bytes (payload, table and escapes)."""
         return int(self.payload.numel() + TABLE_SIZE + 10 * self.escape_index.numel())
 
+    def row_block(self, start: int, stop: int) -> PackedBF16:
+        """Rows ``[start, stop)`` of a packed matrix as a packed matrix of their own.
+
+        Both planes of a row range are contiguous byte ranges when a row holds an even number
+        of values, so the block's payload is those two ranges joined; it shares the table.
+        """
+        if len(self.shape) != 2 or self.shape[1] % 2:
+            raise ValueError(f"row blocks need a matrix with an even row length, got {self.shape}")
+        rows, cols = self.shape
+        if not 0 <= start < stop <= rows:
+            raise ValueError(f"row block [{start}, {stop}) is outside {rows} rows")
+        plane = 2 * ((rows * cols + 1) // 2)
+        sm = self.payload[start * cols : stop * cols]
+        idx = self.payload[plane + start * cols // 2 : plane + stop * cols // 2]
+        lo, hi = start * cols, stop * cols
+        inside = (self.escape_index >= lo) & (self.escape_index < hi)
+        return PackedBF16(torch.cat([sm, idx]), self.exponents, self.escape_index[inside] - lo,
+                          self.escape_values[inside], (stop - start, cols))
+
     def to_state_dict(self, prefix: str) -> dict[str, torch.Tensor]:
         """Tensors named ``prefix + suffix``; ``prefix`` is the original tensor name."""
         return {

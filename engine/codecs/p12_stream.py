@@ -5,6 +5,8 @@ A loader (vLLM's, through ``engine.plugin.w2_quant``) walks a checkpoint tensor 
 
 * the five ``_p12*`` tensors of a P12-packed BF16 weight are gathered and decoded back into
   the original tensor under its original name (bit-exact), so the model loads it as usual;
+  the decoded tensor also carries its packed form as the attribute ``P12_ATTR``, so a layer
+  that keeps its weights packed (``engine.plugin._p12_linear``) stores that instead;
 * W2 routed-expert tensors (``_packed``, ``_scale``, ``_shape``) pass through for the serving
   method to keep in 2 bits;
 * FP4 pool copies (``_fp4*``) pass through when ``keep_fp4`` is set, and are dropped (and
@@ -34,7 +36,10 @@ from engine.codecs.format import (
     P12_SHAPE_SUFFIX,
 )
 
-__all__ = ["LoadStats", "decode_stream"]
+__all__ = ["P12_ATTR", "LoadStats", "decode_stream", "packed_form"]
+
+#: Attribute of a decoded tensor holding the :class:`~engine.codecs.p12.PackedBF16` it came from.
+P12_ATTR = "sparkcode_p12"
 
 _P12 = (
     P12_ESCAPE_INDEX_SUFFIX,
@@ -81,7 +86,10 @@ def decode_stream(
             if len(group) == len(_P12):
                 del pending[base]
                 stats.p12_decoded += 1
-                yield base, p12.unpack(p12.PackedBF16.from_state_dict(group, base))
+                packed = p12.PackedBF16.from_state_dict(group, base)
+                decoded = p12.unpack(packed)
+                setattr(decoded, P12_ATTR, packed)
+                yield base, decoded
             continue
         if not keep_fp4 and _split_suffix(name, _FP4) is not None:
             stats.fp4_dropped += 1
@@ -94,3 +102,15 @@ def decode_stream(
             absent = [base + s for s in _P12 if base + s not in group]
             missing.append(f"{base} (missing {', '.join(absent)})")
         raise ValueError(f"incomplete P12 tensors in the checkpoint: {'; '.join(missing)}")
+
+
+def packed_form(tensor: torch.Tensor) -> p12.PackedBF16 | None:
+    """The packed form :func:`decode_stream` attached to ``tensor``, if it is still whole.
+
+    A loader that narrowed or reshaped the tensor gets None (the attribute does not follow
+    views), and so does one whose shape no longer matches.
+    """
+    packed = getattr(tensor, P12_ATTR, None)
+    if isinstance(packed, p12.PackedBF16) and packed.shape == tuple(tensor.shape):
+        return packed
+    return None

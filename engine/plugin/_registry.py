@@ -57,6 +57,7 @@ FEATURES: dict[str, str] = {
     "w2_quant": "engine.plugin.w2_quant:apply",
     "fp4_pool": "engine.plugin.fp4_pool:apply",
     "calib_capture": "engine.plugin.calib_capture:apply",
+    "p12_packed": "engine.plugin.p12_packed:apply",
 }
 
 

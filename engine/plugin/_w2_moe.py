@@ -42,6 +42,7 @@ from kernels.w2_moe_layout import MoEWeights
 
 from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_shape
 from ._fp4_pool import COVERAGE, ExpertPool
+from ._p12_linear import packed_bf16_method
 
 __all__ = ["SparkcodeW2Config", "W2ExpertsMethod", "layer_index"]
 
@@ -118,11 +119,13 @@ class SparkcodeW2Config(QuantizationConfig):
             index = layer_index(prefix)
             pooled = self.pool.get(index, []) if index is not None else []
             return W2ExpertsMethod(layer.moe_config, pooled)
+        method: QuantizeMethodBase | None = None
         if self.source is not None:
-            return self.source.get_quant_method(layer, prefix)
-        if isinstance(layer, LinearBase):
-            return UnquantizedLinearMethod()
-        return None
+            method = self.source.get_quant_method(layer, prefix)
+        elif isinstance(layer, LinearBase):
+            method = UnquantizedLinearMethod()
+        packed: QuantizeMethodBase | None = packed_bf16_method(layer, method)
+        return packed
 
 
 class W2ExpertsMethod(FusedMoEMethodBase):

@@ -49,17 +49,30 @@ def _wrap(get_all_weights: Any) -> Any:
     def wrapped(self: Any, model_config: Any, model: Any) -> Iterator[tuple[str, Any]]:
         weights = get_all_weights(self, model_config, model)
         if getattr(model_config, "quantization", None) != QUANT_METHOD:
-            yield from weights
-            return
+            return weights  # type: ignore[no-any-return]
         from . import selected_features
 
+        packed = "p12_packed" in selected_features()
+        if packed:
+            from ._p12_linear import adopt_embeddings
+
+            adopt_embeddings(model)  # before vLLM's loader looks at the parameters
+        return _decoded(weights, model, "fp4_pool" in selected_features(), packed)
+
+    def _decoded(weights: Any, model: Any, keep_fp4: bool,
+                 packed: bool) -> Iterator[tuple[str, Any]]:
         stats = LoadStats()
-        keep_fp4 = "fp4_pool" in selected_features()
         yield from decode_stream(weights, keep_fp4=keep_fp4, stats=stats)
         note = (f"{MARKER} {NAME}: loaded ({stats.p12_decoded} P12 tensors decoded, "
                 f"{stats.passed} passed through")
         if stats.fp4_dropped:
             note += f", {stats.fp4_dropped} FP4 pool tensors skipped: fp4_pool is off"
+        if packed:
+            from ._p12_linear import packed_layers
+
+            n, kept, plain = packed_layers(model)
+            note += (f"; {n} BF16 layers kept packed: {kept / 2**20:.1f} MiB instead of "
+                     f"{plain / 2**20:.1f} MiB")
         print(note + ")", file=sys.stderr, flush=True)
 
     setattr(wrapped, FEATURE_MARK, NAME)

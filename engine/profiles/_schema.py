@@ -17,7 +17,8 @@ ProfileKind = Literal["vllm", "endpoint"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct",)
-PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture")
+PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
+                                     "p12_packed")
 
 
 @dataclass(frozen=True)
