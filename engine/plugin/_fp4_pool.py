@@ -58,11 +58,15 @@ class ExpertPool:
     """FP4 slots for ``experts`` on ``layer`` (one slot each), and the layer's slot table."""
 
     def __init__(self, layer: Any, experts: list[int], inter: int, hidden: int,
-                 num_experts: int) -> None:
+                 num_experts: int, candidates: list[int] | None = None) -> None:
+        from ._pool_live import HostCopies
+
         self.experts = sorted(set(experts))  # slot -> expert (host mirror of the table)
-        if any(not 0 <= e < num_experts for e in self.experts):
-            raise ValueError(f"fp4_pool lists experts {self.experts} for a layer of "
-                             f"{num_experts} experts")
+        if any(not 0 <= e < num_experts for e in [*self.experts, *(candidates or [])]):
+            raise ValueError(f"fp4_pool lists experts {self.experts} (candidates "
+                             f"{candidates or []}) for a layer of {num_experts} experts")
+        #: FP4 copies of candidates beyond the slots, kept on the host for live swaps.
+        self.host = HostCopies([e for e in candidates or [] if e not in self.experts])
         self.slot = {e: i for i, e in enumerate(self.experts)}  # expert -> slot
         self.inter, self.hidden = inter, hidden
         n = len(self.experts)
@@ -106,13 +110,18 @@ class ExpertPool:
         def load(param: torch.nn.Parameter, loaded_weight: torch.Tensor, weight_name: str,
                  shard_id: str, expert_id: int, return_success: bool = False) -> bool:
             slot = self.slot.get(expert_id)
-            if slot is None:
+            if slot is None and expert_id not in self.host:
                 raise ValueError(
                     f"{weight_name}: expert {expert_id} has an FP4 copy but the checkpoint's "
                     f"fp4_pool does not list it for this layer")
             shard = SHARDS[shard_id]
             half = shard if shard < 2 else 0  # w13's global scales and shapes: one per half
-            target = param.data[slot]
+            if slot is None:  # a candidate: its bytes wait on the host for a live swap
+                target = (param.data[0].clone() if kind == 3 else
+                          self.host.target(expert_id, name, param.data))
+                self.host.mark(expert_id, shard, kind)
+            else:
+                target = param.data[slot]
             if kind == 3:
                 want = matrix_shape(shard, self.inter, self.hidden)
                 target[half] = check_shape(loaded_weight, want, weight_name, expert_id)
@@ -120,14 +129,15 @@ class ExpertPool:
                 target[half] = loaded_weight.reshape(())
             else:
                 copy_rows(target, loaded_weight, shard, self.inter, weight_name, expert_id)
-            self.loaded[slot, shard, kind] = True
+            if slot is not None:
+                self.loaded[slot, shard, kind] = True
             return True
 
         return load
 
     def missing(self) -> list[str]:
         return [f"experts.{self.experts[s]}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
-                for s, p, k in (~self.loaded).nonzero().tolist()]
+                for s, p, k in (~self.loaded).nonzero().tolist()] + self.host.missing()
 
     @staticmethod
     def expert_tensors(gate: FP4Tensor, up: FP4Tensor, down: FP4Tensor) -> dict[str, torch.Tensor]:

@@ -74,9 +74,14 @@ class SparkcodeW2Config(QuantizationConfig):
         self.pool: dict[int, list[int]] = {}
         from . import selected_features
 
+        # Candidates: FP4 copies beyond the pool, loaded to the host for live swaps.
+        self.candidates: dict[int, list[int]] = {}
         if "fp4_pool" in selected_features():
-            for layer, expert in (config.get("fp4_pool") or {}).get("experts", []):
+            pool = config.get("fp4_pool") or {}
+            for layer, expert in pool.get("experts", []):
                 self.pool.setdefault(int(layer), []).append(int(expert))
+            for layer, expert in pool.get("candidates", []):
+                self.candidates.setdefault(int(layer), []).append(int(expert))
 
     @classmethod
     def get_name(cls) -> Any:
@@ -118,7 +123,9 @@ class SparkcodeW2Config(QuantizationConfig):
         if isinstance(layer, RoutedExperts):
             index = layer_index(prefix)
             pooled = self.pool.get(index, []) if index is not None else []
-            return W2ExpertsMethod(layer.moe_config, pooled)
+            candidates = self.candidates.get(index, []) if index is not None else []
+            return W2ExpertsMethod(layer.moe_config, pooled, candidates=candidates,
+                                   index=index)
         method: QuantizeMethodBase | None = None
         if self.source is not None:
             method = self.source.get_quant_method(layer, prefix)
@@ -134,9 +141,12 @@ class W2ExpertsMethod(FusedMoEMethodBase):
     ``pooled`` experts also have an FP4 copy (``engine.plugin._fp4_pool``), used instead.
     """
 
-    def __init__(self, moe: Any, pooled: list[int] | None = None) -> None:
+    def __init__(self, moe: Any, pooled: list[int] | None = None, *,
+                 candidates: list[int] | None = None, index: int | None = None) -> None:
         super().__init__(moe)
         self.pooled = list(pooled or [])
+        self.candidates = list(candidates or []) if self.pooled else []
+        self.index = index  # the decoder layer, for the engine log
         limit = getattr(moe, "swiglu_limit", None)
         self.swiglu_limit = float(limit) if limit is not None else None
 
@@ -189,7 +199,8 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             "expert_tokens", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
         layer.w2q_pool = None
         if self.pooled:
-            layer.w2q_pool = ExpertPool(layer, self.pooled, inter, hidden, num_experts)
+            layer.w2q_pool = ExpertPool(layer, self.pooled, inter, hidden, num_experts,
+                                        candidates=self.candidates)
         COVERAGE.register(layer, len(self.pooled))
 
     def _loader(self, layer: Any, name: str, inter: int) -> Any:
@@ -232,6 +243,10 @@ class W2ExpertsMethod(FusedMoEMethodBase):
                 f"{shown}{more}")
         layer.w2q_weights = moe_weights(layer)
         COVERAGE.start()
+        if layer.w2q_pool is not None and layer.w2q_pool.host.experts:
+            from ._pool_live import RESELECT
+
+            RESELECT.register(self.index if self.index is not None else -1, layer)
 
     def get_fused_moe_quant_config(self, layer: Any) -> None:
         return None

@@ -39,6 +39,7 @@ class ConvertOptions:
     method: Method = "gptq"
     calib: Path | None = None
     pool_gb: float = 2.0
+    fp4_candidates_gb: float = 0.0
     damp: float = 0.01
     act_order: bool = True
     blocksize: int = 128
@@ -50,6 +51,8 @@ class ConvertOptions:
         d = asdict(self)
         d["calib"] = calib_digest
         d.pop("device")  # where it runs does not change the algorithm
+        if not d["fp4_candidates_gb"]:
+            d.pop("fp4_candidates_gb")  # runs started before the option existed still resume
         return d
 
 
@@ -135,13 +138,23 @@ class TensorConverter:
         budget = int(self.options.pool_gb * GiB)
         chosen = hotpool.select_pool(counts, sizes, budget) if budget > 0 else set()
         experts = sorted((layers[r], e) for r, e in chosen if e in self.experts[layers[r]])
-        return {
+        plan: dict[str, Any] = {
             "budget_bytes": budget,
             "experts": [list(p) for p in experts],
             "bytes": int(sum(float(sizes[r, e]) for r, e in chosen)),
             "coverage": hotpool.coverage(chosen, counts),
             "counts_from": source,
         }
+        # Candidates: the next experts by the same ranking, within their own disk budget, so
+        # the engine can swap them into the pool when live traffic prefers them.
+        extra = int(self.options.fp4_candidates_gb * GiB)
+        if extra > 0 and chosen:
+            more = hotpool.select_pool(counts, sizes, extra, exclude=chosen)
+            cands = sorted((layers[r], e) for r, e in more if e in self.experts[layers[r]])
+            plan["candidates"] = [list(p) for p in cands]
+            plan["candidates_budget_bytes"] = extra
+            plan["candidates_bytes"] = int(sum(float(sizes[r, e]) for r, e in more))
+        return plan
 
     def _layer_counts(self, layer: int, width: int) -> torch.Tensor | None:
         if self.calib is None:

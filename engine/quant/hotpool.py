@@ -98,15 +98,22 @@ def select_pool(
     counts: torch.Tensor,
     expert_bytes: int | torch.Tensor,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    exclude: set[Expert] | None = None,
 ) -> set[Expert]:
     """Pick ``(layer, expert)`` pairs with the most routed tokens per byte within the budget.
 
     ``counts`` is ``[layers, experts]`` routed-token counts; ``expert_bytes`` the FP4 size of one
     expert (an int, or a tensor broadcastable to ``counts``). Experts that were never routed to
-    are not pooled.
+    are not pooled, nor are those in ``exclude`` (e.g. the pool itself, when choosing the
+    candidates that come next).
     """
     c = _check_counts(counts)
-    return set(_greedy(c, _bytes_grid(expert_bytes, c.shape), float(budget_bytes)))
+    mask = None
+    if exclude:
+        mask = torch.zeros(c.shape, dtype=torch.bool)
+        for p in exclude:
+            mask[p] = True
+    return set(_greedy(c, _bytes_grid(expert_bytes, c.shape), float(budget_bytes), mask))
 
 
 def coverage(selection: set[Expert] | frozenset[Expert], counts: torch.Tensor) -> float:

@@ -118,7 +118,9 @@ def convert(src: Path, dst: Path, options: ConvertOptions, *, resume: bool = Fal
     if not manifest.pool:
         manifest.pool = pool or conv.plan_pool()
         manifest.save(stage)
-    pooled = {(int(p[0]), int(p[1])) for p in manifest.pool["experts"]}
+    # Pool experts and candidates both get FP4 copies; the config tells them apart.
+    pooled = {(int(p[0]), int(p[1]))
+              for p in [*manifest.pool["experts"], *manifest.pool.get("candidates", [])]}
 
     done = {name for name, rec in manifest.shards.items() if _intact(stage, rec, name, report)}
     for name in list(manifest.shards):

@@ -3,7 +3,8 @@
 Command shape: ``quantize`` is a command group whose *default* command is
 ``convert``, so both spellings of the issue work::
 
-    sparkcode quantize SRC DST [--method gptq|rtn] [--calib FILE] [--pool-gb 2] [--resume]
+    sparkcode quantize SRC DST [--method gptq|rtn] [--calib FILE] [--pool-gb 2]
+                               [--fp4-candidates-gb 0] [--resume]
     sparkcode quantize inspect DST
 
 The group looks at its first argument: a subcommand name (``convert``,
@@ -164,6 +165,9 @@ def convert_cmd(
         = None,
     pool_gb: Annotated[float, typer.Option(
         help="Byte budget of the FP4 hot-expert pool, in GiB (0 disables it).")] = 2.0,
+    fp4_candidates_gb: Annotated[float, typer.Option(
+        help="Disk budget, in GiB, for FP4 copies of the next experts after the pool: "
+             "candidates the engine can swap in live (0: none).")] = 0.0,
     resume: Annotated[bool, typer.Option(
         help="Continue an interrupted conversion of the same SRC into DST.")] = False,
     act_order: Annotated[bool, typer.Option(
@@ -208,7 +212,12 @@ def convert_cmd(
         raise UserError(f"--down-fallback must be rtn or pooled, not {down_fallback!r}")
     if pool_gb < 0:
         raise UserError("--pool-gb must not be negative")
+    if fp4_candidates_gb < 0:
+        raise UserError("--fp4-candidates-gb must not be negative")
+    if fp4_candidates_gb and not pool_gb:
+        raise UserError("--fp4-candidates-gb needs a pool to swap into (--pool-gb > 0)")
     options = ConvertOptions(method=method, calib=calib, pool_gb=pool_gb,  # type: ignore[arg-type]
+                             fp4_candidates_gb=fp4_candidates_gb,
                              damp=damp, act_order=act_order, min_tokens=min_tokens,
                              down_fallback=down_fallback,  # type: ignore[arg-type]
                              device=device)
@@ -229,7 +238,8 @@ def convert_cmd(
         f"wrote {dst}: {human_bytes(manifest.summary.get('out_bytes', 0))} from "
         f"{human_bytes(manifest.summary.get('src_bytes', 0))} in "
         f"{human_duration(time.monotonic() - started)}; FP4 pool {len(pool.get('experts', []))} "
-        f"experts, coverage {100 * float(pool.get('coverage', 0.0)):.1f}%")
+        f"experts, coverage {100 * float(pool.get('coverage', 0.0)):.1f}%"
+        + (f", {len(pool['candidates'])} FP4 candidates" if pool.get("candidates") else ""))
 
 
 def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *, rounds: int,

@@ -253,6 +253,35 @@ def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
     assert plan["coverage"] == pytest.approx(len(plan["experts"]) / (4 * EXPERTS))
 
 
+def test_fp4_candidates_beyond_the_pool_are_written_and_recorded(
+        tiny_glm: TinyGLM, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    from engine.quant import hotpool
+    from tests.quant.glm_fixture import HIDDEN, MOE_INTER
+
+    dst = tmp_path / "out"
+    convert(tiny_glm.path, dst, ConvertOptions(method="rtn", pool_gb=POOL_GB,
+                                               fp4_candidates_gb=POOL_GB))
+    pool = json.loads((dst / "config.json").read_text())["quantization_config"]["fp4_pool"]
+    per_expert = hotpool.expert_fp4_bytes(MOE_INTER, HIDDEN)
+    experts = {tuple(p) for p in pool["experts"]}
+    candidates = {tuple(p) for p in pool["candidates"]}
+    assert len(candidates) == int(POOL_GB * (1 << 30)) // per_expert > 0
+    assert not experts & candidates
+    assert pool["candidates_bytes"] == len(candidates) * per_expert <= pool[
+        "candidates_budget_bytes"]
+    names: set[str] = set()
+    for shard in dst.glob("*.safetensors"):
+        with safe_open(str(shard), "pt") as f:
+            names |= set(f.keys())
+    lm = "model.language_model."
+    for layer, expert in experts | candidates:  # both have their FP4 copies on disk
+        assert f"{lm}layers.{layer}.mlp.experts.{expert}.down_proj.weight_fp4" in names
+    fp4 = {n for n in names if n.endswith("down_proj.weight_fp4")}
+    assert len(fp4) == len(experts | candidates)
+
+
 @pytest.mark.parametrize("fallback", ["rtn", "pooled"])
 def test_starved_down_proj_uses_the_fallback(tiny_glm: TinyGLM, calib_file: Path,
                                              fallback: str) -> None:

@@ -30,10 +30,12 @@ class W2Model:
 
 
 def build_w2_qwen3_moe(
-    root: Path, *, seed: int = 0, pool: tuple[tuple[int, int], ...] = ()
+    root: Path, *, seed: int = 0, pool: tuple[tuple[int, int], ...] = (),
+    candidates: tuple[tuple[int, int], ...] = (),
 ) -> W2Model:
     """``pool``: ``(layer, expert)`` pairs that also get an NVFP4 copy (the hot-expert pool);
-    ``dequantized`` then holds their FP4 values, which is what the pool serves."""
+    ``dequantized`` then holds their FP4 values, which is what the pool serves.
+    ``candidates``: pairs with an NVFP4 copy outside the pool (served at W2 until swapped in)."""
     from safetensors.torch import load_file, save_file
 
     from engine.codecs import nvfp4, p12, w2
@@ -54,10 +56,11 @@ def build_w2_qwen3_moe(
             out.update(q.to_state_dict(name))
             dequantized[name] = w2_only[name] = q.dequantize(torch.bfloat16)
             layer_expert = tuple(int(v) for v in m.group("le").split(".mlp.experts."))
-            if layer_expert in pool:
+            if layer_expert in pool or layer_expert in candidates:
                 f = nvfp4.quantize(tensor.float())
                 out.update(f.to_state_dict(name))
-                dequantized[name] = f.dequantize(torch.bfloat16)
+                if layer_expert in pool:
+                    dequantized[name] = f.dequantize(torch.bfloat16)
         elif tensor.dtype == torch.bfloat16:
             out.update(p12.pack(tensor).to_state_dict(name))
             dequantized[name] = w2_only[name] = tensor
@@ -79,6 +82,8 @@ def build_w2_qwen3_moe(
     if pool:
         cfg["quantization_config"]["fp4_pool"] = {
             "experts": [list(p) for p in pool], "counts_from": "uniform"}
+        if candidates:
+            cfg["quantization_config"]["fp4_pool"]["candidates"] = [list(p) for p in candidates]
     (dst / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
     for item in src.iterdir():
         if item.is_file() and item.suffix != ".safetensors" and item.name != "config.json":

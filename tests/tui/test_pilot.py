@@ -322,6 +322,22 @@ async def test_f2_toggles_the_engine_panel_and_its_buttons_work(
         assert not app.main.engine_panel_shown
 
 
+async def test_the_engine_panel_shows_pool_coverage_and_live_swaps(
+        app_factory: AppFactory) -> None:
+    ready = EngineStatus(state="ready", profile="glm53-flash-spark", plugin=[
+        "w2_quant: applied (quantization method 'sparkcode_w2' registered)",
+        "fp4_pool: active (151 experts at 4 bits; live coverage 41.2% of 9000 routed tokens)",
+        "fp4_reselect: live (3 swaps in 40 checks; last: layer 7 expert 12 in, expert 3 out; "
+        "600 candidates, 7.91 GiB on the host)"])
+    app, _, _ = app_factory(engine=ScriptedEngine(current=ready), show_engine_panel=True)
+    async with app.run_test(size=(110, 30)) as pilot:
+        panel = app.main.query_one(EnginePanel)
+        await until(pilot, lambda: panel.view is not None and panel.view.status.state == "ready")
+        facts = str(panel.query_one("#engine-facts").render())
+        assert "fp4 pool" in facts
+        assert "151 at 4 bits, coverage 41.2% · 3 live swaps" in facts
+
+
 async def test_crashed_engine_shows_exit_code_and_log_tail(app_factory: AppFactory) -> None:
     crashed = EngineStatus(state="crashed", profile="cpu-demo", exit_code=1,
                            log_tail=["Traceback (most recent call last):",

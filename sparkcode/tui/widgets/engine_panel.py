@@ -45,6 +45,27 @@ def human_gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def pool_line(plugin: list[str]) -> str | None:
+    """The FP4 pool's live coverage and swaps, from the plugin's lines in the engine log.
+
+    ``fp4_pool: active (151 experts at 4 bits; live coverage 41.2% of 9000 routed tokens)``
+    and ``fp4_reselect: live (3 swaps in 40 checks; last: ...)`` become
+    ``151 at 4 bits, coverage 41.2% · 3 live swaps``.
+    """
+    parts: list[str] = []
+    for line in plugin:
+        inner = line.partition("(")[2].rstrip(")")
+        if line.startswith("fp4_pool: active ("):
+            experts, _, coverage = inner.partition("; live coverage ")
+            parts.append(experts.replace(" experts", "") + ", coverage "
+                         + coverage.partition(" of ")[0])
+        elif line.startswith("fp4_reselect: live ("):
+            parts.append(inner.partition(" in ")[0].replace(" swaps", " live swaps"))
+        elif line.startswith("fp4_reselect: failed"):
+            parts.append("live swaps failed")
+    return " · ".join(parts) or None
+
+
 def state_line(view: EngineView) -> Text:
     """``ready``, ``booting (loading weights)``, ``crashed (exit 1)``... coloured."""
     status = view.status
@@ -127,6 +148,7 @@ class EnginePanel(Vertical):
                          if status.memory_rss_bytes else None))
         if view.pagemath:
             rows.append(("pages", view.pagemath))
+        rows.append(("fp4 pool", pool_line(status.plugin)))
         out = Text()
         for key, value in rows:
             if value is None:

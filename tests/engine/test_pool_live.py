@@ -1,0 +1,209 @@
+"""Live re-selection of the FP4 pool (``engine.plugin._pool_live``).
+
+Unit tests build a ``sparkcode_w2`` MoE layer with one pool slot and FP4 candidates on the host,
+route traffic through the real method, and check that a swap leaves the layer computing
+exactly what a layer with that expert pooled from the start computes, in the same memory.
+The engine test serves a tiny Qwen3-MoE whose offline pool is the expert a prompt uses least,
+and watches ``sparkcode engine status`` report the live swap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from tests.support import moe_layers
+
+HIDDEN, INTER, EXPERTS = 64, 32, 4
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No coverage thread, and vLLM's worker unpatched again after each test (registering a
+    layer installs the step hook)."""
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from engine.plugin import _fp4_pool, _pool_live, _w2_moe
+
+    monkeypatch.setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))
+    monkeypatch.setattr(_pool_live, "RESELECT", _pool_live.LiveReselection(interval_s=3600))
+    monkeypatch.setattr(Worker, "execute_model", Worker.execute_model)
+
+
+def _layer(pooled: tuple[int, ...], candidates: tuple[int, ...] = ()) -> tuple[Any, Any]:
+    from engine.plugin._w2_moe import W2ExpertsMethod
+
+    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
+                          activation="silu", swiglu_limit=None)
+    method = W2ExpertsMethod(moe, list(pooled), candidates=list(candidates))
+    layer = torch.nn.Module()
+    method.create_weights(layer, EXPERTS, HIDDEN, INTER, torch.bfloat16)
+    moe_layers.load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=pooled + candidates)
+    method.process_weights_after_loading(layer)
+    return method, layer
+
+
+def _reselection(layer: Any) -> Any:
+    from engine.plugin._pool_live import LiveReselection
+
+    live = LiveReselection(interval_s=0.0)
+    live.register(0, layer)
+    return live
+
+
+def _route(method: Any, layer: Any, hot: int, tokens: int = 6, seed: int = 0) -> torch.Tensor:
+    """Run ``tokens`` tokens, each routed to ``hot`` and one other expert."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, HIDDEN, generator=g)
+    other = torch.tensor([(hot + 1 + t % (EXPERTS - 1)) % EXPERTS for t in range(tokens)])
+    ids = torch.stack([torch.full((tokens,), hot), other], dim=1)
+    wts = torch.rand(tokens, 2, generator=g)
+    out: torch.Tensor = method.apply(layer, x, wts, ids, None, None)
+    return out
+
+
+def test_candidates_load_to_the_host_and_only_the_pool_has_slots() -> None:
+    _, layer = _layer(pooled=(1,), candidates=(2, 3))
+    assert layer.w13_weight_fp4.shape[0] == 1
+    assert layer.expert_slot.tolist() == [-1, 0, -1, -1]
+    host = layer.w2q_pool.host
+    assert host.experts == [2, 3] and host.has(2) and host.has(3) and not host.has(1)
+    assert host.tensors(2)["w13_weight_fp4"].shape == layer.w13_weight_fp4.shape[1:]
+
+
+def test_a_missing_candidate_copy_is_named_after_loading() -> None:
+    from engine.plugin._w2_moe import W2ExpertsMethod
+
+    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
+                          activation="silu", swiglu_limit=None)
+    method = W2ExpertsMethod(moe, [1], candidates=[3])
+    layer = torch.nn.Module()
+    method.create_weights(layer, EXPERTS, HIDDEN, INTER, torch.bfloat16)
+    moe_layers.load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=(1, 3),
+                            skip="experts.3.up_proj.weight_fp4_scale")
+    with pytest.raises(ValueError, match=r"no experts\.3\.up_proj\.weight_fp4_scale"):
+        method.process_weights_after_loading(layer)
+
+
+def test_a_swap_serves_exactly_what_pooling_that_expert_from_the_start_serves() -> None:
+    method, layer = _layer(pooled=(1,), candidates=(2, 3))
+    live = _reselection(layer)
+    addresses = [getattr(layer, n).data_ptr() for n in ("w13_weight_fp4", "w2_weight_fp4",
+                                                        "expert_slot")]
+    _route(method, layer, hot=2)
+    assert live.step() == 1  # expert 2 got every token, expert 1 a third of them
+    assert layer.expert_slot.tolist() == [-1, -1, 0, -1]
+    assert live.last == (0, 2, 1)
+    assert [getattr(layer, n).data_ptr() for n in ("w13_weight_fp4", "w2_weight_fp4",
+                                                   "expert_slot")] == addresses
+    fresh_method, fresh = _layer(pooled=(2,))
+    got = _route(method, layer, hot=0, seed=5)
+    want = _route(fresh_method, fresh, hot=0, seed=5)
+    assert torch.equal(got, want)
+    # Traffic moves to expert 1: it comes back from the host copy taken when it left.
+    for seed in range(4):
+        _route(method, layer, hot=1, tokens=12, seed=seed)
+    assert live.step() == 1 and layer.expert_slot.tolist() == [-1, 0, -1, -1]
+    back_method, back = _layer(pooled=(1,))
+    assert torch.equal(_route(method, layer, hot=3, seed=7), _route(back_method, back, hot=3,
+                                                                     seed=7))
+    assert "fp4_reselect: live (2 swaps in 2 checks; last: layer 0 expert 1 in, expert 2 out" \
+        in live.line()
+
+
+def test_hysteresis_keeps_a_resident_that_is_nearly_as_hot() -> None:
+    method, layer = _layer(pooled=(1,), candidates=(2,))
+    live = _reselection(layer)
+    x = torch.randn(20, HIDDEN)
+    # Expert 2 gets 10 pairs, the resident expert 1 gets 10: no margin, no swap.
+    ids = torch.tensor([[1, 0]] * 10 + [[2, 3]] * 10)
+    method.apply(layer, x, torch.rand(20, 2), ids, None, None)
+    assert live.step() == 0 and layer.expert_slot.tolist() == [-1, 0, -1, -1]
+    # Experts without an FP4 copy (0 and 3) are never chosen, however hot.
+    ids = torch.tensor([[0, 3]] * 20)
+    method.apply(layer, x, torch.rand(20, 2), ids, None, None)
+    assert live.step() == 0 and layer.expert_slot.tolist() == [-1, 0, -1, -1]
+
+
+def test_the_step_hook_runs_before_each_worker_step_and_is_installed_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from engine.plugin import _pool_live
+
+    calls: list[str] = []
+    monkeypatch.setattr(Worker, "execute_model", lambda self, out: calls.append("step") or out)
+    monkeypatch.setattr(_pool_live.RESELECT, "step", lambda: calls.append("reselect") or 0)
+    assert _pool_live.install_step_hook() is True
+    assert _pool_live.install_step_hook() is False  # a second plugin load changes nothing
+    assert Worker.execute_model(object(), "scheduled") == "scheduled"
+    assert calls == ["reselect", "step"]
+
+
+def _layer0_routing(bf16_dir: Path, ids: list[int]) -> torch.Tensor:
+    """Pairs routed to each expert of layer 0 for ``ids`` (transformers, fp32)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(bf16_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]), output_router_logits=True).router_logits[0]
+    top = logits.reshape(-1, logits.shape[-1]).topk(model.config.num_experts_per_tok).indices
+    return torch.bincount(top.reshape(-1), minlength=model.config.num_experts)
+
+
+@pytest.mark.engine
+def test_a_skewed_prompt_swaps_an_expert_into_the_live_pool(tmp_path: Path) -> None:
+    from tests.support.engine import run_engine
+    from tests.support.tiny_models import write_profile
+    from tests.support.w2_models import build_w2_qwen3_moe
+
+    ids = [1, *([57] * 30), *range(60, 70)]  # one token repeated: a skewed routing
+    probe = build_w2_qwen3_moe(tmp_path / "probe")
+    counts = _layer0_routing(probe.path.parent / "bf16", ids)
+    cold, hot = int(counts.argmin()), int(counts.argmax())
+    assert counts[hot] > 2 * counts[cold], counts
+    # Layer 0's offline pool is the expert this prompt uses least; the others are candidates.
+    others = tuple((0, e) for e in range(4) if e != cold)
+    model = build_w2_qwen3_moe(tmp_path / "model", pool=((0, cold),), candidates=others)
+    cfg = json.loads((model.path / "config.json").read_text())["quantization_config"]
+    assert cfg["fp4_pool"]["candidates"] == [list(p) for p in others]
+    home = tmp_path / "home"
+    write_profile(home / "config", "tiny-live", model.path, 8400,
+                  extra='[plugin]\nenabled = true\nfeatures = ["w2_quant", "fp4_pool"]\n'
+                        '[env]\nSPARKCODE_FP4_RESELECT_INTERVAL_S = "0"\n')
+    with run_engine(home, "tiny-live") as eng:
+        for _ in range(2):  # the counts of the first step are read before the second
+            r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
+                "model": eng.model, "prompt": ids, "max_tokens": 4, "temperature": 0})
+            r.raise_for_status()
+        deadline = time.monotonic() + 20
+        while True:  # what `sparkcode engine status` shows
+            shown = subprocess.run(
+                [sys.executable, "-m", "sparkcode", "engine", "status", "--json"],
+                env={**os.environ, "SPARKCODE_HOME": str(home)}, capture_output=True,
+                text=True, timeout=60)
+            plugin = json.loads(shown.stdout)["plugin"]
+            live = [p for p in plugin if p.startswith("fp4_reselect: live")]
+            if live or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        log_path = eng.supervisor.log_path()
+        assert log_path is not None
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+    assert live, plugin
+    swaps = int(live[0].split("(")[1].split(" swaps")[0])
+    assert swaps >= 1 and "3 candidates" in live[0], live
+    # The pool had one slot, holding the cold expert: the first swap evicted it.
+    first = next(line for line in log.splitlines() if "fp4_reselect: live (1 swaps" in line)
+    assert "layer 0 expert" in first and f"expert {cold} out" in first, (first, hot)
+    assert "fp4_reselect: failed" not in log
