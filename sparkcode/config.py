@@ -3,7 +3,7 @@
 Example::
 
     [agent]
-    permission_mode = "ask"        # ask | auto-edit | full-auto
+    permission_mode = "sandbox"    # sandbox | ask | auto-edit | full-auto | plan
     reasoning_effort = "low"       # overrides the profile's default
     thinking_token_budget = 1536   # -1 = unlimited
     max_turns = 50                 # model requests per user message
@@ -21,6 +21,13 @@ Example::
     allow = ["bash:pytest*", "edit_file:docs/*"]
     deny = ["bash:rm -rf *", "write_file:.env"]
 
+    [sandbox]                      # the bubblewrap sandbox of mode "sandbox"
+    network = false                # let sandboxed commands use the network
+    writable = ["~/.cache/pip"]    # more writable directories (absolute or ~)
+
+Without ``permission_mode`` the mode is ``sandbox`` where bubblewrap works and
+``ask`` elsewhere; what each mode allows is in ``docs/agent.md``.
+
 A missing file means the defaults; a malformed one is a :class:`ConfigError`
 naming the file and the key.
 """
@@ -37,8 +44,9 @@ from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import REASONING_EFFORTS
 
-PermissionMode = Literal["ask", "auto-edit", "full-auto"]
-PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "auto-edit", "full-auto")
+PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "full-auto",
+                                                "plan")
 DegenerateMode = Literal["stop", "warn", "off"]
 DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
 
@@ -72,7 +80,8 @@ class PermissionRule:
 class Config:
     """Everything ``config.toml`` can set; ``None`` means "use the profile's"."""
 
-    permission_mode: PermissionMode = "ask"
+    permission_mode: PermissionMode | None = None
+    """``None``: ``sandbox`` where bubblewrap works, else ``ask``."""
     reasoning_effort: str | None = None
     thinking_token_budget: int | None = None
     max_turns: int = 50
@@ -86,13 +95,16 @@ class Config:
     degenerate_streams: DegenerateMode = "stop"
     allow: tuple[PermissionRule, ...] = ()
     deny: tuple[PermissionRule, ...] = ()
+    sandbox_network: bool = False
+    sandbox_writable: tuple[Path, ...] = ()
     source: Path | None = None
 
 
 _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "max_turns",
                "bash_timeout_s", "profile", "temperature", "top_p", "seed",
                "degenerate_streams"}
-_SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"}}
+_SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"},
+             "sandbox": {"network", "writable"}}
 
 
 def load_config(paths: Paths | None = None) -> Config:
@@ -126,12 +138,13 @@ def parse_config(text: str, source: Path) -> Config:
                                   f"(known: {', '.join(sorted(_SECTIONS[section]))})")
     agent: dict[str, Any] = doc.get("agent", {})
     perms: dict[str, Any] = doc.get("permissions", {})
+    sandbox: dict[str, Any] = doc.get("sandbox", {})
 
     def fail(section: str, key: str, why: str) -> ConfigError:
         return ConfigError(f"{source}: [{section}] {key}: {why}")
 
-    mode = agent.get("permission_mode", "ask")
-    if mode not in PERMISSION_MODES:
+    mode = agent.get("permission_mode")
+    if mode is not None and mode not in PERMISSION_MODES:
         raise fail("agent", "permission_mode", f"must be one of {', '.join(PERMISSION_MODES)}")
     effort = agent.get("reasoning_effort")
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -169,13 +182,25 @@ def parse_config(text: str, source: Path) -> Config:
             raise fail("permissions", key, "must be a list of 'tool' or 'tool:glob' strings")
         return tuple(PermissionRule.parse(v) for v in value)
 
+    network = sandbox.get("network", False)
+    if not isinstance(network, bool):
+        raise fail("sandbox", "network", "must be true or false")
+    writable = sandbox.get("writable", [])
+    if not isinstance(writable, list) or not all(isinstance(w, str) and w for w in writable):
+        raise fail("sandbox", "writable", "must be a list of directory paths")
+    writable_paths = tuple(Path(w).expanduser() for w in writable)
+    for w, p in zip(writable, writable_paths, strict=True):
+        if not p.is_absolute():
+            raise fail("sandbox", "writable", f"{w!r} is not an absolute path (or ~/...)")
+
     return Config(
-        permission_mode=cast(PermissionMode, mode), reasoning_effort=effort,
+        permission_mode=cast("PermissionMode | None", mode), reasoning_effort=effort,
         thinking_token_budget=budget, max_turns=max_turns, bash_timeout_s=float(timeout),
         profile=profile, temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None, seed=seed,
         degenerate_streams=cast(DegenerateMode, degenerate),
-        allow=rules("allow"), deny=rules("deny"), source=source,
+        allow=rules("allow"), deny=rules("deny"), sandbox_network=network,
+        sandbox_writable=writable_paths, source=source,
     )
 
 

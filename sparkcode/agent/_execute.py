@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,7 +19,7 @@ from .events import (
     ToolCallFinished,
 )
 from .permissions import Permissions
-from .tools import ToolContext, ToolError
+from .tools import Tool, ToolContext, ToolError, ToolOutput
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -51,12 +52,13 @@ async def execute_call(
                                result=f"error: {problem}", error=problem)
         return
     tool = call.tool
-    decision = permissions.decide(tool, call.args)
+    decision = permissions.decide(tool, call.args, ctx.workspace)
     diff: str | None = None
     if decision.verdict == "deny":
         yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=False,
-                               by="rule", reason=decision.reason)
-        msg = f"refused: {decision.reason}; do not retry this call, choose another way"
+                               by=decision.by, reason=decision.reason)
+        msg = f"refused: {decision.reason}" if decision.by == "mode" else \
+            f"refused: {decision.reason}; do not retry this call, choose another way"
         record(call, msg)
         yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg, error=msg)
         return
@@ -83,22 +85,51 @@ async def execute_call(
     else:
         yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=True,
                                by=decision.by, reason=decision.reason)
-    if not tool.is_read_only(call.args) and not snapshot_done and undo_store:
+    if not tool.is_read_only(call.args, ctx.workspace) and not snapshot_done and undo_store:
         try:
             snap = await asyncio.to_thread(undo_store.snapshot, f"before turn {turn}")
             yield SnapshotTaken(snapshot=snap, turn=turn)
         except UndoError as exc:
             yield Notice(message=f"could not snapshot the workspace for undo: {exc}",
                          code="snapshot_failed")
-    error: str | None = None
-    try:
-        output = await tool.run(call.args, ctx)
-        text, diff = output.text, output.diff
-    except ToolError as exc:
-        text, error = f"error: {exc}", str(exc)
-    except Exception as exc:  # noqa: BLE001 - a tool bug becomes a result, not a crash
-        log.exception("tool %s crashed", call.name)
-        text, error = f"error: {call.name} failed: {type(exc).__name__}: {exc}", str(exc)
+    run_ctx = dataclasses.replace(ctx, sandbox=permissions.sandbox if decision.sandboxed
+                                  else None)
+    output, error = await _run(tool, call, run_ctx)
+    if output is not None and output.sandbox_denied is not None:
+        # The sandbox stopped it: the user may let it run outside, once.
+        again: list[ApprovalDecision] = []
+        async for event in ask(call, "shell", f"run outside the sandbox: {preview_line(call)}",
+                               f"{call.args.get('command', '')}\n\nInside the sandbox it "
+                               f"failed with '{output.sandbox_denied}'. Run it again without "
+                               "the sandbox (full access to your files and the network)?",
+                               again):
+            yield event
+        if again[0].approved:
+            output, error = await _run(tool, call, dataclasses.replace(ctx, sandbox=None))
+        else:
+            output = ToolOutput(f"{output.text}\n[the sandbox blocked this "
+                                f"('{output.sandbox_denied}'); the user declined running it "
+                                "outside the sandbox]")
+    text = output.text if output is not None else f"error: {error}"
+    if output is not None:
+        diff = output.diff
     record(call, text)
     yield ToolCallFinished(call_id=call.call_id, name=call.name, result=text, error=error,
                            diff=diff, duration_s=time.monotonic() - started)
+
+
+async def _run(tool: Tool, call: CheckedCall, ctx: ToolContext) -> tuple[ToolOutput | None,
+                                                                        str | None]:
+    """The tool's output, or the error message that replaces it."""
+    try:
+        return await tool.run(call.args, ctx), None
+    except ToolError as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a tool bug becomes a result, not a crash
+        log.exception("tool %s crashed", call.name)
+        return None, f"{call.name} failed: {type(exc).__name__}: {exc}"
+
+
+def preview_line(call: CheckedCall) -> str:
+    command = str(call.args.get("command", ""))
+    return command.splitlines()[0][:100] if command else call.name

@@ -9,7 +9,7 @@ import pytest
 
 from engine.paths import Paths
 from sparkcode.agent.permissions import Permissions
-from sparkcode.agent.tools import default_tools
+from sparkcode.agent.tools import BwrapStatus, default_tools
 from sparkcode.config import Config, ConfigError, PermissionRule, load_config, parse_config
 
 TOOLS = default_tools()
@@ -17,7 +17,8 @@ TOOLS = default_tools()
 
 def test_missing_file_means_defaults() -> None:
     config = load_config(Paths.from_env())
-    assert config.permission_mode == "ask" and config.allow == () and config.deny == ()
+    assert config.permission_mode is None and config.allow == () and config.deny == ()
+    assert not config.sandbox_network and config.sandbox_writable == ()
 
 
 def test_full_file(tmp_path: Path) -> None:
@@ -56,11 +57,14 @@ def test_bad_config_names_file_and_key(tmp_path: Path, text: str, message: str) 
 def decide(perms: Permissions, tool: str, **args: Any) -> str:
     t = TOOLS.get(tool)
     assert t is not None
-    return perms.decide(t, args).verdict
+    return perms.decide(t, args, Path.cwd()).verdict
+
+
+NO_BWRAP = BwrapStatus(None, "bubblewrap (bwrap) is not installed")
 
 
 def test_permission_modes() -> None:
-    ask = Permissions(Config())
+    ask = Permissions(Config(), mode="ask")
     assert decide(ask, "read_file", path="a") == "allow"
     assert decide(ask, "bash", command="git status") == "allow"
     assert decide(ask, "bash", command="make") == "ask"
@@ -80,7 +84,53 @@ def test_rules_deny_beats_allow_and_mode() -> None:
     perms = Permissions(config, mode="full-auto")
     assert decide(perms, "bash", command="rm -rf /") == "deny"
     assert decide(perms, "read_file", path=".env") == "deny"
-    ask = Permissions(config)
+    ask = Permissions(config, mode="ask")
     assert decide(ask, "bash", command="pytest -q") == "allow"
     ask.always.add("write_file")
     assert decide(ask, "write_file", path="x") == "allow"
+
+
+def test_default_mode_is_sandbox_where_bubblewrap_works_else_ask_with_a_notice() -> None:
+    perms = Permissions(Config(), bwrap=BwrapStatus("/usr/bin/bwrap"))
+    assert perms.mode == "sandbox" and perms.notice is None
+    without = Permissions(Config(), bwrap=NO_BWRAP)
+    assert without.mode == "ask" and without.sandbox is None
+    assert without.notice is not None and "bubblewrap" in without.notice
+    assert "not installed" in without.notice
+    asked = Permissions(Config(permission_mode="sandbox"), bwrap=NO_BWRAP)
+    assert asked.mode == "ask" and asked.notice is not None
+    assert asked.set_mode("auto-edit") is None and asked.mode == "auto-edit"
+
+
+def test_sandbox_mode_runs_shell_in_the_sandbox_and_asks_to_leave_it() -> None:
+    perms = Permissions(Config(), mode="sandbox", bwrap=BwrapStatus("/usr/bin/bwrap"))
+    t = TOOLS.get("bash")
+    assert t is not None
+    made = perms.decide(t, {"command": "make"}, Path.cwd())
+    assert made.verdict == "allow" and made.sandboxed
+    outside = perms.decide(t, {"command": "curl x", "sandbox": False}, Path.cwd())
+    assert outside.verdict == "ask" and not outside.sandboxed
+    assert decide(perms, "edit_file", path="a") == "allow"
+    assert decide(perms, "git_commit", message="x") == "ask"
+
+
+def test_plan_mode_runs_only_read_only_calls_whatever_the_rules_say() -> None:
+    config = Config(allow=(PermissionRule.parse("bash"), PermissionRule.parse("write_file")))
+    perms = Permissions(config, mode="plan", bwrap=NO_BWRAP)
+    assert decide(perms, "read_file", path="a") == "allow"
+    assert decide(perms, "bash", command="git log --oneline") == "allow"
+    assert decide(perms, "bash", command="make") == "deny"
+    assert decide(perms, "write_file", path="a") == "deny"
+    assert decide(perms, "git_commit", message="x") == "deny"
+
+
+def test_sandbox_section(tmp_path: Path) -> None:
+    text = "[sandbox]\nnetwork = true\nwritable = ['~/.cache', '/opt/x']\n"
+    config = parse_config(text, tmp_path / "config.toml")
+    assert config.sandbox_network
+    assert config.sandbox_writable == (Path("~/.cache").expanduser(), Path("/opt/x"))
+    for bad, message in (("network = 'yes'", "network: must be true or false"),
+                         ("writable = ['rel/dir']", "is not an absolute path"),
+                         ("writable = 'x'", "must be a list")):
+        with pytest.raises(ConfigError, match=message):
+            parse_config(f"[sandbox]\n{bad}\n", tmp_path / "config.toml")

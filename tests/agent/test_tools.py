@@ -137,8 +137,9 @@ async def test_bash_output_is_capped_with_a_note(workspace: Path) -> None:
     ("ls; rm x", False), ("echo $(rm x)", False), ("python setup.py", False),
     ("git branch -D main", False), ("'unterminated", False),
 ])
-def test_read_only_command_classification(command: str, read_only: bool) -> None:
-    assert is_read_only_command(command) is read_only
+def test_read_only_command_classification(command: str, read_only: bool,
+                                          workspace: Path) -> None:
+    assert is_read_only_command(command, workspace) is read_only
 
 
 async def test_git_tools_on_a_real_repository(repo: Path) -> None:

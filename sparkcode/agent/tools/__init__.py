@@ -9,7 +9,9 @@ from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
 from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff
 from ._git import GitCommit, GitDiff, GitLog, GitStatus
-from ._shell import Bash, is_read_only_command
+from ._readonly import check_read_only, is_read_only_command
+from ._sandbox import BwrapStatus, Sandbox, find_bwrap
+from ._shell import Bash
 
 
 class ToolRegistry:
@@ -40,6 +42,7 @@ def default_tools() -> ToolRegistry:
 
 __all__ = [
     "Bash",
+    "BwrapStatus",
     "EditFile",
     "GitCommit",
     "GitDiff",
@@ -50,6 +53,7 @@ __all__ = [
     "MultiEdit",
     "Preview",
     "ReadFile",
+    "Sandbox",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -58,7 +62,9 @@ __all__ = [
     "ToolRegistry",
     "WriteFile",
     "cap_output",
+    "check_read_only",
     "default_tools",
+    "find_bwrap",
     "is_read_only_command",
     "resolve_in_workspace",
     "unified_diff",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ._sandbox import Sandbox
 
 ToolKind = Literal["read", "edit", "shell", "git"]
 """``read`` never changes anything; the others may need approval."""
@@ -24,6 +27,8 @@ class ToolContext:
     bash_timeout_s: float = 120.0
     output_cap: int = 30_000
     """Characters of tool output sent back to the model before capping."""
+    sandbox: Sandbox | None = None
+    """Where shell commands run; ``None`` = directly (approved or not sandboxing)."""
 
 
 @dataclass
@@ -32,6 +37,8 @@ class ToolOutput:
 
     text: str
     diff: str | None = None
+    sandbox_denied: str | None = None
+    """A sandboxed command failed on the sandbox's limits (the output's marker)."""
 
 
 @dataclass
@@ -68,8 +75,9 @@ class Tool:
             },
         }
 
-    def is_read_only(self, args: dict[str, Any]) -> bool:
-        """Whether this particular call changes nothing (bash decides per command)."""
+    def is_read_only(self, args: dict[str, Any], workspace: Path) -> bool:
+        """Whether this particular call changes nothing and reads only inside
+        ``workspace`` (bash decides per command)."""
         return self.kind == "read"
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:

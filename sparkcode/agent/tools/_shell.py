@@ -1,7 +1,9 @@
 """The bash tool: one command in the workspace, in its own process group.
 
-A timeout kills the whole group (so ``make`` and its children die too), and the
-output kept is bounded while reading (head and tail), with a note when cut.
+A timeout kills the whole group (so ``make`` and its children die too; inside
+the sandbox its PID namespace goes with it), and the output kept is bounded
+while reading (head and tail), with a note when cut. Which commands run
+without approval is :mod:`._readonly`'s and the permission mode's business.
 """
 
 from __future__ import annotations
@@ -9,55 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-import shlex
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
-
-READ_ONLY_COMMANDS = frozenset({
-    "ls", "cat", "head", "tail", "wc", "grep", "rg", "pwd", "echo", "which", "file", "stat",
-    "tree", "du", "df", "sort", "uniq", "cut", "diff", "true", "whoami", "date", "env",
-    "basename", "dirname", "realpath", "less", "more", "nl", "tr", "awk", "sed", "find",
-})
-READ_ONLY_GIT = frozenset({"status", "diff", "log", "show", "blame", "ls-files", "rev-parse",
-                           "branch", "describe", "shortlog"})
-_SAFE_REDIRECTS = re.compile(r"\s\d?>\s*/dev/null|\s2>&1")
-_FIND_WRITES = {"-exec", "-execdir", "-delete", "-ok", "-okdir", "-fprint", "-fprintf", "-fls"}
-
-
-def is_read_only_command(command: str) -> bool:
-    """Conservative: True only for pipelines of known read-only commands with
-    no output redirection, command substitution or in-place editing."""
-    cmd = _SAFE_REDIRECTS.sub(" ", command)
-    if any(tok in cmd for tok in (">", "$(", "`", "<(", "\n")):
-        return False
-    for segment in re.split(r"\|\|?|&&|;", cmd):
-        try:
-            words = shlex.split(segment)
-        except ValueError:
-            return False
-        if not words:
-            continue
-        head = os.path.basename(words[0])
-        if head == "git":
-            if len(words) < 2 or words[1] not in READ_ONLY_GIT:
-                return False
-            if words[1] == "branch" and any(w in ("-d", "-D", "-m", "-M", "-c", "-C")
-                                            for w in words[2:]):
-                return False
-            continue
-        if head not in READ_ONLY_COMMANDS:
-            return False
-        if head == "sed" and any(w.startswith("-i") or w == "--in-place" for w in words[1:]):
-            return False
-        if head == "find" and _FIND_WRITES.intersection(words[1:]):
-            return False
-        if head == "awk" and any("system" in w or ">" in w for w in words[1:]):
-            return False
-    return True
+from ._readonly import is_read_only_command
+from ._sandbox import denial_in
 
 
 class _Capture:
@@ -100,13 +61,17 @@ class Bash(Tool):
                 "command": {"type": "string", "description": "The bash command line."},
                 "timeout_s": {"type": "number",
                               "description": "Seconds before it is killed (default 120)."},
+                "sandbox": {"type": "boolean",
+                            "description": "false to ask the user to run it outside the "
+                                           "sandbox (needs network or writes outside the "
+                                           "workspace); default true."},
             },
             kind="shell", required=("command",),
         )
 
-    def is_read_only(self, args: dict[str, Any]) -> bool:
+    def is_read_only(self, args: dict[str, Any], workspace: Path) -> bool:
         command = args.get("command")
-        return isinstance(command, str) and is_read_only_command(command)
+        return isinstance(command, str) and is_read_only_command(command, workspace)
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         command = str(args.get("command", ""))
@@ -126,9 +91,12 @@ class Bash(Tool):
 
 
 async def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolOutput:
+    """Run ``command`` (inside ``ctx.sandbox`` when set) and report its result."""
     started = time.monotonic()
+    argv = ["bash", "-c", command] if ctx.sandbox is None else \
+        ctx.sandbox.argv(command, ctx.workspace)
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", command, cwd=ctx.workspace, stdin=asyncio.subprocess.DEVNULL,
+        *argv, cwd=ctx.workspace, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
@@ -162,7 +130,12 @@ async def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolOut
     if timed_out:
         return ToolOutput(f"[timed out after {timeout:g}s; the command and its process group "
                           f"were killed]\n{output}")
-    return ToolOutput(f"exit code {proc.returncode} ({elapsed:.1f}s)\n{output}")
+    text = f"exit code {proc.returncode} ({elapsed:.1f}s)\n{output}"
+    if ctx.sandbox is not None and proc.returncode != 0:
+        marker = denial_in(output)
+        if marker is not None:
+            return ToolOutput(text, sandbox_denied=marker)
+    return ToolOutput(text)
 
 
 def _kill_group(pgid: int) -> None:
