@@ -52,6 +52,9 @@ async def test_non_interactive_run_refuses_edits_without_auto(workspace: Path,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    config = Paths.from_env().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[agent]\npermission_mode = "ask"\n')
     with serve([Reply(tool_calls=[WRITE]), Reply(content=["ok"])]) as server:
         code, out, err = await run(RunOptions(prompt="write", workspace=workspace,
                                               endpoint=url(server), record=False))
@@ -60,6 +63,19 @@ async def test_non_interactive_run_refuses_edits_without_auto(workspace: Path,
     assert "stopped: denied" in err
     tool_msg = [m for m in server.requests[0]["messages"] if m["role"] == "tool"]
     assert tool_msg == []  # the refusal ended the turn; no second request
+    assert len(server.requests) == 1
+
+
+async def test_the_default_sandbox_mode_edits_and_runs_shell_but_asks_to_commit(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    shell = ("bash", json.dumps({"command": "cat notes/todo.txt > copy.txt"}))
+    commit = ("git_commit", json.dumps({"message": "notes"}))
+    with serve([Reply(tool_calls=[WRITE, shell, commit]), Reply(content=["ok"])]) as server:
+        code, out, err = await run(RunOptions(prompt="write", workspace=repo,
+                                              endpoint=url(server), record=False))
+    assert code == EXIT_STOPPED and "stopped: denied" in err
+    assert (repo / "copy.txt").read_text() == "ship it\n"
     assert len(server.requests) == 1
 
 
