@@ -25,6 +25,13 @@ Example::
     network = false                # let sandboxed commands use the network
     writable = ["~/.cache/pip"]    # more writable directories (absolute or ~)
 
+    [mcp.servers.files]            # an MCP server over stdio
+    command = "uvx"
+    args = ["mcp-server-filesystem", "."]
+    env = { TOKEN = "..." }        # added to sparkcode's environment
+    [mcp.servers.search]           # an MCP server over streamable HTTP
+    url = "http://127.0.0.1:8000/mcp"
+
 Without ``permission_mode`` the mode is ``sandbox`` where bubblewrap works and
 ``ask`` elsewhere; what each mode allows is in ``docs/agent.md``.
 
@@ -35,6 +42,7 @@ naming the file and the key.
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +85,20 @@ class PermissionRule:
 
 
 @dataclass(frozen=True)
+class McpServerConfig:
+    """One ``[mcp.servers.NAME]`` table: ``command`` (stdio) or ``url`` (HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: Path | None = None
+    url: str | None = None
+    startup_timeout_s: float = 30.0
+    call_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything ``config.toml`` can set; ``None`` means "use the profile's"."""
 
@@ -97,6 +119,7 @@ class Config:
     deny: tuple[PermissionRule, ...] = ()
     sandbox_network: bool = False
     sandbox_writable: tuple[Path, ...] = ()
+    mcp_servers: tuple[McpServerConfig, ...] = ()
     source: Path | None = None
 
 
@@ -104,7 +127,9 @@ _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "
                "bash_timeout_s", "profile", "temperature", "top_p", "seed",
                "degenerate_streams"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"},
-             "sandbox": {"network", "writable"}}
+             "sandbox": {"network", "writable"}, "mcp": {"servers"}}
+_MCP_KEYS = {"command", "args", "env", "cwd", "url", "startup_timeout_s", "call_timeout_s"}
+_MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
 def load_config(paths: Paths | None = None) -> Config:
@@ -193,6 +218,8 @@ def parse_config(text: str, source: Path) -> Config:
         if not p.is_absolute():
             raise fail("sandbox", "writable", f"{w!r} is not an absolute path (or ~/...)")
 
+    servers = _mcp_servers(doc.get("mcp", {}).get("servers", {}), source)
+
     return Config(
         permission_mode=cast("PermissionMode | None", mode), reasoning_effort=effort,
         thinking_token_budget=budget, max_turns=max_turns, bash_timeout_s=float(timeout),
@@ -200,8 +227,52 @@ def parse_config(text: str, source: Path) -> Config:
         top_p=float(top_p) if top_p is not None else None, seed=seed,
         degenerate_streams=cast(DegenerateMode, degenerate),
         allow=rules("allow"), deny=rules("deny"), sandbox_network=network,
-        sandbox_writable=writable_paths, source=source,
+        sandbox_writable=writable_paths, mcp_servers=servers, source=source,
     )
+
+
+def _mcp_servers(tables: Any, source: Path) -> tuple[McpServerConfig, ...]:
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{source}: [mcp] servers must be tables [mcp.servers.NAME]")
+    out = []
+    for name, table in tables.items():
+        where = f"{source}: [mcp.servers.{name}]"
+        if not _MCP_NAME.fullmatch(name):
+            raise ConfigError(f"{where}: the name may use only letters, digits, '_' and '-' "
+                              "(at most 32)")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table")
+        unknown = set(table) - _MCP_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
+                              f"(known: {', '.join(sorted(_MCP_KEYS))})")
+        command, url = table.get("command"), table.get("url")
+        if (command is None) == (url is None):
+            raise ConfigError(f"{where}: give either command (stdio) or url (streamable HTTP)")
+        if command is not None and (not isinstance(command, str) or not command):
+            raise ConfigError(f"{where}: command must be a non-empty string")
+        if url is not None and (not isinstance(url, str)
+                                or not url.startswith(("http://", "https://"))):
+            raise ConfigError(f"{where}: url must be an http:// or https:// URL")
+        args = table.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"{where}: args must be a list of strings")
+        env = table.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise ConfigError(f"{where}: env must be a table of strings")
+        cwd = table.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise ConfigError(f"{where}: cwd must be a path")
+        timeouts = {}
+        for key in ("startup_timeout_s", "call_timeout_s"):
+            value = table.get(key, 30.0 if key == "startup_timeout_s" else 120.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{where}: {key} must be a positive number of seconds")
+            timeouts[key] = float(value)
+        out.append(McpServerConfig(
+            name=name, command=command, args=tuple(args), env=tuple(sorted(env.items())),
+            cwd=Path(cwd).expanduser() if cwd else None, url=url, **timeouts))
+    return tuple(out)
 
 
 def _is_int(value: object) -> bool:
@@ -216,6 +287,7 @@ __all__ = [
     "PERMISSION_MODES",
     "Config",
     "ConfigError",
+    "McpServerConfig",
     "PermissionMode",
     "PermissionRule",
     "load_config",

@@ -18,6 +18,7 @@ elsewhere, with :attr:`Permissions.notice` saying why.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +49,8 @@ def rule_subject(tool: str, args: dict[str, Any]) -> str:
         return str(args.get("command", ""))
     if tool == "git_commit":
         return str(args.get("message", ""))
+    if tool.startswith("mcp__"):
+        return json.dumps(args, ensure_ascii=False, sort_keys=True)
     return str(args.get("path", args.get("pattern", "")))
 
 

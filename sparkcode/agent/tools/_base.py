@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
 
-ToolKind = Literal["read", "edit", "shell", "git"]
-"""``read`` never changes anything; the others may need approval."""
+ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state"]
+"""``read`` never changes anything; ``state`` changes only the session's own
+state (the todo list); ``mcp`` is a server's tool; the others may need approval."""
 
 
 class ToolError(Exception):
@@ -78,7 +79,7 @@ class Tool:
     def is_read_only(self, args: dict[str, Any], workspace: Path) -> bool:
         """Whether this particular call changes nothing and reads only inside
         ``workspace`` (bash decides per command)."""
-        return self.kind == "read"
+        return self.kind in ("read", "state")
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         """Describe the call for an approval prompt (may raise :class:`ToolError`)."""
