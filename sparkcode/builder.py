@@ -6,8 +6,9 @@ resume path all start a session here, so a setting lands in one place:
 1. :func:`resolve_target` reads ``config.toml`` and the profile once per start
    (the TUI's engine panel and the agent share the result).
 2. :func:`build_session` resolves the connection (``/v1/models``, the managed
-   engine started when allowed), starts the recording, and assembles the agent:
-   client, settings, permissions, undo store, metrics, system prompt.
+   engine started when allowed), starts the recording, starts the MCP servers
+   of ``config.toml`` and assembles the agent: client, settings, permissions,
+   tools (built-in, then MCP), undo store, metrics, system prompt.
 
 Adding a knob: put its default in :class:`SessionOptions` (per start) or in the
 profile/``config.toml`` (read in :func:`_settings`), and use it on the built
@@ -37,6 +38,8 @@ from .agent import (
 )
 from .agent.instructions import Instructions, load_instructions
 from .agent.sampling import new_session_seed
+from .agent.mcp_tools import McpHub
+from .agent.tools import default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
 from .replay import Rebuilt
@@ -120,6 +123,8 @@ class SessionOptions:
     progress: Progress | None = None
     transport: httpx.AsyncBaseTransport | None = None
     """What requests go out through, under the recorder (tests pass a scripted server)."""
+    mcp: bool = True
+    """Start the MCP servers of ``config.toml``."""
 
 
 @dataclass
@@ -130,6 +135,8 @@ class AgentSession:
     target: StartTarget
     connection: Connection
     recorder: SessionRecorder | None = None
+    mcp: McpHub | None = None
+    """The MCP servers that started (their tools are in the agent's registry)."""
     notes: list[str] = field(default_factory=list)
     """Things to tell the user once at start (shown by the TUI, printed by run)."""
 
@@ -139,6 +146,8 @@ class AgentSession:
 
     async def aclose(self) -> None:
         await self.agent.client.aclose()
+        if self.mcp is not None:
+            await self.mcp.aclose()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -168,14 +177,22 @@ async def build_session(target: StartTarget, options: SessionOptions,
         )
     client = conn.client(transport or options.transport)
     prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT)
+    permissions = Permissions(target.config, mode=options.permission_mode)
+    notes = list(target.instructions.notes)
+    if permissions.notice:
+        notes.append(permissions.notice)
+    hub = None
+    if options.mcp and target.config.mcp_servers:
+        # Listed once here: the tool list is part of the prompt prefix.
+        hub = await McpHub.start(target.config.mcp_servers, paths.state_dir / "mcp")
+        notes += hub.failures
     agent = Agent(
         client, target.workspace, settings=settings,
-        permissions=Permissions(target.config, mode=options.permission_mode),
+        permissions=permissions, tools=default_tools(hub.tools if hub else None),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
         system_prompt=prompt,
     )
-    notes = list(target.instructions.notes)
     if resume is not None:
         # The recorded history, system prompt included, byte for byte: the first
         # request repeats the recorded prefix and the engine's prefix cache hits.
@@ -190,7 +207,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
     if recorder is not None:
         agent.subscribe(event_recorder(recorder))
     return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder,
-                        notes=notes)
+                        mcp=hub, notes=notes)
 
 
 def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:

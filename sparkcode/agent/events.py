@@ -14,10 +14,12 @@ Order within one turn::
         ReasoningDelta* ContentDelta* UsageUpdate* [DegenerationDetected]
         [BudgetExceeded] [Notice]
         ( ToolCallStarted [SnapshotTaken] [ApprovalRequested ApprovalResolved]
-          ToolCallFinished )*
+          ToolCallFinished [TodoUpdated] )*
         MetricsUpdate? )+
     [ContextCompacted] [AgentError]
     TurnFinished
+
+``TodoUpdated`` follows a ``todo`` call that changed the list.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 ApprovalKind = Literal["edit", "shell", "git", "loop", "other"]
+TodoStatus = Literal["pending", "in_progress", "done"]
+TODO_STATUSES: tuple[TodoStatus, ...] = ("pending", "in_progress", "done")
 FinishReason = Literal["stop", "max_turns", "loop", "denied", "error", "cancelled", "length",
                        "degenerate"]
 
@@ -152,6 +156,22 @@ class ToolCallFinished(Event):
     error: str | None = None
     diff: str | None = None
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TodoItem:
+    """One entry of the todo list; ``id`` counts from 1 and never changes."""
+
+    id: int
+    text: str
+    status: TodoStatus = "pending"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TodoUpdated(Event):
+    """A ``todo`` call changed the list; ``items`` is the whole list, in order."""
+
+    items: tuple[TodoItem, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,7 +311,10 @@ def event_to_json(event: Event) -> dict[str, Any]:
         if f.name == "future":
             continue
         value = getattr(event, f.name)
-        out[f.name] = list(value) if isinstance(value, tuple) else value
+        if isinstance(value, tuple):
+            value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v)
+                     and not isinstance(v, type) else v for v in value]
+        out[f.name] = value
     return out
 
 
@@ -313,6 +336,10 @@ __all__ = [
     "RedoApplied",
     "RequestStarted",
     "SnapshotTaken",
+    "TODO_STATUSES",
+    "TodoItem",
+    "TodoStatus",
+    "TodoUpdated",
     "ToolCallFinished",
     "ToolCallStarted",
     "TurnFinished",

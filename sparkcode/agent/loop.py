@@ -48,6 +48,7 @@ from .events import (
     RedoApplied,
     RequestStarted,
     SnapshotTaken,
+    TodoUpdated,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -59,7 +60,7 @@ from .metrics import MetricsPoller
 from .permissions import Permissions
 from .rewind import Rewind
 from .sampling import request_seed
-from .tools import ToolContext, ToolRegistry, default_tools
+from .tools import TodoList, ToolContext, ToolRegistry, default_tools
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,15 @@ DEFAULT_SYSTEM_PROMPT = (
     "correct changes and check them (run the tests when there are some). When you are done, "
     "reply with a short summary of what you changed."
 )
+PLAN_NOTE = (
+    "\n\n[Plan mode: only read-only tools run. Investigate, record the steps of the change "
+    "with the todo tool (action add), then answer with the plan. Nothing is changed until "
+    "the user approves the plan.]"
+)
+"""Appended to the user's message while the permission mode is ``plan``."""
+ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
+              "in_progress and then done as you go.")
+"""What switching from plan to act sends (the TUI's /act)."""
 LOOP_REPEATS = 3
 """Identical consecutive tool calls that stop the loop and ask the user."""
 
@@ -169,8 +179,10 @@ class Agent:
         self._subscribers: list[Subscriber] = []
         self._cancel = False
         self._degenerate: DegenerationDetected | None = None
+        self.todos = TodoList()
+        """The todo tool's list; it outlives a switch between plan and act."""
         self._ctx = ToolContext(workspace=self.workspace,
-                                bash_timeout_s=self.settings.bash_timeout_s)
+                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos)
 
     # -- public API ----------------------------------------------------------
 
@@ -184,8 +196,9 @@ class Agent:
         self._cancel = True
 
     def clear(self) -> None:
-        """Forget the conversation (the system prompt stays)."""
+        """Forget the conversation and the todo list (the system prompt stays)."""
         self.history = self.history[:1]
+        self.todos.clear()
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.rewind.reset()
         self.turns = 0
@@ -289,7 +302,11 @@ class Agent:
         turn = self.turns
         self._drop_thinking()
         self.rewind.begin(turn, len(self.history))
-        self.history.append({"role": "user", "content": user_text})
+        # Plan mode is said in the user message, not the system prompt, so the
+        # prompt prefix stays the same in both modes.
+        planning = self.permissions.mode == "plan"
+        self.history.append({"role": "user",
+                             "content": user_text + PLAN_NOTE if planning else user_text})
         yield TurnStarted(turn=turn, user_text=user_text)
         if self.metrics is not None:
             await self.metrics.poll()  # baseline for this turn's deltas
@@ -420,6 +437,7 @@ class Agent:
                                                error=msg)
                         continue
                     repeats = 0
+                todos_before = self.todos.items
                 async for event in execute_call(
                         call, permissions=self.permissions, ctx=self._ctx,
                         undo_store=self.undo_store, turn=turn, snapshot_done=snapshot_done,
@@ -431,6 +449,8 @@ class Agent:
                             and event.by == "user":
                         stop = "denied"
                     yield event
+                if self.todos.items != todos_before:
+                    yield TodoUpdated(items=self.todos.items)
                 if self._cancel:
                     stop = "cancelled"
             if stop is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
@@ -12,6 +13,7 @@ from ._git import GitCommit, GitDiff, GitLog, GitStatus
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
 from ._shell import Bash
+from ._todo import Todo, TodoList
 
 
 class ToolRegistry:
@@ -33,10 +35,11 @@ class ToolRegistry:
         return self._specs
 
 
-def default_tools() -> ToolRegistry:
+def default_tools(extra: Sequence[Tool] | None = None) -> ToolRegistry:
+    """The built-in tools, then ``extra`` (a session's MCP tools), in a fixed order."""
     return ToolRegistry([
         ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
-        GitStatus(), GitDiff(), GitLog(), GitCommit(),
+        GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(), *(extra or []),
     ])
 
 
@@ -59,6 +62,8 @@ __all__ = [
     "ToolError",
     "ToolKind",
     "ToolOutput",
+    "Todo",
+    "TodoList",
     "ToolRegistry",
     "WriteFile",
     "cap_output",

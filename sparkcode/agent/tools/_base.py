@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
+    from ._todo import TodoList
 
 ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state"]
 """``read`` never changes anything; ``state`` changes only the session's own
@@ -30,6 +31,8 @@ class ToolContext:
     """Characters of tool output sent back to the model before capping."""
     sandbox: Sandbox | None = None
     """Where shell commands run; ``None`` = directly (approved or not sandboxing)."""
+    todos: TodoList = field(default_factory=lambda: _todo_list())
+    """The session's todo list (the todo tool's state)."""
 
 
 @dataclass
@@ -102,3 +105,9 @@ def cap_output(text: str, limit: int) -> str:
     tail = text[-(limit // 3):]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[... output capped: {cut} characters omitted ...]\n{tail}"
+
+
+def _todo_list() -> TodoList:
+    from ._todo import TodoList
+
+    return TodoList()

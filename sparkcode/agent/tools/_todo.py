@@ -1,0 +1,98 @@
+"""The todo tool: the model keeps a short list of steps the user watches live.
+
+The list belongs to the session (:class:`TodoList`, on the tool context), not
+to the workspace, so the tool runs in every mode, plan mode included, and
+switching from plan to act keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from ..events import TODO_STATUSES, TodoItem, TodoStatus
+from ._base import Tool, ToolContext, ToolError, ToolOutput
+
+MAX_ITEMS = 50
+_MARKS = {"pending": " ", "in_progress": ">", "done": "x"}
+
+
+@dataclass
+class TodoList:
+    """The session's todo items, in the order they were added."""
+
+    items: tuple[TodoItem, ...] = field(default=())
+
+    def add(self, texts: list[str]) -> None:
+        next_id = max((i.id for i in self.items), default=0) + 1
+        if len(self.items) + len(texts) > MAX_ITEMS:
+            raise ToolError(f"the list would have more than {MAX_ITEMS} items; finish or "
+                            "merge some first")
+        new = [TodoItem(id=next_id + n, text=t) for n, t in enumerate(texts)]
+        self.items = (*self.items, *new)
+
+    def update(self, item_id: int, status: TodoStatus | None, text: str | None) -> None:
+        ids = [i.id for i in self.items]
+        if item_id not in ids:
+            known = f"the items are {ids[0]}-{ids[-1]}" if ids else "the list is empty"
+            raise ToolError(f"there is no item {item_id}; {known}")
+        self.items = tuple(
+            replace(i, status=status or i.status, text=text or i.text) if i.id == item_id
+            else i for i in self.items)
+
+    def clear(self) -> None:
+        self.items = ()
+
+    def render(self) -> str:
+        if not self.items:
+            return "the todo list is empty"
+        done = sum(i.status == "done" for i in self.items)
+        lines = [f"todo list ({done} of {len(self.items)} done):"]
+        lines += [f"{i.id:>3}. [{_MARKS[i.status]}] {i.text}" for i in self.items]
+        return "\n".join(lines)
+
+
+class Todo(Tool):
+    def __init__(self) -> None:
+        super().__init__(
+            name="todo",
+            description="Keep the todo list of the current task, which the user sees live. "
+                        "action 'add' appends items (one short step each), 'update' sets an "
+                        "item's status (pending, in_progress, done) or text by id, 'list' "
+                        "shows it. Add the steps before starting; mark each in_progress and "
+                        "done as you go.",
+            parameters={
+                "action": {"type": "string", "enum": ["add", "update", "list"]},
+                "items": {"type": "array", "items": {"type": "string"},
+                          "description": "For add: the new items' texts."},
+                "id": {"type": "integer", "description": "For update: the item's number."},
+                "status": {"type": "string", "enum": list(TODO_STATUSES)},
+                "text": {"type": "string", "description": "For update: a new text."},
+            },
+            kind="state", required=("action",),
+        )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        todos = ctx.todos
+        action = args["action"]
+        if action == "add":
+            items = args.get("items")
+            if not items or not all(isinstance(t, str) and t.strip() for t in items):
+                raise ToolError("add needs items: a list of non-empty texts")
+            todos.add([t.strip() for t in items])
+        elif action == "update":
+            item_id = args.get("id")
+            if not isinstance(item_id, int) or isinstance(item_id, bool):
+                raise ToolError("update needs id: the item's number")
+            status = args.get("status")
+            text = args.get("text")
+            if status is None and not text:
+                raise ToolError("update needs a status (pending, in_progress, done) or a text")
+            if status is not None and status not in TODO_STATUSES:
+                raise ToolError(f"status must be one of {', '.join(TODO_STATUSES)}, "
+                                f"got {status!r}")
+            todos.update(item_id, cast("TodoStatus | None", status),
+                         text.strip() if isinstance(text, str) else None)
+        elif action != "list":
+            raise ToolError(f"action must be add, update or list, got {action!r}")
+        return ToolOutput(todos.render())
