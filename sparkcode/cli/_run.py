@@ -32,12 +32,14 @@ from sparkcode.agent import (
     Event,
     Notice,
     ReasoningDelta,
+    TodoUpdated,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     UsageUpdate,
     event_to_json,
 )
+from sparkcode.agent.tools import TodoList
 from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.config import DEGENERATE_MODES, DegenerateMode
 from sparkcode.replay import Rebuilt
@@ -54,6 +56,8 @@ class RunOptions:
     as_json: bool = False
     max_turns: int | None = None
     auto: bool = False
+    plan: bool = False
+    """Plan mode: only read-only tools; the answer is a plan (and a todo list)."""
     endpoint: str | None = None
     model: str | None = None
     api_key_env: str | None = None
@@ -88,6 +92,8 @@ def run_cmd(
         "--max-turns", min=1, help="Most model requests for this prompt.")] = None,
     auto: Annotated[bool, typer.Option(
         "--auto", help="Full-auto: run edits and shell commands without asking.")] = False,
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="Plan mode: only read-only tools run; the answer is a plan.")] = False,
     endpoint: Annotated[str | None, typer.Option(
         "--endpoint", help="An OpenAI-compatible server URL instead of the managed engine.")]
     = None,
@@ -130,6 +136,8 @@ def run_cmd(
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
         raise UserError(f"--effort must be one of {', '.join(REASONING_EFFORTS)}")
+    if auto and plan:
+        raise UserError("--auto and --plan exclude each other; pass one")
     schema = None
     if force_tool_schema is not None:
         try:
@@ -142,7 +150,7 @@ def run_cmd(
         raise UserError(f"--degenerate must be one of {', '.join(DEGENERATE_MODES)}")
     options = RunOptions(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
-        auto=auto, endpoint=endpoint, model=model, api_key_env=api_key_env, profile=profile,
+        auto=auto, plan=plan, endpoint=endpoint, model=model, api_key_env=api_key_env, profile=profile,
         effort=effort, budget=budget, force_tool=force_tool, force_tool_schema=schema,
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=parse_seed(seed),
         record=not no_record, resume=resume, continue_latest=continue_latest,
@@ -174,7 +182,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
                             api_key_env=options.api_key_env)
     session = await build_session(target, SessionOptions(
         origin="run", record=options.record,
-        permission_mode="full-auto" if options.auto else None,
+        permission_mode="full-auto" if options.auto else "plan" if options.plan else None,
         approver=None if sys.stdin.isatty() else _refuse,
         reasoning_effort=options.effort, thinking_token_budget=options.budget,
         max_turns=options.max_turns, max_tokens=options.max_tokens,
@@ -303,6 +311,8 @@ class _Printer:
             what = "stopped the stream" if event.stopped else "warning only"
             self._note(f"degenerate {event.channel} after {event.chars} characters "
                        f"({event.pattern}: {event.detail}); {what}")
+        elif isinstance(event, TodoUpdated):
+            self._note(TodoList(items=event.items).render())
         elif isinstance(event, AgentError):
             self._newline()
             self._note(f"error: {event.message}")

@@ -65,10 +65,10 @@ class LiveAgent:
     def set_thinking_token_budget(self, budget: int) -> None:
         self.agent.settings.thinking_token_budget = budget
 
-    def set_approval_mode(self, mode: str) -> None:
+    def set_approval_mode(self, mode: str) -> str | None:
         if mode not in PERMISSION_MODES:
             raise ValueError(f"unknown approval mode {mode!r}")
-        self.agent.permissions.mode = mode
+        return self.agent.permissions.set_mode(mode)
 
     def set_degenerate_mode(self, mode: str) -> None:
         if mode not in DEGENERATE_MODES:

@@ -32,7 +32,7 @@ class AgentPort(Protocol):
 
     @property
     def approval_mode(self) -> str:
-        """``ask``, ``auto-edit`` or ``full-auto``."""
+        """The permission mode: ``sandbox``, ``ask``, ``auto-edit``, ``full-auto``, ``plan``."""
 
     @property
     def thinking_history(self) -> bool:
@@ -52,7 +52,8 @@ class AgentPort(Protocol):
 
     def set_thinking_token_budget(self, budget: int) -> None: ...
 
-    def set_approval_mode(self, mode: str) -> None: ...
+    def set_approval_mode(self, mode: str) -> str | None:
+        """Switch mode; returns why another one is used instead (no sandbox here)."""
 
     def set_thinking_history(self, on: bool) -> None: ...
 

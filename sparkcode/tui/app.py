@@ -16,6 +16,7 @@ from textual.screen import Screen
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.agent.instructions import Instructions
+from sparkcode.config import PERMISSION_MODES
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
@@ -235,7 +236,7 @@ class SparkcodeApp(App[None]):
         yield SystemCommand("Stop turn", "Stop the running turn", main.action_stop_turn)
         yield SystemCommand("Toggle thinking", "Collapse or expand thinking blocks",
                             main.action_toggle_thinking)
-        for mode in ("ask", "auto-edit", "full-auto"):
+        for mode in PERMISSION_MODES:
             yield SystemCommand(f"Approval mode: {mode}", f"/approve {mode}",
                                 lambda mode=mode: main.run_command(f"/approve {mode}"))
         for effort in ("low", "high", "max"):

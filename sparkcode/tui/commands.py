@@ -25,11 +25,14 @@ from typing import TYPE_CHECKING
 from sparkcode.agent.agents_md import draft_agents_md
 from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import FILE_NAMES
+from sparkcode.agent.loop import ACT_PROMPT
+from sparkcode.config import PERMISSION_MODES
 
 if TYPE_CHECKING:
+    from .agent_port import AgentPort
     from .screens.main import MainScreen
 
-APPROVAL_MODES: tuple[str, ...] = ("ask", "auto-edit", "full-auto")
+APPROVAL_MODES: tuple[str, ...] = PERMISSION_MODES
 EFFORTS: tuple[str, ...] = ("low", "high", "max")
 DEGENERATE: tuple[str, ...] = ("stop", "warn", "off")
 
@@ -147,11 +150,42 @@ async def _model(screen: MainScreen, arg: str) -> None:
     await screen.say(f"model: {current or 'not known yet'}")
 
 
-@command("approve", "/approve ask|auto-edit|full-auto", "set which tool calls need approval",
-         choices=APPROVAL_MODES)
+@command("approve", "/approve " + "|".join(APPROVAL_MODES),
+         "set which tool calls need approval (docs/agent.md)", choices=APPROVAL_MODES)
 async def _approve(screen: MainScreen, arg: str) -> None:
-    screen.with_agent(lambda agent: agent.set_approval_mode(arg))
-    await screen.say(f"approval mode: {arg}")
+    await _set_mode(screen, arg)
+
+
+async def _set_mode(screen: MainScreen, mode: str) -> None:
+    notes: list[str] = []
+
+    def apply(agent: AgentPort) -> None:
+        note = agent.set_approval_mode(mode)
+        if note:
+            notes.append(note)
+
+    screen.with_agent(apply)
+    shown = screen.agent.approval_mode if screen.agent is not None else mode
+    await screen.say(f"approval mode: {shown}" + (f" ({notes[0]})" if notes else ""))
+
+
+@command("plan", "/plan", "plan mode: only read-only tools run; the model answers with a "
+         "plan and a todo list (/act carries it out)")
+async def _plan(screen: MainScreen, arg: str) -> None:
+    current = screen.agent.approval_mode if screen.agent is not None else None
+    if current != "plan":
+        screen.mode_before_plan = current
+    await _set_mode(screen, "plan")
+
+
+@command("act", "/act", "approve the plan: leave plan mode and let the model carry it out",
+         idle_only=True)
+async def _act(screen: MainScreen, arg: str) -> None:
+    if screen.agent is None or screen.agent.approval_mode != "plan":
+        raise CommandError("not in plan mode (/plan enters it)")
+    await _set_mode(screen, screen.mode_before_plan or "sandbox")
+    screen.mode_before_plan = None
+    screen.send(ACT_PROMPT)
 
 
 @command("degenerate", "/degenerate stop|warn|off",

@@ -157,8 +157,9 @@ class ScriptedAgent:
     def set_thinking_token_budget(self, budget: int) -> None:
         self.thinking_token_budget = budget
 
-    def set_approval_mode(self, mode: str) -> None:
+    def set_approval_mode(self, mode: str) -> str | None:
         self.approval_mode = mode
+        return None
 
     def set_thinking_history(self, on: bool) -> None:
         self.thinking_history = on

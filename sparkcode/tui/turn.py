@@ -15,6 +15,7 @@ from .widgets.approval import ApprovalCard
 from .widgets.chat import DegenerationWarning
 from .widgets.conversation import Conversation
 from .widgets.status_bar import StatusBar
+from .widgets.todo_panel import TodoPanel
 
 _REASONS = {
     "max_turns": "the turn reached its request limit",
@@ -47,8 +48,10 @@ class TurnRenderer:
 
     def __init__(self, conversation: Conversation, status_bar: StatusBar,
                  approvals: Vertical, stats: StatsTracker,
-                 detector_factory: Callable[[], Detector] | None) -> None:
+                 detector_factory: Callable[[], Detector] | None, *,
+                 todos: TodoPanel | None = None) -> None:
         self.conversation = conversation
+        self.todos = todos
         self.status_bar = status_bar
         self.approvals = approvals
         self.stats = stats
@@ -132,6 +135,9 @@ class TurnRenderer:
                     card.set_result(event.result, ok=event.error is None)
                     if denied:
                         card.state = "denied"
+            case ev.TodoUpdated(items=items):
+                if self.todos is not None:
+                    self.todos.items = items
             case ev.ContextCompacted():
                 await conv.add_notice(
                     f"context compacted: {event.messages_summarised} older messages "

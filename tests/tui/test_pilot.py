@@ -168,7 +168,8 @@ async def test_help_clear_sessions_and_engine_commands(app_factory: AppFactory) 
         await type_line(pilot, "/help")
         await until(pilot, lambda: bool(app.main.query("Markdown.help")))
         help_text = app.main.query_one("Markdown.help", Markdown).source
-        assert "/approve ask|auto-edit|full-auto" in help_text and "/undo" in help_text
+        assert "/approve sandbox|ask|auto-edit|full-auto|plan" in help_text
+        assert "/undo" in help_text and "/plan" in help_text and "/act" in help_text
         await type_line(pilot, "/engine")
         await until(pilot, lambda: app.main.engine_panel_shown)
         await type_line(pilot, "/engine")

@@ -39,6 +39,7 @@ from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
 from ..widgets.status_bar import StatusBar
+from ..widgets.todo_panel import TodoPanel
 from .sessions import SessionsScreen
 
 STOP_GRACE_S = 1.5
@@ -97,6 +98,8 @@ class MainScreen(Screen[None]):
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
         self._shown_notes: set[str] = set()
+        self.mode_before_plan: str | None = None
+        """The approval mode /plan left, for /act to go back to."""
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -108,6 +111,7 @@ class MainScreen(Screen[None]):
         with Horizontal(id="body"):
             with Vertical(id="chat"):
                 yield Conversation(id="conversation")
+                yield TodoPanel(id="todos")
                 yield Vertical(id="approvals")
                 yield PromptInput(files, id="prompt")
             yield EnginePanel(id="engine-panel")
@@ -136,9 +140,10 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         self.engine_panel.display = self._show_panel
         self.query_one("#approvals").display = False
+        self.query_one("#todos").display = False
         self._renderer = TurnRenderer(
             self.conversation, self.query_one(StatusBar), self.query_one("#approvals", Vertical),
-            self.stats, self._detector_factory,
+            self.stats, self._detector_factory, todos=self.query_one("#todos", TodoPanel),
         )
         self.engine_panel.view = self.engine_view
         self.notice(WELCOME)
@@ -381,6 +386,7 @@ class MainScreen(Screen[None]):
 
     async def new_conversation(self) -> None:
         await self.conversation.clear()
+        self.query_one("#todos", TodoPanel).items = ()
         self.with_agent(lambda agent: agent.reset())
         self.query_one(StatusBar).stats = self.stats.reset_context()
         await self.say("new conversation")

@@ -8,6 +8,7 @@ from .conversation import Conversation
 from .engine_panel import EnginePanel
 from .prompt import PromptInput
 from .status_bar import StatusBar
+from .todo_panel import TodoPanel
 from .tool_card import ToolCard
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "PromptInput",
     "StatusBar",
     "ThinkingBlock",
+    "TodoPanel",
     "ToolCard",
     "UserMessage",
 ]
