@@ -172,9 +172,11 @@ async def _set_mode(screen: MainScreen, mode: str) -> None:
 @command("plan", "/plan", "plan mode: only read-only tools run; the model answers with a "
          "plan and a todo list (/act carries it out)")
 async def _plan(screen: MainScreen, arg: str) -> None:
-    current = screen.agent.approval_mode if screen.agent is not None else None
-    if current != "plan":
-        screen.mode_before_plan = current
+    def remember(agent: AgentPort) -> None:
+        if agent.approval_mode != "plan":
+            screen.mode_before_plan = agent.approval_mode
+
+    screen.with_agent(remember)
     await _set_mode(screen, "plan")
 
 
