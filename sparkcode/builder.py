@@ -37,8 +37,8 @@ from .agent import (
     UndoStore,
 )
 from .agent.instructions import Instructions, load_instructions
-from .agent.sampling import new_session_seed
 from .agent.mcp_tools import McpHub
+from .agent.sampling import new_session_seed
 from .agent.tools import default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection

@@ -152,8 +152,6 @@ def run_cmd(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
         auto=auto, plan=plan, endpoint=endpoint, model=model, api_key_env=api_key_env,
         profile=profile, effort=effort, budget=budget, force_tool=force_tool,
-        auto=auto, plan=plan, endpoint=endpoint, model=model, api_key_env=api_key_env,
-        profile=profile, effort=effort, budget=budget, force_tool=force_tool,
         force_tool_schema=schema, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
         seed=parse_seed(seed), record=not no_record, resume=resume,
         continue_latest=continue_latest, degenerate=degenerate,
