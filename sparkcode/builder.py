@@ -148,6 +148,8 @@ class AgentSession:
         await self.agent.client.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.agent.permissions.sandbox is not None:
+            self.agent.permissions.sandbox.cleanup()  # the session's private /tmp
         if self.recorder is not None:
             self.recorder.close()
 
