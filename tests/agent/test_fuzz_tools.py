@@ -172,3 +172,12 @@ def test_what_the_rule_lets_run_changes_nothing_and_reads_nothing_outside(
     assert after == before, f"{command!r} changed files: {set(after.items()) ^ set(before.items())}"
     assert "SECRET-CONTENT" not in out.text, f"{command!r} read outside the workspace"
     assert "timed out" not in out.text
+
+
+@FUZZ
+@given(command=command_lines, tail=st.sampled_from([
+    " ; touch x", " && rm -rf .", " | sh", " > out", " $(id)", " `id`", " & sleep 1",
+    " | tee x", " | xargs rm"]))
+def test_a_write_appended_to_any_line_asks(command: str, tail: str, tmp_path: Path) -> None:
+    reason = check_read_only(command + tail, tmp_path)
+    assert reason, f"{command + tail!r} was classified read-only"
