@@ -48,13 +48,16 @@ def prompts(n: int) -> list[str]:
     return [PROMPT.format(task=TASKS[i % len(TASKS)]) for i in range(n)]
 
 
-async def _sample(ctx: Context, paths: Paths, index: int, prompt: str) -> dict[str, Any]:
+async def _sample(ctx: Context, paths: Paths, index: int, prompt: str, dropped: set[str]
+                  ) -> dict[str, Any]:
     s = ctx.settings
     target = ctx.target
     recorder, transport = start_recording(
         target.base_url, workspace=Path.cwd(), model=target.model, paths=paths,
         api_key_env=target.api_key_env, origin="bench-loops")
     client = ChatClient(target.base_url, target.model, target.api_key_env, transport=transport)
+    # Fields an earlier sample's server refused are not sent (and refused) again.
+    client.dropped = set(dropped)
     detector = DegenerationDetector()
     fired: Verdict | None = None
     params: dict[str, Any] = {"max_tokens": s["max_tokens"], "temperature": s["temperature"],
@@ -81,6 +84,7 @@ async def _sample(ctx: Context, paths: Paths, index: int, prompt: str) -> dict[s
     except ChatError as exc:
         raise UserError(f"{ctx.label}: loops sample {index}: {exc}") from None
     finally:
+        dropped |= client.dropped
         await client.aclose()
         recorder.close()
     result = stream.result()
@@ -106,10 +110,11 @@ async def run(ctx: Context) -> None:
     items = prompts(int(ctx.settings["n"]))
     keys = [str(i) for i in range(len(items))]
     bar = ctx.bar("loops", keys)
+    dropped: set[str] = set()
     for key, prompt in zip(keys, items, strict=True):
         if ctx.result.done(ctx.label, key):
             continue
-        unit = await _sample(ctx, paths, int(key), prompt)
+        unit = await _sample(ctx, paths, int(key), prompt, dropped)
         ctx.result.put(ctx.label, key, unit)
         bar.advance(f"{ctx.label}: loops {key} "
                     + (f"degenerate ({unit['pattern']})" if unit["degenerate"] else "clean"))
