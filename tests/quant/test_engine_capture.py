@@ -6,6 +6,7 @@ The same hooks inside a real vLLM engine are exercised by tests/quant/test_calib
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,13 @@ def test_capture_profile_serves_the_round_eager_with_the_feature(tmp_path: Path)
     prof = capture_profile(base, model, tmp_path / "cap", 4096, 2048)
     assert prof.enforce_eager and prof.speculative is None and prof.enable_prefix_caching is False
     assert prof.model_path == str(model) and prof.quantization == "sparkcode_w2"
-    assert prof.plugin_features == ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture")
+    assert "w2_quant" in base.plugin_features  # kept; the capture feature comes last
+    assert prof.plugin_features == (*base.plugin_features, "calib_capture")
     assert prof.env["SPARKCODE_CAPTURE_DIR"] == str(tmp_path / "cap")
     assert prof.env["SPARKCODE_CAPTURE_TOKENS"] == "4096"
     assert prof.max_model_len == 2048 + 16
+    dense = capture_profile(replace(base, plugin_features=("scheduler_fix",)), tmp_path,
+                            tmp_path / "cap", 64, 256, capture_all=True)
+    assert dense.quantization is None  # tmp_path/config.json: not a sparkcode checkpoint
+    assert dense.plugin_features == ("scheduler_fix", "calib_capture")
+    assert dense.env["SPARKCODE_CAPTURE_ALL"] == "1"
