@@ -32,8 +32,14 @@ async def show_transcript(conversation: Conversation,
                     _arguments(function.get("arguments")))
                 result = results.get(call.get("id"))
                 if result is not None:
-                    card.set_result(result, ok=not result.startswith(("error:", "refused:")))
+                    card.set_result(result, ok=not result.startswith(_FAILED))
+                    if result.startswith(("the user declined", "refused:")):
+                        card.state = "denied"
     await conversation.end_segment()
+
+
+_FAILED = ("error:", "refused:", "the user declined", "not run:", "stopped:")
+"""How the agent's own results for calls that did not run begin."""
 
 
 def _arguments(raw: object) -> dict[str, Any] | str:

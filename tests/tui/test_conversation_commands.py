@@ -132,7 +132,7 @@ async def test_opening_with_a_resumed_conversation(tmp_path: Path, paths: Paths)
                                        for t in texts(app, Notice)))
         assert [w.text for w in app.main.query(UserMessage)] == ["write notes", "and then?"]
         assert [w.text for w in app.main.query(AssistantMessage)] == ["ok", "second"]
-        assert [c.tool for c in app.main.query(ToolCard)] == ["write_file"]
+        assert [(c.tool, c.state) for c in app.main.query(ToolCard)] == [("write_file", "done")]
         await type_line(pilot, "go on")
         await until(pilot, lambda: agent.turns_run == 1)
         assert requests[0].resume is rebuilt and requests[0].workspace == ws
