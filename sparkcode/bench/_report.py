@@ -97,6 +97,7 @@ def _throughput(col: Column) -> dict[str, Any]:
                 "ttft_s": spread([u["ttft_s"] for u in runs]),
                 "cached_tokens": [u["cached_tokens"] for u in runs]}
     out["usage_consistent"] = consistent
+    out["host_load_1m"] = spread([u.get("host_load_1m") for u in units.values()])
     out["idle_checks"] = dict(Counter(u["idle_check"] for u in units.values()))
     return out
 
@@ -195,6 +196,8 @@ def table(cols: list[Column]) -> str:
             rows.append([f"TTFT s, {length} tokens cold",
                          *[_mmm(s["prefill"].get(str(length), {}).get("ttft_s"), ".3f")
                            for s in sums]])
+        rows.append(["host load average (1 min) at the runs",
+                     *[_mmm(s["host_load_1m"], ".1f") for s in sums]])
         rows.append(["token counts = final usage",
                      *["yes" if s["usage_consistent"] else "NO" for s in sums]])
         notes.append("median (min–max) over "

@@ -13,6 +13,7 @@ run alone.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -128,6 +129,7 @@ async def _decode(ctx: Context, server: Server, client: ChatClient, tee: _Tee, k
         "tokens_in_first_frame": stats.tokens_at_first, "frames": stats.frames,
         "ttft_s": stats.ttft_s, "decode_span_s": span, "decode_tok_s": stats.decode_tok_s,
         "finish_reason": final.finish_reason, "idle_check": idle, "spec": _spec(before, after),
+        "host_load_1m": _load(),
         "dropped_fields": sorted(client.dropped),
     }
 
@@ -146,7 +148,14 @@ async def _prefill(ctx: Context, server: Server, prompt: str, tokens: int) -> di
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     ttft = timed.ttft_s
     return {"prompt_tokens": prompt_tokens, "cached_tokens": cached, "ttft_s": ttft,
-            "prefill_tok_s": prompt_tokens / ttft if ttft else None, "idle_check": idle}
+            "prefill_tok_s": prompt_tokens / ttft if ttft else None, "idle_check": idle,
+            "host_load_1m": _load()}
+
+
+def _load() -> float:
+    """This machine's 1-minute load average: the idle check sees the engine's own
+    requests, not other processes competing for the cores a local engine runs on."""
+    return round(os.getloadavg()[0], 2)
 
 
 async def run(ctx: Context) -> None:
