@@ -143,14 +143,14 @@ async def test_run_resume_in_a_git_repo_hits_the_prefix_cache(
     repo = make_repo(tmp_path / "repo")
     code, events, err = await run(RunOptions(
         prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=engine.base_url,
-        max_turns=3, temperature=0.0))
+        max_turns=3, temperature=0.0, budget=-1))
     assert code == EXIT_OK, (err, events)
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     [(first_id, first)] = recorded(paths).items()
 
     code, events, err = await run(RunOptions(
         prompt="Thanks.", workspace=repo, as_json=True, endpoint=engine.base_url,
-        resume=first_id, max_turns=1, max_tokens=8, temperature=0.0))
+        resume=first_id, max_turns=1, max_tokens=8, temperature=0.0, budget=-1))
     assert code != EXIT_ERROR, (err, events)
     assert f"resuming session {first_id} after turn 1" in err
     [(second_id, second)] = [(k, v) for k, v in recorded(paths).items() if k != first_id]
@@ -173,6 +173,8 @@ async def start(engine: RunningEngine, workspace: Path, paths: Paths,
                 **options: Any) -> AgentSession:
     target = resolve_target(workspace, paths, endpoint=engine.base_url)
     options.setdefault("permission_mode", "full-auto")
+    # No reasoning parser on this engine: a thinking budget would be refused (and resent).
+    options.setdefault("thinking_token_budget", -1)
     return await build_session(target, SessionOptions(origin="run", **options), paths)
 
 
