@@ -3,16 +3,11 @@
 The methods are driven directly on small layers, loading weights the way vLLM's loaders do
 (a decoded tensor carrying its packed form, shard by shard), and compared with the plain BF16
 computation; the forward runs under :func:`tests.support.no_host_sync.no_host_sync`. The
-engine test serves a tiny Qwen3-MoE checkpoint twice through ``sparkcode``'s supervisor, with
-its BF16 layers packed and decoded, and compares the two.
+served engine is ``tests/engine/test_p12_pool_serving.py``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import httpx
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,63 +130,3 @@ def test_embedding_lookups_gather_decode_exactly_and_a_tied_head_reuses_the_code
         logits = method.apply(head, x)
     torch.testing.assert_close(logits.float(), x.float() @ w.float().T, rtol=2e-2, atol=2e-2)
 
-
-def _serve(tmp_path: Path, model_path: Path, features: list[str], env: str,
-           ids: list[int]) -> tuple[torch.Tensor, dict[str, Any], str]:
-    """Boot the checkpoint with ``features``: prompt log-probabilities of ``ids``, a greedy
-    continuation of 6 tokens (decode steps), and the engine log."""
-    from tests.support.engine import run_engine
-    from tests.support.tiny_models import write_profile
-
-    name = "tiny-" + "-".join(f.replace("_", "") for f in features)
-    home = tmp_path / name
-    listed = ", ".join(f'"{f}"' for f in features)
-    write_profile(home / "config", name, model_path, 8400,
-                  extra=f"[plugin]\nenabled = true\nfeatures = [{listed}]\n[env]\n{env}")
-    with run_engine(home, name) as eng:
-        r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": ids, "max_tokens": 1, "temperature": 0,
-            "prompt_logprobs": 0})
-        r.raise_for_status()
-        g = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": ids[:12], "max_tokens": 6, "temperature": 0,
-            "logprobs": 0, "ignore_eos": True})
-        g.raise_for_status()
-        log_path = eng.supervisor.log_path()
-        assert log_path is not None
-        log = log_path.read_text(encoding="utf-8", errors="replace")
-    prompt_logprobs = r.json()["choices"][0]["prompt_logprobs"]
-    served = torch.tensor([prompt_logprobs[i][str(ids[i])]["logprob"] for i in range(1, len(ids))])
-    return served, g.json()["choices"][0]["logprobs"], log
-
-
-@pytest.mark.engine
-def test_vllm_serves_p12_layers_packed_with_the_unpacked_outputs(tmp_path: Path) -> None:
-    from tests.support.w2_models import EXPERT, build_w2_qwen3_moe
-
-    model = build_w2_qwen3_moe(tmp_path / "model")
-    ids = [1, *range(40, 80)]
-    # Every BF16 linear and the (tied) embedding of the tiny model served from P12 codes...
-    packed, gen_packed, log = _serve(tmp_path, model.path, ["w2_quant", "p12_packed"],
-                                     'SPARKCODE_P12_MIN_VALUES = "0"\n', ids)
-    # ...and the same checkpoint decoded to BF16 at load.
-    plain, gen_plain, log_plain = _serve(tmp_path, model.path, ["w2_quant"], "", ids)
-    assert "[sparkcode-plugin] p12_packed: applied" in log
-    n_bf16 = sum(t.dtype == torch.bfloat16 and not EXPERT.search(n)
-                 for n, t in model.original.items())
-    assert f"w2_quant: loaded ({n_bf16} P12 tensors decoded" in log
-    # embed_tokens (with the tied lm_head), qkv_proj and o_proj of both layers; the routers
-    # (GateLinear) and the norms stay decoded.
-    assert "; 5 BF16 layers kept packed: " in log, log[-3000:]
-    assert "kept packed" not in log_plain
-    # The prompt is prefill (a block unpacked, then the same GEMM on bit-identical weights);
-    # the continuation decodes one token per step through the GEMV on the codes (fp32
-    # accumulation, where the plain layer rounds a bf16 GEMM).
-    prefill_diff = float((packed - plain).abs().max())
-    decode_diff = float((torch.tensor(gen_packed["token_logprobs"])
-                         - torch.tensor(gen_plain["token_logprobs"])).abs().max())
-    print(f"packed vs unpacked serving: prefill {prefill_diff:.4f} nat, decode "
-          f"{decode_diff:.4f} nat; tokens {gen_packed['tokens']}")
-    assert prefill_diff < 2e-2
-    assert gen_packed["tokens"] == gen_plain["tokens"]
-    assert decode_diff < 5e-2

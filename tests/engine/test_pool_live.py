@@ -3,22 +3,14 @@
 Unit tests build a ``sparkcode_w2`` MoE layer with one pool slot and FP4 candidates on the host,
 route traffic through the real method, and check that a swap leaves the layer computing
 exactly what a layer with that expert pooled from the start computes, in the same memory.
-The engine test serves a tiny Qwen3-MoE whose offline pool is the expert a prompt uses least,
-and watches ``sparkcode engine status`` report the live swap.
+The served engine is ``tests/engine/test_p12_pool_serving.py``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import httpx
 import pytest
 import torch
 
@@ -149,61 +141,3 @@ def test_the_step_hook_runs_before_each_worker_step_and_is_installed_once(
     assert Worker.execute_model(object(), "scheduled") == "scheduled"
     assert calls == ["reselect", "step"]
 
-
-def _layer0_routing(bf16_dir: Path, ids: list[int]) -> torch.Tensor:
-    """Pairs routed to each expert of layer 0 for ``ids`` (transformers, fp32)."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(bf16_dir, dtype=torch.float32).eval()
-    with torch.no_grad():
-        logits = model(torch.tensor([ids]), output_router_logits=True).router_logits[0]
-    top = logits.reshape(-1, logits.shape[-1]).topk(model.config.num_experts_per_tok).indices
-    return torch.bincount(top.reshape(-1), minlength=model.config.num_experts)
-
-
-@pytest.mark.engine
-def test_a_skewed_prompt_swaps_an_expert_into_the_live_pool(tmp_path: Path) -> None:
-    from tests.support.engine import run_engine
-    from tests.support.tiny_models import write_profile
-    from tests.support.w2_models import build_w2_qwen3_moe
-
-    ids = [1, *([57] * 30), *range(60, 70)]  # one token repeated: a skewed routing
-    probe = build_w2_qwen3_moe(tmp_path / "probe")
-    counts = _layer0_routing(probe.path.parent / "bf16", ids)
-    cold, hot = int(counts.argmin()), int(counts.argmax())
-    assert counts[hot] > 2 * counts[cold], counts
-    # Layer 0's offline pool is the expert this prompt uses least; the others are candidates.
-    others = tuple((0, e) for e in range(4) if e != cold)
-    model = build_w2_qwen3_moe(tmp_path / "model", pool=((0, cold),), candidates=others)
-    cfg = json.loads((model.path / "config.json").read_text())["quantization_config"]
-    assert cfg["fp4_pool"]["candidates"] == [list(p) for p in others]
-    home = tmp_path / "home"
-    write_profile(home / "config", "tiny-live", model.path, 8400,
-                  extra='[plugin]\nenabled = true\nfeatures = ["w2_quant", "fp4_pool"]\n'
-                        '[env]\nSPARKCODE_FP4_RESELECT_INTERVAL_S = "0"\n')
-    with run_engine(home, "tiny-live") as eng:
-        for _ in range(2):  # the counts of the first step are read before the second
-            r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-                "model": eng.model, "prompt": ids, "max_tokens": 4, "temperature": 0})
-            r.raise_for_status()
-        deadline = time.monotonic() + 20
-        while True:  # what `sparkcode engine status` shows
-            shown = subprocess.run(
-                [sys.executable, "-m", "sparkcode", "engine", "status", "--json"],
-                env={**os.environ, "SPARKCODE_HOME": str(home)}, capture_output=True,
-                text=True, timeout=60)
-            plugin = json.loads(shown.stdout)["plugin"]
-            live = [p for p in plugin if p.startswith("fp4_reselect: live")]
-            if live or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        log_path = eng.supervisor.log_path()
-        assert log_path is not None
-        log = log_path.read_text(encoding="utf-8", errors="replace")
-    assert live, plugin
-    swaps = int(live[0].split("(")[1].split(" swaps")[0])
-    assert swaps >= 1 and "3 candidates" in live[0], live
-    # The pool had one slot, holding the cold expert: the first swap evicted it.
-    first = next(line for line in log.splitlines() if "fp4_reselect: live (1 swaps" in line)
-    assert "layer 0 expert" in first and f"expert {cold} out" in first, (first, hot)
-    assert "fp4_reselect: failed" not in log
