@@ -27,7 +27,7 @@ MAX_GAP_S = 3.0
 PLAYED_EVENTS: frozenset[str] = frozenset({
     "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
     "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
-    "MetricsUpdate",
+    "MetricsUpdate", "TodoUpdated",
 })
 
 
@@ -78,6 +78,8 @@ def event_from_record(record: SessionEvent) -> ev.Event | None:
     for f in dataclasses.fields(cls):
         if f.name in record.data:
             value = record.data[f.name]
+            if cls is ev.TodoUpdated and f.name == "items" and isinstance(value, list):
+                value = [ev.TodoItem(**item) for item in value if isinstance(item, dict)]
             kwargs[f.name] = tuple(value) if isinstance(value, list) else value
     try:
         event = cls(**kwargs)

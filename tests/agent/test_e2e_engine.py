@@ -213,6 +213,32 @@ def test_undo_restores_the_workspace_after_the_run(task_run: TaskRun) -> None:
         store.undo()
 
 
+async def test_the_default_sandbox_mode_and_plan_mode_on_the_real_engine(
+        base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no one to approve anything
+    repo = make_repo(tmp_path / "sandboxed")
+    code, events, err = await run(RunOptions(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, profile="tiny-agent", max_turns=3,
+        temperature=0.0, record=False))
+    # Without --auto the default mode (sandbox: bwrap is installed) runs the edit.
+    assert code == EXIT_OK, (err, events)
+    resolved = of(events, "ApprovalResolved")
+    assert [(r["tool"], r["approved"], r["by"], r["reason"]) for r in resolved] == \
+        [("write_file", True, "mode", "sandbox")]
+    assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
+    planned = make_repo(tmp_path / "planned")
+    code, events, err = await run(RunOptions(
+        prompt=TASK_PROMPT, workspace=planned, as_json=True, plan=True, profile="tiny-agent",
+        max_turns=3, temperature=0.0, record=False))
+    # Whatever the model tries in plan mode, nothing in the workspace changes.
+    assert not (planned / NOTE_PATH).exists()
+    for f in of(events, "ToolCallFinished"):
+        if f["name"] == "write_file":
+            assert f["error"] is not None and "plan mode" in f["error"]
+
+
 async def test_a_forced_strict_call_leaves_a_conforming_model_alone(base_url: str,
                                                                     tmp_path: Path) -> None:
     """``--force-tool`` names write_file and marks it strict: vLLM's grammar for

@@ -137,3 +137,14 @@ async def test_run_plan_prints_todo_events_and_changes_nothing(workspace: Path) 
                       "items": [{"id": 1, "text": "write x.txt", "status": "pending"}]}]
     assert not (workspace / "x.txt").exists()
     assert events[-1]["content"] == "The plan: write x.txt"
+
+
+def test_a_recorded_todo_list_plays_back() -> None:
+    from sparkcode.replay._play import event_from_record
+    from sparkcode.sessions import SessionEvent
+
+    recorded = event_to_json(TodoUpdated(items=(TodoItem(id=1, text="a", status="done"),)))
+    recorded.pop("type")
+    event = event_from_record(SessionEvent(t_ns=1, type="TodoUpdated", data=recorded))
+    assert isinstance(event, TodoUpdated)
+    assert event.items == (TodoItem(id=1, text="a", status="done"),)

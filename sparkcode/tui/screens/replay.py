@@ -26,6 +26,7 @@ from ..styles import APP_CSS
 from ..turn import TurnRenderer, default_detector_factory
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
+from ..widgets.todo_panel import TodoPanel
 
 
 class ReplayScreen(Screen[None]):
@@ -52,15 +53,18 @@ class ReplayScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="replay-title")
         yield Conversation(id="conversation")
+        yield TodoPanel(id="todos")
         yield Vertical(id="approvals")
         yield StatusBar(id="status-bar")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#approvals").display = False
+        self.query_one("#todos").display = False
         self.renderer = TurnRenderer(
             self.query_one(Conversation), self.query_one(StatusBar),
             self.query_one("#approvals", Vertical), StatsTracker(), default_detector_factory(),
+            todos=self.query_one("#todos", TodoPanel),
         )
         self._update_title()
         self.play()
