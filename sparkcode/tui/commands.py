@@ -166,6 +166,7 @@ async def _set_mode(screen: MainScreen, mode: str) -> None:
 
     screen.with_agent(apply)
     shown = screen.agent.approval_mode if screen.agent is not None else mode
+    screen.prompt.show_mode(shown)
     await screen.say(f"approval mode: {shown}" + (f" ({notes[0]})" if notes else ""))
 
 

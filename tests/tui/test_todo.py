@@ -38,12 +38,14 @@ async def test_plan_shows_the_todo_list_and_act_carries_it_out(app_factory: AppF
         await type_line(pilot, "fix the bug")
         await until(pilot, lambda: agent.turns_run == 1 and not app.main.turn_running)
         assert agent.approval_mode == "plan"
+        assert app.main.prompt.placeholder.startswith("Plan mode")
         assert panel.display
         assert str(panel.render()) == "todo 0/2\n ○ 1. read the code\n ○ 2. fix it"
         await type_line(pilot, "/act")
         await until(pilot, lambda: agent.turns_run == 2 and not app.main.turn_running)
         assert agent.prompts[-1] == ACT_PROMPT
         assert agent.approval_mode == "ask"  # the mode /plan left
+        assert app.main.prompt.placeholder.startswith("Ask, or /help")
         assert str(panel.render()) == "todo 1/2\n ● 1. read the code\n ◐ 2. fix it"
         notices = " ".join(texts(app, Notice))
         assert "approval mode: plan" in notices and "approval mode: ask" in notices

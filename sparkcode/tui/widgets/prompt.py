@@ -22,9 +22,12 @@ class PromptInput(Input):
         Binding("tab", "complete", "Complete", show=False),
     ]
 
+    PLACEHOLDER = "Ask, or /help for commands, @ to mention a file"
+    PLAN_PLACEHOLDER = "Plan mode: only read-only tools run. Describe the change; /act approves"
+
     def __init__(self, files: WorkspaceFiles, *, id: str | None = None) -> None:
         super().__init__(
-            placeholder="Ask, or /help for commands, @ to mention a file",
+            placeholder=self.PLACEHOLDER,
             suggester=PromptSuggester(files), id=id,
         )
         self.files = files
@@ -33,6 +36,10 @@ class PromptInput(Input):
         """Earlier prompts, oldest first."""
         self._position: int | None = None
         self._draft = ""
+
+    def show_mode(self, mode: str) -> None:
+        """Say in the empty prompt when plan mode is on."""
+        self.placeholder = self.PLAN_PLACEHOLDER if mode == "plan" else self.PLACEHOLDER
 
     def set_files(self, files: WorkspaceFiles) -> None:
         """Complete from another workspace (a resumed session of another directory)."""
