@@ -177,7 +177,7 @@ def test_humaneval_runs_against_the_engine(tmp_path: Path,
     data = bench("humaneval", "--endpoint", homes[2], "--limit", "2", "--max-tokens", "64",
                  "-o", str(out))
     units = next(iter(data["units"].values()))
-    assert list(units) == ["HumanEval/0", "HumanEval/1"]
+    assert sorted(units) == ["HumanEval/0", "HumanEval/1"]  # finished in either order
     for unit in units.values():
         assert 0 < unit["completion_tokens"] <= 64
         assert unit["base"]["status"] in ("passed", "failed", "timeout")
