@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.agent.scripted import Reply, reply_frames
+from tests.support.http import running
+from tests.support.http import url as url  # re-exported: the tests import it from here
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -57,15 +58,5 @@ def serve(replies: list[Reply]) -> Iterator[_Server]:
     server = _Server(("127.0.0.1", 0), _Handler)
     server.replies = list(replies)
     server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def url(server: _Server) -> str:
-    host, port = server.server_address[:2]
-    return f"http://{host!s}:{port}/v1"

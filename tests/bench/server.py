@@ -8,12 +8,14 @@ answers without prompt log-probabilities (a server that has none).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.http import running
+from tests.support.http import url as url  # re-exported: the tests import it from here
 
 Answer = Callable[[dict[str, Any]], str]
 
@@ -88,18 +90,8 @@ def serve(answer: Answer, *, delay_s: float = 0.0) -> Iterator[_Server]:
     server.answer = answer
     server.delay_s = delay_s
     server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def url(server: _Server) -> str:
-    host, port = server.server_address[:2]
-    return f"http://{host!s}:{port}/v1"
 
 
 def task_of(body: dict[str, Any], problems: dict[str, dict[str, Any]]) -> dict[str, Any]:
