@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.agent.scripted import Reply, reply_frames
-from tests.support.http import running
-from tests.support.http import url as url  # re-exported: the tests import it from here
+from tests.support.loopback import running
+from tests.support.loopback import url as url  # re-exported: the tests import it from here
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.support.http import running
-from tests.support.http import url as url  # re-exported: the tests import it from here
+from tests.support.loopback import running
+from tests.support.loopback import url as url  # re-exported: the tests import it from here
 
 Answer = Callable[[dict[str, Any]], str]
 
