@@ -2,13 +2,15 @@
 
 Chat answers come from ``answer(body) -> text``, streamed as vLLM does (usage
 on every frame, a usage-only final frame, ``[DONE]``). ``/v1/completions``
-answers without prompt log-probabilities (a server that has none).
+answers without prompt log-probabilities (a server that has none). With
+``hold_after=N`` chat requests after the N-th wait until ``release()``, so a
+test can interrupt a run at a known point however loaded the machine is.
 """
 
 from __future__ import annotations
 
 import json
-import time
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,9 +24,15 @@ Answer = Callable[[dict[str, Any]], str]
 
 class _Server(ThreadingHTTPServer):
     answer: Answer
-    delay_s: float
+    chats: int
+    lock: threading.Lock
     requests: list[dict[str, Any]]
+    hold_after: int | None
+    released: threading.Event
     daemon_threads = True
+
+    def release(self) -> None:
+        self.released.set()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -55,25 +63,35 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.endswith("/chat/completions"):
             self._json(404, {"error": {"message": "not found"}})
             return
-        time.sleep(self.server.delay_s)
+        with self.server.lock:
+            self.server.chats += 1
+            nth = self.server.chats
+        if self.server.hold_after is not None and nth > self.server.hold_after:
+            self.server.released.wait()
         text = self.server.answer(body)
         pieces = [text[i:i + 40] for i in range(0, len(text), 40)] or [""]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for n, piece in enumerate(pieces, start=1):
-            last = n == len(pieces)
-            frame = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
-                     "choices": [{"index": 0, "delta": {"content": piece},
-                                  "finish_reason": "stop" if last else None}],
-                     "usage": {"prompt_tokens": 50, "completion_tokens": n,
-                               "total_tokens": 50 + n}}
-            self.wfile.write(b"data: " + json.dumps(frame).encode() + b"\n\n")
-        final = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
-                 "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": len(pieces),
-                                          "total_tokens": 50 + len(pieces)}}
-        self.wfile.write(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
-        self.wfile.flush()
+        try:
+            for n, piece in enumerate(pieces, start=1):
+                self._frame(piece, n, n == len(pieces))
+            final = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
+                     "choices": [], "usage": {"prompt_tokens": 50,
+                                              "completion_tokens": len(pieces),
+                                              "total_tokens": 50 + len(pieces)}}
+            self.wfile.write(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a held request whose client was interrupted meanwhile
+
+    def _frame(self, piece: str, n: int, last: bool) -> None:
+        frame = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
+                 "choices": [{"index": 0, "delta": {"content": piece},
+                              "finish_reason": "stop" if last else None}],
+                 "usage": {"prompt_tokens": 50, "completion_tokens": n,
+                           "total_tokens": 50 + n}}
+        self.wfile.write(b"data: " + json.dumps(frame).encode() + b"\n\n")
 
     def _json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -85,13 +103,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve(answer: Answer, *, delay_s: float = 0.0) -> Iterator[_Server]:
+def serve(answer: Answer, *, hold_after: int | None = None) -> Iterator[_Server]:
     server = _Server(("127.0.0.1", 0), _Handler)
     server.answer = answer
-    server.delay_s = delay_s
+    server.chats = 0
+    server.lock = threading.Lock()
     server.requests = []
-    with running(server):
-        yield server
+    server.hold_after = hold_after
+    server.released = threading.Event()
+    try:
+        with running(server):
+            yield server
+    finally:
+        server.release()  # no handler thread is left waiting
 
 
 def task_of(body: dict[str, Any], problems: dict[str, dict[str, Any]]) -> dict[str, Any]:

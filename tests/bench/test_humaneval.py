@@ -126,7 +126,7 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
 def test_ctrl_c_keeps_what_finished_and_resume_finishes_it(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with serve(canonical, delay_s=0.2) as server:
+    with serve(canonical, hold_after=3) as server:
         proc = subprocess.Popen(
             [sys.executable, "-m", "sparkcode", "bench", "humaneval", "--endpoint", url(server),
              "--limit", "20", "-o", str(out)], env=env, cwd=tmp_path,
@@ -140,7 +140,7 @@ def test_ctrl_c_keeps_what_finished_and_resume_finishes_it(tmp_path: Path) -> No
                 continue
             if sum(len(u) for u in units.values()) >= 3:
                 break
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # the 4th and later answers are held until now
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert f"--resume {out}" in err
@@ -148,6 +148,7 @@ def test_ctrl_c_keeps_what_finished_and_resume_finishes_it(tmp_path: Path) -> No
         done = sum(len(u) for u in kept["units"].values())
         assert 3 <= done < 20 and not kept["complete"]
         sent_before = len(server.requests)
+        server.release()
         result = CliRunner().invoke(app, ["bench", "humaneval", "--resume", str(out)])
         assert result.exit_code == 0, result.output
         # Only the unfinished problems were asked again.
