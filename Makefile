@@ -12,6 +12,8 @@ setup:
 run: setup
 	$(BIN)/sparkcode
 
+PYTEST_ARGS ?= --durations=25
+
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
