@@ -144,9 +144,16 @@ async def suite(base_url: str, args: Any, root: Path) -> dict[str, dict[str, Tal
             tally = table.setdefault(mode, {}).setdefault(task.name, Tally())
             for n in range(args.tries):
                 ws = make_repo(root / f"{mode}-{task.name}-{n}", task.files)
+                before = (tally.calls, tally.well_formed, tally.degenerate, tally.tokens,
+                          tally.seconds)
                 ok = await one_try(task, ws, base_url, mode == "structured", args, tally)
+                # Every try on its own line: a run cut short still leaves its figures.
                 print(f"  {mode:<10} {task.name:<7} try {n + 1}: "
-                      f"{'completed' if ok else 'failed'}", flush=True)
+                      f"{'completed' if ok else 'failed'}, "
+                      f"{tally.well_formed - before[1]}/{tally.calls - before[0]} well-formed "
+                      f"calls, {tally.degenerate - before[2]} degenerate, "
+                      f"{tally.tokens - before[3]} tokens, {tally.seconds - before[4]:.0f} s, "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
     return table
 
 
@@ -177,6 +184,9 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["plain", "structured"])
     parser.add_argument("--endpoint", help="an engine already running (skips the boot)")
     args = parser.parse_args()
+    print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"{os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         os.environ["SPARKCODE_HOME"] = str(root / "home")
@@ -200,6 +210,8 @@ def main() -> None:
     print(f"\n{args.profile}, {args.tries} tries per task, max {args.max_turns} requests "
           f"of at most {args.max_tokens} tokens, sparkcode run --auto:")
     report(table)
+    print(f"finished {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
