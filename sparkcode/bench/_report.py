@@ -112,19 +112,32 @@ def _loops(col: Column) -> dict[str, Any]:
             "decode_tok_s": spread([u["decode_tok_s"] for u in units.values()])}
 
 
-def _kld(col: Column) -> dict[str, Any]:
-    units = col.units
-    mine = [u for k, u in units.items() if k.startswith("a:")]
+def _kld_of(units: dict[str, Any], text: str = "") -> dict[str, Any]:
+    """Perplexity, coverage and both comparisons over the units of one text set
+    (``text`` empty: all of them)."""
+    tag = f"{text}:" if text else ""
+    mine = [u for k, u in units.items() if k.startswith("a:" + tag)]
     n = sum(u["n"] for u in mine)
-    reference = col.data["targets"][0]["label"]
-    out: dict[str, Any] = {
-        "reference": reference, "positions": n,
+    return {
+        "positions": n,
         "perplexity": math.exp(sum(u["nll_sum"] for u in mine) / n) if n else None,
         "top_k": min((u["top_k"] for u in mine), default=None),
         "topk_coverage": sum(u["coverage_sum"] for u in mine) / n if n else None,
-        "vs_reference": summarize_pairs(units, "cmp"),
-        "noise_floor": summarize_pairs(units, "floor"),
+        "vs_reference": summarize_pairs(units, "cmp" + (":" + text if text else "")),
+        "noise_floor": summarize_pairs(units, "floor" + (":" + text if text else "")),
     }
+
+
+def kld_texts(data: dict[str, Any]) -> list[str]:
+    """The text sets' names as they appear in unit keys (``code``, ``prose``, a file name)."""
+    return [Path(t).name for t in data["settings"]["texts"]]
+
+
+def _kld(col: Column) -> dict[str, Any]:
+    out = {"reference": col.data["targets"][0]["label"], **_kld_of(col.units)}
+    texts = kld_texts(col.data)
+    if len(texts) > 1:
+        out["by_text"] = {t: _kld_of(col.units, t) for t in texts}
     return out
 
 
@@ -238,6 +251,14 @@ def table(cols: list[Column]) -> str:
                          *[_f(s[key]["top1_agreement"] * 100, ".2f", "%") if s[key] else "–"
                            for s in sums]])
         rows.append(["positions", *[str(s["positions"]) for s in sums]])
+        for text in kld_texts(cols[0].data) if len(kld_texts(cols[0].data)) > 1 else []:
+            parts = [(s.get("by_text") or {}).get(text) or {} for s in sums]
+            rows.append([f"perplexity, {text}", *[_f(p.get("perplexity"), ".3f")
+                                                  for p in parts]])
+            rows.append([f"KLD vs reference, {text}",
+                         *[_kld_cell(p.get("vs_reference")) for p in parts]])
+            rows.append([f"KLD noise floor, {text}",
+                         *[_kld_cell(p.get("noise_floor")) for p in parts]])
         notes.append(f"reference: {sums[0]['reference']}; KLD = mean KL(reference ‖ target) "
                      "per token in nats [95% bootstrap CI over chunks], over the union of both "
                      "top-k sets plus a tail bucket (leans low when the top k miss mass: see "

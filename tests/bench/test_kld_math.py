@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from sparkcode.bench._kld import Position, compare, kl_position
+from sparkcode.bench._report import columns, table
 from sparkcode.bench._stats import bootstrap_ratio
 
 
@@ -52,3 +54,30 @@ def test_compare_counts_top1_agreement_and_bootstrap_brackets_the_mean() -> None
     assert math.isclose(out["kl_sum"], 2 * exact(p, q), rel_tol=1e-5)
     ci = bootstrap_ratio([0.1, 0.5, 0.2, 0.9], [10, 10, 10, 10])
     assert ci is not None and ci[0] <= 1.7 / 40 <= ci[1]
+
+
+def test_the_table_splits_kld_and_perplexity_by_text_set() -> None:
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.1, 0.2, 0.7])
+    same, flipped = top(p, 3), top(q, 3)
+
+    def cmp(a: list[Position], b: list[Position]) -> dict[str, Any]:
+        return {**compare(a, b), "top_k": 3}
+
+    def nll(n: int, value: float) -> dict[str, Any]:
+        return {"n": n, "nll_sum": n * value, "top_k": 3, "coverage_sum": float(n)}
+
+    ref_units = {"a:code:0": nll(2, 1.0), "a:prose:0": nll(2, 2.0),
+                 "floor:code:0": cmp([same] * 2, [same] * 2),
+                 "floor:prose:0": cmp([same] * 2, [same] * 2)}
+    units = {"a:code:0": nll(2, 1.0), "a:prose:0": nll(2, 3.0),
+             "cmp:code:0": cmp([same] * 2, [same] * 2),       # code: identical
+             "cmp:prose:0": cmp([same] * 2, [flipped] * 2)}   # prose: far apart
+    data = {"kind": "kld", "settings": {"texts": ["code", "prose"]},
+            "targets": [{"label": "ref"}, {"label": "other"}],
+            "units": {"ref": ref_units, "other": units}}
+    text = table(columns([data]))
+    assert f"| perplexity, prose | {math.exp(2):.3f} | {math.exp(3):.3f} |" in text
+    assert "| KLD vs reference, code | – | 0.0000 |" in text
+    assert f"| KLD vs reference, prose | – | {exact(p, q):.4f} |" in text
+    assert f"| KLD vs reference, nats/token | – | {exact(p, q) / 2:.4f}" in text
+    assert "| KLD noise floor, code | 0.0000 | – |" in text
