@@ -371,19 +371,35 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
         save(fig, "loops.png")
     else:
         fig, ax = plt.subplots(figsize=(6, 3.8))
-        for c in cols:
-            for prefix, tag in (("cmp", ""), ("floor", " (noise floor)")):
-                kl = [x for k, u in c.units.items() if k.startswith(prefix + ":")
-                      for x in u["kl"]]
-                if kl:
-                    ax.hist([max(x, 1e-6) for x in kl], bins=40, histtype="step",
-                            label=c.name + tag, log=True)
-        ax.set_xlabel("per-token KL (nats)")
+        series = [(c.name + tag, [x for k, u in c.units.items() if k.startswith(prefix + ":")
+                                  for x in u["kl"]])
+                  for c in cols for prefix, tag in (("cmp", ""), ("floor", " (noise floor)"))]
+        series = [(name, kl) for name, kl in series if kl]
+        edges = kl_bins([x for _, kl in series for x in kl])
+        for name, kl in series:
+            ax.hist([max(x, KL_FLOOR) for x in kl], bins=edges, histtype="step", label=name,
+                    log=True)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"per-token KL (nats; below {KL_FLOOR:g} drawn at {KL_FLOOR:g})")
         ax.set_ylabel("positions")
         ax.legend(fontsize=7)
         ax.set_title(f"KL against {cols[0].data['targets'][0]['label']}")
         save(fig, "kld.png")
     return written
+
+
+KL_FLOOR = 1e-6
+"""Per-token KL values below this (a deterministic noise floor is exactly 0) are
+drawn at it on the plot's log axis."""
+
+
+def kl_bins(values: list[float], count: int = 40) -> list[float]:
+    """Log-spaced histogram edges shared by every series, from ``KL_FLOOR`` to past the
+    largest value (each series binned alone gave a zero-only floor a bin an order wider
+    than the whole other distribution)."""
+    top = max([KL_FLOOR * 10, *values]) * 1.001
+    ratio = (top / KL_FLOOR) ** (1 / count)
+    return [KL_FLOOR * ratio ** i for i in range(count + 1)]
 
 
 def write_outputs(data: dict[str, Any], out_dir: Path) -> tuple[str, list[Path]]:

@@ -81,3 +81,17 @@ def test_the_table_splits_kld_and_perplexity_by_text_set() -> None:
     assert f"| KLD vs reference, prose | – | {exact(p, q):.4f} |" in text
     assert f"| KLD vs reference, nats/token | – | {exact(p, q) / 2:.4f}" in text
     assert "| KLD noise floor, code | 0.0000 | – |" in text
+
+
+def test_the_kl_histogram_bins_span_zeros_and_the_largest_value() -> None:
+    from sparkcode.bench._report import KL_FLOOR, kl_bins
+
+    edges = kl_bins([0.0, 0.0, 2e-4, 0.003, 0.7])
+    assert edges[0] == KL_FLOOR and edges[-1] > 0.7 and len(edges) == 41
+    assert all(b > a for a, b in zip(edges, edges[1:], strict=False))
+    # Log-spaced: every bin spans the same ratio, so 2e-4 and 0.003 fall in different bins.
+    assert math.isclose(edges[1] / edges[0], edges[-1] / edges[-2])
+    assert sum(1 for a, b in zip(edges, edges[1:], strict=False) if a <= 2e-4 < b) == 1
+    assert not any(a <= 2e-4 < b and a <= 0.003 < b for a, b in zip(edges, edges[1:],
+                                                                    strict=False))
+    assert kl_bins([0.0])[-1] > KL_FLOOR  # a floor of zeros alone still gets a range
