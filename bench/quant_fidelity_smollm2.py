@@ -1,4 +1,4 @@
-"""Which calibration source is best for W2 GPTQ: five methods on SmolLM2-135M-Instruct.
+"""Which calibration source is best for W2 GPTQ: five calibration sources on SmolLM2-135M-Instruct.
 
 MLP projections (gate/up/down) go to W2 (2-bit codes {-4,-1,1,4}, ue5m3 scale per 32
 inputs); everything else stays as is. Two settings: all 30 layers' MLPs (extreme) and the
@@ -6,6 +6,8 @@ MLPs of layers 12-14 only (mild, closer to GLM-5.3-Flash, where only routed expe
 2-bit and a pool keeps the hottest at 4 bits). Methods, side by side in one run:
 
 * ``rtn``: round to nearest (the W2 scale rule, no calibration);
+* ``gptq-plain``: as ``gptq-original`` with the RTN scale rule and no scale refit (the
+  method before the Hessian-weighted scales), for the side-by-side gain;
 * ``gptq-original``: GPTQ from one pass of the original model (MLP and down_proj inputs);
 * ``gptq-sequential``: layer i calibrated on inputs that passed through layers < i already
   quantized, and down_proj on the outputs of its own quantized gate/up (classic GPTQ);
@@ -52,7 +54,7 @@ from engine.quant.gptq import HessianAccumulator, gptq_quantize
 PROJ = ("gate_proj", "up_proj", "down_proj")
 SEQ = 256
 SETTINGS = {"all 30 MLPs": list(range(30)), "layers 12-14": [12, 13, 14]}
-METHODS = ("rtn", "gptq-original", "gptq-sequential", "boot-r1", "boot-r2")
+METHODS = ("rtn", "gptq-plain", "gptq-original", "gptq-sequential", "boot-r1", "boot-r2")
 Weights = dict[str, torch.Tensor]  # "L.proj" -> float32 weight
 Row = tuple[float, float, float, float, float]  # code KLD, top-1, prose KLD, top-1, seconds
 
@@ -206,7 +208,11 @@ def hessians_of_pass(model: Any, ids: torch.Tensor, layers: list[int]
     return accs
 
 
-def gptq(w: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+def gptq(w: torch.Tensor, h: torch.Tensor, plain: bool = False) -> torch.Tensor:
+    """The converter's GPTQ (act-order, damp 0.01, Hessian-weighted scales, one refit round);
+    ``plain``: the RTN scale rule without refit (the method before 2026-12-01's change)."""
+    if plain:
+        return gptq_quantize(w, h, damp=0.01, act_order=True, scales="rtn", refit=0).dequantize()
     return gptq_quantize(w, h, damp=0.01, act_order=True).dequantize()
 
 
@@ -214,11 +220,12 @@ def quantize_rtn(original: Weights) -> Weights:
     return {n: w2.quantize_rtn(w).dequantize(torch.float32) for n, w in original.items()}
 
 
-def quantize_from(original: Weights, accs: dict[str, HessianAccumulator]) -> Weights:
+def quantize_from(original: Weights, accs: dict[str, HessianAccumulator],
+                  plain: bool = False) -> Weights:
     out = {}
     for name, w in original.items():
         i, proj = name.split(".")
-        out[name] = gptq(w, accs[f"{i}.{'d' if proj == 'down_proj' else 'x'}"].hessian)
+        out[name] = gptq(w, accs[f"{i}.{'d' if proj == 'down_proj' else 'x'}"].hessian, plain)
     return out
 
 
@@ -349,8 +356,9 @@ def build(method: str, model: Any, path: Path, original: Weights, made: dict[str
           calib: torch.Tensor, layers: list[int], work: Path) -> Weights:
     if method == "rtn":
         return quantize_rtn(original)
-    if method == "gptq-original":
-        return quantize_from(original, hessians_of_pass(model, calib, layers))
+    if method in ("gptq-original", "gptq-plain"):
+        return quantize_from(original, hessians_of_pass(model, calib, layers),
+                             plain=method == "gptq-plain")
     if method == "gptq-sequential":
         return quantize_sequential(model, original, calib, layers)
     if method == "boot-r1":

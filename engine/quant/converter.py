@@ -26,7 +26,7 @@ from engine.quant.calib import (
     route,
 )
 from engine.quant.checkpoint import SCALE_SUFFIX, CheckpointError, CheckpointReader, classify
-from engine.quant.gptq import gptq_quantize, output_error, relative_frobenius
+from engine.quant.gptq import ScaleRule, gptq_quantize, output_error, relative_frobenius
 
 Method = Literal["gptq", "rtn"]
 GiB = 1 << 30
@@ -42,6 +42,8 @@ class ConvertOptions:
     fp4_candidates_gb: float = 0.0
     damp: float = 0.01
     act_order: bool = True
+    scales: ScaleRule = "weighted"  # GPTQ's group scale rule (engine.quant.w2_scales)
+    refit: int = 1  # GPTQ scale-refit rounds
     blocksize: int = 128
     min_tokens: int = DEFAULT_MIN_TOKENS
     down_fallback: DownFallback = "rtn"
@@ -199,7 +201,8 @@ class TensorConverter:
             stats["tokens"] = calib.token_count(expert)
         if self.options.method == "gptq" and hessian is not None:
             q = gptq_quantize(w, hessian, damp=self.options.damp, act_order=self.options.act_order,
-                              blocksize=self.options.blocksize).to_w2()
+                              blocksize=self.options.blocksize, scales=self.options.scales,
+                              refit=self.options.refit).to_w2()
             stats["method"] = "gptq"
         else:
             q = w2.quantize_rtn(w)

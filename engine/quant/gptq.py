@@ -12,12 +12,17 @@ weighted by the inverse Hessian ``H = 2 X Xᵀ`` of the layer's real inputs:
   small GEMM, after each block the rest of the matrix by one large GEMM. The
   arithmetic is the textbook column loop's; only the order of the additions moves.
 
-Scales: without act-order a group's scale is fixed when the group starts, by the
-W2 round-to-nearest rule (:func:`engine.codecs.w2.rtn_scales`) applied to the
-*error-updated* weights of that group, then rounded to what the file stores.
-With act-order (columns visited by decreasing ``H_ii``) the groups would be
-scattered, so scales are fixed up front from the original weights ("static
-groups"): groups stay 32 contiguous inputs and the on-disk layout is unchanged.
+Scales: without act-order a group's scale is fixed when the group starts, from
+the *error-updated* weights of that group; with act-order (columns visited by
+decreasing ``H_ii``) the groups would be scattered, so scales are fixed up front
+from the original weights ("static groups"): groups stay 32 contiguous inputs
+and the on-disk layout is unchanged. The rule is either the W2 round-to-nearest
+one (``scales="rtn"``, :func:`engine.codecs.w2.rtn_scales`, rounded to ue5m3) or,
+the default, the ue5m3 value minimising the rounding error weighted by GPTQ's
+column costs (``scales="weighted"``). Then ``refit`` rounds (default 1): the
+least-squares scales for the codes found, under the full Hessian, and one more
+GPTQ sweep with those scales fixed; the lowest ``tr(ΔW H ΔWᵀ)`` wins
+(:mod:`engine.quant.w2_scales`).
 
 :func:`gptq_reference` is the plain unblocked loop, kept for tests and for the
 speed benchmark.
@@ -26,14 +31,17 @@ speed benchmark.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from engine.codecs import w2
+from engine.quant.w2_scales import project, refit_scales, weighted_scales
 
 GROUP = w2.GROUP
-_OUTER = (w2.CODEBOOK[2] + w2.CODEBOOK[3]) / 2  # 2.5: threshold between levels 1 and 4
+ScaleRule = Literal["weighted", "rtn"]
 
 
 class GPTQError(RuntimeError):
@@ -93,17 +101,6 @@ def _group_scales(block: torch.Tensor) -> torch.Tensor:
     return w2.round_scales(w2.rtn_scales(block))
 
 
-def _project(x: torch.Tensor) -> torch.Tensor:
-    """Nearest codebook level of ``x`` (already divided by its scale): ±1 or ±4.
-
-    Written with four elementwise ops because it runs once per column. A zero
-    maps to +1; GPTQ's error feedback absorbs the choice, and an all-zero group
-    (scale 0) dequantizes to 0 either way.
-    """
-    mag = torch.where(x.abs() > _OUTER, 4.0, 1.0)
-    return torch.copysign(mag, x)
-
-
 def prepare_hessian(hessian: torch.Tensor, damp: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Dead-column fix and dampening; returns (H, dead mask). Does not modify its input."""
     h = hessian.to(torch.float32).clone()
@@ -145,17 +142,27 @@ def gptq_quantize(
     damp: float = 0.01,
     blocksize: int = 128,
     act_order: bool = False,
+    scales: ScaleRule = "weighted",
+    refit: int = 1,
 ) -> GPTQResult:
     """Quantize ``weight`` ``[out, in]`` to W2 codes minimising ``||(W - Q) X||``.
 
     ``hessian`` is ``[in, in]`` (e.g. from :class:`HessianAccumulator`). Runs on
-    ``weight``'s device. ``blocksize`` must be a multiple of 32.
+    ``weight``'s device. ``blocksize`` must be a multiple of 32. ``scales`` picks the group
+    scale rule (``"weighted"``: :func:`engine.quant.w2_scales.weighted_scales` with GPTQ's
+    column costs; ``"rtn"``: the plain RTN rule). ``refit`` rounds of: least-squares scales for
+    the codes found (:func:`engine.quant.w2_scales.refit_scales`), then GPTQ again with those
+    scales fixed; the result with the lowest ``tr(ΔW H ΔWᵀ)`` is kept.
     """
     if weight.dim() != 2 or weight.shape[1] % GROUP:
         raise ValueError(f"GPTQ needs [out, in] with in a multiple of {GROUP}, "
                          f"got {tuple(weight.shape)}")
     if blocksize % GROUP:
         raise ValueError(f"blocksize {blocksize} is not a multiple of {GROUP}")
+    if scales not in ("weighted", "rtn"):
+        raise ValueError(f"unknown scale rule {scales!r} (known: weighted, rtn)")
+    if refit < 0:
+        raise ValueError(f"refit must be >= 0, got {refit}")
     out_f, in_f = (int(d) for d in weight.shape)
     if tuple(hessian.shape) != (in_f, in_f):
         raise ValueError(f"Hessian shape {tuple(hessian.shape)} does not match in={in_f}")
@@ -165,21 +172,69 @@ def gptq_quantize(
     W[:, dead] = 0.0
 
     perm: torch.Tensor | None = None
-    group_of: list[int] = []
-    scales = torch.zeros(out_f, in_f // GROUP, dtype=torch.float32, device=device)
     if act_order:
-        scales = _group_scales(W)  # static groups: fixed before the order changes
         perm = torch.argsort(torch.diagonal(H), descending=True)
-        W = W[:, perm]
-        H = H[perm][:, perm]
-        group_of = (perm // GROUP).tolist()
-    Hinv, damp_used = inverse_cholesky(H, damp)
+        Hinv, damp_used = inverse_cholesky(H[perm][:, perm], damp)
+    else:
+        Hinv, damp_used = inverse_cholesky(H, damp)
+    # GPTQ's cost of column j's rounding error is (error / U_jj)^2: the scale search's weights.
+    imp = 1.0 / torch.diagonal(Hinv) ** 2
+    if perm is not None:
+        imp = imp[torch.argsort(perm)]
 
+    def rule(block: torch.Tensor, cols: slice) -> torch.Tensor:
+        if scales == "weighted":
+            return weighted_scales(block, imp[cols])
+        return _group_scales(block)
+
+    # Act-order visits a group's columns at scattered times, so its scales are fixed up front
+    # from the original weights ("static groups"); groups stay 32 contiguous inputs.
+    fixed = rule(W, slice(None)) if act_order else None
+    best = _gptq_pass(W, Hinv, perm, fixed, rule, blocksize)
+    if not refit:
+        return GPTQResult(best[0], best[1], best[2], damp_used)
+    best_loss = _loss(W, H, best[0], best[1])
+    for _ in range(refit):
+        s = refit_scales(W, H, best[0])
+        found = min(((best[0], s), _gptq_pass(W, Hinv, perm, s, rule, blocksize)[:2]),
+                    key=lambda cs: _loss(W, H, cs[0], cs[1]))
+        loss = _loss(W, H, found[0], found[1])
+        if loss >= best_loss:
+            break
+        best, best_loss = (found[0], found[1], loss), loss
+    return GPTQResult(best[0], best[1], best_loss, damp_used)
+
+
+def _loss(w: torch.Tensor, h: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> float:
+    """GPTQ's objective ``tr(ΔW H ΔWᵀ) / 2`` (equal to the column loop's summed loss)."""
+    delta = w - w2.dequantize(codes, scales, torch.float32)
+    return float(((delta @ h) * delta).sum()) / 2.0
+
+
+def _gptq_pass(
+    W: torch.Tensor,
+    Hinv: torch.Tensor,
+    perm: torch.Tensor | None,
+    fixed: torch.Tensor | None,
+    rule: Callable[[torch.Tensor, slice], torch.Tensor],
+    blocksize: int,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """One GPTQ sweep over ``W`` (not modified): codes, scales and the summed loss.
+
+    ``Hinv`` is the Cholesky factor in visiting order (``perm``); ``fixed`` scales are used as
+    given, else each group's scale is chosen by ``rule`` when the group starts.
+    """
+    device = W.device
+    out_f, in_f = (int(d) for d in W.shape)
+    group_of: list[int] = (perm // GROUP).tolist() if perm is not None else []
     # Work on transposed copies: input column i of W is the contiguous row Wt[i],
     # so every per-column read and rank-1 update touches contiguous memory.
-    Wt = W.t().contiguous()
+    Wt = (W[:, perm] if perm is not None else W).t().contiguous()
     Qt = torch.empty_like(Wt)
-    St = scales.t().contiguous()  # [groups, out]
+    if fixed is not None:
+        St = fixed.t().contiguous()  # [groups, out]
+    else:
+        St = torch.zeros(in_f // GROUP, out_f, dtype=torch.float32, device=device)
     inv_St = torch.where(St > 0, 1.0 / St, 0.0)  # refreshed per group below
     inv_d = (1.0 / torch.diagonal(Hinv)).tolist()
     loss = 0.0
@@ -189,15 +244,15 @@ def gptq_quantize(
         Err1 = torch.empty(b2 - b1, out_f, dtype=torch.float32, device=device)
         for g1 in range(b1, b2, GROUP):
             g2 = g1 + GROUP
-            if not act_order:
+            if fixed is None:
                 g = g1 // GROUP
-                St[g] = _group_scales(Wt[g1:g2].t()).squeeze(1)
+                St[g] = rule(Wt[g1:g2].t(), slice(g1, g2)).squeeze(1)
                 inv_St[g] = torch.where(St[g] > 0, 1.0 / St[g], 0.0)
             Hg = Hinv[g1:g2, g1:g2]
             for col in range(g1, g2):
                 g = group_of[col] if perm is not None else col // GROUP
                 w = Wt[col]
-                q = _project(w * inv_St[g]) * St[g]
+                q = project(w * inv_St[g]) * St[g]
                 Qt[col] = q
                 err = (w - q) * inv_d[col]
                 Err1[col - b1] = err
@@ -215,8 +270,7 @@ def gptq_quantize(
     if perm is not None:
         Q = Q[:, torch.argsort(perm)]
     scales = St.t().contiguous()
-    codes = w2.quantize_with_scales(Q, scales)
-    return GPTQResult(codes, scales, loss / 2.0, damp_used)
+    return w2.quantize_with_scales(Q, scales), scales, loss / 2.0
 
 
 def gptq_reference(
@@ -241,7 +295,7 @@ def gptq_reference(
             scales[:, i // GROUP] = _group_scales(W[:, i:i + GROUP]).squeeze(1)
         s = scales[:, i // GROUP]
         w = W[:, i]
-        q = _project(w * torch.where(s > 0, 1.0 / s, 0.0)) * s
+        q = project(w * torch.where(s > 0, 1.0 / s, 0.0)) * s
         Q[:, i] = q
         d = Hinv[i, i]
         err = (w - q) / d

@@ -14,6 +14,7 @@ from engine.quant.gptq import (
     gptq_quantize,
     gptq_reference,
     output_error,
+    prepare_hessian,
     relative_frobenius,
 )
 
@@ -54,7 +55,7 @@ def test_hessian_accumulates_in_chunks() -> None:
 @pytest.mark.parametrize("blocksize", [32, 64, 128])
 def test_blocked_matches_textbook_loop(blocksize: int) -> None:
     w, _x, h = _problem(out_f=48, in_f=192)
-    fast = gptq_quantize(w, h, blocksize=blocksize)
+    fast = gptq_quantize(w, h, blocksize=blocksize, scales="rtn", refit=0)
     ref = gptq_reference(w, h)
     assert (fast.codes == ref.codes).float().mean() > 0.999
     assert torch.equal(fast.scales, ref.scales) or \
@@ -88,9 +89,10 @@ def test_result_is_a_valid_w2_tensor() -> None:
 
 def test_act_order_keeps_static_contiguous_groups() -> None:
     w, x, h = _problem()
-    result = gptq_quantize(w, h, act_order=True)
+    plain = gptq_quantize(w, h, act_order=True, scales="rtn", refit=0)
     # Static groups: scales come from the original weights by the RTN rule.
-    assert torch.equal(result.scales, w2.round_scales(w2.rtn_scales(w)))
+    assert torch.equal(plain.scales, w2.round_scales(w2.rtn_scales(w)))
+    result = gptq_quantize(w, h, act_order=True)
     rtn = w2.quantize_rtn(w).dequantize(torch.float32)
     # Inputs of very different importance: visiting the important ones first pays off.
     assert _direct_output_error(w, result.dequantize(), x) < \
@@ -131,3 +133,38 @@ def test_shape_checks() -> None:
         gptq_quantize(torch.randn(4, 64), torch.eye(32))
     with pytest.raises(ValueError, match="blocksize"):
         gptq_quantize(torch.randn(4, 64), torch.eye(64), blocksize=48)
+
+
+def test_loss_is_the_hessian_weighted_error() -> None:
+    """The column loop's summed loss equals tr(ΔW H ΔWᵀ) / 2 for the dampened H, which is
+    what the refit rounds compare."""
+    w, _x, h = _problem(out_f=40, in_f=128)
+    for act_order in (False, True):
+        r = gptq_quantize(w, h, act_order=act_order, scales="rtn", refit=0)
+        hd, _dead = prepare_hessian(h, 0.01)
+        delta = w - r.dequantize()
+        assert r.loss == pytest.approx(float(((delta @ hd) * delta).sum()) / 2, rel=1e-3)
+
+
+@pytest.mark.parametrize("act_order", [False, True])
+def test_weighted_scales_and_refit_lower_the_output_error(act_order: bool) -> None:
+    w, x, h = _problem(out_f=128, in_f=256, n=2048, seed=3)
+    plain = gptq_quantize(w, h, act_order=act_order, scales="rtn", refit=0)
+    weighted = gptq_quantize(w, h, act_order=act_order, refit=0)
+    refit = gptq_quantize(w, h, act_order=act_order)
+    e_plain, e_weighted, e_refit = (_direct_output_error(w, r.dequantize(), x)
+                                    for r in (plain, weighted, refit))
+    assert e_weighted < e_plain, (e_weighted, e_plain)
+    # A refit round is kept only when it lowers the loss, so it can never be worse.
+    assert e_refit <= e_weighted * (1 + 1e-4), (e_refit, e_weighted)
+    assert refit.loss <= weighted.loss * (1 + 1e-4)
+    # Still a valid W2 tensor: stored scales, codes 0..3, decodes to the same matrix.
+    assert torch.equal(w2.round_scales(refit.scales), refit.scales)
+    assert torch.equal(refit.to_w2().dequantize(torch.float32), refit.dequantize())
+
+
+def test_bad_scale_options() -> None:
+    with pytest.raises(ValueError, match="scale rule"):
+        gptq_quantize(torch.randn(4, 64), torch.eye(64), scales="minmax")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="refit"):
+        gptq_quantize(torch.randn(4, 64), torch.eye(64), refit=-1)
