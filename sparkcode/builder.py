@@ -201,6 +201,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         agent.history = [dict(m) for m in resume.history]
         agent.turns = resume.turns
         agent.rewind.marks = [replace(m) for m in resume.marks]
+        agent.todos.items = resume.todos  # the plan carries over with the conversation
         notes += resume.notes
         if resume.system_prompt != prompt:
             notes.append("the system prompt (sparkcode's or the project instructions) changed "

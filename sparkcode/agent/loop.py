@@ -198,7 +198,9 @@ class Agent:
     def clear(self) -> None:
         """Forget the conversation and the todo list (the system prompt stays)."""
         self.history = self.history[:1]
-        self.todos.clear()
+        if self.todos.items:
+            self.todos.clear()
+            self._notify(TodoUpdated(items=()))  # recorded, so a resume has no list either
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.rewind.reset()
         self.turns = 0

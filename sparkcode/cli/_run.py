@@ -195,6 +195,8 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     if rebuilt is not None:
         progress(f"resuming session {rebuilt.session_id} after turn {rebuilt.turns} "
                  f"(new session {session.session_id or 'not recorded'})")
+        if rebuilt.todos:
+            progress(TodoList(items=rebuilt.todos).render())
     for note in session.notes:
         progress(f"note: {note}")
     printer = _Printer(out, err, options.as_json)

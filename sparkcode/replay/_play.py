@@ -78,14 +78,27 @@ def event_from_record(record: SessionEvent) -> ev.Event | None:
     for f in dataclasses.fields(cls):
         if f.name in record.data:
             value = record.data[f.name]
-            if cls is ev.TodoUpdated and f.name == "items" and isinstance(value, list):
-                value = [ev.TodoItem(**item) for item in value if isinstance(item, dict)]
+            if cls is ev.TodoUpdated and f.name == "items":
+                value = todo_items(value)
             kwargs[f.name] = tuple(value) if isinstance(value, list) else value
     try:
         event = cls(**kwargs)
     except TypeError:
         return None
     return event if isinstance(event, ev.Event) else None
+
+
+def todo_items(value: object) -> list[ev.TodoItem]:
+    """A recorded ``TodoUpdated``'s items; entries that are not well-formed are left out."""
+    items = []
+    for item in value if isinstance(value, list) else []:
+        if not isinstance(item, dict):
+            continue
+        item_id, text, status = item.get("id"), item.get("text"), item.get("status", "pending")
+        if isinstance(item_id, int) and not isinstance(item_id, bool) and isinstance(text, str) \
+                and status in ev.TODO_STATUSES:
+            items.append(ev.TodoItem(id=item_id, text=text, status=status))
+    return items
 
 
 def _last_user_text(body: dict[str, Any]) -> str | None:

@@ -8,7 +8,9 @@ agent's own :class:`~sparkcode.agent.client.ChatStream` (content and tool calls)
 and :func:`~sparkcode.agent._calls.check_call`, tool results come from the
 recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
 applied. The first request of the resumed session therefore repeats the
-recorded prefix byte for byte, and the engine's prefix cache hits.
+recorded prefix byte for byte, and the engine's prefix cache hits. The todo
+list is the last recorded ``TodoUpdated`` of the session and its parents, as it
+stood after the turn resumed from.
 
 A last turn that did not finish (the recording stops mid-stream: a crash, a
 kill) is left out, and :attr:`Rebuilt.notes` says so; so are older-format
@@ -26,12 +28,13 @@ from sparkcode.agent._calls import check_call
 from sparkcode.agent._salvage import recover
 from sparkcode.agent.client import ChatClient, ChatError, ChatStream, ToolCall
 from sparkcode.agent.context import SUMMARY_PREFIX
+from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
 from sparkcode.agent.tools import default_tools
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
-from ._play import playback_transport
+from ._play import playback_transport, todo_items
 
 Message = dict[str, Any]
 MAX_PARENTS = 32
@@ -58,6 +61,8 @@ class Rebuilt:
     """What the user should know: a cut tail, an older format, skipped lines."""
     total_turns: int = 0
     """Turns the recording holds (more than :attr:`turns` when forked earlier)."""
+    todos: tuple[TodoItem, ...] = ()
+    """The todo list as the agent held it after :attr:`turns`."""
 
     @property
     def system_prompt(self) -> str:
@@ -99,6 +104,7 @@ async def rebuild_conversation(session: Session, *, turn: int | None = None,
             rebuilt.history = rebuilt.history[:starts[turn]]
         rebuilt.turns = turn
         rebuilt.marks = [m for m in rebuilt.marks if m.turn <= turn]
+        rebuilt.todos = _todos(session, store, 0, turn=turn)
     return rebuilt
 
 
@@ -129,7 +135,8 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
     last = requests[-1]
     history: list[Message] = json.loads(last.body)["messages"]
     finished = _turn_finished_after(session, last)
-    if finished is None and not last.complete:
+    unfinished = finished is None and not last.complete
+    if unfinished:
         # The recording ends inside the last turn: resume from the one before it.
         cut = user_turns(history)
         history = history[:cut[-1]] if cut else history
@@ -142,6 +149,7 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
     rebuilt = Rebuilt(session_id=session.id, workspace=str(session.header.get("workspace", "")),
                       history=history, turns=len(user_turns(history)), notes=notes)
     rebuilt.marks = _marks(session, store, history, depth)
+    rebuilt.todos = _todos(session, store, depth, drop_last_turn=unfinished)
     return rebuilt
 
 
@@ -245,6 +253,40 @@ def _marks(session: Session, store: SessionStore | None, history: list[Message],
                     del snapshots[t]
     return [TurnMark(turn=n, start=i, snapshot=snapshots.get(n))
             for n, i in enumerate(user_turns(history), start=1)]
+
+
+def _todos(session: Session, store: SessionStore | None, depth: int, *,
+           turn: int | None = None, drop_last_turn: bool = False) -> tuple[TodoItem, ...]:
+    """The todo list after ``turn`` (None: at the end of the recording), or before the
+    last turn when that one is left out; a fork starts from its parent's list at its
+    ``parent_turn``. The agent keeps the list across /undo, so an undo does not change it."""
+    state: tuple[TodoItem, ...] = ()
+    parent, parent_turn = session.header.get("parent"), session.header.get("parent_turn")
+    parent_turn = parent_turn if isinstance(parent_turn, int) else None
+    if isinstance(parent, str) and store is not None and depth < MAX_PARENTS:
+        try:
+            parent_session: Session | None = store.load(parent)
+        except UserError:
+            parent_session = None
+        if parent_session is not None:
+            upto = parent_turn if turn is None or parent_turn is None else min(turn, parent_turn)
+            state = _todos(parent_session, store, depth + 1, turn=upto)
+            if turn is not None and parent_turn is not None and turn <= parent_turn:
+                return state
+    before: dict[int, tuple[TodoItem, ...]] = {}
+    last_start: int | None = None
+    for event in session.events:
+        number = event.data.get("turn")
+        if event.type == "TurnStarted" and isinstance(number, int):
+            before[number] = state  # a turn run again after /undo overwrites it
+            last_start = number
+        elif event.type == "TodoUpdated":
+            state = tuple(todo_items(event.data.get("items")))
+    if drop_last_turn and last_start is not None:
+        return before[last_start]
+    if turn is not None and turn + 1 in before:
+        return before[turn + 1]
+    return state
 
 
 def _lineage(session: Session, store: SessionStore | None, depth: int) -> list[Session]:

@@ -1,15 +1,24 @@
-"""The todo panel and /plan -> /act, driven with Pilot over a scripted agent."""
+"""The todo panel, /plan -> /act and a resumed session's list, driven with Pilot."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+from engine.paths import Paths
 from sparkcode.agent import events as ev
 from sparkcode.agent.loop import ACT_PROMPT
+from sparkcode.resume import find_resume
+from sparkcode.sessions import SessionStore
+from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.scripted import ScriptedAgent
-from sparkcode.tui.widgets import Notice, TodoPanel
+from sparkcode.tui.widgets import AssistantMessage, Notice, TodoPanel
 from sparkcode.tui.widgets.todo_panel import render_todos
+from tests.agent.http_server import serve, url
+from tests.agent.scripted import Reply
+from tests.sessions.test_resume_todos import record_plan
 
 from .test_pilot import AppFactory, texts, type_line, until
 
@@ -59,3 +68,29 @@ async def test_plan_shows_the_todo_list_and_act_carries_it_out(app_factory: AppF
 def test_done_items_are_struck_through() -> None:
     text = render_todos((ev.TodoItem(id=1, text="a", status="done"),))
     assert any("strike" in str(span.style) for span in text.spans)
+
+
+async def test_a_resumed_session_shows_its_list_and_the_model_goes_on(
+        tmp_path: Path, paths: Paths) -> None:
+    """The whole path of ``sparkcode --resume ID``: the recorded list is on screen
+    before the first prompt, and the real agent (against a scripted server) updates it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sid = await record_plan(ws, paths)
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=sid)
+    replies = [Reply(tool_calls=[("todo", json.dumps({"action": "update", "id": 2,
+                                                      "status": "done"}))]),
+               Reply(content=["all done"])]
+    with serve(replies) as server:
+        app = build_app(LaunchOptions(workspace=ws, endpoint=url(server), resume=rebuilt),
+                        paths)
+        async with app.run_test(size=(100, 36)) as pilot:
+            panel = app.main.query_one("#todos", TodoPanel)
+            await until(pilot, lambda: bool(panel.display))
+            assert str(panel.render()) == ("todo 1/2\n ● 1. read the code\n"
+                                           " ○ 2. fix the bug")
+            await type_line(pilot, "do step 2")
+            await until(pilot, lambda: [w.text for w in app.main.query(AssistantMessage)][-1:]
+                        == ["all done"], timeout=20)
+            assert str(panel.render()) == ("todo 2/2\n ● 1. read the code\n"
+                                           " ● 2. fix the bug")
