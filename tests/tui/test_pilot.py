@@ -239,6 +239,35 @@ async def test_denying_an_edit(app_factory: AppFactory) -> None:
         assert any("denied tool call" in t for t in texts(app, Notice))
 
 
+async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing(
+        app_factory: AppFactory) -> None:
+    app, agent, _ = app_factory([edit_script("src/main.py", DIFF)])
+    async with app.run_test(size=(100, 40)) as pilot:
+        await type_line(pilot, "change it")
+        await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
+        card = app.main.query_one(ApprovalCard)
+        assert app.focused is card
+        # Letters of the answer keys inside the text (a, n, y) do not answer the card.
+        await pilot.press(*"wait, not any yet")
+        await pilot.pause(0.1)
+        assert not agent.approvals[0].future.done()
+        assert app.main.prompt.value == "wait, not any yet"
+        assert isinstance(app.focused, Input)
+        # Enter keeps the text and hands the focus back to the card, still unanswered.
+        await pilot.press("enter")
+        await until(pilot, lambda: app.focused is card)
+        assert app.main.prompt.value == "wait, not any yet"
+        assert not agent.approvals[0].future.done()
+        assert any("answer the approval first" in str(w.render())
+                   for w in app.main.query(ErrorMessage))
+        # The explicit key still answers.
+        await pilot.press("n")
+        await until(pilot, lambda: not app.main.turn_running)
+        assert not agent.approvals[0].future.result().approved
+        assert agent.edits_applied == []
+        assert app.main.prompt.value == "wait, not any yet"  # nothing typed was lost
+
+
 async def test_escape_stops_a_running_turn(app_factory: AppFactory,
                                            monkeypatch: Any) -> None:
     monkeypatch.setattr("sparkcode.tui.screens.main.STOP_GRACE_S", 0.05)

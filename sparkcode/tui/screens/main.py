@@ -162,6 +162,7 @@ class MainScreen(Screen[None]):
 
     async def _show_resumed(self, rebuilt: Rebuilt) -> None:
         await show_transcript(self.conversation, rebuilt.history[1:])
+        self.query_one("#todos", TodoPanel).items = rebuilt.todos
         await self.say(f"resumed session {rebuilt.session_id} after turn {rebuilt.turns}: your "
                        "next prompt continues it (recorded as a new session naming it)")
         self._notes(rebuilt.notes)
@@ -197,6 +198,17 @@ class MainScreen(Screen[None]):
     def _submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         if not text:
+            return
+        card = self._pending_card()
+        if card is not None and not text.startswith("/"):
+            # The text stays where it is; the card is what waits for an answer.
+            card.focus()
+            self.error("answer the approval first (y approve, a always, n deny); your "
+                       "message stays in the prompt")
+            return
+        if self.turn_running and not text.startswith("/"):
+            self.error("a turn is still running; press escape to stop it first (your "
+                       "message stays in the prompt)")
             return
         self.prompt.remember(text)
         self.prompt.value = ""
@@ -286,6 +298,16 @@ class MainScreen(Screen[None]):
         approvals = self.query_one("#approvals", Vertical)
         approvals.display = len(approvals.query(ApprovalCard)) > 1
         self.prompt.focus()
+
+    @on(ApprovalCard.Typing)
+    def _typed_on_card(self, event: ApprovalCard.Typing) -> None:
+        """Text typed while a card had focus goes to the prompt, not to the card."""
+        self.prompt.focus()
+        self.prompt.insert_text_at_cursor(event.character)
+
+    def _pending_card(self) -> ApprovalCard | None:
+        cards = list(self.query_one("#approvals", Vertical).query(ApprovalCard))
+        return cards[0] if cards else None
 
     @on(DegenerationWarning.StopRequested)
     def _stop_degenerate(self) -> None:

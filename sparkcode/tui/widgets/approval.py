@@ -1,4 +1,10 @@
-"""The approval card: an edit's diff or a shell command, approve or deny."""
+"""The approval card: an edit's diff or a shell command, approve or deny.
+
+Only its own keys answer it (y, a, n, escape, the buttons). Any other printable
+key means the user is typing a message: the card posts :class:`ApprovalCard.Typing`
+and the screen moves the key to the prompt, so the rest of the text cannot
+answer the card by its letters.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -35,6 +41,14 @@ class ApprovalCard(Vertical, can_focus=True):
         Binding("n", "deny", "Deny"),
         Binding("escape", "deny", "Deny", show=False),
     ]
+    ANSWER_KEYS: ClassVar[frozenset[str]] = frozenset({"y", "a", "n"})
+
+    @dataclass
+    class Typing(Message):
+        """A key that is not an answer was typed on ``card``: it belongs in the prompt."""
+
+        card: ApprovalCard
+        character: str
 
     @dataclass
     class Decided(Message):
@@ -48,6 +62,7 @@ class ApprovalCard(Vertical, can_focus=True):
         self.request = request
         """The pending request this card answers."""
         self._answered = False
+        self._typing = False
 
     def compose(self) -> ComposeResult:
         request = self.request
@@ -65,6 +80,20 @@ class ApprovalCard(Vertical, can_focus=True):
 
     def on_mount(self) -> None:
         self.focus()
+
+    def on_focus(self) -> None:
+        self._typing = False
+
+    def on_key(self, event: events.Key) -> None:
+        # Runs before the bindings. Once the user types text, the keys that still
+        # reach the card before the prompt has the focus are text too, not answers.
+        if not event.is_printable or not event.character or (
+                event.key in self.ANSWER_KEYS and not self._typing):
+            return  # the bindings (and the app's keys) handle it
+        self._typing = True
+        event.stop()
+        event.prevent_default()
+        self.post_message(self.Typing(self, event.character))
 
     def _answer(self, approved: bool, *, always: bool = False) -> None:
         if self._answered:

@@ -29,6 +29,9 @@ class PromptInput(Input):
         super().__init__(
             placeholder=self.PLACEHOLDER,
             suggester=PromptSuggester(files), id=id,
+            # Focus comes back after an approval or a typed key on a card: selecting
+            # the draft then would let the next key replace it.
+            select_on_focus=False,
         )
         self.files = files
         """The workspace files ``@`` completes from."""
