@@ -1,0 +1,165 @@
+"""One model request: its parameters, its stream, and what watching the stream decides.
+
+:class:`Request` streams one chat completion and turns the deltas into events
+(reasoning, answer text, usage at most every ``usage_interval_s``). While it
+streams it closes the stream early when the thinking runs past its budget
+(plus margin) before any answer, when the degeneration detector fires in
+``stop`` mode, or when the turn is cancelled; the result is kept either way.
+What to do with the result is the turn loop's business (``loop.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from ..detect import DegenerationDetector
+from .client import ChatClient, ChatError, ChatResult
+from .context import Message
+from .events import (
+    ContentDelta,
+    DegenerationDetected,
+    Event,
+    Notice,
+    ReasoningDelta,
+    UsageUpdate,
+)
+from .settings import AgentSettings
+
+
+def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
+                   thinking_closed: bool, prompt_estimate: int) -> dict[str, Any]:
+    """The body fields of one request besides messages and tools."""
+    s = settings
+    params: dict[str, Any] = {"max_tokens": s.max_tokens, **sampling}
+    if s.salvage_calls and prompt_estimate < s.held_back_max_prompt:
+        params["return_token_ids"] = True
+    if thinking_closed:
+        params["reasoning_effort"] = "none"
+    else:
+        params["reasoning_effort"] = s.reasoning_effort
+        if s.thinking_token_budget >= 0:
+            params["thinking_token_budget"] = s.thinking_token_budget
+    return params
+
+
+def forced_specs(specs: list[dict[str, Any]], settings: AgentSettings) -> list[dict[str, Any]]:
+    """The tool list with ``settings.force_tool`` marked strict (and narrowed).
+
+    vLLM (0.32, hermes and other structural-tag parsers) constrains only the call
+    envelope of a named tool_choice; the arguments follow the tool's schema only
+    when the tool is marked strict (measured: without it a random model's
+    arguments came back as `true`).
+    """
+    schema = settings.force_tool_parameters
+    out = []
+    for spec in specs:
+        if spec["function"]["name"] == settings.force_tool:
+            function = {**spec["function"], "strict": True}
+            if schema is not None:
+                function["parameters"] = schema
+            spec = {**spec, "function": function}
+        out.append(spec)
+    return out
+
+
+def context_overflow(exc: BaseException) -> bool:
+    """HTTP 400 saying the prompt does not fit (vLLM, OpenAI and llama.cpp wordings)."""
+    text = str(exc).lower()
+    return isinstance(exc, ChatError) and exc.status == 400 and (
+        "context length" in text or "context window" in text or "maximum context" in text
+        or "too many tokens" in text or "exceeds the available context" in text)
+
+
+def usage_event(stats: Any, context_limit: int | None, *, final: bool) -> UsageUpdate:
+    return UsageUpdate(
+        prompt_tokens=stats.prompt_tokens, completion_tokens=stats.completion_tokens,
+        reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
+        decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
+        context_used=stats.prompt_tokens + stats.completion_tokens,
+        context_limit=context_limit, cached_tokens=stats.cached_tokens,
+        final=final,
+    )
+
+
+class Request:
+    """One streamed request; after :meth:`events` ends (or raises), :attr:`result`
+    holds what arrived and :attr:`degenerate` what the detector said, if it fired."""
+
+    def __init__(self, client: ChatClient, settings: AgentSettings, history: list[Message], *,
+                 tools: list[dict[str, Any]], choice: Any, params: dict[str, Any],
+                 thinking_closed: bool, cancelled: Callable[[], bool]) -> None:
+        self.client = client
+        self.settings = settings
+        self.history = history
+        self.tools = tools
+        self.choice = choice
+        self.params = params
+        self.cancelled = cancelled
+        s = settings
+        self.budget = s.thinking_token_budget if not thinking_closed and \
+            s.thinking_token_budget >= 0 else None
+        self.result: ChatResult | None = None
+        self.degenerate: DegenerationDetected | None = None
+        self._detectors = {"content": DegenerationDetector(),
+                           "reasoning": DegenerationDetector()}
+
+    @property
+    def stopped_degenerate(self) -> bool:
+        """The stream was closed on the detector's verdict."""
+        return self.degenerate is not None and self.degenerate.stopped
+
+    async def events(self) -> AsyncIterator[Event]:
+        s = self.settings
+        budget = self.budget
+        limit = budget + max(s.budget_margin, 0) if budget is not None else None
+        stream = self.client.stream_chat(self.history, tools=self.tools,
+                                         tool_choice=self.choice, params=self.params)
+        last_usage = 0.0
+        watch = s.degenerate != "off"
+        try:
+            async with stream:
+                for note in stream.notices:
+                    yield Notice(message=note, code="request_field_dropped")
+                stats = stream.stats
+                answered = False
+                async for delta in stream:
+                    if delta.reasoning:
+                        yield ReasoningDelta(text=delta.reasoning,
+                                             tokens_so_far=stats.reasoning_tokens, budget=budget)
+                    if delta.content:
+                        answered = True
+                        yield ContentDelta(text=delta.content)
+                    if delta.tool_calls:
+                        answered = True
+                    if delta.usage and time.monotonic() - last_usage >= s.usage_interval_s:
+                        last_usage = time.monotonic()
+                        yield usage_event(stream.stats, s.context_limit, final=False)
+                    if watch and self.degenerate is None:
+                        fired = self._watch(delta.content, delta.reasoning)
+                        if fired is not None:
+                            yield fired
+                            if fired.stopped:
+                                break
+                    if self.cancelled():
+                        break
+                    if limit is not None and not answered and stats.reasoning_tokens > limit:
+                        break
+        finally:
+            self.result = stream.result()
+        yield usage_event(stream.stats, s.context_limit, final=True)
+
+    def _watch(self, content: str, reasoning: str) -> DegenerationDetected | None:
+        for channel, text in (("reasoning", reasoning), ("content", content)):
+            if not text:
+                continue
+            detector = self._detectors[channel]
+            verdict = detector.feed(text)
+            if verdict is not None and verdict.degenerate:
+                self.degenerate = DegenerationDetected(
+                    channel=channel, pattern=verdict.pattern,  # type: ignore[arg-type]
+                    detail=verdict.detail, chars=detector.chars_seen,
+                    stopped=self.settings.degenerate == "stop")
+                return self.degenerate
+        return None

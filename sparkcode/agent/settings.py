@@ -1,0 +1,82 @@
+"""What an agent session is set up with: its settings and the fixed texts it sends.
+
+:class:`AgentSettings` holds the per-session knobs (the TUI's /effort, /budget and
+/approve change some live); the prompts are constants because they are part of
+the prompt prefix, which must stay byte-stable for the prefix cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import config as _config
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are sparkcode, a coding agent working in a software project (the workspace). Use "
+    "the tools to inspect and change it: paths are relative to the workspace root. Read a "
+    "file before editing it; edit_file needs old_string to match exactly once. Prefer small, "
+    "correct changes and check them (run the tests when there are some). When you are done, "
+    "reply with a short summary of what you changed."
+)
+PLAN_NOTE = (
+    "\n\n[Plan mode: only read-only tools run. Investigate, record the steps of the change "
+    "with the todo tool (action add), then answer with the plan. Nothing is changed until "
+    "the user approves the plan.]"
+)
+"""Appended to the user's message while the permission mode is ``plan``."""
+ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
+              "in_progress and then done as you go.")
+"""What switching from plan to act sends (the TUI's /act)."""
+
+
+@dataclass
+class AgentSettings:
+    """Per-session knobs; the TUI's /effort, /budget, /approve change them live."""
+
+    reasoning_effort: str = "low"
+    """Sent with every request (GLM-5.3-Flash treats a missing value as max)."""
+    thinking_token_budget: int = 1536
+    """Sent with every request; -1 = unlimited (not sent)."""
+    budget_margin: int = 64
+    """Tokens past the budget tolerated before the client cuts the stream."""
+    max_turns: int = 50
+    """Model requests per user message."""
+    max_tokens: int | None = None
+    temperature: float | None = None
+    """None: the server's default."""
+    top_p: float | None = None
+    seed: int | None = None
+    """The session seed; every request sends ``seed`` derived from it and the
+    request's number (:func:`~.sampling.request_seed`). None: no seed is sent."""
+    thinking_history: bool = False
+    """Within a turn's tool loop, send each assistant message's reasoning back
+    (in ``thinking_field``); earlier turns' reasoning is dropped, as GLM-5.x's
+    template does itself."""
+    thinking_field: str = "reasoning_content"
+    """The assistant-message field the server's chat template reads reasoning from."""
+    force_tool: str | None = None
+    """Name a tool in ``tool_choice`` on the first request of each turn, marked
+    ``strict`` so vLLM constrains the arguments to its schema; for scripted runs."""
+    force_tool_parameters: dict[str, Any] | None = None
+    """A narrower JSON schema for the forced call's arguments. vLLM's grammar for
+    the call allows any whitespace inside the arguments, so a random model may
+    pad them until max_tokens; a model that writes JSON is held to the schema."""
+    context_limit: int | None = None
+    """The engine's max_model_len (from /v1/models)."""
+    compact_threshold: float = 0.8
+    bash_timeout_s: float = 120.0
+    usage_interval_s: float = 0.1
+    """Least time between two :class:`UsageUpdate` events of one stream."""
+    degenerate: _config.DegenerateMode = "stop"
+    """What a degenerate stream (``sparkcode.detect``) does: ``stop`` closes it and
+    ends the turn, ``warn`` only reports it, ``off`` does not watch."""
+    structured_tools: bool = False
+    """Small-model mode (``_structured``): tools described in the system prompt,
+    every reply one JSON step held to the tools' schemas by the engine."""
+    salvage_calls: bool = True
+    """Recover tool calls the server's parser did not return (``_salvage``)."""
+    held_back_max_prompt: int = 32768
+    """Ask vLLM for token ids (``return_token_ids``, to recover calls its streaming
+    parser swallowed) only while the prompt is estimated below this many tokens:
+    vLLM then also returns the prompt's ids in the first frame."""
