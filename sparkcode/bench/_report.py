@@ -293,6 +293,10 @@ def humaneval_diff(cols: list[Column]) -> list[str]:
                      + (", ".join(only_a) or "none"))
         lines.append(f"{other.name} passes, {first.name} fails ({len(only_b)}): "
                      + (", ".join(only_b) or "none"))
+        same = sum(1 for t in common
+                   if first.units[t]["content"] == other.units[t]["content"])
+        lines.append(f"{first.name} and {other.name} gave the same answer text on {same} of "
+                     f"{len(common)} problems")
     return lines
 
 
@@ -318,18 +322,22 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
         written.append(path)
 
     def bars(ax: Any, values: list[float | None], lows: list[float] | None = None,
-             highs: list[float] | None = None) -> None:
+             highs: list[float] | None = None, labels: list[str] | None = None) -> None:
         ys = [v or 0.0 for v in values]
         err = None
         if lows is not None and highs is not None:
             err = [[max(y - lo, 0) for y, lo in zip(ys, lows, strict=True)],
                    [max(hi - y, 0) for y, hi in zip(ys, highs, strict=True)]]
-        ax.bar(range(len(ys)), ys, yerr=err, capsize=4, color="#4477aa")
+        drawn = ax.bar(range(len(ys)), ys, yerr=err, capsize=4, color="#4477aa")
+        if labels is not None:
+            # The value on each bar: a 0% bar is otherwise indistinguishable from no data.
+            ax.bar_label(drawn, labels=labels, fontsize=8)
         ax.set_xticks(range(len(ys)), names, rotation=15, ha="right", fontsize=8)
 
     if kind == "humaneval":
         fig, ax = plt.subplots(figsize=(5 + len(cols), 3.5))
-        bars(ax, [(s["pass_at_1"] or 0) * 100 for s in sums])
+        bars(ax, [(s["pass_at_1"] or 0) * 100 for s in sums],
+             labels=[f"{s['passed']} / {s['problems']}" for s in sums])
         ax.set_ylabel("pass@1 (%)")
         ax.set_ylim(0, 100)
         ax.set_title("HumanEval pass@1")
@@ -365,7 +373,9 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
             save(fig, "acceptance.png")
     elif kind == "loops":
         fig, ax = plt.subplots(figsize=(5 + len(cols), 3.5))
-        bars(ax, [float(s["degenerate"]) for s in sums])
+        bars(ax, [float(s["degenerate"]) for s in sums],
+             labels=[f"{s['degenerate']} / {s['samples']}" for s in sums])
+        ax.set_ylim(0, max(1, *(s["samples"] for s in sums)))
         ax.set_ylabel(f"degenerate of {sums[0]['samples']}")
         ax.set_title("loop probe")
         save(fig, "loops.png")

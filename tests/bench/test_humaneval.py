@@ -62,6 +62,7 @@ def test_canonical_pass_all_and_wrong_pass_none_side_by_side(tmp_path: Path) -> 
     table = (out / "table.md").read_text()
     assert "| pass@1 | 100.0% | 0.0% |" in table
     assert "fails (164): HumanEval/0, HumanEval/1" in table
+    assert "gave the same answer text on 0 of 164 problems" in table
     assert (out / "humaneval.png").stat().st_size > 1000
     # bench report gives the same table from the saved directory.
     again = CliRunner().invoke(app, ["bench", "report", str(out)])
