@@ -1,4 +1,10 @@
-"""Running one validated tool call: permission, approval, undo snapshot, result."""
+"""Running a reply's validated tool calls: permission, approval, undo snapshot, result.
+
+:func:`execute_call` runs one call; :class:`TurnCalls` runs each reply's calls
+of one turn in order, asks before the third identical call in a row, stops
+running calls after a user's denial or a cancel (the rest get a result saying
+so), and reports a changed todo list.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +20,12 @@ from .events import (
     ApprovalDecision,
     ApprovalResolved,
     Event,
+    FinishReason,
     Notice,
     SnapshotTaken,
+    TodoUpdated,
     ToolCallFinished,
+    ToolCallStarted,
 )
 from .permissions import Permissions
 from .tools import Tool, ToolContext, ToolError, ToolOutput
@@ -29,6 +38,79 @@ Ask = Callable[[CheckedCall, Any, str, str, list[ApprovalDecision]], AsyncIterat
 puts the decision in the list."""
 Record = Callable[[CheckedCall, str], None]
 """Appends a tool result to the history."""
+LOOP_REPEATS = 3
+"""Identical consecutive tool calls that stop the loop and ask the user."""
+
+
+def stop_note(reason: str) -> str:
+    """Why a call was not run, for its result."""
+    return {
+        "denied": "an earlier call in this step was declined by the user",
+        "loop": "the loop was stopped after repeated identical calls",
+        "cancelled": "the turn was cancelled",
+    }.get(reason, "the turn ended")
+
+
+class TurnCalls:
+    """The tool calls of one turn, reply after reply; :attr:`stop` says why the
+    turn must end after a reply's calls (None: send the results back)."""
+
+    def __init__(self, *, turn: int, permissions: Permissions, ctx: ToolContext,
+                 undo_store: UndoStore | None, ask: Ask, record: Record,
+                 snapshot_taken: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
+        self.turn = turn
+        self.permissions = permissions
+        self.ctx = ctx
+        self.undo_store = undo_store
+        self.ask = ask
+        self.record = record
+        self.snapshot_taken = snapshot_taken
+        self.cancelled = cancelled
+        self.stop: FinishReason | None = None
+        self._snapshot_done = False
+        self._last_sig, self._repeats = "", 0
+
+    async def run(self, calls: list[CheckedCall]) -> AsyncIterator[Event]:
+        """Run one reply's calls in order; every call gets exactly one result."""
+        for call in calls:
+            if self.stop is not None:
+                self.record(call, f"not run: {stop_note(self.stop)}")
+                continue
+            yield ToolCallStarted(call_id=call.call_id, name=call.name, arguments=call.args,
+                                  raw_arguments=call.raw_arguments)
+            self._repeats = self._repeats + 1 if call.signature == self._last_sig else 1
+            self._last_sig = call.signature
+            if self._repeats >= LOOP_REPEATS:
+                box: list[ApprovalDecision] = []
+                async for event in self.ask(call, "loop",
+                                            f"{call.name} was called {self._repeats} times in "
+                                            "a row with the same arguments; continue?",
+                                            call.history_arguments, box):
+                    yield event
+                if not box[0].approved:
+                    self.stop = "loop"
+                    msg = "stopped: the same call was repeated; the user was asked"
+                    self.record(call, msg)
+                    yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
+                                           error=msg)
+                    continue
+                self._repeats = 0
+            todos_before = self.ctx.todos.items
+            async for event in execute_call(
+                    call, permissions=self.permissions, ctx=self.ctx,
+                    undo_store=self.undo_store, turn=self.turn,
+                    snapshot_done=self._snapshot_done, ask=self.ask, record=self.record):
+                if isinstance(event, SnapshotTaken):
+                    self._snapshot_done = True
+                    self.snapshot_taken(event.snapshot)
+                if isinstance(event, ApprovalResolved) and not event.approved \
+                        and event.by == "user":
+                    self.stop = "denied"
+                yield event
+            if self.ctx.todos.items != todos_before:
+                yield TodoUpdated(items=self.ctx.todos.items)
+            if self.cancelled():
+                self.stop = "cancelled"
 
 
 async def execute_call(
