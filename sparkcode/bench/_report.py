@@ -88,6 +88,8 @@ def _throughput(col: Column) -> dict[str, Any]:
             else None,
             "acceptance_per_position": [sum(p[i] for p in per_pos) / len(per_pos)
                                         for i in range(len(per_pos[0]))] if per_pos else None,
+            "drafted_steps": spread([u["spec"]["drafts"] for u in runs if u.get("spec")]),
+            "decode_steps": spread([decode_steps(u) for u in runs]),
         }
     for length in col.data["settings"]["prefill_lengths"]:
         runs = [u for k, u in units.items() if k.startswith(f"prefill:{length}:")]
@@ -100,6 +102,17 @@ def _throughput(col: Column) -> dict[str, Any]:
     out["host_load_1m"] = spread([u.get("host_load_1m") for u in units.values()])
     out["idle_checks"] = dict(Counter(u["idle_check"] for u in units.values()))
     return out
+
+
+def decode_steps(unit: dict[str, Any]) -> float | None:
+    """Engine steps after the first token: each emits one token plus the draft tokens
+    it accepted, so steps = tokens − 1 − accepted (exact from usage and /metrics; a
+    drafter such as n-gram proposes only on some steps, and acceptance length counts
+    those alone)."""
+    spec = unit.get("spec")
+    if not spec or unit.get("completion_tokens") is None:
+        return None
+    return float(unit["completion_tokens"] - 1 - spec["accepted"])
 
 
 def _loops(col: Column) -> dict[str, Any]:
@@ -202,6 +215,8 @@ def table(cols: list[Column]) -> str:
             rows.append([f"acceptance per position, {k}", *[
                 " ".join(f"{p:.2f}" for p in (s["decode"].get(k) or {})
                          .get("acceptance_per_position") or []) or "–" for s in sums]])
+            rows.append([f"drafted steps / decode steps, {k}",
+                         *[_steps(s["decode"].get(k) or {}) for s in sums]])
         for length in cols[0].data["settings"]["prefill_lengths"]:
             rows.append([f"prefill tok/s, {length} tokens cold",
                          *[_mmm(s["prefill"].get(str(length), {}).get("tok_s"), ".0f")
@@ -220,8 +235,10 @@ def table(cols: list[Column]) -> str:
                      "inverse of `vllm bench serve`'s TPOT, llama-benchy's tg; never SSE "
                      "frames. prefill tok/s = N / TTFT for a prompt of exactly N tokens "
                      "(/tokenize), cold (fresh cache_salt): llama-benchy's pp. acceptance "
-                     "length = 1 + accepted / drafts; per position i = accepted at i / drafts "
-                     "(/metrics deltas). Definitions: docs/bench.md.")
+                     "length = 1 + accepted / drafts, over the steps that drafted (drafted "
+                     "steps / decode steps: how many did; decode steps = tokens − 1 − "
+                     "accepted); per position i = accepted at i / drafts (/metrics deltas). "
+                     "Definitions: docs/bench.md.")
         for c in cols:
             skipped = next((t.get("skipped_prefill") for t in c.data["targets"]
                             if t["label"] == c.label), None)
@@ -268,6 +285,13 @@ def table(cols: list[Column]) -> str:
     if notes:
         text += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
     return text
+
+
+def _steps(decode: dict[str, Any]) -> str:
+    drafted, steps = decode.get("drafted_steps"), decode.get("decode_steps")
+    if not drafted or not drafted.get("n") or not steps or not steps.get("n"):
+        return "–"
+    return f"{drafted['median']:.0f} / {steps['median']:.0f}"
 
 
 def _kld_cell(s: dict[str, Any] | None) -> str:
