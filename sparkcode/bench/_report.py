@@ -384,13 +384,13 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
             bars(ax, med, lo, hi)
             ax.set_title(title, fontsize=9)
         save(fig, "throughput.png")
-        per_pos = [(c.name, d.get("acceptance_per_position")) for c, s in zip(cols, sums,
-                                                                             strict=True)
-                   for d in s["decode"].values() if d.get("acceptance_per_position")]
+        per_pos = acceptance_series(cols, sums)
         if per_pos:
-            fig, ax = plt.subplots(figsize=(5, 3.5))
+            fig, ax = plt.subplots(figsize=(5.5, 3.5))
             for name, values in per_pos:
                 ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
+            ax.set_xticks(range(1, max(len(v) for _, v in per_pos) + 1))
+            ax.set_ylim(0, 1.05)
             ax.set_xlabel("draft position")
             ax.set_ylabel("accepted / drafts")
             ax.legend(fontsize=7)
@@ -420,6 +420,19 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
         ax.set_title(f"KL against {cols[0].data['targets'][0]['label']}")
         save(fig, "kld.png")
     return written
+
+
+def acceptance_series(cols: list[Column], sums: list[dict[str, Any]]
+                      ) -> list[tuple[str, list[float]]]:
+    """(legend, acceptance per position) for each target and decode prompt that drafted;
+    the legend says how many steps drafted, which the per-position shares do not."""
+    out = []
+    for c, s in zip(cols, sums, strict=True):
+        for kind, d in s["decode"].items():
+            if d.get("acceptance_per_position"):
+                out.append((f"{c.name}, {kind} ({_steps(d)} steps drafted)",
+                            list(d["acceptance_per_position"])))
+    return out
 
 
 KL_FLOOR = 1e-6

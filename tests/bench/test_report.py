@@ -29,3 +29,17 @@ def test_acceptance_length_is_shown_with_how_many_steps_drafted() -> None:
     assert "| drafted steps / decode steps, code | – | 27 / 56 |" in text
     assert "| drafted steps / decode steps, prose | – | 1 / 126 |" in text
     assert "| acceptance length, prose | – | 2.00 |" in text
+
+
+def test_the_acceptance_plot_names_target_prompt_and_drafted_steps() -> None:
+    from sparkcode.bench._report import acceptance_series, summarize
+
+    units = {"decode:code:0": decode(128, 27, 71), "decode:prose:0": decode(128, 1, 1)}
+    data = {"kind": "throughput",
+            "settings": {"kinds": ["code", "prose"], "prefill_lengths": [], "repeats": 1},
+            "targets": [{"label": "ngram"}], "units": {"ngram": units}}
+    cols = columns([data])
+    series = acceptance_series(cols, [summarize(c) for c in cols])
+    assert [name for name, _ in series] == ["ngram, code (27 / 56 steps drafted)",
+                                            "ngram, prose (1 / 126 steps drafted)"]
+    assert series[1][1] == [1.0, 0.0, 0.0]
