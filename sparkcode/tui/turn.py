@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from textual.containers import Vertical
-
 from sparkcode.agent import events as ev
 from sparkcode.detect import DegenerationDetector
 
 from .stats import StatsTracker
-from .widgets.approval import ApprovalCard
+from .widgets.approval import ApprovalStack
 from .widgets.chat import DegenerationWarning
 from .widgets.conversation import Conversation
 from .widgets.status_bar import StatusBar
@@ -47,7 +45,7 @@ class TurnRenderer:
     """Turns one stream of :mod:`sparkcode.agent.events` into widget updates."""
 
     def __init__(self, conversation: Conversation, status_bar: StatusBar,
-                 approvals: Vertical, stats: StatsTracker,
+                 approvals: ApprovalStack, stats: StatsTracker,
                  detector_factory: Callable[[], Detector] | None, *,
                  todos: TodoPanel | None = None) -> None:
         self.conversation = conversation
@@ -160,8 +158,7 @@ class TurnRenderer:
         card = self.conversation.tool_card(request.call_id)
         if card is not None:
             card.state = "waiting"
-        await self.approvals.mount(ApprovalCard(request))
-        self.approvals.display = True
+        await self.approvals.add(request)
 
 
 def _undo_text(changed: tuple[str, ...]) -> str:

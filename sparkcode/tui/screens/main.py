@@ -33,7 +33,7 @@ from ..resuming import choose_resume
 from ..stats import StatsTracker
 from ..transcript import show_transcript
 from ..turn import Detector, TurnRenderer, default_detector_factory
-from ..widgets.approval import ApprovalCard
+from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
 from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
@@ -112,7 +112,7 @@ class MainScreen(Screen[None]):
             with Vertical(id="chat"):
                 yield Conversation(id="conversation")
                 yield TodoPanel(id="todos")
-                yield Vertical(id="approvals")
+                yield ApprovalStack(id="approvals")
                 yield PromptInput(files, id="prompt")
             yield EnginePanel(id="engine-panel")
         yield StatusBar(id="status-bar")
@@ -121,6 +121,10 @@ class MainScreen(Screen[None]):
     @property
     def conversation(self) -> Conversation:
         return self.query_one("#conversation", Conversation)
+
+    @property
+    def approvals(self) -> ApprovalStack:
+        return self.query_one("#approvals", ApprovalStack)
 
     @property
     def prompt(self) -> PromptInput:
@@ -139,10 +143,9 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.engine_panel.display = self._show_panel
-        self.query_one("#approvals").display = False
         self.query_one("#todos").display = False
         self._renderer = TurnRenderer(
-            self.conversation, self.query_one(StatusBar), self.query_one("#approvals", Vertical),
+            self.conversation, self.query_one(StatusBar), self.approvals,
             self.stats, self._detector_factory, todos=self.query_one("#todos", TodoPanel),
         )
         self.engine_panel.view = self.engine_view
@@ -199,7 +202,7 @@ class MainScreen(Screen[None]):
         text = event.value.strip()
         if not text:
             return
-        card = self._pending_card()
+        card = self.approvals.pending()
         if card is not None and not text.startswith("/"):
             # The text stays where it is; the card is what waits for an answer.
             card.focus()
@@ -276,38 +279,23 @@ class MainScreen(Screen[None]):
         except Exception as exc:  # anything the agent did not turn into an event
             await conv.add_error(f"{type(exc).__name__}: {exc}")
         finally:
-            self._drop_approvals()
+            self.approvals.drop_all()
             self.turn_running = False
             self.stats.turn_finished()
             self.query_one(StatusBar).stats = self.stats.current
             self.prompt.files.invalidate()
 
-    def _drop_approvals(self) -> None:
-        approvals = self.query_one("#approvals", Vertical)
-        for card in approvals.query(ApprovalCard):
-            card.request.respond(False)
-            card.remove()
-        approvals.display = False
-
     # -- approvals ---------------------------------------------------------------
 
     @on(ApprovalCard.Decided)
-    def _decided(self, event: ApprovalCard.Decided) -> None:
-        event.card.request.respond(event.decision)
-        event.card.remove()
-        approvals = self.query_one("#approvals", Vertical)
-        approvals.display = len(approvals.query(ApprovalCard)) > 1
-        self.prompt.focus()
+    def _decided(self) -> None:
+        self.prompt.focus()  # the stack has answered the request and removed the card
 
     @on(ApprovalCard.Typing)
     def _typed_on_card(self, event: ApprovalCard.Typing) -> None:
         """Text typed while a card had focus goes to the prompt, not to the card."""
         self.prompt.focus()
         self.prompt.insert_text_at_cursor(event.character)
-
-    def _pending_card(self) -> ApprovalCard | None:
-        cards = list(self.query_one("#approvals", Vertical).query(ApprovalCard))
-        return cards[0] if cards else None
 
     @on(DegenerationWarning.StopRequested)
     def _stop_degenerate(self) -> None:
@@ -423,9 +411,7 @@ class MainScreen(Screen[None]):
 
     async def ask(self, request: ApprovalRequested) -> ApprovalDecision:
         """Show an approval card for ``request`` and wait for the user's answer."""
-        approvals = self.query_one("#approvals", Vertical)
-        await approvals.mount(ApprovalCard(request))
-        approvals.display = True
+        await self.approvals.add(request)
         return await request.future
 
     async def redraw(self) -> None:

@@ -13,7 +13,6 @@ from typing import ClassVar
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -24,6 +23,7 @@ from sparkcode.sessions import Session, model_turns_count
 from ..stats import StatsTracker
 from ..styles import APP_CSS
 from ..turn import TurnRenderer, default_detector_factory
+from ..widgets.approval import ApprovalStack
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
 from ..widgets.todo_panel import TodoPanel
@@ -54,16 +54,15 @@ class ReplayScreen(Screen[None]):
         yield Static("", id="replay-title")
         yield Conversation(id="conversation")
         yield TodoPanel(id="todos")
-        yield Vertical(id="approvals")
+        yield ApprovalStack(id="approvals")
         yield StatusBar(id="status-bar")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#approvals").display = False
         self.query_one("#todos").display = False
         self.renderer = TurnRenderer(
             self.query_one(Conversation), self.query_one(StatusBar),
-            self.query_one("#approvals", Vertical), StatsTracker(), default_detector_factory(),
+            self.query_one("#approvals", ApprovalStack), StatsTracker(), default_detector_factory(),
             todos=self.query_one("#todos", TodoPanel),
         )
         self._update_title()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .approval import ApprovalCard
+from .approval import ApprovalCard, ApprovalStack
 from .chat import AssistantMessage, ErrorMessage, Notice, ThinkingBlock, UserMessage
 from .conversation import Conversation
 from .engine_panel import EnginePanel
@@ -13,6 +13,7 @@ from .tool_card import ToolCard
 
 __all__ = [
     "ApprovalCard",
+    "ApprovalStack",
     "AssistantMessage",
     "Conversation",
     "EnginePanel",

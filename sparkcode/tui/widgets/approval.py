@@ -1,4 +1,5 @@
-"""The approval card: an edit's diff or a shell command, approve or deny.
+"""Approvals: a card per pending request (an edit's diff or a shell command, approve or
+deny) in a stack that is shown while any card waits.
 
 Only its own keys answer it (y, a, n, escape, the buttons). Any other printable
 key means the user is typing a message: the card posts :class:`ApprovalCard.Typing`
@@ -117,3 +118,35 @@ class ApprovalCard(Vertical, can_focus=True):
         event.stop()
         {"approve": self.action_approve, "always": self.action_always,
          "deny": self.action_deny}[event.button.id or "deny"]()
+
+
+class ApprovalStack(Vertical):
+    """The pending approval cards, oldest first; hidden while empty.
+
+    A card's answer is given to its request here and the card removed; the
+    :class:`ApprovalCard.Decided` message then bubbles on to the screen.
+    """
+
+    def on_mount(self) -> None:
+        self.display = False
+
+    async def add(self, request: ApprovalRequested) -> None:
+        await self.mount(ApprovalCard(request))
+        self.display = True
+
+    def pending(self) -> ApprovalCard | None:
+        """The oldest card still waiting for an answer."""
+        cards = list(self.query(ApprovalCard))
+        return cards[0] if cards else None
+
+    def drop_all(self) -> None:
+        """Deny every waiting request (its turn has ended) and remove the cards."""
+        for card in self.query(ApprovalCard):
+            card.request.respond(False)
+            card.remove()
+        self.display = False
+
+    def on_approval_card_decided(self, event: ApprovalCard.Decided) -> None:
+        event.card.request.respond(event.decision)
+        event.card.remove()
+        self.display = len(self.query(ApprovalCard)) > 1  # the removed one still counts
