@@ -14,6 +14,7 @@ stopped as degenerate, and tokens.
 
 Usage: flock /tmp/sparkcode-test-engine.lock python bench/small_model_suite.py
        [--tries 3] [--profile cpu-demo] [--max-turns 5] [--max-tokens 256]
+       [--modes plain structured] [--tasks read fix ...] [--events tries.jsonl]
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ async def one_try(task: Task, ws: Path, base_url: str, structured: bool, args: A
     ), out=out, err=err)
     tally.seconds += time.monotonic() - started
     events = [json.loads(line) for line in out.getvalue().splitlines()]
+    if args.events:
+        with open(args.events, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"task": task.name, "structured": structured,
+                                  "events": events}) + "\n")
     registry = default_tools()
     answer = ""
     for e in events:
@@ -140,7 +145,7 @@ async def one_try(task: Task, ws: Path, base_url: str, structured: bool, args: A
 async def suite(base_url: str, args: Any, root: Path) -> dict[str, dict[str, Tally]]:
     table: dict[str, dict[str, Tally]] = {}
     for mode in args.modes:
-        for task in TASKS:
+        for task in [t for t in TASKS if t.name in args.tasks]:
             tally = table.setdefault(mode, {}).setdefault(task.name, Tally())
             for n in range(args.tries):
                 ws = make_repo(root / f"{mode}-{task.name}-{n}", task.files)
@@ -158,13 +163,14 @@ async def suite(base_url: str, args: Any, root: Path) -> dict[str, dict[str, Tal
 
 
 def report(table: dict[str, dict[str, Tally]]) -> None:
-    print("\n| mode | " + " | ".join(t.name for t in TASKS) + " | completed | well-formed "
+    tasks = [t for t in TASKS if any(t.name in rows for rows in table.values())]
+    print("\n| mode | " + " | ".join(t.name for t in tasks) + " | completed | well-formed "
           "calls | degenerate stops | tokens | time |")
-    print("|---" * (len(TASKS) + 6) + "|")
+    print("|---" * (len(tasks) + 6) + "|")
     for mode, rows in table.items():
         total = Tally()
         cells = []
-        for task in TASKS:
+        for task in tasks:
             r = rows[task.name]
             cells.append(f"{r.completed}/{r.tries}")
             for f in ("completed", "tries", "calls", "well_formed", "degenerate", "tokens"):
@@ -183,6 +189,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--modes", nargs="+", default=["plain", "structured"])
     parser.add_argument("--endpoint", help="an engine already running (skips the boot)")
+    parser.add_argument("--tasks", nargs="+", default=[t.name for t in TASKS],
+                        choices=[t.name for t in TASKS])
+    parser.add_argument("--events", help="append each try's events to this JSONL file")
     args = parser.parse_args()
     print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
