@@ -18,7 +18,8 @@ text the model generated, before any tool parser. Writes
 after each model, so a run cut short keeps what it collected. The file's
 ``expect`` labels are added by hand afterwards (``bench/salvage_rate.py``).
 
-Usage: python bench/salvage_collect.py [--samples 8]   (not under flock: it locks itself)
+Usage: python bench/salvage_collect.py [--samples 8] [--models tiny smollm2]
+       (not under flock: it takes the lock itself)
 """
 
 from __future__ import annotations
@@ -105,43 +106,65 @@ def sample(base_url: str, model: str, prompt: str, temperature: float, n: int,
     return [c["text"] for c in resp.json()["choices"]]
 
 
+TINY, SMOL = "tiny-agent-llama", "SmolLM2-135M-Instruct"
+
+
 def write(rows: list[dict[str, Any]]) -> None:
     OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                    encoding="utf-8")
     print(f"wrote {len(rows)} outputs to {OUT}", flush=True)
 
 
+def collect_tiny(paths: Paths, model_dir: Path, samples: int) -> list[dict[str, Any]]:
+    tiny = parse_profile(TINY_PROFILE.format(model=json.dumps(str(model_dir)),
+                                             port=free_port()), Path("tiny.toml"))
+    rows = []
+    with engine(paths, tiny) as url:
+        for user in (TASK_PROMPT, GLM_PROMPT):
+            for temperature in (0.7, 1.0, 1.3, 1.5):
+                for text in sample(url, "tiny", hermes_prompt(user), temperature, samples, 160):
+                    rows.append({"model": TINY, "temperature": temperature, "prompt": user,
+                                 "text": text})
+    return rows
+
+
+def collect_smol(paths: Paths, samples: int) -> list[dict[str, Any]]:
+    smol = load_profile("cpu-demo", paths)
+    rows = []
+    with engine(paths, smol) as url:
+        for user in SMOL_PROMPTS:
+            for temperature in (0.2, 0.7):
+                for text in sample(url, smol.served_name or "smollm2-135m-instruct",
+                                   hermes_prompt(user), temperature, max(2, samples // 4),
+                                   160):
+                    rows.append({"model": SMOL, "temperature": temperature, "prompt": user,
+                                 "text": text})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--models", nargs="+", choices=["tiny", "smollm2"],
+                        default=["tiny", "smollm2"],
+                        help="collect these again; the file keeps the other models' rows")
     args = parser.parse_args()
+    names = {"tiny": TINY, "smollm2": SMOL}
     rows: list[dict[str, Any]] = []
+    if OUT.exists():
+        kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]
+        rows = [r for r in kept if r["model"] not in {names[m] for m in args.models}]
     cache = Path(__file__).resolve().parents[1] / ".pytest_cache" / "d" / "sparkcode-agent-model"
-    model_dir = cached_agent_model(cache)
+    model_dir = cached_agent_model(cache) if "tiny" in args.models else None
     with tempfile.TemporaryDirectory() as tmp, engine_lock():
         os.environ["SPARKCODE_HOME"] = str(Path(tmp) / "home")
         paths = Paths.from_env()
-        tiny = parse_profile(TINY_PROFILE.format(model=json.dumps(str(model_dir)),
-                                                 port=free_port()), Path("tiny.toml"))
-        with engine(paths, tiny) as url:
-            for user in (TASK_PROMPT, GLM_PROMPT):
-                for temperature in (0.7, 1.0, 1.3, 1.5):
-                    for text in sample(url, "tiny", hermes_prompt(user), temperature,
-                                       args.samples, 160):
-                        rows.append({"model": "tiny-agent-llama", "temperature": temperature,
-                                     "prompt": user, "text": text})
-        write(rows)
-        smol = load_profile("cpu-demo", paths)
-        with engine(paths, smol) as url:
-            for user in SMOL_PROMPTS:
-                for temperature in (0.2, 0.7):
-                    for text in sample(url, smol.served_name or "smollm2-135m-instruct",
-                                       hermes_prompt(user), temperature,
-                                       max(2, args.samples // 4), 160):
-                        rows.append({"model": "SmolLM2-135M-Instruct",
-                                     "temperature": temperature, "prompt": user,
-                                     "text": text})
-        write(rows)
+        if model_dir is not None:
+            rows += collect_tiny(paths, model_dir, args.samples)
+            write(rows)
+        if "smollm2" in args.models:
+            rows += collect_smol(paths, args.samples)
+            write(rows)
 
 
 if __name__ == "__main__":
