@@ -150,13 +150,13 @@ def main() -> None:
                         help="collect these again; the file keeps the other models' rows")
     args = parser.parse_args()
     names = {"tiny": TINY, "smollm2": SMOL}
-    rows: list[dict[str, Any]] = []
-    if OUT.exists():
-        kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]
-        rows = [r for r in kept if r["model"] not in {names[m] for m in args.models}]
     cache = Path(__file__).resolve().parents[1] / ".pytest_cache" / "d" / "sparkcode-agent-model"
     model_dir = cached_agent_model(cache) if "tiny" in args.models else None
     with tempfile.TemporaryDirectory() as tmp, engine_lock():
+        rows: list[dict[str, Any]] = []
+        if OUT.exists():  # read under the lock: another collection may have just written it
+            kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]
+            rows = [r for r in kept if r["model"] not in {names[m] for m in args.models}]
         os.environ["SPARKCODE_HOME"] = str(Path(tmp) / "home")
         paths = Paths.from_env()
         if model_dir is not None:
