@@ -16,7 +16,8 @@ Prompts are rendered with the hermes chat template and sent to
 text the model generated, before any tool parser. Writes
 ``tests/agent/data/salvage_vllm.jsonl`` (model, temperature, prompt, text),
 after each model, so a run cut short keeps what it collected. The file's
-``expect`` labels are added by hand afterwards (``bench/salvage_rate.py``).
+``expect`` labels are added by hand afterwards (``bench/salvage_rate.py``);
+collecting a model again replaces its rows, labels included.
 
 Usage: python bench/salvage_collect.py [--samples 8] [--models tiny smollm2]
        (not under flock: it takes the lock itself)
