@@ -1,58 +1,82 @@
-"""The embedded default engine is a working model, not just a healthy process."""
+"""The embedded default engine is a working model, not just a healthy process;
+on it, the headless run stops a looping stream and reaches a real MCP server."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from engine.models import convert_gguf, smollm2_gguf_path
+from engine.paths import Paths
 from sparkcode.agent.tools import default_tools
-from sparkcode.cli._run import EXIT_ERROR, RunOptions, run_headless
-from tests.support.engine import run_engine
+from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunOptions, run_headless
+from tests.support.engine import RunningEngine, run_engine
 
 pytestmark = pytest.mark.engine
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_cpu_demo_knows_the_capital_of_france_and_steps_in_small_model_mode(
-        tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
     # Converted through the same code path `sparkcode engine start` uses.
-    home = tmp_path / "home"
+    home = tmp_path_factory.mktemp("cpu-demo") / "home"
     target = home / "data" / "models" / "smollm2-135m-instruct"
     convert_gguf(smollm2_gguf_path(), target)
     assert (target / "model.safetensors").is_file()
     assert not list(target.parent.glob(".smollm2-*")), "staging directory left behind"
-    with run_engine(home, "cpu-demo") as engine:
-        resp = httpx.post(
-            f"{engine.base_url}/chat/completions",
-            json={
-                "model": engine.model, "temperature": 0, "max_tokens": 24,
-                # SmolLM2-135M from a Q4_1 GGUF is weak: asked "What is the capital of
-                # France?" its first token is "The" by 0.1 nat over "L", which bf16
-                # rounding can flip. This wording leads by over 2 nats, so the test
-                # checks the model works, not which side of a coin flip it lands on.
-                "messages": [{"role": "user",
-                              "content": "Complete the sentence: The capital of France is"}],
-            },
-            timeout=120,
-        )
-        resp.raise_for_status()
-        answer = resp.json()["choices"][0]["message"]["content"]
-        # Small-model mode on the real engine: vLLM's structured outputs (xgrammar on
-        # the CPU) hold every reply to the step schema, so each call SmolLM2 makes
-        # names a real tool with its required arguments, and nothing needs salvage.
-        workspace = tmp_path / "ws"
-        workspace.mkdir()
-        (workspace / "README.md").write_text("The secret word is pelican.\n")
-        out, err = io.StringIO(), io.StringIO()
-        code = asyncio.run(run_headless(RunOptions(
-            prompt="What is the secret word in README.md?", workspace=workspace,
-            as_json=True, auto=True, endpoint=engine.base_url, max_turns=3, max_tokens=96,
-            record=False, structured_tools=True), out=out, err=err))
+    with run_engine(home, "cpu-demo") as running:
+        yield running
+
+
+def run(engine: RunningEngine, workspace: Path, prompt: str,
+        **options: Any) -> tuple[int, list[dict[str, Any]], str]:
+    """One ``sparkcode run --auto --json`` turn, greedy, against the engine."""
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    out, err = io.StringIO(), io.StringIO()
+    code = asyncio.run(run_headless(RunOptions(
+        prompt=prompt, workspace=workspace, as_json=True, auto=True,
+        endpoint=engine.base_url, record=False, temperature=0.0, seed=1, **options),
+        out=out, err=err))
+    return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
+
+
+def test_cpu_demo_knows_the_capital_of_france_and_steps_in_small_model_mode(
+        engine: RunningEngine, tmp_path: Path) -> None:
+    resp = httpx.post(
+        f"{engine.base_url}/chat/completions",
+        json={
+            "model": engine.model, "temperature": 0, "max_tokens": 24,
+            # SmolLM2-135M from a Q4_1 GGUF is weak: asked "What is the capital of
+            # France?" its first token is "The" by 0.1 nat over "L", which bf16
+            # rounding can flip. This wording leads by over 2 nats, so the test
+            # checks the model works, not which side of a coin flip it lands on.
+            "messages": [{"role": "user",
+                          "content": "Complete the sentence: The capital of France is"}],
+        },
+        timeout=120,
+    )
+    resp.raise_for_status()
+    answer = resp.json()["choices"][0]["message"]["content"]
+    # Small-model mode on the real engine: vLLM's structured outputs (xgrammar on
+    # the CPU) hold every reply to the step schema, so each call SmolLM2 makes
+    # names a real tool with its required arguments, and nothing needs salvage.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("The secret word is pelican.\n")
+    out, err = io.StringIO(), io.StringIO()
+    code = asyncio.run(run_headless(RunOptions(
+        prompt="What is the secret word in README.md?", workspace=workspace,
+        as_json=True, auto=True, endpoint=engine.base_url, max_turns=3, max_tokens=96,
+        record=False, structured_tools=True), out=out, err=err))
     assert "Paris" in answer
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code != EXIT_ERROR, (err.getvalue(), events)
@@ -66,3 +90,45 @@ def test_cpu_demo_knows_the_capital_of_france_and_steps_in_small_model_mode(
         assert tool is not None and all(r in call["arguments"] for r in tool.required), call
     if finished[0]["reason"] == "stop":  # the last step was {"answer": ...}
         assert not finished[0]["content"].lstrip().startswith('{"answer"')
+
+
+def test_a_looping_stream_is_stopped_on_the_real_engine(engine: RunningEngine,
+                                                       tmp_path: Path) -> None:
+    # Issue 14's "fix a one-line bug" task: greedy SmolLM2 in small-model mode repeats
+    # itself inside its JSON step (measured: every seed tried, at 173 characters).
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    prompt = "calc.py has a bug: add() should return the sum of a and b. Fix it."
+    code, events, err = run(engine, tmp_path, prompt, max_turns=3, max_tokens=256,
+                            structured_tools=True)
+    assert code == EXIT_DEGENERATE, (err, events)
+    detected = [e for e in events if e["type"] == "DegenerationDetected"]
+    assert len(detected) == 1 and detected[0]["stopped"], detected
+    finished = [e for e in events if e["type"] == "TurnFinished"]
+    assert finished[-1]["reason"] == "degenerate"
+    # Closed where the detector fired, not at max_tokens.
+    assert finished[-1]["completion_tokens"] < 256
+    # Only warned: the same stream runs to its end and the run is not marked degenerate.
+    code, events, _ = run(engine, tmp_path, prompt, max_turns=1, max_tokens=256,
+                          structured_tools=True, degenerate="warn")
+    warned = [e for e in events if e["type"] == "DegenerationDetected"]
+    assert code != EXIT_DEGENERATE and warned and not warned[0]["stopped"]
+
+
+def test_an_mcp_tool_is_called_through_the_real_engine(engine: RunningEngine,
+                                                      tmp_path: Path) -> None:
+    # The tests' own MCP server over stdio, declared in config.toml as a user would.
+    config = Paths.from_env().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'[mcp.servers.t]\ncommand = "{sys.executable}"\n'
+        'args = ["-m", "tests.support.mcp_server", "stdio"]\n'
+        f'env = {{ PYTHONPATH = "{ROOT}" }}\nstartup_timeout_s = 60\n')
+    # The forced call is made by vLLM's guided decoding from the MCP tool's own schema.
+    code, events, err = run(engine, tmp_path, "Use the add tool to add 20 and 22.",
+                            max_turns=2, max_tokens=128, force_tool="mcp__t__add")
+    assert code == EXIT_OK, (err, events)
+    calls = [e for e in events if e["type"] == "ToolCallStarted"]
+    assert [c["name"] for c in calls] == ["mcp__t__add"]
+    args = calls[0]["arguments"]
+    results = [e["result"] for e in events if e["type"] == "ToolCallFinished"]
+    assert results == [str(args["a"] + args["b"])]  # computed by the MCP server
