@@ -24,6 +24,7 @@ from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
 from sparkcode.config import Config, ConfigError, McpServerConfig, PermissionRule, parse_config
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
+from tests.support.mcp_config import stdio_server_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_BWRAP = BwrapStatus(None, "not needed here")
@@ -158,11 +159,8 @@ async def test_sparkcode_run_uses_configured_servers_and_reports_a_failing_one(
         workspace: Path) -> None:
     config = Paths.from_env().config_file
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        f'[mcp.servers.t]\ncommand = "{sys.executable}"\n'
-        'args = ["-m", "tests.support.mcp_server", "stdio"]\n'
-        f'env = {{ PYTHONPATH = "{ROOT}" }}\nstartup_timeout_s = 60\n'
-        '[mcp.servers.broken]\ncommand = "/nonexistent/server"\n')
+    config.write_text(stdio_server_toml("t")
+                      + '[mcp.servers.broken]\ncommand = "/nonexistent/server"\n')
     call = ("mcp__t__add", json.dumps({"a": 20, "b": 22}))
     with serve([Reply(tool_calls=[call]), Reply(content=["42"])]) as server:
         out, err = io.StringIO(), io.StringIO()

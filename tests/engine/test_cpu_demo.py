@@ -7,7 +7,6 @@ import asyncio
 import io
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ from engine.paths import Paths
 from sparkcode.agent.tools import default_tools
 from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunOptions, run_headless
 from tests.support.engine import RunningEngine, run_engine
+from tests.support.mcp_config import stdio_server_toml
 
 pytestmark = pytest.mark.engine
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +118,7 @@ def test_an_mcp_tool_is_called_through_the_real_engine(engine: RunningEngine,
     # The tests' own MCP server over stdio, declared in config.toml as a user would.
     config = Paths.from_env().config_file
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        f'[mcp.servers.t]\ncommand = "{sys.executable}"\n'
-        'args = ["-m", "tests.support.mcp_server", "stdio"]\n'
-        f'env = {{ PYTHONPATH = "{ROOT}" }}\nstartup_timeout_s = 60\n')
+    config.write_text(stdio_server_toml("t"))
     # The forced call is made by vLLM's guided decoding from the MCP tool's own schema.
     code, events, err = run(engine, tmp_path, "Use the add tool to add 20 and 22.",
                             max_turns=2, max_tokens=128, force_tool="mcp__t__add")
