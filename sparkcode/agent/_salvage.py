@@ -92,8 +92,39 @@ def salvage(text: str, registry: ToolRegistry) -> Salvage:
     remaining = "".join(kept)
     if not out:
         remaining = _bare(remaining, registry, out)
+    if not out:
+        remaining = _broken_attempt(remaining, out)
     out.text = remaining.strip() if out else text
     return out
+
+
+_CALL_START = re.compile(r'(?:^|\n)[ \t]*(\{\s*"name"\s*:)')
+"""Where a call-shaped JSON object begins: ``{"name":`` at the start of a line."""
+
+
+def _broken_attempt(text: str, out: Salvage) -> str:
+    """The call attempts nothing could read: a ``</tool_call>`` that no
+    ``<tool_call>`` opened, or a ``{"name": ...`` object left open at the end of
+    the text (a model that ran out of tokens or lost its way inside a call)."""
+    # Only objects at the top level: a "name" key deep in other JSON is data.
+    starts = [m.start(1) for m in _CALL_START.finditer(text)
+              if _open_depth(text[:m.start(1)]) == 0]
+    close = text.find(_CLOSE)
+    if close >= 0:
+        begin = max([i for i in starts if i < close], default=0)
+        out.unreadable.append(Unreadable(
+            f"the closing {_CLOSE} has no opening {_OPEN} before it; write each call as "
+            f'{_OPEN}{{"name": "TOOL", "arguments": {{...}}}}{_CLOSE}',
+            _guess_name(text[begin:close])))
+        return text[:begin] + text[close + len(_CLOSE):]
+    if starts and _open_depth(text[starts[-1]:]) != 0 and _call_shaped(
+            _top_keys(text[starts[-1]:])):
+        begin = starts[-1]
+        out.unreadable.append(Unreadable(
+            "your call's JSON object starts with {\"name\": but never closes; write the "
+            'whole call: {"name": "TOOL", "arguments": {...}}', _guess_name(text[begin:])))
+        return text[:begin]
+    return text
 
 
 def _body_end(text: str, start: int) -> int:
@@ -304,6 +335,39 @@ def _open_depth(text: str) -> int:
         elif c == "}":
             depth -= 1
     return -1 if in_str else depth
+
+
+_COLON = re.compile(r"\s*:\s*")
+
+
+def _top_keys(text: str) -> dict[str, str]:
+    """The keys of the JSON object ``text`` begins, as far as it was written, each
+    with the first character of its value ("" where the text ends first)."""
+    keys: dict[str, str] = {}
+    depth, in_str, esc, start = 0, False, False, 0
+    for i, c in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+                if depth == 1 and (colon := _COLON.match(text, i + 1)):
+                    keys[text[start:i]] = text[colon.end():colon.end() + 1]
+        elif c == '"':
+            in_str, start = True, i + 1
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+    return keys
+
+
+def _call_shaped(keys: dict[str, str]) -> bool:
+    """Only a call's keys, and its arguments (if written yet) an object."""
+    return keys.keys() <= {"name", "function", *_ARG_KEYS} and all(
+        keys[k] in ("", "{", '"') for k in _ARG_KEYS if k in keys)
 
 
 def _guess_name(body: str) -> str:

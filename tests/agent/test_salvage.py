@@ -30,12 +30,12 @@ def test_outputs_collected_from_vllm_cpu_are_recovered_as_published() -> None:
     docs/agent.md publishes, and not one wrong call or false alarm."""
     assert len(COLLECTED) == 96 and all("expect" in c for c in COLLECTED)
     assert collected_verdicts(COLLECTED) == Counter({
-        "call right": 3, "attempt right": 41, "attempt missed": 20, "none right": 32})
+        "call right": 3, "attempt right": 60, "attempt missed": 1, "none right": 32})
     by_model: dict[str, Counter[str]] = {}
     for case in COLLECTED:
         by_model.setdefault(case["model"], Counter())[judge_collected(case)] += 1
     assert by_model == {
-        "tiny-agent-llama": Counter(recovered=3, unreadable=40, missed=18, **{"no call": 3}),
+        "tiny-agent-llama": Counter(recovered=3, unreadable=59, **{"no call": 2}),
         "SmolLM2-135M-Instruct": Counter(unreadable=1, missed=2, **{"no call": 29})}
 
 
@@ -50,6 +50,26 @@ def test_unreadable_calls_say_exactly_what_is_wrong() -> None:
     unknown = salvage('{"name": "search_web", "arguments": {"q": "x"}}', tools)
     assert unknown.unreadable[0].problem.startswith("there is no tool named 'search_web'; "
                                                     "the tools are: read_file, write_file")
+
+
+def test_attempts_without_an_opening_tag_are_told_and_json_data_is_not() -> None:
+    tools = default_tools()
+    orphan = salvage('Done.\n{"name": "write_file", "arguments": {"path": x}}\n</tool_call>\nok',
+                     tools)
+    assert not orphan.calls and orphan.unreadable[0].name == "write_file"
+    assert orphan.unreadable[0].problem.startswith("the closing </tool_call> has no opening")
+    assert orphan.text == "Done.\n\nok"
+    cut = salvage('I will write it.\n{"name": "write_file", "arguments": {"path": "a.md", "co',
+                  tools)
+    assert cut.unreadable[0].problem.startswith('your call\'s JSON object starts with {"name":')
+    assert cut.text == "I will write it."
+    # A "name" key is not enough: JSON data an answer quotes (closed or cut off),
+    # nested objects, and call-like keys whose arguments are not an object.
+    for text in ('The config is {"name": "demo", "version": 2}.',
+                 'Here it is:\n{\n  "name": "project.json",\n  "files": [\n    {\n      "name',
+                 '{"items": [\n{"name": "a",',
+                 '{"name": "f", "arguments": [{"name": "x", "type": "str'):
+        assert not salvage(text, tools), text
 
 
 def test_the_call_text_is_cut_from_the_answer() -> None:
