@@ -1,9 +1,10 @@
 """What a finished reply asks the agent to do: its tool calls, checked against the tools.
 
 The server's parsed calls come first. With none: in small-model mode the reply
-is one JSON step (``_structured``), a call or the answer; otherwise a call the
-server's parser did not return is recovered from the text (``_salvage``), and
-an attempt that cannot be read becomes a call whose result says what was wrong.
+is one JSON step (``_structured``), a call or the answer (of an answer step cut
+short, the part it began); otherwise a call the server's parser did not return
+is recovered from the text (``_salvage``), and an attempt that cannot be read
+becomes a call whose result says what was wrong.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ._salvage import Outcome, recover
 from ._structured import read_step
 from .client import ChatClient, ChatResult, ToolCall
 from .events import Notice
+from .step_text import StepText
 from .tools import ToolRegistry
 
 
@@ -43,6 +45,10 @@ async def read_reply(result: ChatResult, tools: ToolRegistry, client: ChatClient
             calls = [check_call(ToolCall(index=0, id=f"step_{stamp}", name=step.tool or "",
                                          arguments=step.arguments), tools)]
         return Reply(calls, answer, said)
+    if structured and not calls:
+        begun = StepText.read(answer)
+        if begun.is_answer:  # an answer step cut short (output limit, a stopped stream)
+            return Reply(calls, begun.shown, said)
     if calls or not salvage or result.cut:
         return Reply(calls, answer, said)
     hidden = None

@@ -5,6 +5,8 @@
 streams it closes the stream early when the thinking runs past its budget
 (plus margin) before any answer, when the degeneration detector fires in
 ``stop`` mode, or when the turn is cancelled; the result is kept either way.
+In small-model mode the answer text is the step's decoded ``answer``
+(``step_text``); the detector still watches the text the model wrote.
 What to do with the result is the turn loop's business (``loop.py``).
 """
 
@@ -26,6 +28,7 @@ from .events import (
     UsageUpdate,
 )
 from .settings import AgentSettings
+from .step_text import StepText
 
 
 def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
@@ -89,7 +92,8 @@ class Request:
 
     def __init__(self, client: ChatClient, settings: AgentSettings, history: list[Message], *,
                  tools: list[dict[str, Any]], choice: Any, params: dict[str, Any],
-                 thinking_closed: bool, cancelled: Callable[[], bool]) -> None:
+                 thinking_closed: bool, cancelled: Callable[[], bool],
+                 structured: bool = False) -> None:
         self.client = client
         self.settings = settings
         self.history = history
@@ -102,6 +106,8 @@ class Request:
             s.thinking_token_budget >= 0 else None
         self.result: ChatResult | None = None
         self.degenerate: DegenerationDetected | None = None
+        self.steps = StepText() if structured else None
+        """Small-model mode: what of each JSON step the user sees."""
         self._detectors = {"content": DegenerationDetector(),
                            "reasoning": DegenerationDetector()}
 
@@ -109,6 +115,13 @@ class Request:
     def stopped_degenerate(self) -> bool:
         """The stream was closed on the detector's verdict."""
         return self.degenerate is not None and self.degenerate.stopped
+
+    @property
+    def shown(self) -> str:
+        """The answer text its :class:`ContentDelta` events carried."""
+        if self.steps is not None:
+            return self.steps.shown
+        return self.result.content if self.result is not None else ""
 
     async def events(self) -> AsyncIterator[Event]:
         s = self.settings
@@ -130,7 +143,10 @@ class Request:
                                              tokens_so_far=stats.reasoning_tokens, budget=budget)
                     if delta.content:
                         answered = True
-                        yield ContentDelta(text=delta.content)
+                        text = delta.content if self.steps is None else \
+                            self.steps.feed(delta.content)
+                        if text:
+                            yield ContentDelta(text=text)
                     if delta.tool_calls:
                         answered = True
                     if delta.usage and time.monotonic() - last_usage >= s.usage_interval_s:
@@ -148,6 +164,9 @@ class Request:
                         break
         finally:
             self.result = stream.result()
+        rest = self.steps.finish() if self.steps is not None else ""
+        if rest:
+            yield ContentDelta(text=rest)
         yield usage_event(stream.stats, s.context_limit, final=True)
 
     def _watch(self, content: str, reasoning: str) -> DegenerationDetected | None:

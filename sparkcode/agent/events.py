@@ -19,7 +19,12 @@ Order within one turn::
     [ContextCompacted] [AgentError]
     TurnFinished
 
-``TodoUpdated`` follows a ``todo`` call that changed the list.
+``TodoUpdated`` follows a ``todo`` call that changed the list. The deltas and
+usage updates of one request interleave as the stream delivers them.
+
+In small-model mode (one JSON step per reply) ``ContentDelta`` carries the
+step's ``answer`` string, decoded, and a tool step streams none: its
+``ToolCallStarted`` is all there is of it, as in normal mode.
 """
 
 from __future__ import annotations
@@ -80,7 +85,8 @@ class ReasoningDelta(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ContentDelta(Event):
-    """Streamed answer text (markdown)."""
+    """Streamed answer text (markdown): what the user reads. In small-model mode
+    the decoded ``answer`` of the JSON step, not the JSON (``step_text``)."""
 
     text: str
 

@@ -251,7 +251,8 @@ class Agent:
                                  messages=len(self.history))
             req = Request(self.client, self.settings, self.history, tools=tools, choice=choice,
                           params=params, thinking_closed=thinking_closed,
-                          cancelled=lambda: self._cancel)
+                          cancelled=lambda: self._cancel,
+                          structured=self._structured is not None)
             try:
                 async for event in req.events():
                     yield event
@@ -268,7 +269,8 @@ class Agent:
                 code = "engine_gone" if isinstance(exc, EngineGone) else "request_failed"
                 yield AgentError(message=f"{exc}. The conversation so far is kept; send a "
                                  "message to retry.", code=code)
-                yield self._finished("error", partial, request, prompt_total, completion_total)
+                yield self._finished("error", req.shown, request, prompt_total,
+                                     completion_total)
                 return
             result = req.result
             assert result is not None  # set when the stream ends, also when it is cut
@@ -279,7 +281,7 @@ class Agent:
                 # (the history stays valid) and end the turn saying why.
                 if result.content:
                     self.history.append({"role": "assistant", "content": result.content})
-                yield self._finished("degenerate", result.content, request, prompt_total,
+                yield self._finished("degenerate", req.shown, request, prompt_total,
                                      completion_total)
                 return
             if self.metrics is not None:
@@ -289,7 +291,7 @@ class Agent:
             if self._cancel:
                 if result.content:
                     self.history.append({"role": "assistant", "content": result.content})
-                yield self._finished("cancelled", result.content, request, prompt_total,
+                yield self._finished("cancelled", req.shown, request, prompt_total,
                                      completion_total)
                 return
             if result.cut and not result.tool_calls and not result.content:

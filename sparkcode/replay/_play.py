@@ -19,6 +19,7 @@ import httpx
 
 from sparkcode.agent import events as ev
 from sparkcode.agent.client import ChatClient, ChatError, ChatStream
+from sparkcode.agent.step_text import StepText
 from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
 
 MAX_GAP_S = 3.0
@@ -177,6 +178,8 @@ async def _play_request(client: ChatClient, exchange: Exchange, body: dict[str, 
         messages=len(body.get("messages") or []),
     )
     stream = ChatStream(client, body)
+    # Small-model mode: the user saw each JSON step's answer, not the JSON.
+    steps = StepText() if "structured_outputs" in body else None
     try:
         async with stream:
             async for delta in stream:
@@ -185,8 +188,10 @@ async def _play_request(client: ChatClient, exchange: Exchange, body: dict[str, 
                     yield ev.ReasoningDelta(text=delta.reasoning,
                                             tokens_so_far=stats.reasoning_tokens,
                                             budget=budget if isinstance(budget, int) else None)
-                if delta.content:
-                    yield ev.ContentDelta(text=delta.content)
+                text = delta.content if steps is None or not delta.content else \
+                    steps.feed(delta.content)
+                if text:
+                    yield ev.ContentDelta(text=text)
                 if delta.usage:
                     yield ev.UsageUpdate(
                         prompt_tokens=stats.prompt_tokens,
@@ -196,5 +201,8 @@ async def _play_request(client: ChatClient, exchange: Exchange, body: dict[str, 
                         context_used=stats.prompt_tokens + stats.completion_tokens,
                         context_limit=None, cached_tokens=stats.cached_tokens,
                     )
+        rest = steps.finish() if steps is not None else ""
+        if rest:
+            yield ev.ContentDelta(text=rest)
     except ChatError as exc:
         yield ev.AgentError(message=f"recorded request {exchange.index}: {exc}")

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from sparkcode.agent.step_text import shown_text
+
 from .widgets.conversation import Conversation
 
 
@@ -20,7 +22,8 @@ async def show_transcript(conversation: Conversation,
         if role == "user":
             await conversation.add_user(str(message.get("content") or ""))
         elif role == "assistant":
-            text = str(message.get("content") or "")
+            # A small-model step shows as what it stands for: its answer, or its card.
+            text = shown_text(str(message.get("content") or ""))
             if text.strip():
                 answer = await conversation.answer()
                 answer.append_text(text)

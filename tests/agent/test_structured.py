@@ -1,13 +1,24 @@
-"""Small-model mode against a scripted server: the schema is sent, steps are run."""
+"""Small-model mode against a scripted server: the schema is sent, steps are run, and
+the user sees answers as text and tool steps as calls, never the JSON."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
-from sparkcode.agent import ToolCallFinished, ToolCallStarted, TurnFinished
+from sparkcode.agent import (
+    ContentDelta,
+    Event,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    UsageUpdate,
+)
 from sparkcode.agent._structured import read_step, step_schema
 from sparkcode.agent.tools import default_tools
+from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
 from tests.agent.test_loop import make_agent, of, run
 
@@ -46,3 +57,66 @@ async def test_steps_are_run_and_the_answer_ends_the_turn(workspace: Path) -> No
     said = [m for m in server.requests[1]["messages"] if m["role"] == "assistant"]
     assert said[0]["content"] == step
     assert agent.history[-1]["content"] == '{"answer": "wrote n.md"}'
+
+
+def shown(events: list[Event]) -> list[str]:
+    return [e.text for e in events if isinstance(e, ContentDelta)]
+
+
+async def test_the_user_sees_the_answer_decoded_and_no_json_of_a_tool_step(
+        workspace: Path) -> None:
+    (workspace / "a.txt").write_text("pelican\n")
+    call = '{"tool": "read_file", "arguments": {"path": "a.txt"}}'
+    answer = '{"answer": "The word is \\"pelican\\".\\nDone \\u2713"}'
+    # Split inside the escapes: \" and \n and \u2713 each arrive in two deltas.
+    server = ScriptedServer([Reply(content=[call[:9], call[9:30], call[30:]]),
+                             Reply(content=[answer[:25], answer[25:37], answer[37:46],
+                                            answer[46:]])])
+    agent = make_agent(server, workspace, structured_tools=True)
+    events = await run(agent, "what word is in a.txt?")
+    expected = json.loads(answer)["answer"]
+    assert expected == 'The word is "pelican".\nDone \u2713'
+    assert "".join(shown(events)) == expected
+    assert all("{" not in text for text in shown(events))
+    kinds = [type(e).__name__ for e in events
+             if isinstance(e, ContentDelta | ToolCallStarted | ToolCallFinished)]
+    # The tool step streams no text: its call event is all there is of it.
+    assert kinds[:2] == ["ToolCallStarted", "ToolCallFinished"]
+    assert set(kinds[2:]) == {"ContentDelta"}
+    assert "pelican" in of(events, ToolCallFinished)[0].result
+    assert of(events, TurnFinished)[-1].content == expected
+    # The history keeps the steps as written (what the model sees next time).
+    assert [m["content"] for m in agent.history if m["role"] == "assistant"] == [call, answer]
+
+
+async def test_an_answer_cut_by_the_output_limit_ends_with_the_text_it_began(
+        workspace: Path) -> None:
+    server = ScriptedServer([Reply(content=['{"answer": "first line\\nsecond', " li"],
+                                   finish="length")])
+    agent = make_agent(server, workspace, structured_tools=True)
+    events = await run(agent, "hi")
+    assert "".join(shown(events)) == "first line\nsecond li"
+    finished = of(events, TurnFinished)[-1]
+    assert (finished.reason, finished.content) == ("length", "first line\nsecond li")
+    # The text comes before the request's last usage report, as in normal mode.
+    last = max(i for i, e in enumerate(events) if isinstance(e, ContentDelta))
+    assert any(isinstance(e, UsageUpdate) and e.final for e in events[last:])
+
+
+async def test_sparkcode_run_prints_the_answer_not_the_step(workspace: Path) -> None:
+    step = '{"answer": "line one\\nline two"}'
+    with serve([Reply(content=[step[:14], step[14:]])]) as server:
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_headless(RunOptions(prompt="hi", workspace=workspace,
+                                             endpoint=url(server), record=False,
+                                             structured_tools=True), out=out, err=err)
+        assert code == EXIT_OK, err.getvalue()
+        assert out.getvalue() == "line one\nline two\n"
+        out = io.StringIO()
+        server.replies.append(Reply(content=[step[:14], step[14:]]))
+        code = await run_headless(RunOptions(prompt="hi", workspace=workspace, as_json=True,
+                                             endpoint=url(server), record=False,
+                                             structured_tools=True), out=out, err=err)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert "".join(e["text"] for e in events if e["type"] == "ContentDelta") == \
+        "line one\nline two"
