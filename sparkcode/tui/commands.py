@@ -9,9 +9,10 @@ main screen's dispatch all read :data:`COMMANDS`. To add one::
         screen.with_agent(lambda agent: ...)
         await screen.say(f"plan mode: {arg}")
 
-Handlers use the screen's public surface (``say``, ``with_agent``, ``agent``,
-``conversation``...); a handler that raises :class:`CommandError` (or anything
-else) is reported in the conversation as ``/name failed: ...``.
+Handlers use the screen's public surface (mostly ``screens.command_surface``:
+``say``, ``with_agent``, ``agent``, ``conversation``...); a handler that raises
+:class:`CommandError` (or anything else) is reported in the conversation as
+``/name failed: ...``.
 """
 
 from __future__ import annotations

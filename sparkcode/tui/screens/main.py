@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,24 +13,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.reactive import reactive
-from textual.screen import Screen
-from textual.widgets import Footer, Input, Markdown
+from textual.widgets import Footer, Input
 
-from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import Instructions
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
-from ..agent_port import AgentFactory, AgentPort, SessionRequest
+from ..agent_port import AgentFactory
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
-from ..messages import AgentModelChanged, EnginePanelToggled
-from ..resuming import choose_resume
-from ..stats import StatsTracker
-from ..transcript import show_transcript
+from ..messages import EnginePanelToggled
 from ..turn import Detector, TurnRenderer, default_detector_factory
 from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
@@ -40,14 +32,14 @@ from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
 from ..widgets.status_bar import StatusBar
 from ..widgets.todo_panel import TodoPanel
-from .sessions import SessionsScreen
+from .command_surface import CommandSurface
 
 STOP_GRACE_S = 1.5
 """Seconds a turn gets to stop by itself before its worker is cancelled."""
 WELCOME = "sparkcode: type a request and press Enter; /help lists the commands."
 
 
-class MainScreen(Screen[None]):
+class MainScreen(CommandSurface):
     """Where the conversation happens.
 
     It gets what it needs when built (the workspace, how to build the agent,
@@ -55,7 +47,7 @@ class MainScreen(Screen[None]):
     the panel (:class:`EnginePanel.StartRequested`...), :class:`EnginePanelToggled`,
     :class:`AgentModelChanged`. The app pushes it before anything else and then
     calls :meth:`show_engine`, :meth:`engine_ready`, :meth:`notice` and
-    :meth:`error` only.
+    :meth:`error` only. What slash commands use is :class:`CommandSurface`.
     """
 
     CSS_PATH = "main.tcss"
@@ -66,40 +58,20 @@ class MainScreen(Screen[None]):
         Binding("ctrl+l", "clear", "Clear"),
     ]
 
-    turn_running: reactive[bool] = reactive(False)
-    """True while a turn streams."""
-
     def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
                  *, show_engine_panel: bool = False, sessions: SessionStore | None = None,
                  instructions: Instructions | None = None, resume: Rebuilt | None = None,
                  detector_factory: Callable[[], Detector] | None = None) -> None:
-        super().__init__()
-        self.sessions = sessions or SessionStore(Paths.from_env().sessions_dir)
-        """The recorded sessions (``/sessions``, resume)."""
+        super().__init__(workspace, agent_factory, engine_view,
+                         sessions or SessionStore(Paths.from_env().sessions_dir), resume)
         self.instructions = instructions or Instructions()
         """The project instructions read at start (``/instructions``)."""
-        self.resume = resume
-        """The recorded conversation the next agent continues, until it is built."""
-        self.workspace = workspace
-        """Where the agent's tools work (and @path completion looks)."""
-        self.agent_factory = agent_factory
-        """Builds the agent on the first prompt."""
-        self.engine_view = engine_view
-        """The latest engine snapshot the app showed us."""
         self._show_panel = show_engine_panel
-        self.agent: AgentPort | None = None
-        """The agent, built on the first prompt (once the engine answers)."""
-        self.stats = StatsTracker()
-        """The status bar's figures."""
         self.pending_prompt: str | None = None
         """A prompt typed while the engine was booting; sent when it is ready."""
         self._detector_factory = detector_factory or default_detector_factory()
-        self._deferred: list[Callable[[AgentPort], None]] = []
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
-        self._shown_notes: set[str] = set()
-        self.mode_before_plan: str | None = None
-        """The approval mode /plan left, for /act to go back to."""
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -117,18 +89,6 @@ class MainScreen(Screen[None]):
             yield EnginePanel(id="engine-panel")
         yield StatusBar(id="status-bar")
         yield Footer()
-
-    @property
-    def conversation(self) -> Conversation:
-        return self.query_one("#conversation", Conversation)
-
-    @property
-    def approvals(self) -> ApprovalStack:
-        return self.query_one("#approvals", ApprovalStack)
-
-    @property
-    def prompt(self) -> PromptInput:
-        return self.query_one("#prompt", PromptInput)
 
     @property
     def engine_panel(self) -> EnginePanel:
@@ -157,30 +117,11 @@ class MainScreen(Screen[None]):
             self.run_worker(self._show_resumed(self.resume), group="notices")
         self.prompt.focus()
 
-    def _notes(self, notes: Sequence[str]) -> None:
-        for note in notes:
-            if note not in self._shown_notes:
-                self._shown_notes.add(note)
-                self.notice(f"note: {note}")
-
-    async def _show_resumed(self, rebuilt: Rebuilt) -> None:
-        await show_transcript(self.conversation, rebuilt.history[1:])
-        self.query_one("#todos", TodoPanel).items = rebuilt.todos
-        await self.say(f"resumed session {rebuilt.session_id} after turn {rebuilt.turns}: your "
-                       "next prompt continues it (recorded as a new session naming it)")
-        self._notes(rebuilt.notes)
-
     async def on_unmount(self) -> None:
         if self.agent is not None:
             await self.agent.aclose()
 
-    # -- what the app calls (after pushing the screen) -------------------------------
-
-    def notice(self, text: str) -> None:
-        self.run_worker(self.conversation.add_notice(text), group="notices")
-
-    def error(self, text: str) -> None:
-        self.run_worker(self.conversation.add_error(text), group="notices")
+    # -- what the app calls (after pushing the screen; also notice and error) ---------
 
     def show_engine(self, view: EngineView) -> None:
         self.engine_view = view
@@ -244,18 +185,6 @@ class MainScreen(Screen[None]):
         self.turn_running = True
         self._turn_serial += 1
         self._run_turn(text, shown)
-
-    async def ensure_agent(self) -> AgentPort:
-        if self.agent is None:
-            agent = await self.agent_factory(SessionRequest(self.workspace, self.resume))
-            self.resume = None
-            for apply in self._deferred:
-                apply(agent)
-            self._deferred.clear()
-            self.agent = agent
-            self.model_changed(agent.model)
-            self._notes(agent.notes)
-        return self.agent
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def _run_turn(self, text: str, shown: bool) -> None:
@@ -369,81 +298,3 @@ class MainScreen(Screen[None]):
             await parsed.command.handler(self, arg)
         except Exception as exc:  # a failed command is reported, never fatal
             await self.conversation.add_error(f"/{name} failed: {exc}")
-
-    # -- what command handlers use -----------------------------------------------------
-
-    def with_agent(self, apply: Callable[[AgentPort], None]) -> None:
-        """Apply a setting to the agent now, or once it is built."""
-        if self.agent is None:
-            self._deferred.append(apply)
-        else:
-            apply(self.agent)
-
-    async def say(self, text: str) -> None:
-        """A notice in the conversation."""
-        await self.conversation.add_notice(text)
-
-    async def show_markdown(self, text: str) -> None:
-        await self.conversation.mount(Markdown(text, classes="help"))
-
-    def model_changed(self, model: str) -> None:
-        self.engine_view = replace(self.engine_view, model=model)
-        self.post_message(AgentModelChanged(model))
-
-    def workspace_changed(self) -> None:
-        """Files may have changed behind the completer's back."""
-        self.prompt.files.invalidate()
-
-    async def new_conversation(self) -> None:
-        await self.conversation.clear()
-        self.query_one("#todos", TodoPanel).items = ()
-        self.with_agent(lambda agent: agent.reset())
-        self.query_one(StatusBar).stats = self.stats.reset_context()
-        await self.say("new conversation")
-
-    async def open_sessions(self) -> None:
-        def chosen(session_id: str | None) -> None:
-            if session_id is not None:
-                self.run_worker(self.resume_session(session_id), group="command",
-                                exit_on_error=False)
-
-        await self.app.push_screen(SessionsScreen(self.sessions), callback=chosen)
-
-    async def ask(self, request: ApprovalRequested) -> ApprovalDecision:
-        """Show an approval card for ``request`` and wait for the user's answer."""
-        await self.approvals.add(request)
-        return await request.future
-
-    async def redraw(self) -> None:
-        """Draw the conversation again from the agent's history (after undo/redo)."""
-        if self.agent is None:
-            return
-        await self.conversation.clear()
-        await show_transcript(self.conversation, self.agent.transcript()[1:])
-
-    async def resume_session(self, session_id: str) -> None:
-        """Continue a recorded session; one of another workspace only if the user agrees."""
-        if self.turn_running:
-            await self.conversation.add_error("a turn is running; press escape to stop it "
-                                              "before resuming another session")
-            return
-        try:
-            rebuilt, why_not = await choose_resume(self.app, self.sessions, self.workspace,
-                                                   session_id)
-        except UserError as exc:
-            await self.conversation.add_error(f"cannot resume {session_id}: {exc}")
-            return
-        if rebuilt is None:
-            await self.say(why_not)
-            return
-        if self.agent is not None:
-            await self.agent.aclose()
-            self.agent = None
-        if Path(rebuilt.workspace) != self.workspace:
-            self.workspace = Path(rebuilt.workspace)
-            self.prompt.set_files(WorkspaceFiles(self.workspace))
-            await self.say(f"workspace: {self.workspace}")
-        self.resume = rebuilt
-        await self.conversation.clear()
-        self.query_one(StatusBar).stats = self.stats.reset_context()
-        await self._show_resumed(rebuilt)
