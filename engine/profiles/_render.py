@@ -124,6 +124,12 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         if spec.model:
             config["model"] = expand(spec.model, paths)
         argv += ["--speculative-config", json.dumps(config, sort_keys=True)]
+    if profile.agent.structured_tools and "--structured-outputs-config" not in profile.extra_args:
+        # The agent asks for whitespace-free steps per request, but vLLM 0.32's
+        # xgrammar and guidance backends read that flag from the engine config only,
+        # and it needs a named backend (xgrammar: what "auto" picks on the CPU).
+        no_whitespace = {"backend": "xgrammar", "disable_any_whitespace": True}
+        argv += ["--structured-outputs-config", json.dumps(no_whitespace)]
     argv += list(profile.extra_args)
 
     env: dict[str, str] = {}

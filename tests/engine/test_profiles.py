@@ -162,3 +162,20 @@ def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
 
     assert structured(SessionOptions()) is True
     assert structured(SessionOptions(structured_tools=False)) is False
+
+
+def test_small_model_profiles_start_the_engine_without_free_whitespace(paths: Paths) -> None:
+    # vLLM 0.32's xgrammar backend ignores the request's disable_any_whitespace
+    # and reads the engine's; without the flag SmolLM2's steps came indented.
+    def config(text: str) -> list[str]:
+        argv = render(_parse(text), paths).argv  # type: ignore[arg-type]
+        return [argv[i + 1] for i, arg in enumerate(argv) if arg == "--structured-outputs-config"]
+
+    argv = render(load_profile("cpu-demo", paths), paths).argv
+    flag = argv[argv.index("--structured-outputs-config") + 1]
+    assert json.loads(flag) == {"backend": "xgrammar", "disable_any_whitespace": True}
+    base = '[profile]\nname = "x"\n[model]\npath = "/m"\n'
+    assert config(base) == []
+    assert config(base + "[agent]\nstructured_tools = true\n") == [flag]
+    own = '[server]\nextra_args = ["--structured-outputs-config", "{}"]\n'
+    assert config(base + own + "[agent]\nstructured_tools = true\n") == ["{}"]
