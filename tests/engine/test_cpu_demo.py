@@ -98,8 +98,12 @@ def test_cpu_demo_knows_the_capital_of_france_and_steps_in_small_model_mode(
     for call in [e for e in events if e["type"] == "ToolCallStarted"]:
         tool = tools.get(call["name"])
         assert tool is not None and all(r in call["arguments"] for r in tool.required), call
+    # What a user reads is the steps' answers, never their JSON.
+    shown = "".join(e["text"] for e in events if e["type"] == "ContentDelta")
+    assert '{"tool"' not in shown and '"arguments"' not in shown, shown
     if finished[0]["reason"] == "stop":  # the last step was {"answer": ...}
         assert not finished[0]["content"].lstrip().startswith('{"answer"')
+        assert shown.endswith(finished[0]["content"]), (shown, finished[0]["content"])
 
 
 def test_a_looping_stream_is_stopped_on_the_real_engine(engine: RunningEngine,
