@@ -1,68 +1,150 @@
-"""GPTQ speed: our blocked W2 GPTQ vs the plain textbook loop, same matrix, one run.
+"""GPTQ speed, side by side in one run: the current code against the previous one and the textbook.
 
-Both quantize one ``[out, in]`` matrix (default 2048 x 4096, a GLM-5.3-Flash
-expert's gate/up shape) against the same Hessian with the same algorithm and
-scale rule; the reference (``engine.quant.gptq.gptq_reference``) updates every
-remaining column of the whole matrix after each column, ours updates lazily
-(within the 32-column group, then per group, then per 128-column block, as
-GEMMs). Prints both times, the speed ratio and how many codes agree.
+Every matrix ``[out, in]`` is quantized against the same Hessian (correlated inputs of uneven
+importance) by:
 
-    .venv/bin/python bench/gptq_speed.py [--out 2048] [--in 4096] [--device cpu]
+* ``previous``: the converter's GPTQ (act-order, Hessian-weighted ue5m3 scales, one refit
+  round) as it was before it was made fast, kept as ``tests.quant.gptq_previous``
+  (``gptq_quantize_reference``: a 13-candidate rounding of every weight, an einsum refit,
+  four exact losses);
+* ``ours``: ``engine.quant.gptq.gptq_quantize`` with the same options, timed as the
+  converter uses it (codes and scales), then ``+ loss``: also reading ``result.loss``;
+* ``textbook`` (``--against previous,textbook``): ``gptq_reference``, the unblocked column
+  loop with the RTN scale rule and no act-order, against ``gptq_quantize`` with the same
+  rule (the check that the lazy updates are fast; slow by design: 6-10 minutes at 2048x4096).
 
-The reference is slow by design: on 2 busy CPU cores the default matrix takes
-6-10 minutes for it (ours: ~15 s); ``--in 1024`` gives a quick check.
+Prints wall and CPU seconds, the ratios, how many codes and scales agree and the relative
+difference of the losses. Default shapes: SmolLM2-135M's MLP (gate/up 1536x576, down
+576x1536) and a GLM-5.3-Flash expert (gate/up 2048x4096, down 4096x2048).
+``--smollm2 12,13,14`` instead quantizes the real MLP matrices of those SmolLM2-135M layers
+with Hessians from one pass of the fidelity bench's calibration text
+(``bench/quant_fidelity_smollm2.py``: 64 x 256 tokens), the 9 matrices of its mild setting.
+
+    .venv/bin/python bench/gptq_speed.py [--shapes 1536x576,2048x4096] [--threads 1]
+                                         [--against previous,textbook] [--device cpu]
+                                         [--smollm2 12,13,14]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import torch
 
-from engine.codecs import w2
-from engine.quant.gptq import gptq_quantize, gptq_reference, output_error
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.quant.gptq import GPTQResult, gptq_quantize, gptq_reference  # noqa: E402
+from tests.quant.gptq_previous import gptq_quantize_reference  # noqa: E402
+
+T = TypeVar("T")
+DEFAULT_SHAPES = "1536x576,576x1536,2048x4096,4096x2048"
+
+
+def problem(out_f: int, in_f: int, tokens: int, dev: torch.device
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(out_f, in_f, generator=gen) * 0.02
+    # Correlated inputs with uneven importance, built cheaply from a low-rank mix.
+    z = torch.randn(tokens, 256, generator=gen)
+    mix = torch.randn(256, in_f, generator=gen) / 16
+    x = z @ mix + 0.3 * torch.randn(tokens, in_f, generator=gen) * \
+        torch.exp(torch.randn(in_f, generator=gen))
+    return w.to(dev), (2 * x.t() @ x / tokens).to(dev)
+
+
+def smollm2_problems(layers: list[int], dev: torch.device
+                     ) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """The real MLP weights of ``layers`` with their calibration Hessians."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from bench.quant_fidelity_smollm2 import hessians_of_pass, mlp_weights, model_dir, protocol
+
+    path = model_dir(None)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.train(False)
+    calib, _code, _prose = protocol(AutoTokenizer.from_pretrained(path))
+    accs = hessians_of_pass(model, calib, layers)
+    out = []
+    for name, w in mlp_weights(model, layers).items():
+        layer, proj = name.split(".")
+        h = accs[f"{layer}.{'d' if proj == 'down_proj' else 'x'}"].hessian
+        out.append((f"layer {layer} {proj}", w.to(dev), h.to(dev)))
+    return out
+
+
+def timed(fn: Callable[[], T], dev: torch.device) -> tuple[T, float, float]:
+    """Result, wall seconds, CPU seconds of this process."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = fn()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - t0, time.process_time() - c0
+
+
+def agreement(a: GPTQResult, b: GPTQResult) -> str:
+    codes = 100 * float((a.codes == b.codes).float().mean())
+    scales = 100 * float((a.scales == b.scales).float().mean())
+    rel = abs(a.loss - b.loss) / abs(a.loss) if a.loss else 0.0
+    return f"codes {codes:.4f}% scales {scales:.4f}% loss rel diff {rel:.1e}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=int, default=2048)
-    parser.add_argument("--in", dest="in_f", type=int, default=4096)
+    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of OUTxIN")
     parser.add_argument("--tokens", type=int, default=2048, help="calibration rows for H")
+    parser.add_argument("--against", default="previous", help="previous, textbook or both")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--smollm2", help="comma list of SmolLM2-135M layers (replaces --shapes)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
-    gen = torch.Generator().manual_seed(0)
-    w = (torch.randn(args.out, args.in_f, generator=gen) * 0.02).to(dev)
-    # Correlated inputs with uneven importance, built cheaply from a low-rank mix.
-    z = torch.randn(args.tokens, 256, generator=gen)
-    mix = torch.randn(256, args.in_f, generator=gen) / 16
-    x = (z @ mix + 0.3 * torch.randn(args.tokens, args.in_f, generator=gen)).to(dev)
-    h = 2 * x.t() @ x / args.tokens
+    against = set(args.against.split(","))
+    print(f"{dev}, {torch.get_num_threads()} torch threads; act-order, weighted scales, 1 refit")
+    if args.smollm2:
+        problems = smollm2_problems([int(i) for i in args.smollm2.split(",")], dev)
+    else:
+        problems = []
+        for shape in args.shapes.split(","):
+            out_f, in_f = (int(d) for d in shape.lower().split("x"))
+            problems.append((shape, *problem(out_f, in_f, args.tokens, dev)))
+    totals = [0.0, 0.0]
+    for label, w, h in problems:
+        print(f"\n{label} ({w.shape[0]}x{w.shape[1]}):", flush=True)
+        previous, ours = compare(w, h, against, dev)
+        totals[0] += previous
+        totals[1] += ours
+    if "previous" in against:
+        print(f"\nall {len(problems)} matrices: previous {totals[0]:.2f} s, ours "
+              f"{totals[1]:.2f} s wall ({totals[0] / totals[1]:.2f}x)")
 
-    def timed(fn):  # type: ignore[no-untyped-def]
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        result = fn()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        return result, time.perf_counter() - t0
 
-    ours, t_ours = timed(lambda: gptq_quantize(w, h))
-    ref, t_ref = timed(lambda: gptq_reference(w, h))
-    rtn = w2.quantize_rtn(w.cpu()).dequantize(torch.float32)
-    agree = float((ours.codes == ref.codes).float().mean())
-    print(f"matrix {args.out}x{args.in_f} on {dev}, {torch.get_num_threads()} threads")
-    print(f"  reference (textbook loop): {t_ref:8.2f} s")
-    print(f"  ours (blocked, lazy):      {t_ours:8.2f} s")
-    print(f"  speed-up: {t_ref / t_ours:.2f}x; codes identical: {100 * agree:.3f}%")
-    print(f"  output error: ours {output_error(w, ours.dequantize(), h):.4f}, reference "
-          f"{output_error(w, ref.dequantize(), h):.4f}, RTN "
-          f"{output_error(w.cpu(), rtn, h.cpu()):.4f}")
+def compare(w: torch.Tensor, h: torch.Tensor, against: set[str], dev: torch.device
+            ) -> tuple[float, float]:
+    """Print one matrix's timings; return the wall seconds of previous and ours."""
+    wp = wo = 0.0
+    if "previous" in against:
+        prev, wp, cp = timed(lambda: gptq_quantize_reference(w, h, act_order=True), dev)
+        ours, wo, co = timed(lambda: gptq_quantize(w, h, act_order=True), dev)
+        _loss, wl, _ = timed(lambda: ours.loss, dev)
+        print(f"  previous {wp:7.2f} s wall {cp:7.2f} s CPU")
+        print(f"  ours     {wo:7.2f} s wall {co:7.2f} s CPU  ({wp / wo:.2f}x wall, "
+              f"{cp / co:.2f}x CPU); + loss {wl:.2f} s ({wp / (wo + wl):.2f}x wall)")
+        print(f"  {agreement(prev, ours)}", flush=True)
+    if "textbook" in against:
+        ref, wr, _ = timed(lambda: gptq_reference(w, h), dev)
+        fast, wf, _ = timed(lambda: gptq_quantize(w, h, scales="rtn", refit=0), dev)
+        print(f"  textbook loop {wr:7.2f} s, blocked {wf:7.2f} s ({wr / wf:.2f}x); "
+              f"{agreement(ref, fast)}", flush=True)
+    return wp, wo
 
 
 if __name__ == "__main__":

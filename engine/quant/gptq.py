@@ -30,15 +30,17 @@ speed benchmark.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 
 from engine.codecs import w2
-from engine.quant.w2_scales import project, refit_scales, weighted_scales
+from engine.quant.w2_scales import LOSS_ESTIMATE_RTOL, project, weighted_scales
+from engine.quant.w2_scales import refit as refit_scales_of
 
 GROUP = w2.GROUP
 ScaleRule = Literal["weighted", "rtn"]
@@ -82,12 +84,20 @@ class HessianAccumulator:
 
 @dataclass(frozen=True)
 class GPTQResult:
-    """Codes ``[out, in]`` (uint8 0..3), the stored scales and the GPTQ loss."""
+    """Codes ``[out, in]`` (uint8 0..3), the stored scales and the GPTQ loss.
+
+    ``loss`` is computed when first read (after a refit it costs one ``[out, in] x [in, in]``
+    product, which the converter, reading only the codes and scales, does not pay).
+    """
 
     codes: torch.Tensor
     scales: torch.Tensor  # float32 [out, in/32], exactly representable as ue5m3
-    loss: float
     damp_used: float
+    loss_of: Callable[[], float] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def loss(self) -> float:
+        return self.loss_of()
 
     def to_w2(self) -> w2.W2Tensor:
         return w2.W2Tensor.from_codes(self.codes.cpu(), w2.encode_scales(self.scales.cpu()))
@@ -190,19 +200,53 @@ def gptq_quantize(
     # Act-order visits a group's columns at scattered times, so its scales are fixed up front
     # from the original weights ("static groups"); groups stay 32 contiguous inputs.
     fixed = rule(W, slice(None)) if act_order else None
-    best = _gptq_pass(W, Hinv, perm, fixed, rule, blocksize)
+    codes, found, loss = _gptq_pass(W, Hinv, perm, fixed, rule, blocksize)
     if not refit:
-        return GPTQResult(best[0], best[1], best[2], damp_used)
-    best_loss = _loss(W, H, best[0], best[1])
+        return GPTQResult(codes, found, damp_used, lambda: loss)
+    best = _Candidate(codes, found, loss)
     for _ in range(refit):
-        s = refit_scales(W, H, best[0])
-        found = min(((best[0], s), _gptq_pass(W, Hinv, perm, s, rule, blocksize)[:2]),
-                    key=lambda cs: _loss(W, H, cs[0], cs[1]))
-        loss = _loss(W, H, found[0], found[1])
-        if loss >= best_loss:
+        fit = refit_scales_of(W, H, best.codes, (best.scales,))
+        best.estimate = fit.others[0]
+        same_codes = _Candidate(best.codes, fit.scales, fit.loss_estimate)
+        # A sweep's own summed loss is its estimate (the identity of the docstring).
+        swept = _Candidate(*_gptq_pass(W, Hinv, perm, fit.scales, rule, blocksize))
+        # As before: the better of the two new candidates (the first on a tie), kept only if
+        # strictly below the current best.
+        new = same_codes if _no_worse(same_codes, swept, W, H) else swept
+        if _no_worse(best, new, W, H):
             break
-        best, best_loss = (found[0], found[1], loss), loss
-    return GPTQResult(best[0], best[1], best_loss, damp_used)
+        best = new
+    return GPTQResult(best.codes, best.scales, damp_used, functools.partial(best.exact, W, H))
+
+
+class _Candidate:
+    """Codes and scales with an estimate of their loss (a sweep's summed loss, or from a
+    refit's Gram matrices) and, computed once when a comparison needs it, the exact one."""
+
+    def __init__(self, codes: torch.Tensor, scales: torch.Tensor,
+                 estimate: float | None = None) -> None:
+        self.codes, self.scales, self.estimate = codes, scales, estimate
+        self._exact: float | None = None
+
+    def exact(self, w: torch.Tensor, h: torch.Tensor) -> float:
+        if self._exact is None:
+            self._exact = _loss(w, h, self.codes, self.scales)
+        return self._exact
+
+    def known(self) -> float | None:
+        """The exact loss if computed, else the estimate."""
+        return self._exact if self._exact is not None else self.estimate
+
+
+def _no_worse(a: _Candidate, b: _Candidate, w: torch.Tensor, h: torch.Tensor) -> bool:
+    """``loss(a) <= loss(b)``, from the estimates when they are far enough apart to decide
+    (they agree with the exact loss to about 1e-7 relative, the margin is 1e-4), else from
+    the exact losses: the same answer as computing both exactly."""
+    x, y = a.known(), b.known()
+    if x is not None and y is not None and \
+            abs(x - y) > LOSS_ESTIMATE_RTOL * max(abs(x), abs(y)):
+        return x <= y
+    return a.exact(w, h) <= b.exact(w, h)
 
 
 def _loss(w: torch.Tensor, h: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> float:
@@ -302,7 +346,7 @@ def gptq_reference(
         loss += float((err * err).sum())
         W[:, i:] -= err.unsqueeze(1) * Hinv[i, i:].unsqueeze(0)
     codes = w2.quantize_with_scales(Q, scales)
-    return GPTQResult(codes, scales, loss / 2.0, damp_used)
+    return GPTQResult(codes, scales, damp_used, lambda: loss / 2.0)
 
 
 def output_error(weight: torch.Tensor, approx: torch.Tensor, hessian: torch.Tensor) -> float:

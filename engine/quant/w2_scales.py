@@ -18,6 +18,8 @@ does not change.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from engine.codecs import w2
@@ -48,51 +50,151 @@ def _candidates(scales: torch.Tensor) -> torch.Tensor:
     return w2.decode_scales(cand.to(torch.uint8))
 
 
+def _level4_threshold(cand: torch.Tensor) -> torch.Tensor:
+    """Smallest float32 ``a`` with ``fl(a / c) > 2.5`` for each candidate ``c > 0``.
+
+    :func:`project` sends ``|w| / c`` to level 4 exactly from this magnitude on. It lies
+    within an ulp or two of ``fl(2.5 c)`` (one ulp above it for ue5m3 values, where
+    ``2.5 c`` is exact), so the smallest of its neighbours that passes the test is it.
+    """
+    base = (cand * _OUTER).view(torch.int32)
+    found = torch.full_like(cand, float("inf"))
+    for step in range(3, -4, -1):  # from above: the last neighbour that passes is the smallest
+        a = (base + step).view(torch.float32)
+        found = torch.where(a / cand > _OUTER, a, found)
+    return found
+
+
 def weighted_scales(block: torch.Tensor, imp: torch.Tensor) -> torch.Tensor:
     """Stored scales ``[out, k]`` for ``block`` ``[out, 32k]`` minimising the ``imp``-weighted
-    squared error of nearest-code rounding (``imp`` ``[32k]``, non-negative)."""
+    squared error of nearest-code rounding (``imp`` ``[32k]``, non-negative).
+
+    A candidate scale ``c`` puts the weights with ``|w| / c > 2.5`` at level 4 and the rest at
+    level 1, so its error is a quadratic in ``c``:
+    ``sum imp w^2 - 2 c sum imp |w| m + c^2 sum imp m^2`` (``m`` in {1, 4}). Each weight is
+    binned by how many of its group's (increasing) candidates send it to level 4, using the
+    exact test :func:`project` applies; suffix sums over the bins give every candidate's
+    sums at once, in float64 (no cancellation). Rows are done in chunks to bound memory.
+    """
     out_f, n = (int(d) for d in block.shape)
     groups = n // GROUP
-    g = block.to(torch.float32).reshape(out_f, groups, GROUP)
-    wt = imp.to(g.device, torch.float32).reshape(groups, GROUP, 1)
-    cand = _candidates(w2.rtn_scales(block))  # [out, groups, K]
-    per = max(1, _CHUNK // (out_f * GROUP * cand.shape[-1]))
-    best = torch.empty(out_f, groups, dtype=torch.float32, device=g.device)
-    for a in range(0, groups, per):
-        b = min(a + per, groups)
-        c = cand[:, a:b].unsqueeze(-2)  # [out, chunk, 1, K]
-        x = g[:, a:b].unsqueeze(-1)  # [out, chunk, 32, 1]
-        q = project(x / torch.where(c > 0, c, 1.0)) * c
-        err = ((x - q) ** 2 * wt[a:b]).sum(-2)  # [out, chunk, K]
-        pick = err.argmin(-1, keepdim=True)
-        best[:, a:b] = cand[:, a:b].gather(-1, pick).squeeze(-1)
+    wt = imp.to(block.device, torch.float64).reshape(1, groups, GROUP)
+    best = torch.empty(out_f, groups, dtype=torch.float32, device=block.device)
+    rows = max(1, _CHUNK // (4 * n))
+    for a in range(0, out_f, rows):
+        b = min(a + rows, out_f)
+        best[a:b] = _weighted_rows(block[a:b], wt)
     return best
 
 
-def refit_scales(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+def _weighted_rows(block: torch.Tensor, wt: torch.Tensor) -> torch.Tensor:
+    out_f, n = (int(d) for d in block.shape)
+    groups = n // GROUP
+    mags = block.to(torch.float32).reshape(out_f, groups, GROUP).abs().contiguous()
+    cand = _candidates(w2.rtn_scales(block))  # [out, groups, K]; a group's are all 0 or all > 0
+    live = cand > 0
+    c = torch.where(live, cand, 1.0)
+    k = int(cand.shape[-1])
+    bins = torch.searchsorted(_level4_threshold(c), mags, right=True)  # [out, groups, 32]
+    m64 = mags.to(torch.float64)
+    wm = wt * m64
+    sq = (wm * m64).sum(-1, keepdim=True)  # sum imp w^2
+
+    def above(x: torch.Tensor) -> torch.Tensor:
+        """Per candidate, the sum of ``x`` over the weights it puts at level 4."""
+        hist = torch.zeros(out_f, groups, k + 1, dtype=torch.float64, device=block.device)
+        hist.scatter_add_(-1, bins, x.expand_as(m64))
+        return hist.flip(-1).cumsum(-1).flip(-1)[..., 1:]  # bins > candidate index
+
+    lv4 = w2.CODEBOOK[3] / w2.CODEBOOK[2]  # the outer level in units of the inner one
+    cross = wm.sum(-1, keepdim=True) + (lv4 - 1) * above(wm)  # sum imp |w| m
+    norm = wt.sum(-1, keepdim=True) + (lv4 * lv4 - 1) * above(wt)  # sum imp m^2
+    c64 = c.to(torch.float64)
+    err = sq - 2 * c64 * cross + c64 * c64 * norm
+    pick = err.argmin(-1, keepdim=True)
+    return torch.where(live[..., 0], cand.gather(-1, pick).squeeze(-1), 0.0)
+
+
+def _code_gram(codes: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``M[r, g, h] = c_rg H_gh c_rh^T`` ``[rows, groups, groups]`` for code levels ``codes``.
+
+    One GEMM per group ``g`` over the rows at once (``c_g`` times ``H``'s rows of ``g``, for
+    the columns from ``g`` on: ``M`` is symmetric), multiplied in place by the codes and summed
+    per group; the lower triangle is copied from the upper one.
+    """
+    out_f, in_f = (int(d) for d in codes.shape)
+    groups = in_f // GROUP
+    cg = codes.reshape(out_f, groups, GROUP)
+    m = torch.zeros(out_f, groups, groups, dtype=torch.float32, device=codes.device)
+    buf = torch.empty(out_f * in_f, dtype=torch.float32, device=codes.device)
+    for g in range(groups):
+        lo, rest = g * GROUP, in_f - g * GROUP
+        t = buf[:out_f * rest].view(out_f, rest)
+        torch.mm(cg[:, g], h[lo:lo + GROUP, lo:], out=t)  # c_g H_g,>=g
+        t.mul_(codes[:, lo:])
+        torch.sum(t.view(out_f, groups - g, GROUP), -1, out=m[:, g, g:])
+        m[:, g + 1:, g] = m[:, g, g + 1:]
+    return m
+
+
+@dataclass(frozen=True)
+class Refit:
+    """The least-squares scales for fixed codes, and estimates of ``tr(ΔW H ΔWᵀ) / 2`` for
+    them and for other scales on the same codes.
+
+    With ``M`` and ``b`` of :func:`refit` and ``base = Σ_r w H wᵀ`` the loss of scales ``s``
+    is ``(base - 2 Σ s·b + Σ sᵀ M s) / 2`` (float64), with no further ``[out, in] x [in, in]``
+    product. ``base`` is many times the loss, so the form cancels: it agrees with the exact
+    loss to about 1e-7 relative; it ranks candidates, it is not returned as the loss.
+    """
+
+    scales: torch.Tensor
+    loss_estimate: float
+    others: tuple[float, ...]
+
+
+# How far apart two loss estimates must be to be ranked without the exact losses.
+LOSS_ESTIMATE_RTOL = 1e-4
+
+
+def refit(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor,
+          others: tuple[torch.Tensor, ...] = ()) -> Refit:
     """Stored scales ``[out, in/32]`` minimising ``(w - q) H (w - q)^T`` per row for fixed codes.
 
     Row ``r``'s dequantized weights are ``q = sum_g s_g c_g`` (``c_g``: the row's code levels on
     group ``g``, zero elsewhere), so the optimum solves ``M s = b`` with
     ``M_gh = c_g H c_h^T`` and ``b_g = c_g H w^T``. A negative solution (possible when the codes
-    disagree with the weights) is clipped to 0.
+    disagree with the weights) is clipped to 0. Done in chunks of rows, which bounds memory;
+    ``others``: scales whose loss on these codes is estimated too.
     """
     out_f, in_f = (int(d) for d in weight.shape)
     groups = in_f // GROUP
     w = weight.to(torch.float32)
     h = hessian.to(w.device, torch.float32)
-    h_blocks = h.reshape(in_f, groups, GROUP)
     c_all = w2.code_values(codes.to(w.device))
-    b_all = ((w @ h) * c_all).reshape(out_f, groups, GROUP).sum(-1)
-    eye = torch.eye(groups, dtype=torch.float32, device=w.device)
-    out = torch.empty(out_f, groups, dtype=torch.float32, device=w.device)
-    rows = max(1, _CHUNK // (in_f * groups))
+    scales = torch.empty(out_f, groups, dtype=torch.float32, device=w.device)
+    totals = [0.0] * (1 + len(others))
+    rows = max(1, (_CHUNK // 4) // (groups * groups))
     for a in range(0, out_f, rows):
         b = min(a + rows, out_f)
-        cg = c_all[a:b].reshape(b - a, groups, GROUP)
-        hc = torch.einsum("jhb,rhb->rjh", h_blocks, cg)  # [r, in, groups]: H c_h^T
-        m = torch.einsum("rga,rgah->rgh", cg, hc.reshape(b - a, groups, GROUP, groups))
+        wh = w[a:b] @ h
+        cross = (wh * c_all[a:b]).reshape(b - a, groups, GROUP).sum(-1)
+        base = float((wh.to(torch.float64) * w[a:b].to(torch.float64)).sum())
+        m = _code_gram(c_all[a:b], h)
         ridge = 1e-6 * torch.diagonal(m, dim1=1, dim2=2).mean(-1).clamp(min=1e-30)
-        m = m + ridge[:, None, None] * eye
-        out[a:b] = torch.linalg.solve(m, b_all[a:b].unsqueeze(-1)).squeeze(-1)
-    return w2.round_scales(out.clamp(min=0.0))
+        fitted = m.clone()
+        fitted.diagonal(dim1=1, dim2=2).add_(ridge[:, None])
+        solved = torch.linalg.solve(fitted, cross.unsqueeze(-1)).squeeze(-1)
+        del fitted
+        scales[a:b] = w2.round_scales(solved.clamp(min=0.0))
+        m64, cross64 = m.to(torch.float64), cross.to(torch.float64)
+        for k, s in enumerate((scales, *others)):
+            s64 = s[a:b].to(w.device, torch.float64)
+            quad = float(torch.einsum("rg,rgh,rh->", s64, m64, s64))
+            totals[k] += (base - 2.0 * float((s64 * cross64).sum()) + quad) / 2.0
+    return Refit(scales, totals[0], tuple(totals[1:]))
+
+
+def refit_scales(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """The scales of :func:`refit` alone."""
+    return refit(weight, hessian, codes).scales
