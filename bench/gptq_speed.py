@@ -6,7 +6,7 @@ importance) by:
 * ``previous``: the converter's GPTQ (act-order, Hessian-weighted ue5m3 scales, one refit
   round) as it was before it was made fast, kept as ``tests.quant.gptq_previous``
   (``gptq_quantize_reference``: a 13-candidate rounding of every weight, an einsum refit,
-  four exact losses);
+  four exact losses); for scale, the rule before it (RTN scales, no refit) is timed too;
 * ``ours``: ``engine.quant.gptq.gptq_quantize`` with the same options, timed as the
   converter uses it (codes and scales), then ``+ loss``: also reading ``result.loss``;
 * ``textbook`` (``--against previous,textbook``): ``gptq_reference``, the unblocked column
@@ -135,6 +135,9 @@ def compare(w: torch.Tensor, h: torch.Tensor, against: set[str], dev: torch.devi
         prev, wp, cp = timed(lambda: gptq_quantize_reference(w, h, act_order=True), dev)
         ours, wo, co = timed(lambda: gptq_quantize(w, h, act_order=True), dev)
         _loss, wl, _ = timed(lambda: ours.loss, dev)
+        _plain, wr, cr = timed(lambda: gptq_quantize(w, h, act_order=True, scales="rtn",
+                                                     refit=0), dev)
+        print(f"  RTN scale rule, no refit (the rule before): {wr:.2f} s wall {cr:.2f} s CPU")
         print(f"  previous {wp:7.2f} s wall {cp:7.2f} s CPU")
         print(f"  ours     {wo:7.2f} s wall {co:7.2f} s CPU  ({wp / wo:.2f}x wall, "
               f"{cp / co:.2f}x CPU); + loss {wl:.2f} s ({wp / (wo + wl):.2f}x wall)")

@@ -1,4 +1,4 @@
-"""The fast GPTQ scale rule gives what the previous implementation gave (tests/quant/gptq_previous)."""
+"""The fast GPTQ scale rule gives what its previous implementation gave (gptq_previous.py)."""
 
 from __future__ import annotations
 
