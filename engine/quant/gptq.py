@@ -39,7 +39,7 @@ from typing import Literal
 import torch
 
 from engine.codecs import w2
-from engine.quant.w2_scales import LOSS_ESTIMATE_RTOL, project, weighted_scales
+from engine.quant.w2_scales import _OUTER, LOSS_ESTIMATE_RTOL, project, weighted_scales
 from engine.quant.w2_scales import refit as refit_scales_of
 
 GROUP = w2.GROUP
@@ -280,28 +280,39 @@ def _gptq_pass(
     else:
         St = torch.zeros(in_f // GROUP, out_f, dtype=torch.float32, device=device)
     inv_St = torch.where(St > 0, 1.0 / St, 0.0)  # refreshed per group below
-    inv_d = (1.0 / torch.diagonal(Hinv)).tolist()
+    # Row views and constants made once: the column loop then indexes Python lists, and each
+    # step writes into its destination with no Python scalars to wrap (few small tensors and
+    # operations per column; on a GPU, few launches).
+    w_rows, q_rows = Wt.unbind(0), Qt.unbind(0)
+    s_rows, inv_rows = St.unbind(0), inv_St.unbind(0)
+    St4 = St * w2.CODEBOOK[3]
+    s4_rows = St4.unbind(0)
+    inv_d = (1.0 / torch.diagonal(Hinv)).unbind(0)
+    neg_h = -Hinv
+    outer = torch.tensor(_OUTER, dtype=torch.float32, device=device)
     loss = 0.0
 
     for b1 in range(0, in_f, blocksize):
         b2 = min(b1 + blocksize, in_f)
         Err1 = torch.empty(b2 - b1, out_f, dtype=torch.float32, device=device)
+        e_rows = Err1.unbind(0)
         for g1 in range(b1, b2, GROUP):
             g2 = g1 + GROUP
             if fixed is None:
                 g = g1 // GROUP
                 St[g] = rule(Wt[g1:g2].t(), slice(g1, g2)).squeeze(1)
                 inv_St[g] = torch.where(St[g] > 0, 1.0 / St[g], 0.0)
-            Hg = Hinv[g1:g2, g1:g2]
+                St4[g] = St[g] * w2.CODEBOOK[3]
             for col in range(g1, g2):
                 g = group_of[col] if perm is not None else col // GROUP
-                w = Wt[col]
-                q = project(w * inv_St[g]) * St[g]
-                Qt[col] = q
-                err = (w - q) * inv_d[col]
-                Err1[col - b1] = err
+                w, q, err = w_rows[col], q_rows[col], e_rows[col - b1]
+                # q = project(w / s) * s: +-4 s where |w / s| > 2.5, else +-s, the sign of
+                # w / s (the same floats: 4 s and 1 s are exact).
+                x = w * inv_rows[g]
+                torch.copysign(torch.where(x.abs() > outer, s4_rows[g], s_rows[g]), x, out=q)
+                torch.sub(w, q, out=err).mul_(inv_d[col])
                 # Spread the error over the rest of this group right away.
-                Wt[col + 1:g2].addr_(Hg[col - g1, col - g1 + 1:], err, alpha=-1.0)
+                Wt[col + 1:g2].addr_(neg_h[col, col + 1:g2], err)
             # ...over the rest of the block with one GEMM per group...
             if g2 < b2:
                 Wt[g2:b2].addmm_(Hinv[g1:g2, g2:b2].t(), Err1[g1 - b1:g2 - b1], alpha=-1.0)
