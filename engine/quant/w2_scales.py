@@ -74,7 +74,8 @@ def weighted_scales(block: torch.Tensor, imp: torch.Tensor) -> torch.Tensor:
     ``sum imp w^2 - 2 c sum imp |w| m + c^2 sum imp m^2`` (``m`` in {1, 4}). Each weight is
     binned by how many of its group's (increasing) candidates send it to level 4, using the
     exact test :func:`project` applies; suffix sums over the bins give every candidate's
-    sums at once, in float64 (no cancellation). Rows are done in chunks to bound memory.
+    sums at once. The terms cancel (the error is a fraction of ``sum imp w^2``), so they are
+    in float64. Rows are done in chunks to bound memory.
     """
     out_f, n = (int(d) for d in block.shape)
     groups = n // GROUP
