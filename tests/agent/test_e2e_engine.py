@@ -234,9 +234,11 @@ async def test_the_default_sandbox_mode_and_plan_mode_on_the_real_engine(
         max_turns=3, temperature=0.0, record=False))
     # Whatever the model tries in plan mode, nothing in the workspace changes.
     assert not (planned / NOTE_PATH).exists()
-    for f in of(events, "ToolCallFinished"):
-        if f["name"] == "write_file":
-            assert f["error"] is not None and "plan mode" in f["error"]
+    # Under the plan-mode prompt this model writes a broken call (ending in a
+    # </tool_call> nobody opened): it is answered with what was wrong, a repeat is
+    # stopped, a readable one would be refused for plan mode. None of them runs.
+    errors = [f["error"] for f in of(events, "ToolCallFinished") if f["name"] == "write_file"]
+    assert None not in errors, errors
 
 
 async def test_a_forced_strict_call_leaves_a_conforming_model_alone(base_url: str,
