@@ -319,32 +319,25 @@ def _repairs(text: str) -> list[str]:
 
 def _open_depth(text: str) -> int:
     """Unclosed ``{`` outside strings (negative: too many ``}``); -1 if in a string."""
-    depth, in_str, esc = 0, False, False
-    for c in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-    return -1 if in_str else depth
-
-
-_COLON = re.compile(r"\s*:\s*")
+    braces, in_str, _ = _scan(text)
+    return -1 if in_str else braces
 
 
 def _top_keys(text: str) -> dict[str, str]:
     """The keys of the JSON object ``text`` begins, as far as it was written, each
     with the first character of its value ("" where the text ends first)."""
+    return _scan(text)[2]
+
+
+_COLON = re.compile(r"\s*:\s*")
+
+
+def _scan(text: str) -> tuple[int, bool, dict[str, str]]:
+    """One pass over JSON-like text: unclosed ``{`` outside strings, whether it
+    ends inside a string, and the top-level object's keys (see :func:`_top_keys`)."""
     keys: dict[str, str] = {}
-    depth, in_str, esc, start = 0, False, False, 0
+    braces = nested = start = 0
+    in_str = esc = False
     for i, c in enumerate(text):
         if in_str:
             if esc:
@@ -353,15 +346,17 @@ def _top_keys(text: str) -> dict[str, str]:
                 esc = True
             elif c == '"':
                 in_str = False
-                if depth == 1 and (colon := _COLON.match(text, i + 1)):
+                if nested == 1 and (colon := _COLON.match(text, i + 1)):
                     keys[text[start:i]] = text[colon.end():colon.end() + 1]
         elif c == '"':
             in_str, start = True, i + 1
         elif c in "{[":
-            depth += 1
+            nested += 1
+            braces += c == "{"
         elif c in "}]":
-            depth -= 1
-    return keys
+            nested -= 1
+            braces -= c == "}"
+    return braces, in_str, keys
 
 
 def _call_shaped(keys: dict[str, str]) -> bool:
