@@ -9,6 +9,11 @@ importance) by:
   four exact losses); for scale, the rule before it (RTN scales, no refit) is timed too;
 * ``ours``: ``engine.quant.gptq.gptq_quantize`` with the same options, timed as the
   converter uses it (codes and scales), then ``+ loss``: also reading ``result.loss``;
+* ``expert`` (``--against expert``): one routed expert of width ``--expert HIDDENxINTER``
+  (default GLM-5.3-Flash's 4096x2048) as the converter does it, gate, up and down each with
+  its output error: before, every matrix factored its Hessian and the output error took two
+  ``[out, in] x [in, in]`` products; now the layer's shared gate/up Hessian is factored once
+  (its cost printed apart: paid once per 288 experts) and the error comes from GPTQ's sums;
 * ``textbook`` (``--against previous,textbook``): ``gptq_reference``, the unblocked column
   loop with the RTN scale rule and no act-order, against ``gptq_quantize`` with the same
   rule (the check that the lazy updates are fast; slow by design: 6-10 minutes at 2048x4096).
@@ -22,7 +27,7 @@ with Hessians from one pass of the fidelity bench's calibration text
 
     .venv/bin/python bench/gptq_speed.py [--shapes 1536x576,2048x4096] [--threads 1]
                                          [--against previous,textbook] [--device cpu]
-                                         [--smollm2 12,13,14]
+                                         [--smollm2 12,13,14] [--expert 4096x2048]
 """
 
 from __future__ import annotations
@@ -38,7 +43,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.quant.gptq import GPTQResult, gptq_quantize, gptq_reference  # noqa: E402
+from engine.quant.gptq import (  # noqa: E402
+    GPTQResult,
+    HessianFactor,
+    factor_hessian,
+    gptq_quantize,
+    gptq_reference,
+    output_error,
+)
 from tests.quant.gptq_previous import gptq_quantize_reference  # noqa: E402
 
 T = TypeVar("T")
@@ -103,12 +115,19 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--smollm2", help="comma list of SmolLM2-135M layers (replaces --shapes)")
+    parser.add_argument("--expert", default="4096x2048",
+                        help="HIDDENxINTER of the expert --against expert converts")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
     against = set(args.against.split(","))
     print(f"{dev}, {torch.get_num_threads()} torch threads; act-order, weighted scales, 1 refit")
+    if "expert" in against:
+        hidden, inter = (int(d) for d in args.expert.lower().split("x"))
+        compare_expert(hidden, inter, args.tokens, dev)
+        if against == {"expert"}:
+            return
     if args.smollm2:
         problems = smollm2_problems([int(i) for i in args.smollm2.split(",")], dev)
     else:
@@ -148,6 +167,41 @@ def compare(w: torch.Tensor, h: torch.Tensor, against: set[str], dev: torch.devi
         print(f"  textbook loop {wr:7.2f} s, blocked {wf:7.2f} s ({wr / wf:.2f}x); "
               f"{agreement(ref, fast)}", flush=True)
     return wp, wo
+
+
+def compare_expert(hidden: int, inter: int, tokens: int, dev: torch.device) -> None:
+    """One expert, before and after the shared factor and the product-free output error."""
+    gate, h = problem(inter, hidden, tokens, dev)
+    up = torch.randn(gate.shape, generator=torch.Generator().manual_seed(1)).to(dev) * 0.02
+    down, hd = problem(hidden, inter, tokens, dev)
+    print(f"\none expert, hidden {hidden}, intermediate {inter} (gate, up, down):", flush=True)
+
+    def before() -> list[tuple[GPTQResult, float]]:
+        out = []
+        for w, hh in ((gate, h), (up, h), (down, hd)):
+            r = gptq_quantize(w, hh, act_order=True)
+            out.append((r, output_error(w, r.dequantize(), hh)))
+        return out
+
+    def after(factor: HessianFactor) -> list[tuple[GPTQResult, float]]:
+        out = []
+        hessians: tuple[HessianFactor | torch.Tensor, ...] = (factor, factor, hd)
+        for w, hh in zip((gate, up, down), hessians, strict=True):
+            r = gptq_quantize(w, hh, act_order=True)
+            out.append((r, r.output_error))
+        return out
+
+    old, wb, cb = timed(before, dev)
+    factor, wf, cf = timed(lambda: factor_hessian(h, damp=0.01, act_order=True), dev)
+    new, wa, ca = timed(lambda: after(factor), dev)
+    print(f"  before {wb:7.2f} s wall {cb:7.2f} s CPU per expert")
+    print(f"  now    {wa:7.2f} s wall {ca:7.2f} s CPU per expert ({wb / wa:.2f}x wall, "
+          f"{cb / ca:.2f}x CPU), + the shared factor {wf:.2f} s wall {cf:.2f} s CPU once "
+          f"per layer")
+    for proj, (a, ea), (b, eb) in zip(("gate", "up", "down"), old, new, strict=True):
+        same = torch.equal(a.codes, b.codes) and torch.equal(a.scales, b.scales)
+        print(f"  {proj}: codes and scales {'identical' if same else 'DIFFER'}; output error "
+              f"{ea:.6f} vs {eb:.6f} (rel diff {abs(ea - eb) / ea:.1e})", flush=True)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import torch
 
 from engine.codecs.format import DEFAULT_MIN_TOKENS as DEFAULT_MIN_TOKENS
 from engine.errors import UserError
-from engine.quant.gptq import HessianAccumulator
+from engine.quant.gptq import HessianAccumulator, HessianFactor, factor_hessian
 
 CALIB_FORMAT = "sparkcode-calib"
 CALIB_VERSION = "1"
@@ -292,6 +292,7 @@ class LayerCalibration:
     fallback: DownFallback = "rtn"
     swiglu_limit: float | None = None
     _gate_up: HessianAccumulator | None = None
+    _gate_up_factor: HessianFactor | None = None
     _pooled: HessianAccumulator | None = None
 
     @classmethod
@@ -305,6 +306,14 @@ class LayerCalibration:
         if self._gate_up is None:
             self._gate_up = hessian_of(self.inputs)
         return self._gate_up.hessian
+
+    def gate_up_factor(self, damp: float, act_order: bool) -> HessianFactor:
+        """The shared gate/up Hessian prepared for GPTQ, once per layer and options."""
+        f = self._gate_up_factor
+        if f is None or (f.damp, f.act_order) != (damp, act_order):
+            f = self._gate_up_factor = factor_hessian(self.gate_up_hessian, damp=damp,
+                                                      act_order=act_order)
+        return f
 
     def tokens_for(self, expert: int) -> torch.Tensor:
         mask = (self.ids == expert).any(dim=-1)

@@ -199,11 +199,17 @@ class TensorConverter:
             else:
                 hessian, source = calib.gate_up_hessian, "shared"
             stats["tokens"] = calib.token_count(expert)
-        if self.options.method == "gptq" and hessian is not None:
-            q = gptq_quantize(w, hessian, damp=self.options.damp, act_order=self.options.act_order,
-                              blocksize=self.options.blocksize, scales=self.options.scales,
-                              refit=self.options.refit).to_w2()
+        opts = self.options
+        if opts.method == "gptq" and calib is not None and hessian is not None:
+            # The layer's experts share the gate/up Hessian: factor it once for all of them.
+            shared = source == "shared"
+            result = gptq_quantize(
+                w, calib.gate_up_factor(opts.damp, opts.act_order) if shared else hessian,
+                damp=opts.damp, act_order=opts.act_order, blocksize=opts.blocksize,
+                scales=opts.scales, refit=opts.refit)
+            q = result.to_w2()
             stats["method"] = "gptq"
+            stats["out_err"] = result.output_error  # from GPTQ's own sums: no extra product
         else:
             q = w2.quantize_rtn(w)
             q = w2.W2Tensor(q.packed.cpu(), q.scales_enc.cpu(), q.shape)
@@ -211,7 +217,7 @@ class TensorConverter:
         approx = q.dequantize(torch.float32).to(w.device)
         stats["hessian"] = source
         stats["rel_fro"] = relative_frobenius(w, approx)
-        if hessian is not None:
+        if hessian is not None and "out_err" not in stats:
             stats["out_err"] = output_error(w, approx, hessian)
         out = q.to_state_dict(name)
         if pooled:

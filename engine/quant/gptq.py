@@ -94,10 +94,20 @@ class GPTQResult:
     scales: torch.Tensor  # float32 [out, in/32], exactly representable as ue5m3
     damp_used: float
     loss_of: Callable[[], float] = field(repr=False, compare=False)
+    output_error_of: Callable[[], float] | None = field(default=None, repr=False,
+                                                        compare=False)
 
     @functools.cached_property
     def loss(self) -> float:
         return self.loss_of()
+
+    @functools.cached_property
+    def output_error(self) -> float:
+        """:func:`output_error` of the result against the weight and the undampened Hessian,
+        from the loss and ``tr(W H Wᵀ)`` GPTQ already has where it can (no product)."""
+        if self.output_error_of is None:
+            raise ValueError("this result was made without its output error")
+        return self.output_error_of()
 
     def to_w2(self) -> w2.W2Tensor:
         return w2.W2Tensor.from_codes(self.codes.cpu(), w2.encode_scales(self.scales.cpu()))
@@ -145,9 +155,44 @@ def inverse_cholesky(
     raise GPTQError(f"Hessian is not positive definite even with dampening {used + extra:g}")
 
 
+@dataclass(frozen=True)
+class HessianFactor:
+    """A Hessian made ready for GPTQ once, for every weight that shares it (a MoE layer's
+    experts all share the gate/up Hessian, so its factorization, the costliest step at GLM's
+    widths after the sweeps, is paid once per layer instead of 576 times)."""
+
+    hessian: torch.Tensor  # prepared: dead inputs' diagonal at 1, dampened
+    dead: torch.Tensor  # inputs with H_ii == 0
+    perm: torch.Tensor | None  # act-order's visiting order
+    hinv: torch.Tensor  # upper Cholesky factor of H⁻¹ in visiting order
+    imp: torch.Tensor  # 1 / U_jj², in input order: the scale search's column costs
+    damp: float  # as requested
+    damp_used: float  # after any extra dampening the factorization needed
+    ridge: float  # what dampening added to every diagonal entry: damp * mean(diag)
+    act_order: bool
+
+
+def factor_hessian(hessian: torch.Tensor, *, damp: float = 0.01,
+                   act_order: bool = False) -> HessianFactor:
+    """Prepare ``hessian`` ``[in, in]`` for :func:`gptq_quantize` (on its device)."""
+    H, dead = prepare_hessian(hessian, damp)
+    ridge = damp * float(torch.where(dead, 1.0, torch.diagonal(hessian).float()).mean())
+    perm: torch.Tensor | None = None
+    if act_order:
+        perm = torch.argsort(torch.diagonal(H), descending=True)
+        Hinv, damp_used = inverse_cholesky(H[perm][:, perm], damp)
+    else:
+        Hinv, damp_used = inverse_cholesky(H, damp)
+    # GPTQ's cost of column j's rounding error is (error / U_jj)^2: the scale search's weights.
+    imp = 1.0 / torch.diagonal(Hinv) ** 2
+    if perm is not None:
+        imp = imp[torch.argsort(perm)]
+    return HessianFactor(H, dead, perm, Hinv, imp, damp, damp_used, ridge, act_order)
+
+
 def gptq_quantize(
     weight: torch.Tensor,
-    hessian: torch.Tensor,
+    hessian: torch.Tensor | HessianFactor,
     *,
     damp: float = 0.01,
     blocksize: int = 128,
@@ -157,12 +202,14 @@ def gptq_quantize(
 ) -> GPTQResult:
     """Quantize ``weight`` ``[out, in]`` to W2 codes minimising ``||(W - Q) X||``.
 
-    ``hessian`` is ``[in, in]`` (e.g. from :class:`HessianAccumulator`). Runs on
-    ``weight``'s device. ``blocksize`` must be a multiple of 32. ``scales`` picks the group
-    scale rule (``"weighted"``: :func:`engine.quant.w2_scales.weighted_scales` with GPTQ's
-    column costs; ``"rtn"``: the plain RTN rule). ``refit`` rounds of: least-squares scales for
-    the codes found (:func:`engine.quant.w2_scales.refit_scales`), then GPTQ again with those
-    scales fixed; the result with the lowest ``tr(ΔW H ΔWᵀ)`` is kept.
+    ``hessian`` is ``[in, in]`` (e.g. from :class:`HessianAccumulator`), or its
+    :func:`factor_hessian` made with the same ``damp`` and ``act_order`` on ``weight``'s
+    device, where several weights share one Hessian. Runs on ``weight``'s device.
+    ``blocksize`` must be a multiple of 32. ``scales`` picks the group scale rule
+    (``"weighted"``: :func:`engine.quant.w2_scales.weighted_scales` with GPTQ's column costs;
+    ``"rtn"``: the plain RTN rule). ``refit`` rounds of: least-squares scales for the codes
+    found (:func:`engine.quant.w2_scales.refit_scales`), then GPTQ again with those scales
+    fixed; the result with the lowest ``tr(ΔW H ΔWᵀ)`` is kept.
     """
     if weight.dim() != 2 or weight.shape[1] % GROUP:
         raise ValueError(f"GPTQ needs [out, in] with in a multiple of {GROUP}, "
@@ -174,23 +221,25 @@ def gptq_quantize(
     if refit < 0:
         raise ValueError(f"refit must be >= 0, got {refit}")
     out_f, in_f = (int(d) for d in weight.shape)
-    if tuple(hessian.shape) != (in_f, in_f):
-        raise ValueError(f"Hessian shape {tuple(hessian.shape)} does not match in={in_f}")
+    shape = tuple((hessian.hessian if isinstance(hessian, HessianFactor) else hessian).shape)
+    if shape != (in_f, in_f):
+        raise ValueError(f"Hessian shape {shape} does not match in={in_f}")
     device = weight.device
-    W = weight.to(torch.float32).clone()
-    H, dead = prepare_hessian(hessian.to(device), damp)
-    W[:, dead] = 0.0
-
-    perm: torch.Tensor | None = None
-    if act_order:
-        perm = torch.argsort(torch.diagonal(H), descending=True)
-        Hinv, damp_used = inverse_cholesky(H[perm][:, perm], damp)
+    if isinstance(hessian, HessianFactor):
+        factor = hessian
+        if (factor.damp, factor.act_order) != (damp, act_order):
+            raise ValueError(f"the Hessian factor was made with damp={factor.damp}, "
+                             f"act_order={factor.act_order}; this call asks for damp={damp}, "
+                             f"act_order={act_order}")
+        if factor.hessian.device != device:
+            raise ValueError(f"the Hessian factor is on {factor.hessian.device}, "
+                             f"the weight on {device}")
     else:
-        Hinv, damp_used = inverse_cholesky(H, damp)
-    # GPTQ's cost of column j's rounding error is (error / U_jj)^2: the scale search's weights.
-    imp = 1.0 / torch.diagonal(Hinv) ** 2
-    if perm is not None:
-        imp = imp[torch.argsort(perm)]
+        factor = factor_hessian(hessian.to(device), damp=damp, act_order=act_order)
+    H, dead, perm, Hinv, imp = factor.hessian, factor.dead, factor.perm, factor.hinv, factor.imp
+    damp_used = factor.damp_used
+    W = weight.to(torch.float32).clone()
+    W[:, dead] = 0.0
 
     def rule(block: torch.Tensor, cols: slice) -> torch.Tensor:
         if scales == "weighted":
@@ -202,10 +251,13 @@ def gptq_quantize(
     fixed = rule(W, slice(None)) if act_order else None
     codes, found, loss = _gptq_pass(W, Hinv, perm, fixed, rule, blocksize)
     if not refit:
-        return GPTQResult(codes, found, damp_used, lambda: loss)
+        return GPTQResult(codes, found, damp_used, lambda: loss,
+                          _error_of(W, factor, codes, found, loss, None))
     best = _Candidate(codes, found, loss)
+    base: float | None = None
     for _ in range(refit):
         fit = refit_scales_of(W, H, best.codes, (best.scales,))
+        base = fit.base
         best.estimate = fit.others[0]
         same_codes = _Candidate(best.codes, fit.scales, fit.loss_estimate)
         # A sweep's own summed loss is its estimate (the identity of the docstring).
@@ -216,7 +268,33 @@ def gptq_quantize(
         if _no_worse(best, new, W, H):
             break
         best = new
-    return GPTQResult(best.codes, best.scales, damp_used, functools.partial(best.exact, W, H))
+    return GPTQResult(best.codes, best.scales, damp_used, functools.partial(best.exact, W, H),
+                      _error_of(W, factor, best.codes, best.scales, best.known(), base))
+
+
+def _error_of(w: torch.Tensor, factor: HessianFactor, codes: torch.Tensor,
+              scales: torch.Tensor, loss: float | None, base: float | None
+              ) -> Callable[[], float]:
+    """:func:`output_error` against the undampened Hessian, from quantities under the
+    prepared one: it is the raw Hessian plus ``ridge`` on the diagonal and 1 on dead inputs'
+    (whose rows are zero in the raw one, and whose weights ``w`` has zeroed), so
+    ``tr(D H Dᵀ) = tr(D Hp Dᵀ) - ridge ||D||² - ||D_dead||²`` and
+    ``tr(W H Wᵀ) = tr(W Hp Wᵀ) - ridge ||W||²``. ``loss`` (``tr(D Hp Dᵀ) / 2``) and ``base``
+    (``tr(W Hp Wᵀ)``) are used when known and the dampening was not raised (then the sweep's
+    Cholesky factor belongs to another matrix); otherwise they are computed."""
+
+    def error() -> float:
+        h = factor.hessian
+        known = factor.damp_used == factor.damp
+        num = 2.0 * (loss if known and loss is not None else _loss(w, h, codes, scales))
+        den = base if known and base is not None else float(((w @ h) * w).sum())
+        delta = w - w2.dequantize(codes, scales, torch.float32)
+        num -= factor.ridge * float((delta * delta).sum())
+        num -= float((delta[:, factor.dead] ** 2).sum())
+        den -= factor.ridge * float((w * w).sum())
+        return math.sqrt(max(num, 0.0) / den) if den > 0 else 0.0
+
+    return error
 
 
 class _Candidate:

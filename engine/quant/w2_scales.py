@@ -152,6 +152,7 @@ class Refit:
     scales: torch.Tensor
     loss_estimate: float
     others: tuple[float, ...]
+    base: float  # tr(W H Wᵀ)
 
 
 # How far apart two loss estimates must be to be ranked without the exact losses.
@@ -175,12 +176,14 @@ def refit(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor,
     c_all = w2.code_values(codes.to(w.device))
     scales = torch.empty(out_f, groups, dtype=torch.float32, device=w.device)
     totals = [0.0] * (1 + len(others))
+    base_total = 0.0
     rows = max(1, (_CHUNK // 4) // (groups * groups))
     for a in range(0, out_f, rows):
         b = min(a + rows, out_f)
         wh = w[a:b] @ h
         cross = (wh * c_all[a:b]).reshape(b - a, groups, GROUP).sum(-1)
         base = float((wh.to(torch.float64) * w[a:b].to(torch.float64)).sum())
+        base_total += base
         m = _code_gram(c_all[a:b], h)
         ridge = 1e-6 * torch.diagonal(m, dim1=1, dim2=2).mean(-1).clamp(min=1e-30)
         fitted = m.clone()
@@ -193,7 +196,7 @@ def refit(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor,
             s64 = s[a:b].to(w.device, torch.float64)
             quad = float(torch.einsum("rg,rgh,rh->", s64, m64, s64))
             totals[k] += (base - 2.0 * float((s64 * cross64).sum()) + quad) / 2.0
-    return Refit(scales, totals[0], tuple(totals[1:]))
+    return Refit(scales, totals[0], tuple(totals[1:]), base_total)
 
 
 def refit_scales(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:

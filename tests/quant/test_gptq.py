@@ -11,6 +11,7 @@ from engine.codecs import w2
 from engine.quant.gptq import (
     GPTQError,
     HessianAccumulator,
+    factor_hessian,
     gptq_quantize,
     gptq_reference,
     output_error,
@@ -168,3 +169,55 @@ def test_bad_scale_options() -> None:
         gptq_quantize(torch.randn(4, 64), torch.eye(64), scales="minmax")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="refit"):
         gptq_quantize(torch.randn(4, 64), torch.eye(64), refit=-1)
+
+
+@pytest.mark.parametrize("act_order", [True, False])
+def test_a_shared_factor_gives_the_same_result(act_order: bool) -> None:
+    """The converter factors a layer's gate/up Hessian once for all its experts."""
+    w, _x, h = _problem(out_f=64, in_f=192, seed=3)
+    other = torch.randn(80, 192, generator=torch.Generator().manual_seed(4))
+    factor = factor_hessian(h, damp=0.01, act_order=act_order)
+    for weight in (w, other):
+        alone = gptq_quantize(weight, h, act_order=act_order)
+        shared = gptq_quantize(weight, factor, act_order=act_order)
+        assert torch.equal(alone.codes, shared.codes)
+        assert torch.equal(alone.scales, shared.scales)
+        assert alone.loss == shared.loss
+
+
+def test_a_factor_made_with_other_options_is_refused() -> None:
+    w, _x, h = _problem(out_f=16, in_f=64)
+    factor = factor_hessian(h, damp=0.01, act_order=True)
+    with pytest.raises(ValueError, match="act_order=True"):
+        gptq_quantize(w, factor, act_order=False)
+    with pytest.raises(ValueError, match="damp=0.01"):
+        gptq_quantize(w, factor, damp=0.1, act_order=True)
+    with pytest.raises(ValueError, match="does not match"):
+        gptq_quantize(torch.randn(16, 96), factor, act_order=True)
+
+
+@pytest.mark.parametrize(("act_order", "refit"), [(True, 1), (False, 1), (True, 0), (True, 2)])
+def test_the_result_s_output_error_is_output_error(act_order: bool, refit: int) -> None:
+    """Taken from GPTQ's own sums under the dampened Hessian, corrected back to the raw one,
+    it equals output_error's direct product, dead inputs included."""
+    w, x, _ = _problem(out_f=64, in_f=192, seed=5)
+    x[:, 7] = 0.0
+    x[:, 96:128] = 0.0
+    acc = HessianAccumulator(192)
+    acc.add(x)
+    result = gptq_quantize(w, acc.hessian, act_order=act_order, refit=refit)
+    direct = output_error(w, result.dequantize(), acc.hessian)
+    assert result.output_error == pytest.approx(direct, rel=1e-4)
+    assert direct == pytest.approx(_direct_output_error(w, result.dequantize(), x), rel=1e-3)
+
+
+def test_output_error_after_extra_dampening_is_computed() -> None:
+    """Where the factorization needed more dampening, the sweep's sums belong to another
+    matrix: the output error is then computed directly, and still right."""
+    w = torch.randn(16, 64, generator=torch.Generator().manual_seed(6))
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(7))
+    h = 2 * x.t() @ x / 8
+    result = gptq_quantize(w, h, damp=0.0)
+    assert result.damp_used > 0.0
+    assert result.output_error == pytest.approx(output_error(w, result.dequantize(), h),
+                                                rel=1e-4)

@@ -127,6 +127,17 @@ def test_gptq_lowers_output_error_against_rtn(gptq_out: Path, rtn_out: Path,
                                                                 for n in downs)
 
 
+def test_recorded_output_errors_are_the_real_ones(gptq_out: Path, tiny_glm: TinyGLM,
+                                                 calib_file: Path) -> None:
+    """The manifest's gate/up out_err (from GPTQ's own sums, with the layer's shared Hessian
+    factored once) is the error measured from the written file on the real inputs."""
+    stats = Manifest.load(gptq_out).all_stats()
+    measured = _output_errors(gptq_out, tiny_glm, calib_file)
+    for name, err in measured.items():
+        assert stats[name]["hessian"] == "shared" and stats[name]["method"] == "gptq"
+        assert stats[name]["out_err"] == pytest.approx(err, rel=1e-3), name
+
+
 def test_inspect_reports_layers_and_sizes(gptq_out: Path) -> None:
     report = inspect_model(gptq_out)
     moe = {r.layer: r for r in report.layers if r.w2_tensors}
