@@ -128,6 +128,10 @@ def main() -> None:
           f"{total:.1f}s")
     print(f"peak RssAnon {peak[0] / gib:.2f} GiB (before the conversion {before / gib:.2f} GiB, "
           f"so the conversion adds {(peak[0] - before) / gib:.2f} GiB)")
+    if args.device.startswith("cuda"):
+        # On a Spark the GPU's memory is the same 128 GB as the host's: both count.
+        print(f"peak device memory {torch.cuda.max_memory_allocated() / gib:.2f} GiB "
+              f"(torch.cuda.max_memory_allocated)")
     print(f"\nprojected, one layer of {GLM_EXPERTS} experts: {layer / 3600:.2f} h; "
           f"{GLM_MOE_LAYERS} MoE layers: {GLM_MOE_LAYERS * layer / 3600:.1f} h "
           f"(+{layer / 3600:.2f} h for the MTP layer's experts); peak memory stays "
