@@ -34,7 +34,6 @@ within 10% of the best original-based method in the mild setting.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import fcntl
 import os
@@ -48,15 +47,18 @@ from typing import Any
 
 import torch
 
-from engine.codecs import w2
-from engine.quant.gptq import HessianAccumulator, gptq_quantize
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.fidelity_protocol import SEQ, protocol, spread  # noqa: E402
+from engine.codecs import w2  # noqa: E402
+from engine.quant.gptq import HessianAccumulator, gptq_quantize  # noqa: E402
 
 PROJ = ("gate_proj", "up_proj", "down_proj")
-SEQ = 256
 SETTINGS = {"all 30 MLPs": list(range(30)), "layers 12-14": [12, 13, 14]}
 METHODS = ("rtn", "gptq-plain", "gptq-original", "gptq-sequential", "boot-r1", "boot-r2")
 Weights = dict[str, torch.Tensor]  # "L.proj" -> float32 weight
-Row = tuple[float, float, float, float, float]  # code KLD, top-1, prose KLD, top-1, seconds
+# code KLD, top-1, prose KLD, top-1, seconds, code KLD of each held-out chunk
+Row = tuple[float, float, float, float, float, torch.Tensor]
 
 
 def model_dir(arg: str | None) -> Path:
@@ -69,50 +71,6 @@ def model_dir(arg: str | None) -> Path:
     if not (target / "config.json").is_file():
         convert_gguf(smollm2_gguf_path(), target, progress=print)
     return target
-
-
-# -- protocol data -----------------------------------------------------------------------
-
-
-def _head_chunks(tok: Any, files: list[Path], n: int) -> list[torch.Tensor]:
-    out = []
-    for path in files:
-        ids = tok(path.read_text(encoding="utf-8"), add_special_tokens=False).input_ids
-        if len(ids) >= SEQ:
-            out.append(torch.tensor(ids[:SEQ]))
-        if len(out) == n:
-            return out
-    raise SystemExit(f"only {len(out)} files with {SEQ}+ tokens; need {n}")
-
-
-def _docstrings(files: list[Path]) -> str:
-    docs = []
-    for path in files:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                 ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node)
-                if doc and len(doc) >= 300:
-                    docs.append(doc)
-    return "\n\n".join(docs)
-
-
-def protocol(tok: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    from engine.quant.engine_capture import stdlib_files
-
-    files = stdlib_files()
-    even, odd = files[0::2], files[1::2]
-    calib = _head_chunks(tok, even, 64)
-    code = _head_chunks(tok, odd, 32)
-    prose_ids = tok(_docstrings(odd), add_special_tokens=False).input_ids
-    if len(prose_ids) < 32 * SEQ:
-        raise SystemExit(f"docstrings give {len(prose_ids)} tokens; need {32 * SEQ}")
-    prose = [torch.tensor(prose_ids[i * SEQ:(i + 1) * SEQ]) for i in range(32)]
-    return torch.stack(calib), torch.stack(code), torch.stack(prose)
 
 
 # -- model plumbing ----------------------------------------------------------------------
@@ -171,18 +129,19 @@ def log_probs(model: Any, ids: torch.Tensor) -> torch.Tensor:
 
 
 def score(model: Any, cached: list[torch.Tensor], first: int, ref: torch.Tensor
-          ) -> tuple[float, float]:
-    """Mean KLD(ref || model) per position over the full vocabulary, and top-1 agreement."""
-    kl, agree, n, start = 0.0, 0, 0, 0
+          ) -> tuple[torch.Tensor, float]:
+    """KLD(ref || model) over the full vocabulary, mean per position of each chunk, and the
+    top-1 agreement over all positions."""
+    kl, agree, n, start = [], 0, 0, 0
     with torch.no_grad():
         for h in cached:
             lp = torch.log_softmax(logits_from(model, h, first), dim=-1)
             r = ref[start:start + h.shape[0]].float()
             start += h.shape[0]
-            kl += float((r.exp() * (r - lp)).sum())
+            kl.append((r.exp() * (r - lp)).sum(-1).mean(-1))
             agree += int((r.argmax(-1) == lp.argmax(-1)).sum())
             n += h.shape[0] * h.shape[1]
-    return kl / n, agree / n
+    return torch.cat(kl), agree / n
 
 
 # -- Hessians and the methods ------------------------------------------------------------
@@ -325,6 +284,8 @@ def main() -> None:
                         help=f"comma list of: {', '.join(SETTINGS)}")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reading", choices=("heads", "stream"), default="heads",
+                        help="how chunks are cut from the files (see protocol())")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -333,10 +294,10 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.train(False)
-    calib, code, prose = protocol(tok)
-    print(f"SmolLM2 {path}: calibration {calib.numel()} tokens (64 even-indexed stdlib files), "
-          f"held-out code {code.numel()} and prose {prose.numel()} tokens (odd-indexed files)",
-          flush=True)
+    calib, code, prose = protocol(tok, args.reading)
+    print(f"SmolLM2 {path}: calibration {calib.numel()} tokens (even-indexed stdlib files, "
+          f"{args.reading} reading), held-out code {code.numel()} and prose {prose.numel()} "
+          "tokens (odd-indexed files)", flush=True)
     t0 = time.perf_counter()
     ref_code, ref_prose = log_probs(model, code), log_probs(model, prose)
     print(f"reference pass {time.perf_counter() - t0:.0f}s", flush=True)
@@ -386,8 +347,9 @@ def run_setting(model: Any, path: Path, setting: str, methods: list[str], calib:
         made[method] = build(method, model, path, original, made, calib, layers, work)
         seconds = time.perf_counter() - t0
         load(model, made[method])
-        (kc, tc), (kp, tp) = (score(model, h, first, ref) for h, ref in cached)
-        row[method] = (kc, tc, kp, tp, seconds)
+        (chunks, tc), (kp_chunks, tp) = (score(model, h, first, ref) for h, ref in cached)
+        kc, kp = float(chunks.mean()), float(kp_chunks.mean())
+        row[method] = (kc, tc, kp, tp, seconds, chunks)
         print(f"  {setting:<13} {method:<16} code KLD {kc:7.4f} top-1 {100 * tc:5.1f}%  "
               f"prose KLD {kp:7.4f} top-1 {100 * tp:5.1f}%  ({seconds:.0f}s)", flush=True)
     load(model, original)
@@ -398,17 +360,28 @@ def report(results: dict[str, dict[str, Row]]) -> None:
     print(f"\n{'setting':<13} {'method':<16} {'code KLD':>9} {'top-1':>7} {'prose KLD':>10} "
           f"{'top-1':>7} {'x RTN':>6} {'time':>6}")
     for setting, row in results.items():
-        rtn = row.get("rtn", (float("nan"),) * 5)[0]
-        for method, (kc, tc, kp, tp, s) in row.items():
+        rtn = row["rtn"][0] if "rtn" in row else float("nan")
+        for method, (kc, tc, kp, tp, s, _) in row.items():
             print(f"{setting:<13} {method:<16} {kc:>9.4f} {100 * tc:>6.1f}% {kp:>10.4f} "
                   f"{100 * tp:>6.1f}% {kc / rtn:>6.3f} {s:>5.0f}s")
+        if "rtn" in row:
+            print(f"{setting}: code KLD, 95% bootstrap interval over the "
+                  f"{row['rtn'][5].numel()} held-out chunks:")
+            for method, (*_, chunks) in row.items():
+                m, r = spread(chunks, row["rtn"][5])
+                print(f"  {method:<16} [{m[0]:.4f}, {m[1]:.4f}], x RTN [{r[0]:.3f}, {r[1]:.3f}]")
         best = min((row[m][0] for m in ("gptq-original", "gptq-sequential") if m in row),
                    default=None)
         boot = min((row[m][0] for m in ("boot-r1", "boot-r2") if m in row), default=None)
         if best is not None and boot is not None:
             verdict = "within 10%" if boot <= 1.1 * best else "NOT within 10%"
-            print(f"{setting}: best one-box {boot:.4f} vs best original-based {best:.4f} "
-                  f"({boot / best:.3f}x, {verdict})")
+            bm = min(("boot-r1", "boot-r2"), key=lambda m: row[m][0] if m in row else 1e9)
+            om = min(("gptq-original", "gptq-sequential"),
+                     key=lambda m: row[m][0] if m in row else 1e9)
+            _, r = spread(row[bm][5], row[om][5])
+            print(f"{setting}: best one-box ({bm}) {boot:.4f} vs best original-based ({om}) "
+                  f"{best:.4f} ({boot / best:.3f}x, {verdict}; 95% interval over the chunks "
+                  f"[{r[0]:.3f}, {r[1]:.3f}])")
     sys.stdout.flush()
 
 
