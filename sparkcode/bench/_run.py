@@ -33,6 +33,17 @@ from ._target import LiveTarget, TargetSpec, open_target
 Log = Callable[[str], None]
 
 
+async def _interruptible(work: Coroutine[Any, Any, None]) -> None:
+    """``work``, ending cancelled if it was cancelled at all. On Ctrl-C ``asyncio.run`` cancels
+    the main task and raises KeyboardInterrupt only if the task ends cancelled; a library
+    that swallows the cancellation (so the held requests finish) would otherwise let an
+    interrupted run end as a complete one, exit status 0."""
+    await work
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Bar:
     """A progress bar for one target's units; the ETA counts only units run now."""
 
@@ -99,7 +110,7 @@ def run_targets(result: ResultDir, specs: list[TargetSpec], labels: list[str], p
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
             with Progress(*columns, console=out, transient=not sys.stderr.isatty()) as bar:
-                asyncio.run(work(Context(result, target, bar, log)))
+                asyncio.run(_interruptible(work(Context(result, target, bar, log))))
         result.set_target(label, done=True)
     result.data["complete"] = True
     result.save()
