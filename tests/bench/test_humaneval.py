@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from sparkcode.bench import load_problems
 from sparkcode.cli import app
 from tests.bench.server import serve, task_of, url
+from tests.support.signals import default_sigint
 
 PROBLEMS = load_problems()
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,7 +132,7 @@ def test_ctrl_c_keeps_what_finished_and_resume_finishes_it(tmp_path: Path) -> No
         proc = subprocess.Popen(
             [sys.executable, "-m", "sparkcode", "bench", "humaneval", "--endpoint", url(server),
              "--limit", "20", "-o", str(out)], env=env, cwd=tmp_path,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             time.sleep(0.2)

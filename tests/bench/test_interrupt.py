@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.signals import default_sigint
+
 ROOT = Path(__file__).parents[2]
 
 _SCRIPT = """
@@ -31,7 +33,8 @@ else:
 
 def _run(mode: str) -> str:
     proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env={"PYTHONPATH": str(ROOT)})
+                          text=True, timeout=60, env={"PYTHONPATH": str(ROOT)},
+                          preexec_fn=default_sigint)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
