@@ -372,15 +372,13 @@ def report(results: dict[str, dict[str, Row]]) -> None:
             for method, (*_, chunks) in row.items():
                 m, r = spread(chunks, row["rtn"][5])
                 print(f"  {method:<16} [{m[0]:.4f}, {m[1]:.4f}], x RTN [{r[0]:.3f}, {r[1]:.3f}]")
-        best = min((row[m][0] for m in ("gptq-original", "gptq-sequential") if m in row),
-                   default=None)
+        origs = [m for m in ("gptq-original", "gptq-sequential") if m in row]
         boots = [m for m in row if m.startswith("boot-r")]
-        boot = min((row[m][0] for m in boots), default=None)
-        if best is not None and boot is not None:
-            verdict = "within 10%" if boot <= 1.1 * best else "NOT within 10%"
+        if origs and boots:
+            om = min(origs, key=lambda m: row[m][0])
             bm = min(boots, key=lambda m: row[m][0])
-            om = min(("gptq-original", "gptq-sequential"),
-                     key=lambda m: row[m][0] if m in row else 1e9)
+            best, boot = row[om][0], row[bm][0]
+            verdict = "within 10%" if boot <= 1.1 * best else "NOT within 10%"
             _, r = spread(row[bm][5], row[om][5])
             print(f"{setting}: best one-box ({bm}) {boot:.4f} vs best original-based ({om}) "
                   f"{best:.4f} ({boot / best:.3f}x, {verdict}; 95% interval over the chunks "
