@@ -200,7 +200,7 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
         p.escape_values.to(DEVICE),
         (out_f, in_f),
     )
-    got = p12_gemv_kernel(*args, block_r=8, block_k=32)
+    got = p12_gemv_kernel(*args, block_r=16, block_k=32)
     ref = p12_gemv_reference(*args)
     dense = x.float() @ w.float().to(DEVICE).T
     scale = float(dense.abs().max())
