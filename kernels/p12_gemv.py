@@ -65,17 +65,25 @@ if HAVE_TRITON:
         rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
         xm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < n_rows
-        # The 16 exponents as 4 little-endian words (byte i of word w is entry 4w + i).
-        entry = tl.arange(0, 16)
-        table = tl.load(table_ptr + entry).to(tl.int32) << ((entry % 4) * 8)
-        t0 = tl.sum(tl.where(entry < 4, table, 0), 0)
-        t1 = tl.sum(tl.where((entry >= 4) & (entry < 8), table, 0), 0)
-        t2 = tl.sum(tl.where((entry >= 8) & (entry < 12), table, 0), 0)
-        t3 = tl.sum(tl.where(entry >= 12, table, 0), 0)
+        # The 16 exponents as 4 little-endian words (byte i of word w is entry 4w + i): one
+        # 128-bit load per program, then each entry is 3 selects and a shift away.
+        q = tl.arange(0, 4)
+        words = tl.load(table_ptr.to(tl.pointer_type(tl.int32)) + q)
+        t0 = tl.sum(tl.where(q == 0, words, 0), 0)
+        t1 = tl.sum(tl.where(q == 1, words, 0), 0)
+        t2 = tl.sum(tl.where(q == 2, words, 0), 0)
+        t3 = tl.sum(tl.where(q == 3, words, 0), 0)
         # Row r's values start at flat r * in_features in the sign/mantissa plane and at
-        # r * in_features / 2 in the index plane (in_features is even: see p12_gemv).
-        sm_rows = payload_ptr + rows.to(tl.int64)[:, None] * in_features
-        ix_rows = payload_ptr + index_plane + rows.to(tl.int64)[:, None] * (in_features // 2)
+        # r * in_features / 2 in the index plane (in_features is even: see p12_gemv). With
+        # in_features % BLOCK_K == 0 the hints let each thread's loads be 128-bit.
+        row_len = in_features
+        half_len = in_features // 2
+        if EVEN_K:
+            row_len = tl.multiple_of(row_len, BLOCK_K)
+            half_len = tl.multiple_of(half_len, BLOCK_K // 2)
+            index_plane = tl.multiple_of(index_plane, BLOCK_K // 2)
+        sm_rows = payload_ptr + rows.to(tl.int64)[:, None] * row_len
+        ix_rows = payload_ptr + index_plane + rows.to(tl.int64)[:, None] * half_len
         x_rows = x_ptr + xm.to(tl.int64)[:, None] * stride_xm
         acc = tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.float32)
         for k0 in range(0, in_features, BLOCK_K):
@@ -159,13 +167,16 @@ def p12_gemv(
     if not HAVE_TRITON or not launchable(_p12_gemv_kernel, x.device) or in_f % 2:
         return p12_gemv_reference(x, payload, exponents, escape_index, escape_values, shape)
     x = x.contiguous()
+    table = exponents.to(x.device).contiguous()
+    if table.data_ptr() % 16:  # read as four 32-bit words
+        table = table.clone()
     m = int(x.shape[0])
     y = torch.empty(m, out_f, dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(out_f, block_r), triton.cdiv(m, BLOCK_M))
     _p12_gemv_kernel[grid](
         x,
         payload.contiguous(),
-        exponents.to(x.device).contiguous(),
+        table,
         y,
         m,
         out_f,

@@ -9,9 +9,10 @@ pairs routed to one expert, block of output rows), so each code byte and scale i
 once and applied to every token routed to that expert, with ``tl.dot`` on the dequantized
 tile. Launches, all with grids fixed by the batch's shape (CUDA-graph-capturable):
 
-1. gate+up: both halves' rows of a block at once, SwiGLU clamp, SiLU and multiply fused in
-   the epilogue; writes the activation per pair. The first column block of each group also
-   adds its pair count to ``expert_tokens[e]`` (an integer atomic: exact, order-free);
+1. gate+up: a block's gate rows interleaved with its up rows in one weight tile (one
+   ``tl.dot``, split after), SwiGLU clamp, SiLU and multiply fused in the epilogue; writes
+   the activation per pair. The first column block of each group also adds its pair count
+   to ``expert_tokens[e]`` (an integer atomic: exact, order-free);
 2. down: routed weight fused, writes one row per pair (no float atomics);
 3. sum over top_k in fixed order k = 0, 1, ... (so a replay is bit-identical).
 
@@ -19,7 +20,10 @@ Which pairs a program takes, two ways behind the same tile code:
 
 * **decode** (at most ``DECODE_MAX_PAIRS`` pairs): no alignment pass. The grid has one row
   of programs per pair; a program whose pair is not the first one routed to its expert exits
-  at once, the others take every pair of that expert (a masked tile over all pairs);
+  at once, the others take every pair of that expert, packed into a ``block_m``-row tile by
+  its rank among them (a cumsum): 16 rows serve a k=7 verify step's 8 tokens, where a tile
+  over all 64 pairs would load and multiply 4x the activations. An expert with more pairs
+  than ``block_m`` (only if a token repeats an expert) is served in further chunks;
 * **prefill**: ``kernels.moe_align.moe_align`` sorts pairs by expert on the device (vLLM's
   ``moe_align_block_size`` contract) and each program takes one padded block of one expert;
   programs past the padded end exit.
@@ -27,7 +31,8 @@ Which pairs a program takes, two ways behind the same tile code:
 Pooled experts: ``expert_slot[e] >= 0`` sends a program down the FP4 branch, which reads
 that slot's NVFP4 nibbles and e4m3 scales (decoded with integer ops) instead of the W2 codes,
 and applies the slot's global scale to the float32 accumulator. Nothing is dequantized to
-memory. Without a usable Triton the PyTorch reference runs instead (what a CPU engine does).
+memory; how the weight tiles are read and decoded: ``kernels.w2_moe_tiles``. Without a
+usable Triton the PyTorch reference runs instead (what a CPU engine does).
 """
 
 from __future__ import annotations
@@ -71,23 +76,30 @@ class TileConfig:
 def tile_config(n_pairs: int, top_k: int = 1) -> TileConfig:
     """The tiles for ``n_pairs`` (token, expert) pairs at ``top_k`` experts per token.
 
-    Decode (up to ``DECODE_MAX_PAIRS``): ``block_m`` = the most pairs one expert can get, one
-    per token (a router's top-k are distinct), at least 16 for ``tl.dot``; 64 weight rows by
-    ``BLOCK_K = 128`` per step (2 KiB of codes, 256 B of scales: 128-bit ``cp.async`` per
-    thread at 4 warps); 4 stages. Compiled for sm_121 and sm_90 without a GPU (see
-    ``docs/quant-format.md``), that tile has no spill and leaves room for several programs per
-    SM at 8 tokens. Prefill: 16 pairs per block below 2,048 pairs, else 64, 128 weight rows.
+    Chosen by compiling every launch at GLM-5.3-Flash shapes for sm_121 and sm_90 without a
+    GPU (registers, spills, shared memory and the SASS of the K loop; ``docs/quant-format.md``):
 
-    Left to a GPU: ``num_stages`` (3 vs 4-6: bytes in flight against shared memory),
-    ``num_warps`` (2 vs 4), ``block_n`` (64 vs 128: programs per wave at 1 token vs bytes per
-    request) and the prefill tiles.
+    * decode (up to ``DECODE_MAX_PAIRS``): ``block_m`` = the most pairs one expert can get,
+      one per token (a router's top-k are distinct; more still run, in extra chunks), at least
+      16 for ``tl.dot``. 64 weight rows x ``BLOCK_K = 128``: 2 KiB of codes and 256 B of
+      scales per step, one 128-bit ``cp.async`` of codes per thread at 4 warps; 4 stages keep
+      3 steps (6.9 KB) in flight per program. No spill; 144-199 registers and 35-42 KB of
+      shared memory, so 2 programs fit per SM on GB10 at 8 tokens. ``BLOCK_K = 256`` would
+      double the registers of the dequantized tile;
+    * prefill below 2,048 pairs: 16-pair blocks, the decode tile, 3 stages;
+    * prefill from 2,048 pairs: 64-pair blocks by 128 rows on 8 warps (4 warps spill).
+
+    Left to a GPU: ``num_stages`` (3 vs 4-6: bytes in flight against programs per SM),
+    ``num_warps`` (4 vs 2 or 8), ``block_n`` (64 vs 128: programs per wave at 1 token, 512
+    now, vs bytes per request) and the prefill tiles, whose speed is not bandwidth-bound.
     """
     if n_pairs <= DECODE_MAX_PAIRS:
         tokens = -(-n_pairs // max(1, top_k))
         return TileConfig(max(16, triton_next_pow2(min(n_pairs, tokens))), 64, 128,
                           aligned=False, num_warps=4, num_stages=4)
-    return TileConfig(16 if n_pairs < 2048 else 64, 128, 128, aligned=True, num_warps=4,
-                      num_stages=3)
+    if n_pairs < 2048:
+        return TileConfig(16, 64, 128, aligned=True, num_warps=4, num_stages=3)
+    return TileConfig(64, 128, 128, aligned=True, num_warps=8, num_stages=3)
 
 
 def triton_next_pow2(n: int) -> int:
@@ -275,6 +287,17 @@ def kernels_launchable(device: torch.device) -> bool:
     return HAVE_TRITON and launchable(_gate_up_kernel, device)
 
 
+def _check_storage(w: MoEWeights) -> None:
+    """The kernels index the weights as dense rows and read W2 scales as 32-bit words."""
+    for name in w.__dataclass_fields__:
+        t = getattr(w, name)
+        if t.numel() and not t.is_contiguous():
+            raise ValueError(f"MoE weights: {name} must be contiguous")
+    for name in ("w13_scale", "w2_scale"):
+        if getattr(w, name).data_ptr() % 4:
+            raise ValueError(f"MoE weights: {name} must start on a 4-byte boundary")
+
+
 def w2_fused_moe(
     x: torch.Tensor,
     topk_weights: torch.Tensor,
@@ -299,6 +322,7 @@ def w2_fused_moe(
     if not kernels_launchable(x.device):
         return w2_moe_reference(x, topk_weights, topk_ids, w, swiglu_limit, weight_on_input,
                                 expert_tokens)
+    _check_storage(w)
     t, top_k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
     n = t * top_k
     hidden, inter = w.hidden, w.inter

@@ -25,9 +25,10 @@ same whatever order the hardware sums in within one ``tl.dot`` step:
   ops: ``(s + SCALE_FP32_OFFSET) << 4`` (the scale's fp32 pattern, top half) plus a per-code
   addend from a 4-entry byte table ``0x01008081`` (code 0: sign + exponent 2, 1: sign, 2: 0,
   3: exponent 2). No float multiply, select or conversion per weight.
-* NVFP4: ``2 * e2m1`` is an integer 0..12, read from the nibble table ``0xC8643210``; one
-  float multiply by half the e4m3 block scale (decoded with integer ops, subnormals too)
-  gives the value; e2m1 (2 significant bits) times e4m3 (4) fits bf16's 8.
+* NVFP4: the e2m1 value's fp32 bits come from integer ops (normal codes 2..7 are their 3
+  bits shifted onto the exponent and mantissa over a bias of 126; 0.5 and 0 by a select),
+  then one float multiply by the e4m3 block scale (decoded with integer ops, subnormals
+  too); e2m1 (2 significant bits) times e4m3 (4) fits bf16's 8.
 """
 
 from __future__ import annotations
@@ -77,7 +78,6 @@ if HAVE_TRITON:
     def _fp4_tile(packed_ptr, scale_ptr, rows, row_ok, k0, n_cols, BLOCK_K: tl.constexpr):
         """NVFP4 ``W[rows, k0:k0+BLOCK_K] / global_scale`` as an exact bf16 tile (e2m1 times
         the e4m3 block scale); the global scale goes on the caller's accumulator."""
-        R: tl.constexpr = rows.shape[0]
         row_bytes = tl.multiple_of(n_cols // 2, BLOCK_K // 2)
         row_blocks = tl.multiple_of(n_cols // 16, BLOCK_K // 16)
         k0 = tl.multiple_of(k0, BLOCK_K)
@@ -87,13 +87,20 @@ if HAVE_TRITON:
         b = k0 // 16 + tl.arange(0, BLOCK_K // 16)
         sb = tl.load(scale_ptr + rows[:, None] * row_blocks + b[None, :],
                      mask=row_ok[:, None], other=0).to(tl.int32)
-        nib = (byte[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF
-        # 2 * e2m1 magnitude: nibble i of 0xC8643210 (as int32: the arithmetic shift's sign
-        # bits are masked off) is 2 * (0, .5, 1, 1.5, 2, 3, 4, 6)[i].
-        twice = ((-0x379BCDF0 >> ((nib & 7) * 4)) & 0xF).to(tl.float32)
-        value = tl.reshape(tl.where(nib >= 8, -twice, twice), [R, BLOCK_K // 16, 16])
         se = (sb >> 3) & 0xF
         sm = sb & 7
-        half_normal = (((se + 119) << 23) | (sm << 20)).to(tl.float32, bitcast=True)
-        half = tl.where(se == 0, sm.to(tl.float32) * 0.0009765625, half_normal)
-        return tl.reshape(value * half[:, :, None], [R, BLOCK_K]).to(tl.bfloat16)
+        normal = (((se + 120) << 23) | (sm << 20)).to(tl.float32, bitcast=True)
+        scale = tl.where(se == 0, sm.to(tl.float32) * 0.001953125, normal)  # e4m3 -> fp32
+        for _ in tl.static_range(3):  # on each of the block's 8 bytes, in registers
+            scale = tl.interleave(scale, scale)
+        lo = (_e2m1_bits(byte).to(tl.float32, bitcast=True) * scale).to(tl.bfloat16)
+        hi = (_e2m1_bits(byte >> 4).to(tl.float32, bitcast=True) * scale).to(tl.bfloat16)
+        return tl.interleave(lo, hi)  # even column in the low nibble
+
+    @triton.jit
+    def _e2m1_bits(nib):
+        """fp32 bits of the e2m1 value in the low 4 bits of ``nib``: for c = nib & 7 >= 2
+        (normal) exponent and mantissa are c's 3 bits over a bias of 126; 0.5 and 0 apart."""
+        c = nib & 7
+        mag = tl.where(c >= 2, (c << 22) + 0x3F000000, c * 0x3F000000)
+        return mag | ((nib & 8) << 28)
