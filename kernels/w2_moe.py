@@ -86,7 +86,8 @@ def tile_config(n_pairs: int, top_k: int = 1) -> TileConfig:
       3 steps (6.9 KB) in flight per program. No spill; 144-199 registers and 35-42 KB of
       shared memory, so 2 programs fit per SM on GB10 at 8 tokens. ``BLOCK_K = 256`` would
       double the registers of the dequantized tile;
-    * prefill below 2,048 pairs: 16-pair blocks, the decode tile, 3 stages;
+    * prefill below 2,048 pairs: 16-pair blocks, the decode tile, 2 stages (ptxas holds this
+      launch at 96 registers and spilled 8 bytes, outside the K loop, at 3 or 4 stages);
     * prefill from 2,048 pairs: 64-pair blocks by 128 rows on 8 warps (4 warps spill).
 
     Left to a GPU: ``num_stages`` (3 vs 4-6: bytes in flight against programs per SM),
@@ -98,7 +99,7 @@ def tile_config(n_pairs: int, top_k: int = 1) -> TileConfig:
         return TileConfig(max(16, triton_next_pow2(min(n_pairs, tokens))), 64, 128,
                           aligned=False, num_warps=4, num_stages=4)
     if n_pairs < 2048:
-        return TileConfig(16, 64, 128, aligned=True, num_warps=4, num_stages=3)
+        return TileConfig(16, 64, 128, aligned=True, num_warps=4, num_stages=2)
     return TileConfig(64, 128, 128, aligned=True, num_warps=8, num_stages=3)
 
 
