@@ -173,12 +173,14 @@ def model_traffic(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int
     experts = sorted(set(flat))
     pairs_of = {e: flat.count(e) for e in experts}
     pooled = {e for e in experts if int(slot[e]) >= 0}
-    nb_gu, nb_d = -(-inter // cfg.block_n), -(-hidden // cfg.block_n)
+    # gate+up programs take block_n / 2 gate rows and as many up rows; down takes block_n.
+    half = cfg.block_n // 2
+    nb_gu, nb_d = -(-inter // half), -(-hidden // cfg.block_n)
     pool_scalar = 4 if has_pool else 0
     t = Traffic(launches=["_gate_up_kernel", "_down_kernel", "_sum_kernel"])
 
-    def rows_in(block: int, total: int) -> int:
-        return min(cfg.block_n, total - block * cfg.block_n)
+    def rows_in(block: int, total: int, per_block: int) -> int:
+        return min(per_block, total - block * per_block)
 
     def w_bytes(rows: int, width: int, fp4: bool) -> int:
         if fp4:
@@ -191,7 +193,7 @@ def model_traffic(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int
     for e in experts:
         fp4 = e in pooled
         for b in range(nb_gu):
-            rows = rows_in(b, inter)
+            rows = rows_in(b, inter, half)
             t.program_bytes += (pool_scalar + pairs_of[e] * hidden * x_size
                                 + 2 * w_bytes(rows, hidden, fp4) + (8 if fp4 else 0))
     routed_tokens = len({i // top_k for i in range(n)})
@@ -203,7 +205,7 @@ def model_traffic(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int
     for e in experts:
         fp4 = e in pooled
         for b in range(nb_d):
-            rows = rows_in(b, hidden)
+            rows = rows_in(b, hidden, cfg.block_n)
             t.program_bytes += (pool_scalar + pairs_of[e] * (inter * x_size + 4)
                                 + w_bytes(rows, inter, fp4) + (4 if fp4 else 0))
     t.launch_bytes += (ids_bytes + pool_scalar * len(experts) + n * (inter * x_size + 4)

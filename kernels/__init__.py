@@ -11,5 +11,8 @@ Modules:
 - ``p12_unpack``: P12 -> bf16 tensor.
 - ``p12_gemv``: decode GEMV from P12 weights (decoded in registers, sparse escape fix-up).
 - ``nvfp4_layout`` / ``nvfp4_dequant``: the FP4 hot-pool layout, reference and kernel.
+- ``w2_moe``: the fused MoE (gate+up, down, top-k sum) with its tiles; ``w2_moe_tiles``: how
+  its weight tiles are read and decoded; ``w2_moe_layout``: its weights and reference;
+  ``moe_align``: routing alignment for its prefill path.
 - ``_triton``: optional Triton import and where the kernels can run.
 """

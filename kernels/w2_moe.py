@@ -9,9 +9,10 @@ pairs routed to one expert, block of output rows), so each code byte and scale i
 once and applied to every token routed to that expert, with ``tl.dot`` on the dequantized
 tile. Launches, all with grids fixed by the batch's shape (CUDA-graph-capturable):
 
-1. gate+up: both halves' rows of a block at once, SwiGLU clamp, SiLU and multiply fused in
-   the epilogue; writes the activation per pair. The first column block of each group also
-   adds its pair count to ``expert_tokens[e]`` (an integer atomic: exact, order-free);
+1. gate+up: a block's gate rows interleaved with its up rows in one weight tile (one
+   ``tl.dot``, split after), SwiGLU clamp, SiLU and multiply fused in the epilogue; writes
+   the activation per pair. The first column block of each group also adds its pair count
+   to ``expert_tokens[e]`` (an integer atomic: exact, order-free);
 2. down: routed weight fused, writes one row per pair (no float atomics);
 3. sum over top_k in fixed order k = 0, 1, ... (so a replay is bit-identical).
 
@@ -19,7 +20,10 @@ Which pairs a program takes, two ways behind the same tile code:
 
 * **decode** (at most ``DECODE_MAX_PAIRS`` pairs): no alignment pass. The grid has one row
   of programs per pair; a program whose pair is not the first one routed to its expert exits
-  at once, the others take every pair of that expert (a masked tile over all pairs);
+  at once, the others take every pair of that expert, packed into a ``block_m``-row tile by
+  its rank among them (a cumsum): 16 rows serve a k=7 verify step's 8 tokens, where a tile
+  over all 64 pairs would load and multiply 4x the activations. An expert with more pairs
+  than ``block_m`` (only if a token repeats an expert) is served in further chunks;
 * **prefill**: ``kernels.moe_align.moe_align`` sorts pairs by expert on the device (vLLM's
   ``moe_align_block_size`` contract) and each program takes one padded block of one expert;
   programs past the padded end exit.
@@ -27,7 +31,8 @@ Which pairs a program takes, two ways behind the same tile code:
 Pooled experts: ``expert_slot[e] >= 0`` sends a program down the FP4 branch, which reads
 that slot's NVFP4 nibbles and e4m3 scales (decoded with integer ops) instead of the W2 codes,
 and applies the slot's global scale to the float32 accumulator. Nothing is dequantized to
-memory. Without a usable Triton the PyTorch reference runs instead (what a CPU engine does).
+memory; how the weight tiles are read and decoded: ``kernels.w2_moe_tiles``. Without a
+usable Triton the PyTorch reference runs instead (what a CPU engine does).
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ import torch
 
 from kernels._triton import HAVE_TRITON, launchable, tl, triton
 from kernels.moe_align import moe_align
-from kernels.w2_layout import SCALE_FP32_OFFSET
+from kernels.w2_layout import GROUP, SCALE_FP32_OFFSET
 from kernels.w2_moe_layout import MoEWeights, w2_moe_reference
+from kernels.w2_moe_tiles import _fp4_tile, _w2_tile  # noqa: F401 (used by the kernels)
 
 __all__ = ["DECODE_MAX_PAIRS", "TileConfig", "kernels_launchable", "tile_config",
            "w2_fused_moe"]
@@ -50,60 +56,66 @@ DECODE_MAX_PAIRS = 64
 
 @dataclass(frozen=True)
 class TileConfig:
-    """Tile sizes of one call. ``block_m`` is the pairs per program (decode: all pairs)."""
+    """Tile sizes of one call.
+
+    ``block_m``: rows of the activation tile (decode: pairs of one expert, compacted; prefill:
+    one aligned block of pairs). ``block_n``: weight rows per program in both kernels (gate+up:
+    ``block_n / 2`` gate rows interleaved with as many up rows, so both kernels stream the same
+    bytes per K step). ``block_k``: K per step; a launch uses the largest power of two up to
+    it that divides its K. ``num_warps`` / ``num_stages``: Triton's launch options.
+    """
 
     block_m: int
     block_n: int
     block_k: int
     aligned: bool
+    num_warps: int = 4
+    num_stages: int = 3
 
 
-def tile_config(n_pairs: int) -> TileConfig:
-    """Decode: narrow column blocks (many programs for bandwidth), wide K (each row's codes
-    read 64 contiguous bytes at a time); prefill: square-ish tiles for ``tl.dot``."""
+def tile_config(n_pairs: int, top_k: int = 1) -> TileConfig:
+    """The tiles for ``n_pairs`` (token, expert) pairs at ``top_k`` experts per token.
+
+    Chosen by compiling every launch at GLM-5.3-Flash shapes for sm_121 and sm_90 without a
+    GPU (registers, spills, shared memory and the SASS of the K loop; ``docs/quant-format.md``):
+
+    * decode (up to ``DECODE_MAX_PAIRS``): ``block_m`` = the most pairs one expert can get,
+      one per token (a router's top-k are distinct; more still run, in extra chunks), at least
+      16 for ``tl.dot``. 64 weight rows x ``BLOCK_K = 128``: 2 KiB of codes and 256 B of
+      scales per step, one 128-bit ``cp.async`` of codes per thread at 4 warps; 4 stages keep
+      3 steps (6.9 KB) in flight per program. No spill; 144-199 registers and 35-42 KB of
+      shared memory, so 2 programs fit per SM on GB10 at 8 tokens. ``BLOCK_K = 256`` would
+      double the registers of the dequantized tile;
+    * prefill below 2,048 pairs: 16-pair blocks, the decode tile, 2 stages (ptxas holds this
+      launch at 96 registers and spilled 8 bytes, outside the K loop, at 3 or 4 stages);
+    * prefill from 2,048 pairs: 64-pair blocks by 128 rows on 8 warps (4 warps spill).
+
+    Left to a GPU: ``num_stages`` (3 vs 4-6: bytes in flight against programs per SM),
+    ``num_warps`` (4 vs 2 or 8), ``block_n`` (64 vs 128: programs per wave at 1 token, 512
+    now, vs bytes per request) and the prefill tiles, whose speed is not bandwidth-bound.
+    """
     if n_pairs <= DECODE_MAX_PAIRS:
-        return TileConfig(max(16, triton_next_pow2(n_pairs)), 32, 256, aligned=False)
-    return TileConfig(16 if n_pairs < 2048 else 64, 64, 128, aligned=True)
+        tokens = -(-n_pairs // max(1, top_k))
+        return TileConfig(max(16, triton_next_pow2(min(n_pairs, tokens))), 64, 128,
+                          aligned=False, num_warps=4, num_stages=4)
+    if n_pairs < 2048:
+        return TileConfig(16, 64, 128, aligned=True, num_warps=4, num_stages=2)
+    return TileConfig(64, 128, 128, aligned=True, num_warps=8, num_stages=3)
 
 
 def triton_next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def fit_block_k(block_k: int, k: int) -> int:
+    """The largest power of two up to ``block_k`` dividing ``k`` (at least one scale group)."""
+    fit = min(block_k, k & -k)
+    if fit < GROUP:
+        raise ValueError(f"K {k} must be a multiple of {GROUP}")
+    return fit
+
+
 if HAVE_TRITON:
-
-    @triton.jit
-    def _w2_tile_t(packed_ptr, scale_ptr, rows, row_ok, cols, n_cols, SCALE_OFFSET: tl.constexpr):
-        """W2 weights ``W[rows, cols]`` as a ``[cols, rows]`` float32 tile (for ``tl.dot``)."""
-        mask = (cols[:, None] < n_cols) & row_ok[None, :]
-        byte = tl.load(packed_ptr + rows[None, :] * (n_cols // 4) + cols[:, None] // 4,
-                       mask=mask, other=0).to(tl.int32)
-        code = (byte >> ((cols[:, None] % 4) * 2)) & 3
-        mag = tl.where((code == 0) | (code == 3), 4.0, 1.0)
-        value = tl.where(code >= 2, mag, -mag)
-        sbyte = tl.load(scale_ptr + rows[None, :] * (n_cols // 32) + cols[:, None] // 32,
-                        mask=mask, other=0).to(tl.int32)
-        scale = ((sbyte + SCALE_OFFSET) << 20).to(tl.float32, bitcast=True)
-        return value * tl.where(sbyte == 0, 0.0, scale)
-
-    @triton.jit
-    def _fp4_tile_t(packed_ptr, scale_ptr, rows, row_ok, cols, n_cols):
-        """NVFP4 ``W[rows, cols] / global_scale`` as a ``[cols, rows]`` tile: e2m1 times the
-        e4m3 block scale, exact in bf16; the global scale goes on the accumulator."""
-        mask = (cols[:, None] < n_cols) & row_ok[None, :]
-        byte = tl.load(packed_ptr + rows[None, :] * (n_cols // 2) + cols[:, None] // 2,
-                       mask=mask, other=0).to(tl.int32)
-        nib = (byte >> ((cols[:, None] % 2) * 4)) & 0xF
-        e = (nib & 7) >> 1
-        m = (nib & 1).to(tl.float32)
-        mag = tl.where(e == 0, 0.5 * m, tl.exp2((e - 1).to(tl.float32)) * (1.0 + 0.5 * m))
-        value = tl.where((nib & 8) != 0, -mag, mag)
-        sb = tl.load(scale_ptr + rows[None, :] * (n_cols // 16) + cols[:, None] // 16,
-                     mask=mask, other=0).to(tl.int32)
-        se = (sb >> 3) & 0xF
-        sm = sb & 7
-        s_normal = (((se + 120) << 23) | (sm << 20)).to(tl.float32, bitcast=True)
-        return value * tl.where(se == 0, sm.to(tl.float32) * 0.001953125, s_normal)
 
     @triton.jit
     def _gate_up_kernel(
@@ -112,75 +124,85 @@ if HAVE_TRITON:
         act_ptr, counts_ptr, n_pairs, hidden, inter, limit,
         TOP_K: tl.constexpr, ALIGNED: tl.constexpr, HAS_LIMIT: tl.constexpr,
         ON_INPUT: tl.constexpr, HAS_POOL: tl.constexpr, COUNT: tl.constexpr,
-        SCALE_OFFSET: tl.constexpr,
+        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ):
         # Which pairs this program serves (inlined in both kernels: a nested jit call costs
         # the interpreter ~10 ms per program, and most decode programs exit right here).
         pid_m = tl.program_id(0)
+        p = tl.arange(0, PAIRS)
         if ALIGNED:
-            pairs = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
-            live = pairs < n_pairs
             if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
                 return
             expert = tl.load(block_expert_ptr + pid_m)
-        else:  # all pairs in one tile; the first pair of each expert's program serves them
-            pairs = tl.arange(0, BLOCK_M)
-            ids = tl.load(ids_ptr + pairs, mask=pairs < n_pairs, other=-1).to(tl.int32)
+            match = p < 0
+            n_match = BLOCK_M
+        else:  # the first pair of each expert's program serves all of that expert's pairs
+            ids = tl.load(ids_ptr + p, mask=p < n_pairs, other=-1).to(tl.int32)
             expert = tl.load(ids_ptr + pid_m).to(tl.int32)
-            if tl.min(tl.where(ids == expert, pairs, BLOCK_M), 0) != pid_m:
+            match = ids == expert
+            if tl.min(tl.where(match, p, PAIRS), 0) != pid_m:
                 return
-            live = ids == expert
+            n_match = tl.sum(match.to(tl.int32), 0)
+        rank = tl.cumsum(match.to(tl.int32), 0) - 1
         pid_n = tl.program_id(1)
-        if COUNT:
-            if pid_n == 0:
-                tl.atomic_add(counts_ptr + expert, tl.sum(live.to(tl.int64), 0))
-        tokens = (pairs // TOP_K).to(tl.int64)
-        rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        row_ok = rows < inter
-        if ON_INPUT:
-            wts = tl.load(wts_ptr + pairs, mask=live, other=0.0).to(tl.float32)
+        HALF: tl.constexpr = BLOCK_N // 2
+        i = tl.arange(0, BLOCK_N)  # gate row, up row, gate row, ... (split after the dot)
+        rows = pid_n * HALF + i // 2 + (i % 2) * inter
+        row_ok = pid_n * HALF + i // 2 < inter
+        cols_n = pid_n * HALF + tl.arange(0, HALF)
         slot = -1
         if HAS_POOL:
             slot = tl.load(slot_ptr + expert)
-        acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        if slot >= 0:
-            s = slot.to(tl.int64)
-            fp = f_packed_ptr + s * (2 * inter) * (hidden // 2)
-            fs = f_scale_ptr + s * (2 * inter) * (hidden // 16)
-            for k0 in range(0, hidden, BLOCK_K):
-                cols = k0 + tl.arange(0, BLOCK_K)
-                a = tl.load(x_ptr + tokens[:, None] * hidden + cols[None, :],
-                            mask=live[:, None] & (cols[None, :] < hidden), other=0.0)
-                if ON_INPUT:
-                    a = (a.to(tl.float32) * wts[:, None]).to(x_ptr.dtype.element_ty)
-                wg = _fp4_tile_t(fp, fs, rows, row_ok, cols, hidden)
-                wu = _fp4_tile_t(fp, fs, rows + inter, row_ok, cols, hidden)
-                acc_g = tl.dot(a, wg.to(a.dtype), acc_g)
-                acc_u = tl.dot(a, wu.to(a.dtype), acc_u)
-            acc_g = acc_g * tl.load(f_global_ptr + 2 * s)
-            acc_u = acc_u * tl.load(f_global_ptr + 2 * s + 1)
-        else:
-            e = expert.to(tl.int64)
-            wp = w_packed_ptr + e * (2 * inter) * (hidden // 4)
-            ws = w_scale_ptr + e * (2 * inter) * (hidden // 32)
-            for k0 in range(0, hidden, BLOCK_K):
-                cols = k0 + tl.arange(0, BLOCK_K)
-                a = tl.load(x_ptr + tokens[:, None] * hidden + cols[None, :],
-                            mask=live[:, None] & (cols[None, :] < hidden), other=0.0)
-                if ON_INPUT:
-                    a = (a.to(tl.float32) * wts[:, None]).to(x_ptr.dtype.element_ty)
-                wg = _w2_tile_t(wp, ws, rows, row_ok, cols, hidden, SCALE_OFFSET)
-                wu = _w2_tile_t(wp, ws, rows + inter, row_ok, cols, hidden, SCALE_OFFSET)
-                acc_g = tl.dot(a, wg.to(a.dtype), acc_g)
-                acc_u = tl.dot(a, wu.to(a.dtype), acc_u)
-        if HAS_LIMIT:
-            acc_g = tl.minimum(acc_g, limit)
-            acc_u = tl.minimum(tl.maximum(acc_u, -limit), limit)
-        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
-        out = act_ptr + pairs[:, None].to(tl.int64) * inter + rows[None, :]
-        tl.store(out, act.to(act_ptr.dtype.element_ty), mask=live[:, None] & row_ok[None, :])
+        for first in range(0, n_match, BLOCK_M):  # one chunk unless an expert has > BLOCK_M
+            m = first + tl.arange(0, BLOCK_M)
+            if ALIGNED:
+                pairs = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
+                live = pairs < n_pairs
+            else:
+                sel = match[None, :] & (rank[None, :] == m[:, None])
+                pairs = tl.sum(tl.where(sel, p[None, :], 0), 1)
+                live = m < n_match
+            if COUNT:
+                if pid_n == 0:
+                    tl.atomic_add(counts_ptr + expert, tl.sum(live.to(tl.int64), 0))
+            x_rows = x_ptr + (pairs // TOP_K).to(tl.int64)[:, None] * hidden
+            if ON_INPUT:
+                wts = tl.load(wts_ptr + pairs, mask=live, other=0.0).to(tl.float32)
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            if slot >= 0:
+                s = slot.to(tl.int64)
+                fp = f_packed_ptr + s * (2 * inter) * (hidden // 2)
+                fs = f_scale_ptr + s * (2 * inter) * (hidden // 16)
+                for k0 in range(0, hidden, BLOCK_K):
+                    a = tl.load(x_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
+                                mask=live[:, None], other=0.0)
+                    if ON_INPUT:
+                        a = (a.to(tl.float32) * wts[:, None]).to(x_ptr.dtype.element_ty)
+                    w = _fp4_tile(fp, fs, rows, row_ok, k0, hidden, BLOCK_K)
+                    acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
+                acc_g, acc_u = tl.split(tl.reshape(acc, [BLOCK_M, HALF, 2]))
+                acc_g = acc_g * tl.load(f_global_ptr + 2 * s)
+                acc_u = acc_u * tl.load(f_global_ptr + 2 * s + 1)
+            else:
+                e = expert.to(tl.int64)
+                wp = w_packed_ptr + e * (2 * inter) * (hidden // 4)
+                ws = w_scale_ptr + e * (2 * inter) * (hidden // 32)
+                for k0 in range(0, hidden, BLOCK_K):
+                    a = tl.load(x_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
+                                mask=live[:, None], other=0.0)
+                    if ON_INPUT:
+                        a = (a.to(tl.float32) * wts[:, None]).to(x_ptr.dtype.element_ty)
+                    w = _w2_tile(wp, ws, rows, row_ok, k0, hidden, SCALE_OFFSET, BLOCK_K)
+                    acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
+                acc_g, acc_u = tl.split(tl.reshape(acc, [BLOCK_M, HALF, 2]))
+            if HAS_LIMIT:
+                acc_g = tl.minimum(acc_g, limit)
+                acc_u = tl.minimum(tl.maximum(acc_u, -limit), limit)
+            act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+            out = act_ptr + pairs[:, None].to(tl.int64) * inter + cols_n[None, :]
+            tl.store(out, act.to(act_ptr.dtype.element_ty),
+                     mask=live[:, None] & (cols_n < inter)[None, :])
 
     @triton.jit
     def _down_kernel(
@@ -188,57 +210,66 @@ if HAVE_TRITON:
         w_packed_ptr, w_scale_ptr, slot_ptr, f_packed_ptr, f_scale_ptr, f_global_ptr,
         y_ptr, n_pairs, hidden, inter,
         ALIGNED: tl.constexpr, ON_INPUT: tl.constexpr, HAS_POOL: tl.constexpr,
-        SCALE_OFFSET: tl.constexpr,
+        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ):
-        # Which pairs this program serves (inlined in both kernels: a nested jit call costs
-        # the interpreter ~10 ms per program, and most decode programs exit right here).
+        # Which pairs this program serves: as in _gate_up_kernel.
         pid_m = tl.program_id(0)
+        p = tl.arange(0, PAIRS)
         if ALIGNED:
-            pairs = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
-            live = pairs < n_pairs
             if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
                 return
             expert = tl.load(block_expert_ptr + pid_m)
-        else:  # all pairs in one tile; the first pair of each expert's program serves them
-            pairs = tl.arange(0, BLOCK_M)
-            ids = tl.load(ids_ptr + pairs, mask=pairs < n_pairs, other=-1).to(tl.int32)
+            match = p < 0
+            n_match = BLOCK_M
+        else:
+            ids = tl.load(ids_ptr + p, mask=p < n_pairs, other=-1).to(tl.int32)
             expert = tl.load(ids_ptr + pid_m).to(tl.int32)
-            if tl.min(tl.where(ids == expert, pairs, BLOCK_M), 0) != pid_m:
+            match = ids == expert
+            if tl.min(tl.where(match, p, PAIRS), 0) != pid_m:
                 return
-            live = ids == expert
+            n_match = tl.sum(match.to(tl.int32), 0)
+        rank = tl.cumsum(match.to(tl.int32), 0) - 1
         rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         row_ok = rows < hidden
-        p64 = pairs.to(tl.int64)
         slot = -1
         if HAS_POOL:
             slot = tl.load(slot_ptr + expert)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        if slot >= 0:
-            s = slot.to(tl.int64)
-            fp = f_packed_ptr + s * hidden * (inter // 2)
-            fs = f_scale_ptr + s * hidden * (inter // 16)
-            for k0 in range(0, inter, BLOCK_K):
-                cols = k0 + tl.arange(0, BLOCK_K)
-                a = tl.load(act_ptr + p64[:, None] * inter + cols[None, :],
-                            mask=live[:, None] & (cols[None, :] < inter), other=0.0)
-                w = _fp4_tile_t(fp, fs, rows, row_ok, cols, inter)
-                acc = tl.dot(a, w.to(a.dtype), acc)
-            acc = acc * tl.load(f_global_ptr + s)
-        else:
-            e = expert.to(tl.int64)
-            wp = w_packed_ptr + e * hidden * (inter // 4)
-            ws = w_scale_ptr + e * hidden * (inter // 32)
-            for k0 in range(0, inter, BLOCK_K):
-                cols = k0 + tl.arange(0, BLOCK_K)
-                a = tl.load(act_ptr + p64[:, None] * inter + cols[None, :],
-                            mask=live[:, None] & (cols[None, :] < inter), other=0.0)
-                w = _w2_tile_t(wp, ws, rows, row_ok, cols, inter, SCALE_OFFSET)
-                acc = tl.dot(a, w.to(a.dtype), acc)
-        if not ON_INPUT:
-            acc = acc * tl.load(wts_ptr + pairs, mask=live, other=0.0).to(tl.float32)[:, None]
-        out = y_ptr + p64[:, None] * hidden + rows[None, :]
-        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & row_ok[None, :])
+        for first in range(0, n_match, BLOCK_M):
+            m = first + tl.arange(0, BLOCK_M)
+            if ALIGNED:
+                pairs = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
+                live = pairs < n_pairs
+            else:
+                sel = match[None, :] & (rank[None, :] == m[:, None])
+                pairs = tl.sum(tl.where(sel, p[None, :], 0), 1)
+                live = m < n_match
+            p64 = pairs.to(tl.int64)
+            a_rows = act_ptr + p64[:, None] * inter
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            if slot >= 0:
+                s = slot.to(tl.int64)
+                fp = f_packed_ptr + s * hidden * (inter // 2)
+                fs = f_scale_ptr + s * hidden * (inter // 16)
+                for k0 in range(0, inter, BLOCK_K):
+                    a = tl.load(a_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
+                                mask=live[:, None], other=0.0)
+                    w = _fp4_tile(fp, fs, rows, row_ok, k0, inter, BLOCK_K)
+                    acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
+                acc = acc * tl.load(f_global_ptr + s)
+            else:
+                e = expert.to(tl.int64)
+                wp = w_packed_ptr + e * hidden * (inter // 4)
+                ws = w_scale_ptr + e * hidden * (inter // 32)
+                for k0 in range(0, inter, BLOCK_K):
+                    a = tl.load(a_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
+                                mask=live[:, None], other=0.0)
+                    w = _w2_tile(wp, ws, rows, row_ok, k0, inter, SCALE_OFFSET, BLOCK_K)
+                    acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
+            if not ON_INPUT:
+                acc = acc * tl.load(wts_ptr + pairs, mask=live, other=0.0).to(tl.float32)[:, None]
+            out = y_ptr + p64[:, None] * hidden + rows[None, :]
+            tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & row_ok[None, :])
 
     @triton.jit
     def _sum_kernel(y_ptr, out_ptr, hidden, TOP_K: tl.constexpr, BLOCK: tl.constexpr):
@@ -255,6 +286,17 @@ if HAVE_TRITON:
 def kernels_launchable(device: torch.device) -> bool:
     """Whether the Triton kernels (compiled, or interpreted) can run on ``device``."""
     return HAVE_TRITON and launchable(_gate_up_kernel, device)
+
+
+def _check_storage(w: MoEWeights) -> None:
+    """The kernels index the weights as dense rows and read W2 scales as 32-bit words."""
+    for name in w.__dataclass_fields__:
+        t = getattr(w, name)
+        if t.numel() and not t.is_contiguous():
+            raise ValueError(f"MoE weights: {name} must be contiguous")
+    for name in ("w13_scale", "w2_scale"):
+        if getattr(w, name).data_ptr() % 4:
+            raise ValueError(f"MoE weights: {name} must start on a 4-byte boundary")
 
 
 def w2_fused_moe(
@@ -281,12 +323,12 @@ def w2_fused_moe(
     if not kernels_launchable(x.device):
         return w2_moe_reference(x, topk_weights, topk_ids, w, swiglu_limit, weight_on_input,
                                 expert_tokens)
+    _check_storage(w)
     t, top_k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
     n = t * top_k
     hidden, inter = w.hidden, w.inter
-    cfg = config or tile_config(n)
-    if not cfg.aligned and cfg.block_m < n:
-        raise ValueError(f"the decode path needs block_m >= {n} pairs, got {cfg.block_m}")
+    cfg = config or tile_config(n, top_k)
+    bk_up, bk_down = fit_block_k(cfg.block_k, hidden), fit_block_k(cfg.block_k, inter)
     x = x.contiguous()
     ids = topk_ids.contiguous().reshape(-1)
     wts = topk_weights.contiguous().reshape(-1)
@@ -307,17 +349,18 @@ def w2_fused_moe(
     out = torch.empty(t, hidden, dtype=x.dtype, device=x.device)
     common = dict(ALIGNED=cfg.aligned, ON_INPUT=weight_on_input, HAS_POOL=pool,
                   SCALE_OFFSET=SCALE_FP32_OFFSET, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                  BLOCK_K=cfg.block_k)
-    _gate_up_kernel[(grid_m, triton.cdiv(inter, cfg.block_n))](
+                  PAIRS=16 if cfg.aligned else max(16, triton_next_pow2(n)),
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    _gate_up_kernel[(grid_m, triton.cdiv(2 * inter, cfg.block_n))](
         x, wts, ids, sorted_ids, block_expert, num_padded,
         w.w13_packed, w.w13_scale, w.expert_slot, *f13,
         act, counts, n, hidden, inter, float(swiglu_limit or 0.0),
         TOP_K=top_k, HAS_LIMIT=swiglu_limit is not None, COUNT=expert_tokens is not None,
-        **common)
+        BLOCK_K=bk_up, **common)
     _down_kernel[(grid_m, triton.cdiv(hidden, cfg.block_n))](
         act, wts, ids, sorted_ids, block_expert, num_padded,
         w.w2_packed, w.w2_scale, w.expert_slot, *f2,
-        y, n, hidden, inter, **common)
+        y, n, hidden, inter, BLOCK_K=bk_down, **common)
     block = min(1024, triton_next_pow2(hidden))
     _sum_kernel[(t, triton.cdiv(hidden, block))](y, out, hidden, TOP_K=top_k, BLOCK=block)
     return out

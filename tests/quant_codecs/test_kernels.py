@@ -179,8 +179,12 @@ def test_wrappers_reject_mismatched_shapes() -> None:
 
 
 @needs_triton
-@pytest.mark.parametrize(("out_f", "in_f"), [(12, 64), (7, 50)])  # 7 x 50: odd rows, tail block
-def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
+@pytest.mark.parametrize(
+    ("out_f", "in_f", "m"),
+    # 7 x 50: odd rows, a K tail; 20 x rows: two programs along x (16 rows each).
+    [(12, 64, 2), (7, 50, 2), (20, 64, 20)],
+)
+def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int, m: int) -> None:
     from kernels.p12_gemv import p12_gemv as p12_gemv_kernel
     from kernels.p12_gemv import p12_gemv_reference
 
@@ -191,7 +195,7 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
     w[2, 3] = 0.0
     p = p12.pack(w)
     assert p.escape_index.numel() > out_f * in_f // 10
-    x = torch.randn(2, in_f, generator=g).to(DEVICE)
+    x = torch.randn(m, in_f, generator=g).to(DEVICE)
     args = (
         x,
         p.payload.to(DEVICE),
@@ -200,12 +204,30 @@ def test_p12_gemv_matches_reference_with_escapes(out_f: int, in_f: int) -> None:
         p.escape_values.to(DEVICE),
         (out_f, in_f),
     )
-    got = p12_gemv_kernel(*args, block_r=8, block_k=32)
+    got = p12_gemv_kernel(*args, block_r=16, block_k=32)
     ref = p12_gemv_reference(*args)
     dense = x.float() @ w.float().to(DEVICE).T
     scale = float(dense.abs().max())
     torch.testing.assert_close(ref, dense, rtol=1e-5, atol=1e-6 * scale)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5 * scale)
+    # Bit-identical run to run (fixed tiles, no atomics).
+    again = p12_gemv_kernel(*args, block_r=16, block_k=32)
+    assert torch.equal(again.view(torch.int32), got.view(torch.int32))
+    if DEVICE.type != "cuda":  # Triton 3.9's interpreter multiplies bf16 dot operands' raw bits
+        return
+    xb = x.to(torch.bfloat16)  # the engine's case: bf16 tensor-core products
+    got_b = p12_gemv_kernel(xb, *args[1:], block_r=16, block_k=32)
+    ref_b = p12_gemv_reference(xb, *args[1:])
+    torch.testing.assert_close(got_b.float(), ref_b.float(), rtol=1e-2, atol=1e-2 * scale)
+
+
+def test_p12_gemv_refuses_tiles_tl_dot_cannot_take() -> None:
+    from kernels.p12_gemv import p12_gemv as p12_gemv_kernel
+
+    p = p12.pack(torch.ones(4, 64, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="powers of two >= 16"):
+        p12_gemv_kernel(torch.zeros(1, 64), p.payload, p.exponents, p.escape_index,
+                        p.escape_values, (4, 64), block_r=8)
 
 
 @needs_triton

@@ -4,11 +4,14 @@ Kernels run in Triton's interpreter in a child process on a CPU (the pattern and
 ``tests/quant_codecs/test_kernels.py``), on a GPU in this process. Cases: pooled and W2
 experts mixed in one batch, empty experts, one token, 64 pairs (the decode path's most),
 64 tokens and other prefill sizes (the aligned path), a skewed batch where one expert gets
-every token, the SwiGLU clamp on and off, the router weight on the input, no pool at all.
+every token, a batch whose tokens repeat one expert (more pairs than a decode tile's rows),
+the SwiGLU clamp on and off, the router weight on the input, no pool at all, zero scales;
+K steps of 128 (one 32-bit scale word per row) and shorter ones (a part of a word).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -78,50 +81,65 @@ def test_alignment_groups_every_pair_once_by_expert(tokens: int, top_k: int, exp
     assert (block_expert[used // block:] == -1).all()
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bits of a float tensor (``torch.equal`` on floats would call -0 and +0 equal)."""
+    return t.view({4: torch.int32, 2: torch.int16}[t.element_size()])
+
+
 def _case(tokens: int, top_k: int, experts: int, seed: int,
-          skewed: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+          ids_mode: str = "random") -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, 0, generator=g)  # replaced below once the width is known
-    if skewed:
+    if ids_mode == "skewed":  # every token on experts 0..top_k-1
         ids = torch.arange(top_k).repeat(tokens, 1)
+    elif ids_mode == "repeat":  # every pair on expert 1
+        ids = torch.ones(tokens, top_k, dtype=torch.int64)
     else:
         ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
     wts = torch.rand(tokens, top_k, generator=g)
-    return x, ids.to(torch.int32), wts
+    return ids.to(torch.int32), wts
 
 
 @needs_triton
 @pytest.mark.parametrize(
-    ("tokens", "top_k", "experts", "hidden", "inter", "pooled", "limit", "on_input", "skewed",
+    ("tokens", "top_k", "experts", "hidden", "inter", "pooled", "limit", "on_input", "ids_mode",
      "block_n"),
     [
-        # GLM-shaped (scaled down): one decode token, top-8, clamp 10, pooled and W2 mixed.
-        (1, 8, 32, 256, 128, (0, 5, 9, 31), 10.0, False, False, None),
+        # GLM-shaped (scaled down): one decode token, top-8, clamp 10, pooled and W2 mixed;
+        # K steps of 128 in both kernels.
+        (1, 8, 32, 256, 128, (0, 5, 9, 31), 10.0, False, "random", None),
         # A k=7 verify step: 8 tokens x top-8 = 64 pairs, the decode path's most.
-        (8, 8, 32, 128, 64, (1, 2, 3, 7, 20), 10.0, False, False, 64),
+        (8, 8, 32, 128, 64, (1, 2, 3, 7, 20), 10.0, False, "random", 64),
         # 64 tokens x top-8 (512 pairs, aligned path), GLM's clamp, small widths.
-        (64, 8, 32, 64, 32, (0, 13, 31), 10.0, False, False, 32),
+        (64, 8, 32, 64, 32, (0, 13, 31), 10.0, False, "random", 32),
         # Prefill (aligned path); 16 experts, top-4: some experts get no token.
-        (40, 4, 16, 128, 64, (2, 11), 10.0, False, False, 64),
+        (40, 4, 16, 128, 64, (2, 11), 10.0, False, "random", 64),
         # Every token on the same experts: several blocks of one expert.
-        (24, 2, 8, 64, 64, (1,), None, False, True, 64),
+        (24, 2, 8, 64, 64, (1,), None, False, "skewed", 64),
         # Router weight on the input (top-1), no clamp, no pool.
-        (5, 1, 8, 64, 32, (), None, True, False, 32),
+        (5, 1, 8, 64, 32, (), None, True, "random", 32),
+        # Decode path, 24 pairs on one expert: two chunks of a 16-row tile (pooled and not).
+        (6, 4, 8, 128, 64, (1,), None, False, "repeat", None),
+        (6, 4, 8, 128, 64, (), None, False, "repeat", None),
     ],
 )
 def test_fused_moe_matches_the_reference(tokens: int, top_k: int, experts: int, hidden: int,
                                          inter: int, pooled: tuple[int, ...],
-                                         limit: float | None, on_input: bool, skewed: bool,
+                                         limit: float | None, on_input: bool, ids_mode: str,
                                          block_n: int | None) -> None:
     w = random_moe_weights(experts, hidden, inter, pooled, seed=tokens, device=DEVICE)
-    _, ids, wts = _case(tokens, top_k, experts, seed=tokens, skewed=skewed)
+    # Some zero scales (ue5m3 byte 0 is exactly 0): whole groups of a row weigh nothing.
+    w.w13_scale[:, 3, 1] = 0
+    w.w13_scale[:, inter + 5, 0] = 0
+    w.w2_scale[:, 2, -1] = 0
+    ids, wts = _case(tokens, top_k, experts, seed=tokens, ids_mode=ids_mode)
     x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(1)) * 4
     x, ids, wts = x.to(DEVICE), ids.to(DEVICE), wts.to(DEVICE)
     n = tokens * top_k
-    cfg = w2_moe.tile_config(n)
+    cfg = w2_moe.tile_config(n, top_k)
     if block_n is not None:
-        cfg = w2_moe.TileConfig(cfg.block_m, block_n, cfg.block_k, cfg.aligned)
+        cfg = dataclasses.replace(cfg, block_n=block_n)
     assert cfg.aligned == (n > w2_moe.DECODE_MAX_PAIRS)
+    assert ids_mode != "repeat" or cfg.block_m < n  # the chunk loop runs
     want_counts = torch.zeros(experts, dtype=torch.int64, device=DEVICE)
     got_counts = torch.zeros_like(want_counts)
     want = w2_moe_reference(x, wts, ids, w, limit, on_input, want_counts)
@@ -131,9 +149,11 @@ def test_fused_moe_matches_the_reference(tokens: int, top_k: int, experts: int, 
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * scale)
     assert torch.equal(got_counts, want_counts)
     assert int(want_counts.sum()) == n
-    if skewed:  # a second run: bit-identical (no float atomics), counters keep adding
+    if ids_mode != "random":
+        # A second run (decode and aligned paths, W2 and FP4 experts): bit-identical (no
+        # float atomics, fixed summation order), counters keep adding.
         again = w2_moe.w2_fused_moe(x, wts, ids, w, limit, on_input, got_counts, config=cfg)
-        assert torch.equal(again, got)
+        assert torch.equal(_bits(again), _bits(got))
         assert torch.equal(got_counts, 2 * want_counts)
     if limit is not None:  # the clamp bites at these activations
         loose = w2_moe_reference(x, wts, ids, w, None, on_input)
