@@ -16,7 +16,8 @@ from engine.errors import ProfileError
 ProfileKind = Literal["vllm", "endpoint"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct",)
+BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct",
+                                    "qwen2.5-coder-1.5b-instruct")
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
                                      "p12_packed")
 
