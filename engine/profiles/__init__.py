@@ -6,6 +6,7 @@ name.
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -30,6 +31,7 @@ __all__ = [
     "LaunchSpec",
     "Profile",
     "SpeculativeSpec",
+    "cpu_coder_name",
     "default_profile_name",
     "is_secret_name",
     "list_profiles",
@@ -79,9 +81,58 @@ def load_profile(name: str, paths: Paths) -> Profile:
     return profile
 
 
-def default_profile_name() -> str:
-    """``glm53-flash-spark`` on a CUDA machine, else the CPU demo."""
-    return "glm53-flash-spark" if _has_cuda_gpu() else "cpu-demo"
+CODER_MIN_CORES = 8
+"""Cores from which the CPU default is the 1.5B coder (cpu-coder) rather than the
+0.5B (cpu-coder-small). Decode is bound by weight bytes: the 1.5B's 3.5 GB of bf16
+weights take about 2.8x the 0.5B's 1.26 GB per token (docs/agent.md has the
+figures measured on 2 cores); a laptop with 8 cores makes that wait bearable."""
+CODER_MIN_RAM_GIB = 16.0
+"""Memory from which the 1.5B is the default: 3.5 GB of weights, a 2 GiB KV cache
+and about 2.5 GB for vLLM's processes (cpu-coder's [memory] need_gib = 8) beside a
+desktop's own use."""
+
+
+def default_profile_name(paths: Paths | None = None) -> str:
+    """The profile used when none is named.
+
+    ``glm53-flash-spark`` on a CUDA machine. Without CUDA: the Qwen coder this
+    machine suits (:func:`cpu_coder_name`) once its model is installed (verified
+    by sha256: ``sparkcode models fetch``, which ``make run`` and
+    ``scripts/setup-env.sh`` run), else ``cpu-demo`` (SmolLM2-135M, shipped in a
+    pip package, so it works with no download at all).
+    """
+    if _has_cuda_gpu():
+        return "glm53-flash-spark"
+    paths = paths or Paths.from_env()
+    coder = cpu_coder_name()
+    builtin = load_profile(coder, paths).model_builtin
+    if builtin is not None and (paths.models_dir / builtin / "config.json").is_file():
+        return coder
+    return "cpu-demo"
+
+
+def cpu_coder_name(cores: int | None = None, ram_gib: float | None = None) -> str:
+    """``cpu-coder`` (1.5B) with at least :data:`CODER_MIN_CORES` cores and
+    :data:`CODER_MIN_RAM_GIB` of memory, else ``cpu-coder-small`` (0.5B)."""
+    cores = cores if cores is not None else _usable_cores()
+    ram_gib = ram_gib if ram_gib is not None else _ram_gib()
+    if cores >= CODER_MIN_CORES and ram_gib >= CODER_MIN_RAM_GIB:
+        return "cpu-coder"
+    return "cpu-coder-small"
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _ram_gib() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 0.0
 
 
 def _has_cuda_gpu() -> bool:

@@ -48,6 +48,14 @@ class AgentDefaults:
     structured_tools: bool = False
     """Small-model mode: each reply is one JSON step (a tool call or the answer),
     held to the tools' schemas by vLLM's structured outputs."""
+    step_name_key: str = "tool"
+    """Small-model mode: ``tool`` or ``name`` (the hermes shape Qwen knows) names
+    the tool in a call step."""
+    first_step_tool: bool = False
+    """A turn's first request must call a tool (small-model mode: no answer in its
+    schema; otherwise ``tool_choice: "required"``)."""
+    tools: tuple[str, ...] = ()
+    """The built-in tools offered to the model; empty: all of them."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,8 @@ _SECTIONS: dict[str, set[str]] = {
     "memory": {"need_gib"},
     "endpoint": {"base_url", "model", "api_key_env"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
-              "thinking_history", "structured_tools"},
+              "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
+              "tools"},
 }
 
 
@@ -200,12 +209,19 @@ def parse_profile(text: str, source: Path) -> Profile:
     top_p = agent_t.get("top_p", (int, float))
     if top_p is not None and not 0 < top_p <= 1:
         raise ProfileError(f"{source}: [agent] top_p must be in (0, 1]")
+    name_key = agent_t.get("step_name_key", str, "tool")
+    if name_key not in ("tool", "name"):
+        raise ProfileError(f"{source}: [agent] step_name_key must be 'tool' or 'name', "
+                           f"got {name_key!r}")
     agent = AgentDefaults(
         reasoning_effort=effort, thinking_token_budget=budget,
         temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None,
         thinking_history=bool(agent_t.get("thinking_history", bool, False)),
         structured_tools=agent_t.get("structured_tools", bool, False),
+        step_name_key=name_key,
+        first_step_tool=agent_t.get("first_step_tool", bool, False),
+        tools=agent_t.str_list("tools"),
     )
     description = meta.get("description", str, "")
 

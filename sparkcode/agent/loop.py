@@ -90,9 +90,13 @@ class Agent:
         self.metrics = metrics
         self.approver = approver
         self._structured: dict[str, Any] | None = None
+        self._structured_first: dict[str, Any] | None = None
         if self.settings.structured_tools:
-            self._structured = structured_outputs(self.tools)
-            system_prompt += tools_prompt(self.tools)
+            key = self.settings.step_name_key
+            self._structured = structured_outputs(self.tools, key)
+            if self.settings.first_step_tool:
+                self._structured_first = structured_outputs(self.tools, key, answer=False)
+            system_prompt += tools_prompt(self.tools, key)
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0
@@ -242,10 +246,14 @@ class Agent:
             if self._structured is not None:
                 # The tools are in the system prompt; the schema is the only call format.
                 tools = []
-                params["structured_outputs"] = self._structured
+                params["structured_outputs"] = (
+                    self._structured_first if request == 1 and self._structured_first
+                    else self._structured)
             elif self.settings.force_tool and request == 1:
                 choice = {"type": "function", "function": {"name": self.settings.force_tool}}
                 tools = forced_specs(tools, self.settings)
+            elif self.settings.first_step_tool and request == 1:
+                choice = "required"
             yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                                  thinking_token_budget=params.get("thinking_token_budget"),
                                  messages=len(self.history))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from engine.errors import UserError
 from engine.paths import Paths
+
+if TYPE_CHECKING:
+    from engine.models import Builtin
 
 models_app = typer.Typer(help="Fetch and list the builtin models.", no_args_is_help=True)
 
@@ -38,13 +41,37 @@ def _builtin_named(name: str, paths: Paths) -> str:
 
 @models_app.command("fetch")
 def fetch_cmd(
-    name: Annotated[str, typer.Argument(help="Builtin model or a profile that uses one.")],
+    name: Annotated[str | None, typer.Argument(
+        help="Builtin model or a profile that uses one (default: the CPU coder this "
+             "machine suits).")] = None,
 ) -> None:
-    """Download, verify by sha256 and convert a builtin model (once; reruns resume)."""
-    from engine.models import BUILTINS, install_builtin, is_installed
+    """Download, verify by sha256 and convert a builtin model (once; reruns resume).
+
+    Without NAME it fetches the model of the CPU default (``make run`` does this);
+    if that fails, the default stays cpu-demo and the error says why.
+    """
+    from engine.models import BUILTINS
+    from engine.profiles import cpu_coder_name, default_profile_name
 
     paths = Paths.from_env()
-    builtin = BUILTINS[_builtin_named(name, paths)]
+    if name is None:
+        if default_profile_name(paths) == "glm53-flash-spark":
+            typer.echo("this machine has CUDA: its default is glm53-flash-spark; nothing to fetch")
+            return
+        name = cpu_coder_name()
+        try:
+            _fetch(BUILTINS[_builtin_named(name, paths)], paths)
+        except Exception as exc:  # noqa: BLE001 - any failure leaves cpu-demo as the default
+            raise UserError(f"{exc}\nthe {name} model could not be installed, so sparkcode "
+                            "uses cpu-demo (SmolLM2-135M) until `sparkcode models fetch` "
+                            "succeeds") from None
+        return
+    _fetch(BUILTINS[_builtin_named(name, paths)], paths)
+
+
+def _fetch(builtin: Builtin, paths: Paths) -> None:
+    from engine.models import install_builtin, is_installed
+
     if is_installed(builtin, paths):
         typer.echo(f"{builtin.name}: already installed in {paths.models_dir / builtin.name}")
         return
