@@ -122,6 +122,8 @@ class SessionOptions:
     """Small-model mode's call key (the profile's ``[agent] step_name_key``)."""
     tools: tuple[str, ...] | None = None
     """The built-in tools offered (the profile's ``[agent] tools``; None/empty: all)."""
+    task_reminder: bool | None = None
+    """Repeat the task after each tool result (the profile's ``[agent] task_reminder``)."""
     first_step_tool: bool | None = None
     """Small-model mode's forced first call (the profile's ``[agent] first_step_tool``)."""
     start_engine: bool = True
@@ -245,6 +247,8 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         step_name_key=options.step_name_key or prof.step_name_key,
         first_step_tool=(options.first_step_tool if options.first_step_tool is not None
                          else prof.first_step_tool),
+        task_reminder=(options.task_reminder if options.task_reminder is not None
+                       else prof.task_reminder),
     )
 
 

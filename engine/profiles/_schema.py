@@ -56,6 +56,8 @@ class AgentDefaults:
     schema; otherwise ``tool_choice: "required"``)."""
     tools: tuple[str, ...] = ()
     """The built-in tools offered to the model; empty: all of them."""
+    task_reminder: bool = False
+    """Append the turn's task to every tool result (a small model loses it)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ _SECTIONS: dict[str, set[str]] = {
     "endpoint": {"base_url", "model", "api_key_env"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
               "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
-              "tools"},
+              "tools", "task_reminder"},
 }
 
 
@@ -222,6 +224,7 @@ def parse_profile(text: str, source: Path) -> Profile:
         step_name_key=name_key,
         first_step_tool=agent_t.get("first_step_tool", bool, False),
         tools=agent_t.str_list("tools"),
+        task_reminder=agent_t.get("task_reminder", bool, False),
     )
     description = meta.get("description", str, "")
 

@@ -106,6 +106,8 @@ class Agent:
         self.requests_sent = 0
         """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
+        self._task = ""
+        """The current turn's user message (``settings.task_reminder``)."""
         self._cancel = False
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
@@ -222,6 +224,7 @@ class Agent:
         # Plan mode is said in the user message, not the system prompt, so the
         # prompt prefix stays the same in both modes.
         planning = self.permissions.mode == "plan"
+        self._task = user_text
         self.history.append({"role": "user",
                              "content": user_text + PLAN_NOTE if planning else user_text})
         yield TurnStarted(turn=turn, user_text=user_text)
@@ -348,6 +351,12 @@ class Agent:
                             prompt_tokens=prompt, completion_tokens=completion)
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
+        if self.settings.task_reminder:
+            # A small model loses the task once a tool result follows it: the
+            # Qwen2.5-Coder-0.5B repeated the same call or answered with a tool's
+            # description (docs/agent.md). The task, said again right there.
+            text += (f"\n\n(The task: {self._task}\nReply with the next step: another "
+                     'tool call, or {"answer": ...} if the task is done.)')
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
     async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,

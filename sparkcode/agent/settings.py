@@ -76,6 +76,8 @@ class AgentSettings:
     every reply one JSON step held to the tools' schemas by the engine."""
     step_name_key: str = "tool"
     """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
+    task_reminder: bool = False
+    """Append the turn's task to every tool result (for models that lose it)."""
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""

@@ -84,6 +84,8 @@ class RunOptions:
     """Small-model mode's forced first call; None = the profile's setting."""
     tools: tuple[str, ...] | None = None
     """The built-in tools offered; None = the profile's list (or all)."""
+    task_reminder: bool | None = None
+    """Repeat the task after each tool result; None = the profile's setting."""
 
 
 def register(app: typer.Typer) -> None:
@@ -197,7 +199,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         progress=progress, resume=rebuilt,
         degenerate=options.degenerate, structured_tools=options.structured_tools,
         step_name_key=options.step_name_key, first_step_tool=options.first_step_tool,
-        tools=options.tools,
+        tools=options.tools, task_reminder=options.task_reminder,
     ), paths)
     agent = session.agent
     if rebuilt is not None:

@@ -142,3 +142,16 @@ async def test_a_qwen_profile_steps_in_the_hermes_shape_and_calls_a_tool_first(
     assert [(s.name, s.arguments) for s in of(events, ToolCallStarted)] == \
         [("read_file", {"path": "README.md"})]
     assert of(events, TurnFinished)[-1].content == "pelican"
+
+
+async def test_task_reminder_repeats_the_task_after_each_tool_result(workspace: Path) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    step = json.dumps({"name": "read_file", "arguments": {"path": "a.py"}})
+    server = ScriptedServer([Reply(content=[step]), Reply(content=['{"answer": "x is 1"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True)
+    await run(agent, "what is x in a.py?")
+    tool = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert "x = 1" in tool["content"]
+    assert tool["content"].endswith("(The task: what is x in a.py?\nReply with the next step: "
+                                    'another tool call, or {"answer": ...} if the task is done.)')
