@@ -44,6 +44,12 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
     sampling = json.loads(argv[argv.index("--override-generation-config") + 1])
     assert sampling == {"temperature": 0.7, "top_p": 0.8, "top_k": 20,
                         "repetition_penalty": 1.1}
+    assert json.loads(argv[argv.index("--structured-outputs-config") + 1])[
+        "disable_any_whitespace"] is True
+    agent = load_profile(name, paths).agent
+    assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
+            agent.task_reminder, agent.temperature) == (True, "name", True, True, 0.0)
+    assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 
 def test_every_builtin_has_a_source_and_the_fetched_ones_pin_every_wheel() -> None:
