@@ -9,7 +9,10 @@ BIN := $(VENV)/bin
 setup:
 	@scripts/setup-env.sh
 
+# Fetch (once, verified by sha256) the model of the machine's default CPU profile;
+# if that fails the default stays cpu-demo, and the error says why.
 run: setup
+	@$(BIN)/sparkcode models fetch || echo "make run: continuing with cpu-demo" >&2
 	$(BIN)/sparkcode
 
 PYTEST_ARGS ?= --durations=25

@@ -122,7 +122,9 @@ async def one_try(task: Task, ws: Path, base_url: str, structured: bool, args: A
     await run_headless(RunOptions(
         prompt=task.prompt, workspace=ws, as_json=True, auto=True, endpoint=base_url,
         max_turns=args.max_turns, max_tokens=args.max_tokens, record=False,
-        structured_tools=structured,
+        structured_tools=structured, step_name_key=args.step_name_key,
+        first_step_tool=args.first_step_tool or None, temperature=args.temperature,
+        tools=tuple(args.tools) if args.tools else None,
     ), out=out, err=err)
     tally.seconds += time.monotonic() - started
     events = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -130,7 +132,7 @@ async def one_try(task: Task, ws: Path, base_url: str, structured: bool, args: A
         with open(args.events, "a", encoding="utf-8") as log:
             log.write(json.dumps({"task": task.name, "structured": structured,
                                   "events": events}) + "\n")
-    registry = default_tools()
+    registry = default_tools(only=args.tools)
     answer = ""
     for e in events:
         if e["type"] == "ToolCallStarted":
@@ -198,6 +200,12 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=[t.name for t in TASKS],
                         choices=[t.name for t in TASKS])
     parser.add_argument("--events", help="append each try's events to this JSONL file")
+    parser.add_argument("--step-name-key", choices=["tool", "name"],
+                        help="small-model mode's call key (default: the profile's)")
+    parser.add_argument("--first-step-tool", action="store_true",
+                        help="small-model mode: a turn's first step must call a tool")
+    parser.add_argument("--temperature", type=float, help="sampling temperature of every request")
+    parser.add_argument("--tools", nargs="+", help="offer only these built-in tools")
     args = parser.parse_args()
     print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "

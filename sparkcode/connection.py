@@ -90,7 +90,7 @@ async def resolve_connection(
     if isinstance(profile, Profile):
         prof = profile
     else:
-        prof = load_profile(profile or config.profile or default_profile_name(), paths)
+        prof = load_profile(profile or config.profile or default_profile_name(paths), paths)
     if prof.kind == "endpoint":
         spec = render(prof, paths)
         return await _finish(spec.base_url, model or spec.model, api_key_env or spec.api_key_env,

@@ -16,7 +16,8 @@ from engine.errors import ProfileError
 ProfileKind = Literal["vllm", "endpoint"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct",)
+BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct",
+                                    "qwen2.5-coder-1.5b-instruct")
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
                                      "p12_packed")
 
@@ -47,6 +48,16 @@ class AgentDefaults:
     structured_tools: bool = False
     """Small-model mode: each reply is one JSON step (a tool call or the answer),
     held to the tools' schemas by vLLM's structured outputs."""
+    step_name_key: str = "tool"
+    """Small-model mode: ``tool`` or ``name`` (the hermes shape Qwen knows) names
+    the tool in a call step."""
+    first_step_tool: bool = False
+    """A turn's first request must call a tool (small-model mode: no answer in its
+    schema; otherwise ``tool_choice: "required"``)."""
+    tools: tuple[str, ...] = ()
+    """The built-in tools offered to the model; empty: all of them."""
+    task_reminder: bool = False
+    """Append the turn's task to every tool result (a small model loses it)."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,8 @@ _SECTIONS: dict[str, set[str]] = {
     "memory": {"need_gib"},
     "endpoint": {"base_url", "model", "api_key_env"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
-              "thinking_history", "structured_tools"},
+              "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
+              "tools", "task_reminder"},
 }
 
 
@@ -199,12 +211,20 @@ def parse_profile(text: str, source: Path) -> Profile:
     top_p = agent_t.get("top_p", (int, float))
     if top_p is not None and not 0 < top_p <= 1:
         raise ProfileError(f"{source}: [agent] top_p must be in (0, 1]")
+    name_key = agent_t.get("step_name_key", str, "tool")
+    if name_key not in ("tool", "name"):
+        raise ProfileError(f"{source}: [agent] step_name_key must be 'tool' or 'name', "
+                           f"got {name_key!r}")
     agent = AgentDefaults(
         reasoning_effort=effort, thinking_token_budget=budget,
         temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None,
         thinking_history=bool(agent_t.get("thinking_history", bool, False)),
         structured_tools=agent_t.get("structured_tools", bool, False),
+        step_name_key=name_key,
+        first_step_tool=agent_t.get("first_step_tool", bool, False),
+        tools=agent_t.str_list("tools"),
+        task_reminder=agent_t.get("task_reminder", bool, False),
     )
     description = meta.get("description", str, "")
 

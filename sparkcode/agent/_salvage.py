@@ -14,6 +14,11 @@ text, in the formats models use:
   ...</tool_call>`` (values are text; a value is JSON-decoded only where the
   tool's schema says the argument is not a string, as vLLM's glm47 parser does);
 - ``<tool_call>NAME {json arguments}</tool_call>``;
+- Qwen3-Coder: ``<function=NAME><parameter=K>V</parameter>...</function>`` and
+  MiniMax-M2 / Anthropic-style: ``<invoke name="NAME"><parameter name="K">V
+  </parameter>...</invoke>``, with or without a wrapper (``<tool_call>``,
+  ``<minimax:tool_call>``, ``<function_calls>``); values are typed by the schema
+  as for GLM;
 - a bare JSON object of call shape (``name`` plus ``arguments``/``parameters``,
   or OpenAI's ``{"function": {...}}``) or ``{"TOOL": {arguments}}`` naming a
   known tool.
@@ -48,7 +53,7 @@ class Recovered:
     name: str
     arguments: str
     form: str
-    """``hermes``, ``glm``, ``name+json`` or ``bare json``."""
+    """``hermes``, ``glm``, ``name+json``, ``bare json``, ``qwen xml`` or ``invoke xml``."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ def salvage(text: str, registry: ToolRegistry) -> Salvage:
     """Every tool call written into ``text``; empty when there is none."""
     out = Salvage()
     kept: list[str] = []
-    rest = text
+    rest = _xml_calls(text, registry, out)
     while True:
         at = rest.find(_OPEN)
         if at < 0:
@@ -176,13 +181,13 @@ def _tagged(body: str, closed: bool, registry: ToolRegistry, out: Salvage) -> No
         "pairs nor a JSON object of arguments", name))
 
 
-def _glm(name: str, args_text: str, registry: ToolRegistry, out: Salvage) -> None:
+def _typed(name: str, pairs: list[tuple[str, str]], registry: ToolRegistry) -> dict[str, Any]:
+    """Arguments written as text: JSON-decoded where the tool's schema says the
+    argument is not a string (as vLLM's glm47 and qwen3_coder parsers do)."""
     tool = registry.get(name)
-    props: dict[str, Any] = {}
-    if tool is not None:
-        props = tool.parameters
+    props: dict[str, Any] = tool.parameters if tool is not None else {}
     args: dict[str, Any] = {}
-    for key, value in _GLM_ARG.findall(args_text):
+    for key, value in pairs:
         key = key.strip()
         kind = props.get(key, {}).get("type") if isinstance(props.get(key), dict) else None
         if kind not in (None, "string"):
@@ -192,6 +197,11 @@ def _glm(name: str, args_text: str, registry: ToolRegistry, out: Salvage) -> Non
             except ValueError:
                 pass
         args[key] = value
+    return args
+
+
+def _glm(name: str, args_text: str, registry: ToolRegistry, out: Salvage) -> None:
+    args = _typed(name, _GLM_ARG.findall(args_text), registry)
     leftover = _GLM_ARG.sub("", args_text).strip()
     if leftover:
         if "<arg_key>" in leftover and "</arg_value>" not in leftover.split("<arg_key>")[-1]:
@@ -202,6 +212,59 @@ def _glm(name: str, args_text: str, registry: ToolRegistry, out: Salvage) -> Non
                                          f"read: {why}", name))
         return
     _checked(name, args, registry, out, "glm")
+
+
+_XML_CALL = re.compile(
+    r"<function=(?P<fname>[^>\s]+)\s*>(?P<fbody>.*?)(?:</function>|(?=<function=)|$)"
+    r"|<invoke\s+name=\"(?P<iname>[^\"]+)\"\s*>(?P<ibody>.*?)(?:</invoke>|(?=<invoke\s)|$)",
+    re.DOTALL)
+_XML_PARAM = re.compile(
+    r"<parameter(?:=(?P<k1>[^>\s]+)|\s+name=\"(?P<k2>[^\"]+)\")\s*>(?P<v>.*?)</parameter>",
+    re.DOTALL)
+_XML_WRAPPERS = re.compile(
+    r"<(?P<tag>tool_call|minimax:tool_call|function_calls)>\s*(?:</(?P=tag)>|$)"
+    r"|^\s*</(?:tool_call|minimax:tool_call|function_calls)>", re.DOTALL)
+"""A wrapper a cut-out call leaves empty: a pair, an opener at the end, a closer at the start."""
+
+
+def _xml_calls(text: str, registry: ToolRegistry, out: Salvage) -> str:
+    """Qwen3-Coder's ``<function=...>`` and MiniMax's ``<invoke name=...>`` calls in
+    ``text``; the text without them (and without wrappers they leave empty)."""
+    if "<function=" not in text and "<invoke" not in text:
+        return text
+    kept: list[str] = []
+    last = 0
+    for m in _XML_CALL.finditer(text):
+        name = m["fname"] or m["iname"]
+        body = m["fbody"] if m["fname"] else m["ibody"]
+        closed = text.endswith("</function>" if m["fname"] else "</invoke>", 0, m.end())
+        form = "qwen xml" if m["fname"] else "invoke xml"
+        kept.append(text[last:m.start()])
+        last = m.end()
+        pairs = [(p["k1"] or p["k2"], _strip_newline(p["v"])) for p in _XML_PARAM.finditer(body)]
+        leftover = _XML_PARAM.sub("", body)
+        for stop in _STOPS:
+            leftover = leftover.split(stop, 1)[0]
+        leftover = re.sub(r"</?(?:tool_call|minimax:tool_call|function_calls)>", "",
+                          leftover).strip()
+        if leftover or not closed:
+            why = ("its last <parameter> is not closed (was it cut off?)"
+                   if "<parameter" in leftover else
+                   f"text outside <parameter> tags ({leftover[:40]!r})" if leftover else
+                   f"it has no closing {'</function>' if m['fname'] else '</invoke>'} "
+                   "(was it cut off?)")
+            out.unreadable.append(Unreadable(
+                f"the arguments of your {name} call could not be read: {why}", name))
+            continue
+        _checked(name, _typed(name, pairs, registry), registry, out, form)
+    kept.append(text[last:])
+    return _XML_WRAPPERS.sub("", "".join(kept))
+
+
+def _strip_newline(value: str) -> str:
+    """A parameter value without the one newline each side that the format puts there."""
+    value = value[1:] if value.startswith("\n") else value
+    return value[:-1] if value.endswith("\n") else value
 
 
 def _from_object(obj: dict[str, Any], registry: ToolRegistry, out: Salvage, form: str, *,

@@ -19,33 +19,45 @@ from typing import Any
 
 from .tools import ToolRegistry
 
+NAME_KEYS: tuple[str, ...] = ("tool", "name")
+"""The key that names the tool in a call step. ``name`` is the hermes shape Qwen
+was trained on ({"name": ..., "arguments": ...}): held to ``tool``, the
+Qwen2.5-Coder-0.5B wrote ``{"answer": "edit_file(calc.py, ...)"}`` on 3 of 3
+tasks (docs/agent.md), since the grammar let it start no other key it knew."""
 
-def step_schema(registry: ToolRegistry) -> dict[str, Any]:
-    """One of the tools with its arguments, or an answer."""
+
+def step_schema(registry: ToolRegistry, name_key: str = "tool", *,
+                answer: bool = True) -> dict[str, Any]:
+    """One of the tools with its arguments, or (``answer``) an answer."""
     options: list[dict[str, Any]] = []
     for spec in registry.specs():
         fn = spec["function"]
         params = dict(fn["parameters"])
         params["additionalProperties"] = False
         options.append({"type": "object", "additionalProperties": False,
-                        "required": ["tool", "arguments"],
-                        "properties": {"tool": {"const": fn["name"]}, "arguments": params}})
-    options.append({"type": "object", "additionalProperties": False, "required": ["answer"],
-                    "properties": {"answer": {"type": "string"}}})
+                        "required": [name_key, "arguments"],
+                        "properties": {name_key: {"const": fn["name"]}, "arguments": params}})
+    if answer:
+        options.append({"type": "object", "additionalProperties": False,
+                        "required": ["answer"], "properties": {"answer": {"type": "string"}}})
     return {"anyOf": options}
 
 
-def structured_outputs(registry: ToolRegistry) -> dict[str, Any]:
+def structured_outputs(registry: ToolRegistry, name_key: str = "tool", *,
+                       answer: bool = True) -> dict[str, Any]:
     """The request field (vLLM's ``structured_outputs``); no free whitespace, so a
-    weak model cannot pad the JSON until max_tokens."""
-    return {"json": step_schema(registry), "disable_any_whitespace": True}
+    weak model cannot pad the JSON until max_tokens. Without ``answer`` the step
+    must be a tool call (a turn's first step, where a small model otherwise
+    answers from the prompt alone)."""
+    return {"json": step_schema(registry, name_key, answer=answer),
+            "disable_any_whitespace": True}
 
 
-def tools_prompt(registry: ToolRegistry) -> str:
+def tools_prompt(registry: ToolRegistry, name_key: str = "tool") -> str:
     """What the system prompt adds: the reply format and each tool's arguments."""
     lines = ["", "", "Reply with exactly one JSON object each time. To use a tool: "
-             '{"tool": "NAME", "arguments": {...}}; you then get its result. When the task '
-             'is done: {"answer": "what you did or found"}. Tools:']
+             f'{{"{name_key}": "NAME", "arguments": {{...}}}}; you then get its result. When '
+             'the task is done: {"answer": "what you did or found"}. Tools:']
     for spec in registry.specs():
         fn = spec["function"]
         props = fn["parameters"].get("properties", {})
@@ -75,6 +87,7 @@ def read_step(text: str) -> Step | None:
         return None
     if isinstance(obj.get("answer"), str):
         return Step(answer=obj["answer"])
-    if isinstance(obj.get("tool"), str) and isinstance(obj.get("arguments"), dict):
-        return Step(tool=obj["tool"], arguments=json.dumps(obj["arguments"], ensure_ascii=False))
+    name = next((obj[k] for k in NAME_KEYS if isinstance(obj.get(k), str)), None)
+    if name is not None and isinstance(obj.get("arguments"), dict):
+        return Step(tool=name, arguments=json.dumps(obj["arguments"], ensure_ascii=False))
     return None

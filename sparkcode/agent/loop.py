@@ -90,9 +90,13 @@ class Agent:
         self.metrics = metrics
         self.approver = approver
         self._structured: dict[str, Any] | None = None
+        self._structured_first: dict[str, Any] | None = None
         if self.settings.structured_tools:
-            self._structured = structured_outputs(self.tools)
-            system_prompt += tools_prompt(self.tools)
+            key = self.settings.step_name_key
+            self._structured = structured_outputs(self.tools, key)
+            if self.settings.first_step_tool:
+                self._structured_first = structured_outputs(self.tools, key, answer=False)
+            system_prompt += tools_prompt(self.tools, key)
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0
@@ -102,6 +106,8 @@ class Agent:
         self.requests_sent = 0
         """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
+        self._task = ""
+        """The current turn's user message (``settings.task_reminder``)."""
         self._cancel = False
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
@@ -218,6 +224,7 @@ class Agent:
         # Plan mode is said in the user message, not the system prompt, so the
         # prompt prefix stays the same in both modes.
         planning = self.permissions.mode == "plan"
+        self._task = user_text
         self.history.append({"role": "user",
                              "content": user_text + PLAN_NOTE if planning else user_text})
         yield TurnStarted(turn=turn, user_text=user_text)
@@ -242,10 +249,14 @@ class Agent:
             if self._structured is not None:
                 # The tools are in the system prompt; the schema is the only call format.
                 tools = []
-                params["structured_outputs"] = self._structured
+                params["structured_outputs"] = (
+                    self._structured_first if request == 1 and self._structured_first
+                    else self._structured)
             elif self.settings.force_tool and request == 1:
                 choice = {"type": "function", "function": {"name": self.settings.force_tool}}
                 tools = forced_specs(tools, self.settings)
+            elif self.settings.first_step_tool and request == 1:
+                choice = "required"
             yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                                  thinking_token_budget=params.get("thinking_token_budget"),
                                  messages=len(self.history))
@@ -340,6 +351,12 @@ class Agent:
                             prompt_tokens=prompt, completion_tokens=completion)
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
+        if self.settings.task_reminder:
+            # A small model loses the task once a tool result follows it: the
+            # Qwen2.5-Coder-0.5B repeated the same call or answered with a tool's
+            # description (docs/agent.md). The task, said again right there.
+            text += (f"\n\n(The task: {self._task}\nReply with the next step: another "
+                     'tool call, or {"answer": ...} if the task is done.)')
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
     async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,

@@ -74,6 +74,13 @@ class AgentSettings:
     structured_tools: bool = False
     """Small-model mode (``_structured``): tools described in the system prompt,
     every reply one JSON step held to the tools' schemas by the engine."""
+    step_name_key: str = "tool"
+    """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
+    task_reminder: bool = False
+    """Append the turn's task to every tool result (for models that lose it)."""
+    first_step_tool: bool = False
+    """A turn's first request must call a tool: in small-model mode its schema has
+    no answer, otherwise it is sent with ``tool_choice: "required"``."""
     salvage_calls: bool = True
     """Recover tool calls the server's parser did not return (``_salvage``)."""
     held_back_max_prompt: int = 32768

@@ -13,7 +13,7 @@ import typer
 
 from engine.errors import UserError
 
-from . import _bench, _detect, _engine, _quantize, _replay, _run, _sessions, _tui
+from . import _bench, _detect, _engine, _models, _quantize, _replay, _run, _sessions, _tui
 
 app = typer.Typer(
     name="sparkcode",
@@ -23,7 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (_tui, _engine, _run, _sessions, _replay, _detect, _quantize, _bench):
+for _module in (_tui, _engine, _models, _run, _sessions, _replay, _detect, _quantize,
+                _bench):
     _module.register(app)
 
 

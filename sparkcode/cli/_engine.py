@@ -39,7 +39,7 @@ def profiles_cmd(
 ) -> None:
     """List the engine profiles (shipped and user-defined)."""
     paths = Paths.from_env()
-    default = default_profile_name()
+    default = default_profile_name(paths)
     profiles = list_profiles(paths)
     if as_json:
         typer.echo(json.dumps([
@@ -63,7 +63,7 @@ def command_cmd(
 ) -> None:
     """Print the exact command line and environment a profile launches."""
     paths = Paths.from_env()
-    prof = load_profile(profile or default_profile_name(), paths)
+    prof = load_profile(profile or default_profile_name(paths), paths)
     spec = render(prof, paths, port=port)
     if as_json:
         typer.echo(json.dumps({"argv": spec.argv, "env": spec.redacted_env(),
@@ -111,7 +111,7 @@ def start_cmd(
     from engine.models import prepare_model
 
     paths = Paths.from_env()
-    prof = load_profile(profile or default_profile_name(), paths)
+    prof = load_profile(profile or default_profile_name(paths), paths)
     spec = render(prof, paths, port=port)
     prepare_model(prof, paths, progress=lambda msg: typer.echo(f"  {msg}", err=True))
     typer.echo(f"starting {prof.name} on {spec.base_url} ...", err=True)

@@ -256,7 +256,7 @@ def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *
     if options.method != "gptq":
         raise UserError("--calib-from-engine makes a GPTQ model; drop --method rtn")
     paths = Paths.from_env()
-    base = load_profile(engine_profile or default_profile_name(), paths)
+    base = load_profile(engine_profile or default_profile_name(paths), paths)
     if base.kind != "vllm":
         raise UserError(f"profile {base.name} is an endpoint; --calib-from-engine serves each "
                         "round itself and needs a vllm profile (--engine-profile)")

@@ -78,6 +78,14 @@ class RunOptions:
     degenerate: DegenerateMode | None = None
     structured_tools: bool | None = None
     """Small-model mode on or off; None = the profile's setting."""
+    step_name_key: str | None = None
+    """Small-model mode's call key; None = the profile's setting."""
+    first_step_tool: bool | None = None
+    """Small-model mode's forced first call; None = the profile's setting."""
+    tools: tuple[str, ...] | None = None
+    """The built-in tools offered; None = the profile's list (or all)."""
+    task_reminder: bool | None = None
+    """Repeat the task after each tool result; None = the profile's setting."""
 
 
 def register(app: typer.Typer) -> None:
@@ -190,6 +198,8 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
         progress=progress, resume=rebuilt,
         degenerate=options.degenerate, structured_tools=options.structured_tools,
+        step_name_key=options.step_name_key, first_step_tool=options.first_step_tool,
+        tools=options.tools, task_reminder=options.task_reminder,
     ), paths)
     agent = session.agent
     if rebuilt is not None:

@@ -151,3 +151,53 @@ async def test_prose_with_json_is_an_answer(workspace: Path) -> None:
     events = await run(make_agent(server, workspace), "what is in it?")
     assert not of(events, ToolCallStarted)
     assert of(events, TurnFinished)[-1].content == 'The file holds {"name": "demo", "v": 2}.'
+
+
+def test_qwen_function_form_is_read_with_typed_values() -> None:
+    text = ("I'll write it.\n<tool_call>\n<function=write_file>\n<parameter=path>\nn.md\n"
+            "</parameter>\n<parameter=content>\n# Title\nline\n</parameter>\n</function>\n"
+            "</tool_call>")
+    found = salvage(text, default_tools())
+    assert [(c.name, json.loads(c.arguments), c.form) for c in found.calls] == [
+        ("write_file", {"path": "n.md", "content": "# Title\nline"}, "qwen xml")]
+    assert found.text == "I'll write it." and not found.unreadable
+    # Unwrapped, and a non-string argument decoded by the schema (bash's timeout).
+    bare = salvage("<function=bash><parameter=command>ls</parameter>"
+                   "<parameter=timeout_s>5</parameter></function>", default_tools())
+    assert json.loads(bare.calls[0].arguments) == {"command": "ls", "timeout_s": 5}
+
+
+def test_minimax_invoke_form_is_read() -> None:
+    text = ('<minimax:tool_call>\n<invoke name="read_file">\n<parameter name="path">a.py'
+            '</parameter>\n</invoke>\n<invoke name="list_files">\n<parameter name="path">.'
+            '</parameter>\n</invoke>\n</minimax:tool_call>')
+    found = salvage(text, default_tools())
+    assert [(c.name, json.loads(c.arguments), c.form) for c in found.calls] == [
+        ("read_file", {"path": "a.py"}, "invoke xml"), ("list_files", {"path": "."},
+                                                         "invoke xml")]
+    assert found.text == "" and not found.unreadable
+
+
+def test_xml_calls_cut_off_or_unknown_are_told_what_is_wrong() -> None:
+    tools = default_tools()
+    cut = salvage("<tool_call>\n<function=write_file>\n<parameter=path>a.md</parameter>\n"
+                  "<parameter=content>\n# No", tools)
+    assert not cut.calls and cut.unreadable[0].name == "write_file"
+    assert "its last <parameter> is not closed" in cut.unreadable[0].problem
+    unclosed = salvage('<invoke name="read_file"><parameter name="path">a</parameter>', tools)
+    assert "no closing </invoke>" in unclosed.unreadable[0].problem
+    unknown = salvage("<function=search_web><parameter=q>x</parameter></function>", tools)
+    assert unknown.unreadable[0].problem.startswith("there is no tool named 'search_web'")
+    # Prose that mentions the syntax without a call is not one.
+    assert not salvage("Use <function> tags or the invoke keyword.", tools)
+
+
+async def test_a_qwen_function_call_held_back_by_the_hermes_parser_is_run(
+        workspace: Path) -> None:
+    held = ("\n<function=write_file>\n<parameter=path>\nn.md\n</parameter>\n"
+            "<parameter=content>\nhi\n</parameter>\n</function>\n</tool_call>")
+    server = ScriptedServer([Reply(held_back=held), Reply(content=["done"])])
+    events = await run(make_agent(server, workspace), "write n.md")
+    assert (workspace / "n.md").read_text() == "hi"
+    assert any("qwen xml in the model's held back" in n.message for n in of(events, Notice))
+    assert not [n for n in of(events, Notice) if n.code == "tool_call_unreadable"]

@@ -120,3 +120,38 @@ async def test_sparkcode_run_prints_the_answer_not_the_step(workspace: Path) -> 
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert "".join(e["text"] for e in events if e["type"] == "ContentDelta") == \
         "line one\nline two"
+
+
+async def test_a_qwen_profile_steps_in_the_hermes_shape_and_calls_a_tool_first(
+        workspace: Path) -> None:
+    """``step_name_key = "name"``: calls are ``{"name": ..., "arguments": ...}`` in the
+    prompt, the schema and the reader; ``first_step_tool``: the turn's first request
+    admits no answer, the later ones do."""
+    (workspace / "README.md").write_text("The secret word is pelican.\n")
+    step = json.dumps({"name": "read_file", "arguments": {"path": "README.md"}})
+    server = ScriptedServer([Reply(content=[step]), Reply(content=['{"answer": "pelican"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       first_step_tool=True)
+    events = await run(agent, "what is the secret word?")
+    first, second = server.requests
+    assert '{"name": "NAME", "arguments": {...}}' in first["messages"][0]["content"]
+    first_options = first["structured_outputs"]["json"]["anyOf"]
+    assert len(first_options) == len(default_tools().names)
+    assert all(o["required"] == ["name", "arguments"] for o in first_options)
+    assert second["structured_outputs"]["json"]["anyOf"][-1]["required"] == ["answer"]
+    assert [(s.name, s.arguments) for s in of(events, ToolCallStarted)] == \
+        [("read_file", {"path": "README.md"})]
+    assert of(events, TurnFinished)[-1].content == "pelican"
+
+
+async def test_task_reminder_repeats_the_task_after_each_tool_result(workspace: Path) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    step = json.dumps({"name": "read_file", "arguments": {"path": "a.py"}})
+    server = ScriptedServer([Reply(content=[step]), Reply(content=['{"answer": "x is 1"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True)
+    await run(agent, "what is x in a.py?")
+    tool = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert "x = 1" in tool["content"]
+    assert tool["content"].endswith("(The task: what is x in a.py?\nReply with the next step: "
+                                    'another tool call, or {"answer": ...} if the task is done.)')

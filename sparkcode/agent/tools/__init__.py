@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engine.errors import UserError
+
 from ._base import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
@@ -35,12 +37,21 @@ class ToolRegistry:
         return self._specs
 
 
-def default_tools(extra: Sequence[Tool] | None = None) -> ToolRegistry:
-    """The built-in tools, then ``extra`` (a session's MCP tools), in a fixed order."""
-    return ToolRegistry([
+def default_tools(extra: Sequence[Tool] | None = None,
+                  only: Sequence[str] | None = None) -> ToolRegistry:
+    """The built-in tools (those named in ``only``, if given), then ``extra`` (a
+    session's MCP tools), in a fixed order."""
+    builtin: list[Tool] = [
         ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
-        GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(), *(extra or []),
-    ])
+        GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(),
+    ]
+    if only:
+        unknown = sorted(set(only) - {t.name for t in builtin})
+        if unknown:
+            raise UserError(f"unknown tool(s) {', '.join(unknown)} in the tool list (the "
+                            f"built-in tools are: {', '.join(t.name for t in builtin)})")
+        builtin = [t for t in builtin if t.name in only]
+    return ToolRegistry([*builtin, *(extra or [])])
 
 
 __all__ = [
