@@ -9,7 +9,10 @@ cannot change the figures): permission mode ``sandbox`` (shell commands in
 bubblewrap, edits confined to the workspace) with every remaining approval
 answered yes except a shell command outside the sandbox and a repeated-call
 loop, the session seed (``--seed`` + try - 1), ``--max-turns`` and
-``--max-tokens``. Tries run task by task for try 1, then try 2..., so a run
+``--max-tokens``; a try still running after ``--try-timeout`` seconds is
+stopped (ended by ``timeout``) and checked as it stands, so one runaway
+generation on a slow CPU cannot hold the suite for an hour. Tries run task by
+task for try 1, then try 2..., so a run
 cut short has every task measured once before any twice. A failed try keeps
 its recorded session (``sparkcode replay ID``); passed ones are deleted unless
 ``--keep-sessions``.
@@ -17,6 +20,7 @@ its recorded session (``sparkcode replay ID``); passed ones are deleted unless
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -57,10 +61,12 @@ ANSWER_CAP = 2000
 
 
 def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, seed: int,
-                  max_turns: int, max_tokens: int | None, structured_tools: bool | None,
-                  sandbox: bool, keep_sessions: bool) -> dict[str, Any]:
-    if tries < 1 or max_turns < 1 or (max_tokens is not None and max_tokens < 1):
-        raise UserError("--tries, --max-turns and --max-tokens must be >= 1")
+                  max_turns: int, max_tokens: int | None, try_timeout: float,
+                  structured_tools: bool | None, sandbox: bool, keep_sessions: bool
+                  ) -> dict[str, Any]:
+    if tries < 1 or max_turns < 1 or (max_tokens is not None and max_tokens < 1) \
+            or try_timeout <= 0:
+        raise UserError("--tries, --max-turns and --max-tokens must be >= 1, --try-timeout > 0")
     if sandbox and find_bwrap().path is None:
         raise UserError(f"the agent suite runs the model's shell commands and the tasks' "
                         f"checks in the bubblewrap sandbox, and {find_bwrap().reason}; pass "
@@ -69,6 +75,7 @@ def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, 
     known = load_tasks()
     return {"task_ids": ids, "task_digests": {t: known[t].digest for t in ids},
             "tries": tries, "seed": seed, "max_turns": max_turns, "max_tokens": max_tokens,
+            "try_timeout_s": try_timeout,
             "structured_tools": structured_tools, "sandbox": sandbox,
             "keep_sessions": keep_sessions, "python": sys.executable}
 
@@ -193,8 +200,11 @@ async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
         tally = Tally(session.agent.tools)
         began = time.monotonic()
         try:
-            async for event in session.agent.run_turn(task.prompt):
-                tally.see(event)
+            async with asyncio.timeout(float(s["try_timeout_s"])):
+                async for event in session.agent.run_turn(task.prompt):
+                    tally.see(event)
+        except TimeoutError:
+            tally.reason = "timeout"  # checked as it stands: the work done so far counts
         finally:
             wall = time.monotonic() - began
             await session.aclose()

@@ -113,6 +113,7 @@ def table(cols: list[Column]) -> str:
         f"{settings['tries']} tries per task (session seed {settings['seed']} + try − 1); "
         f"at most {settings['max_turns']} model requests per try"
         + (f" of at most {settings['max_tokens']} tokens" if settings["max_tokens"] else "")
+        + f", stopped after {settings['try_timeout_s']:g} s"
         + f"; small-model mode {mode}; shell commands "
         + ("in the bubblewrap sandbox" if settings["sandbox"] else "unconfined (--no-sandbox)")
         + ". A try succeeds when every condition of its task's check holds (docs/bench.md).",

@@ -226,6 +226,8 @@ def agent_cmd(
     max_turns: Annotated[int, typer.Option(help="Most model requests per try.")] = 10,
     max_tokens: Annotated[int | None, typer.Option(
         help="Output limit per request (default: none, as in the app).")] = None,
+    try_timeout: Annotated[float, typer.Option(
+        help="Seconds a try may run; then it is stopped and checked as it stands.")] = 900.0,
     structured_tools: Annotated[bool | None, typer.Option(
         "--structured-tools/--plain-tools",
         help="Small-model mode on or off for every target (default: each profile's).")]
@@ -250,7 +252,8 @@ def agent_cmd(
         return
     _go("agent", profiles, endpoints, models, key_envs, out, resume, boot_timeout,
         lambda: bench.agent_settings(tasks, kinds, tries, seed, max_turns, max_tokens,
-                                     structured_tools, not no_sandbox, keep_sessions))
+                                     try_timeout, structured_tools, not no_sandbox,
+                                     keep_sessions))
 
 
 @bench_app.command("report")

@@ -130,6 +130,26 @@ def test_ctrl_c_keeps_finished_tries_and_resume_runs_the_rest(tmp_path: Path) ->
             if k.startswith("create-hello")] == [1234, 1235]
 
 
+def test_a_try_past_its_timeout_is_stopped_and_checked_as_it_stands(tmp_path: Path) -> None:
+    def slow(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "tool":
+            time.sleep(3)  # the second request outlives the try
+        return solver(body)
+
+    out = tmp_path / "slow"
+    with serve(slow) as server:
+        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server), "-n", "1",
+                                          "--task", "create-hello", "--task", "answer-value",
+                                          "--try-timeout", "1.5", "-o", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    units = next(iter(json.loads((out / "results.json").read_text())["units"].values()))
+    hello, value = units["create-hello#1"], units["answer-value#1"]
+    # The file was written before the timeout: the check passes on what is there.
+    assert hello["reason"] == "timeout" and hello["success"] and hello["wall_s"] < 3
+    assert value["reason"] == "timeout" and not value["success"]
+    assert "turns ended by | timeout 2 |" in (out / "table.md").read_text()
+
+
 def test_bad_input_is_named(tmp_path: Path) -> None:
     runner = CliRunner()
     kind = runner.invoke(app, ["bench", "agent", "--endpoint", "http://127.0.0.1:9",
