@@ -58,6 +58,11 @@ from ._run import Context
 from ._target import TargetSpec
 
 ANSWER_CAP = 2000
+FINAL = ("stop", "length")
+"""Turns that ended on the model's answer (``length``: cut at ``--max-tokens``). Only
+such an answer is checked: the text a turn stopped on otherwise (max_turns, a loop, a
+timeout) is a reply that also called a tool, in small-model mode the raw JSON step,
+and words in it (a grep pattern naming the failing test) are no answer."""
 
 
 def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, seed: int,
@@ -213,7 +218,10 @@ async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
         if tally.error_code == "engine_gone":
             raise UserError(f"{ctx.label}: {task.id} try {attempt}: {tally.error}")
         checked = time.monotonic()
-        failed = check(task, ws, tally.answer, sandbox)
+        final = tally.reason in FINAL
+        failed = check(task, ws, tally.answer if final else "", sandbox)
+        if not final and task.check.answer:
+            failed.append(f"no final answer: the turn ended by {tally.reason}")
         check_s = time.monotonic() - checked
         diff = workspace_diff(ws)
     finally:

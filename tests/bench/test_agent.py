@@ -150,6 +150,23 @@ def test_a_try_past_its_timeout_is_stopped_and_checked_as_it_stands(tmp_path: Pa
     assert "turns ended by | timeout 2 |" in (out / "table.md").read_text()
 
 
+def test_only_a_final_answer_answers(tmp_path: Path) -> None:
+    # The right words in a reply that also calls a tool, when the turn stops there
+    # (max_turns), are no answer.
+    out = tmp_path / "words"
+    with serve(lambda body: Reply(content=["It is HI!!"], tool_calls=[("list_files", "{}")])
+               ) as server:
+        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server), "-n", "1",
+                                          "--task", "answer-value", "--max-turns", "1",
+                                          "-o", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    unit = next(iter(json.loads((out / "results.json").read_text())["units"].values()))[
+        "answer-value#1"]
+    assert unit["reason"] == "max_turns" and unit["answer"] == "It is HI!!"
+    assert unit["failed"] == ["the answer does not mention 'HI!!'",
+                              "no final answer: the turn ended by max_turns"]
+
+
 def test_bad_input_is_named(tmp_path: Path) -> None:
     runner = CliRunner()
     kind = runner.invoke(app, ["bench", "agent", "--endpoint", "http://127.0.0.1:9",
