@@ -1,4 +1,4 @@
-"""``sparkcode bench``: HumanEval(+), throughput, the loop probe and KLD,
+"""``sparkcode bench``: HumanEval(+), throughput, the loop probe, KLD and the agent suite,
 against profiles, the running engine or any OpenAI-compatible endpoint, side by
 side. Every number is defined in docs/bench.md.
 
@@ -18,7 +18,7 @@ from rich.console import Console
 from engine.errors import UserError
 from engine.paths import Paths
 
-from . import _humaneval, _kld, _loops, _throughput
+from . import _agent, _humaneval, _kld, _loops, _throughput
 from ._report import columns, plot, table, write_outputs
 from ._results import KINDS, ResultDir, default_dir
 from ._run import Work, console, run_targets
@@ -26,9 +26,10 @@ from ._sandbox import Limits, Outcome, isolation, run_program
 from ._target import TargetSpec, build_specs, unique_labels
 
 WORK: dict[str, Work] = {"humaneval": _humaneval.run, "throughput": _throughput.run,
-                         "loops": _loops.run, "kld": _kld.run}
+                         "loops": _loops.run, "kld": _kld.run, "agent": _agent.run}
 
 humaneval_settings = _humaneval.settings_from
+agent_settings = _agent.settings_from
 load_problems = _humaneval.load_problems
 
 
@@ -44,6 +45,8 @@ def resume(kind: str, path: Path) -> ResultDir:
     result = ResultDir.load(path, kind)
     if result.data.get("complete"):
         raise UserError(f"{path} is complete already; `sparkcode bench report {path}` shows it")
+    if kind == "agent":
+        _agent.check_resumable(result.settings)
     return result
 
 
@@ -86,6 +89,7 @@ __all__ = [
     "KINDS",
     "Limits",
     "Outcome",
+    "agent_settings",
     "ResultDir",
     "TargetSpec",
     "build_specs",

@@ -45,6 +45,10 @@ def columns(results: list[dict[str, Any]], dirs: list[Path] | None = None) -> li
 
 def summarize(col: Column) -> dict[str, Any]:
     kind = col.data["kind"]
+    if kind == "agent":
+        from . import _agent_report  # it imports Column from here
+
+        return _agent_report.summarize(col)
     return {"humaneval": _humaneval, "throughput": _throughput, "loops": _loops,
             "kld": _kld}[kind](col)
 
@@ -181,6 +185,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def table(cols: list[Column]) -> str:
     """The Markdown table (and notes) for columns of one kind."""
     kind = cols[0].data["kind"]
+    if kind == "agent":
+        from . import _agent_report
+
+        return _agent_report.table(cols)
     sums = [summarize(c) for c in cols]
     header = ["", *[c.name for c in cols]]
     rows: list[list[str]] = []
@@ -328,6 +336,10 @@ def humaneval_diff(cols: list[Column]) -> list[str]:
 
 def plot(cols: list[Column], out_dir: Path) -> list[Path]:
     """The PNG plots for columns of one kind, written into ``out_dir``."""
+    if cols[0].data["kind"] == "agent":
+        from . import _agent_report
+
+        return _agent_report.plot(cols, out_dir)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -17,7 +17,7 @@ from sparkcode import __version__
 
 FORMAT = 1
 RESULTS = "results.json"
-KINDS = ("humaneval", "throughput", "loops", "kld")
+KINDS = ("humaneval", "throughput", "loops", "kld", "agent")
 
 
 def default_dir(kind: str) -> Path:

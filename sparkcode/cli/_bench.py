@@ -1,4 +1,4 @@
-"""``sparkcode bench humaneval|throughput|loops|kld|report``."""
+"""``sparkcode bench humaneval|throughput|loops|kld|agent|report``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from engine.paths import Paths
 from engine.profiles import REASONING_EFFORTS
 
 bench_app = typer.Typer(
-    help="Measure targets side by side: HumanEval(+), throughput, loop probe, KLD "
-    "(definitions: docs/bench.md).", no_args_is_help=True)
+    help="Measure targets side by side: HumanEval(+), throughput, loop probe, KLD, agent "
+    "suite (definitions: docs/bench.md).", no_args_is_help=True)
 
 Profiles = Annotated[list[str] | None, typer.Option(
     "--profile", "-p", help="A profile to measure (repeatable): started by the supervisor and "
@@ -210,6 +210,50 @@ def kld_cmd(
                            for t in chosen],
                  "chunk_tokens": chunk_tokens, "chunks": chunks, "top_k": top_k,
                  "floor": floor})
+
+
+@bench_app.command("agent")
+def agent_cmd(
+    profiles: Profiles = None, endpoints: Endpoints = None, models: Models = None,
+    key_envs: KeyEnvs = None, out: Out = None, resume: Resume = None,
+    tasks: Annotated[list[str] | None, typer.Option(
+        "--task", help="Only this task (repeatable; --list names them).")] = None,
+    kinds: Annotated[list[str] | None, typer.Option(
+        "--kind", help="Only tasks of this kind (repeatable; with --task: either).")] = None,
+    tries: Annotated[int, typer.Option("-n", "--tries", help="Tries per task.")] = 3,
+    seed: Annotated[int, typer.Option(help="Session seed of try 1 (try i: seed + i - 1).")]
+    = 1234,
+    max_turns: Annotated[int, typer.Option(help="Most model requests per try.")] = 10,
+    max_tokens: Annotated[int | None, typer.Option(
+        help="Output limit per request (default: none, as in the app).")] = None,
+    try_timeout: Annotated[float, typer.Option(
+        help="Seconds a try may run; then it is stopped and checked as it stands.")] = 900.0,
+    structured_tools: Annotated[bool | None, typer.Option(
+        "--structured-tools/--plain-tools",
+        help="Small-model mode on or off for every target (default: each profile's).")]
+    = None,
+    no_sandbox: Annotated[bool, typer.Option(
+        "--no-sandbox", help="Run shell commands and checks unconfined (no bubblewrap).")]
+    = False,
+    keep_sessions: Annotated[bool, typer.Option(
+        "--keep-sessions", help="Keep every try's session, not only failed ones.")] = False,
+    list_tasks: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")]
+    = False,
+    boot_timeout: BootTimeout = 900.0,
+) -> None:
+    """The agent task suite: real agent turns in fresh git workspaces, checked."""
+    from sparkcode import bench
+
+    if list_tasks:
+        from sparkcode.bench._agent_tasks import load_tasks
+
+        for task in load_tasks().values():
+            typer.echo(f"{task.id:<22} {task.kind:<13} {task.prompt}")
+        return
+    _go("agent", profiles, endpoints, models, key_envs, out, resume, boot_timeout,
+        lambda: bench.agent_settings(tasks, kinds, tries, seed, max_turns, max_tokens,
+                                     try_timeout, structured_tools, not no_sandbox,
+                                     keep_sessions))
 
 
 @bench_app.command("report")

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible server over real HTTP for the bench CLI tests.
 
 Chat answers come from ``answer(body) -> text``, streamed as vLLM does (usage
-on every frame, a usage-only final frame, ``[DONE]``). ``/v1/completions``
+on every frame, a usage-only final frame, ``[DONE]``), or ``-> Reply`` (tool
+calls too: :mod:`tests.agent.scripted`'s frames). ``/v1/completions``
 answers without prompt log-probabilities (a server that has none). With
 ``hold_after=N`` chat requests after the N-th wait until ``release()``, so a
 test can interrupt a run at a known point however loaded the machine is.
@@ -16,10 +17,11 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.agent.scripted import Reply, reply_frames
 from tests.support.loopback import running
 from tests.support.loopback import url as url  # re-exported: the tests import it from here
 
-Answer = Callable[[dict[str, Any]], str]
+Answer = Callable[[dict[str, Any]], str | Reply]
 
 
 class _Server(ThreadingHTTPServer):
@@ -69,6 +71,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.hold_after is not None and nth > self.server.hold_after:
             self.server.released.wait()
         text = self.server.answer(body)
+        if isinstance(text, Reply):
+            self._reply(text)
+            return
         pieces = [text[i:i + 40] for i in range(0, len(text), 40)] or [""]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -84,6 +89,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # a held request whose client was interrupted meanwhile
+
+    def _reply(self, reply: Reply) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        try:
+            for frame in reply_frames(reply):
+                self.wfile.write(frame)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _frame(self, piece: str, n: int, last: bool) -> None:
         frame = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",

@@ -145,3 +145,32 @@ def test_an_mcp_tool_is_called_through_the_real_engine(engine: RunningEngine,
     args = calls[0]["arguments"]
     results = [e["result"] for e in events if e["type"] == "ToolCallFinished"]
     assert results == [str(args["a"] + args["b"])]  # computed by the MCP server
+
+
+def test_bench_agent_runs_a_task_through_the_profile_end_to_end(
+        engine: RunningEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--profile cpu-demo` finds this engine running the profile and measures it as it
+    # is; the try is built by the session builder from the profile, so its small-model
+    # mode applies unchanged. Whether SmolLM2 succeeds is not the point here.
+    from typer.testing import CliRunner
+
+    from sparkcode.cli import app
+    from sparkcode.sessions import SessionStore, is_model_call
+
+    monkeypatch.setenv("SPARKCODE_HOME", str(engine.paths.config_dir.parent))
+    out = tmp_path / "agent"
+    result = CliRunner().invoke(app, [
+        "bench", "agent", "--profile", "cpu-demo", "--task", "answer-value", "-n", "1",
+        "--max-turns", "2", "--max-tokens", "96", "--keep-sessions", "-o", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    data = json.loads((out / "results.json").read_text())
+    assert data["complete"] and data["targets"][0]["fingerprint"]["profile"] == "cpu-demo"
+    unit = data["units"]["cpu-demo"]["answer-value#1"]
+    assert unit["requests"] >= 1 and unit["completion_tokens"] > 0 and unit["wall_s"] > 0
+    assert unit["success"] is (unit["failed"] == []) and unit["error"] is None
+    session = SessionStore(engine.paths.sessions_dir).load(unit["session"])
+    assert session.header["origin"] == "bench-agent"
+    first = json.loads([e for e in session.exchanges if is_model_call(e)][0].body)
+    assert "structured_outputs" in first and first["seed"] is not None  # the profile's mode
+    assert "| answer-value | answer | " in (out / "table.md").read_text()
+    assert (out / "agent.png").stat().st_size > 1000
