@@ -84,6 +84,21 @@ def analyze(launch: Launch, built: Built) -> Report:
             by_line[(ld.file, ld.line)] = ld
     shape_at = {(g.file, g.line): g for g in ttgir.loads if g.layout in layouts}
     instrs, labels = sass.parse_sass(built.sass)
+    # Triton 3.9 sometimes tags a load's PTX a few lines below its tt.load (seen: +1 for an
+    # unmasked scalar load, +4 for a vectorized one in a loop): a SASS load without a tt.load
+    # on its own line belongs to the nearest tt.load above it in the same file (<= 8 lines).
+    ir_lines: dict[str, list[int]] = {}
+    for g in ttir.loads:
+        ir_lines.setdefault(g.file, []).append(g.line)
+    for ins in instrs:
+        if not sass.is_global_load(ins.opcode) or ins.line in ir_lines.get(ins.file, ()):
+            continue
+        above = [n for n in ir_lines.get(ins.file, ()) if ins.line - 8 <= n < ins.line]
+        if above and (ins.file, max(above)) in by_line:
+            key = (ins.file, max(above))
+            by_line[(ins.file, ins.line)] = by_line[key]
+            if key in shape_at:
+                shape_at[(ins.file, ins.line)] = shape_at[key]
     loops = sass.loops(instrs, labels)
     in_loop = {i.addr for lp in loops for i in lp.body}
 
