@@ -27,8 +27,6 @@ from bench.kernel_static.launches import record_launches  # noqa: E402
 
 MIN_SHARE = 0.80
 JUDGED_TOKENS = (1, 8)
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
-    "sparkcode" / "kernel_static"
 
 
 def decode_shares(reports: list[Report], arch: int) -> dict[str, dict[str, float]]:
@@ -118,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.kernel_static",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2, help="compile processes (CI has 2 cores)")
-    ap.add_argument("--cache-dir", default=str(DEFAULT_CACHE),
+    ap.add_argument("--cache-dir", default=str(build.DEFAULT_CACHE),
                     help="compile results by kernels' source hash (default %(default)s)")
     ap.add_argument("--no-cache", action="store_true", help="compile everything afresh")
     ap.add_argument("--json", type=Path, help="also write the figures here (moe_traffic.py)")
@@ -140,12 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     reports = [analyze(by_name[b.launch], b) for b in built]
     failures = print_report(reports)
     seconds = time.monotonic() - started
+    figures = json.dumps({
+        "triton": build.TRITON_VERSION, "kernels_hash": build.kernels_hash(),
+        "seconds": round(seconds, 1), "device": model.GB10.describe(),
+        "decode_share": decode_shares(reports, 121), "failures": failures}, indent=1)
     if args.json:
-        shares = decode_shares(reports, 121)
-        args.json.write_text(json.dumps({
-            "triton": build.TRITON_VERSION, "seconds": round(seconds, 1),
-            "device": model.GB10.describe(), "decode_share": shares,
-            "failures": failures}, indent=1))
+        args.json.write_text(figures)
+    if not args.no_cache and 121 in archs:
+        path = build.report_path(Path(args.cache_dir))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(figures)
     print(f"\n{'FAIL' if failures else 'PASS'}: {len(failures)} failures in {seconds:.0f} s")
     for f in failures:
         print(f"  FAIL {f}")

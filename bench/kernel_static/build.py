@@ -71,10 +71,26 @@ def check_triton_version() -> None:
             "port bench/kernel_static/build.py to the new version")
 
 
-def cache_key(launch: Launch, arch: int) -> str:
-    h = hashlib.sha256(f"{_FORMAT} triton {TRITON_VERSION} sm_{arch}".encode())
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
+    "sparkcode" / "kernel_static"
+
+
+def kernels_hash() -> str:
+    """Hash of every ``kernels/*.py`` file: what a cached compile or report was made from."""
+    h = hashlib.sha256()
     for path in sorted((ROOT / "kernels").glob("*.py")):
         h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def report_path(cache_dir: Path = DEFAULT_CACHE) -> Path:
+    """Where a run leaves its figures for the current kernels (``bench/moe_traffic.py``)."""
+    return cache_dir / f"report-{kernels_hash()}.json"
+
+
+def cache_key(launch: Launch, arch: int) -> str:
+    h = hashlib.sha256(f"{_FORMAT} triton {TRITON_VERSION} sm_{arch}".encode())
+    h.update(kernels_hash().encode())
     h.update(repr((launch.module, launch.kernel, launch.kwargs,
                    [(a.dtype, a.value) for a in launch.args])).encode())
     return h.hexdigest()[:32]
