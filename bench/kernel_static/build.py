@@ -111,10 +111,13 @@ def parse_ptxas_log(log: str) -> tuple[int, int, int]:
     return int(regs.group(1)), int(spill.group(1)), int(spill.group(2))
 
 
-def _worker_env() -> None:
+def _worker_env(triton_cache: str | None = None) -> None:
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"  # ptxas -v, printed to stdout
     os.environ["TRITON_ALWAYS_COMPILE"] = "1"  # Triton's own cache would skip ptxas
+    # A private Triton cache: the shared one (~/.triton) keys by source, not path, and handed
+    # back IR whose line info named another checkout's copy of the same kernel.
+    os.environ["TRITON_CACHE_DIR"] = triton_cache or tempfile.mkdtemp(prefix="kernel_static-")
     # Triton 3.9's default (on); 3.10 turns it off. Explicit so a launch matches this check.
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -186,8 +189,9 @@ def build_all(launches: list[Launch], archs: tuple[int, ...], jobs: int,
     order = sorted(range(len(work)), key=lambda i: not work[i][0].kernel.startswith(
         ("_gate_up", "_down")))
     results: dict[int, Built] = {}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"),
-                             initializer=_worker_env) as pool:
+    with tempfile.TemporaryDirectory(prefix="kernel_static-") as triton_cache, \
+            ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"),
+                                initializer=_worker_env, initargs=(triton_cache,)) as pool:
         futures = {i: pool.submit(_cached_compile, *work[i], cache_dir) for i in order}
         for i, fut in futures.items():
             results[i] = fut.result()

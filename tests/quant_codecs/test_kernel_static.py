@@ -137,9 +137,9 @@ def _child(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
 
 
 FIXTURE = """
-import json
+import json, sys
 from bench.kernel_static.build import _worker_env, compile_one
-_worker_env()
+_worker_env(sys.argv[1])  # TRITON_INTERPRET off, ptxas log on, a private Triton cache
 from bench.kernel_static.analyze import analyze
 from bench.kernel_static.launches import Arg, Launch
 M = "tests.quant_codecs.static_fixture_kernels"
@@ -166,8 +166,8 @@ print(json.dumps(out))
 
 @needs_triton
 @pytest.mark.slow
-def test_tiny_kernels_compiled_for_sm121_are_judged() -> None:
-    proc = _child("-c", FIXTURE, timeout=600)
+def test_tiny_kernels_compiled_for_sm121_are_judged(tmp_path: Path) -> None:
+    proc = _child("-c", FIXTURE, str(tmp_path), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert all(case["ok"] for case in got.values()), got
