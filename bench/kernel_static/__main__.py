@@ -23,7 +23,7 @@ from pathlib import Path  # noqa: E402
 
 from bench.kernel_static import build, model  # noqa: E402
 from bench.kernel_static.analyze import Report, analyze  # noqa: E402
-from bench.kernel_static.launches import record_launches  # noqa: E402
+from bench.kernel_static.launches import MOE_CASES, record_launches  # noqa: E402
 
 MIN_SHARE = 0.80
 JUDGED_TOKENS = (1, 8)
@@ -95,6 +95,12 @@ def print_report(reports: list[Report]) -> list[str]:
                   f"{c.instructions:5} {c.wavefronts:5} {c.iterations:5} {c.ctas:5} "
                   f"{c.bytes / 1e6:6.1f} {r.memory_us:7.1f} {r.issue_us:7.1f} {r.l1_us:7.1f} "
                   f"{r.latency_us:7.1f} {r.bound}")
+    gb10 = decode_shares(reports, 121)
+    for case, tokens, _pool in MOE_CASES:
+        if tokens in JUDGED_TOKENS and case not in gb10 and \
+                any(rep.built.arch == 121 for rep in reports):
+            failures.append(f"{case}: no hot loop reading expert weights found on sm_121, so "
+                            "no bandwidth prediction")
     for arch in sorted({rep.built.arch for rep in reports}, reverse=True):
         dev = model.DEVICES[arch]
         print(f"\npredicted share of {dev.name} bandwidth, decode step (gate+up and down):")

@@ -106,7 +106,9 @@ _FOR = re.compile(r"scf\.for (%[\w.]+) = (%[\w.-]+) to (%[\w.-]+) step (%[\w.-]+
 _CONST = re.compile(r"^\s*(%[\w.-]+) = arith\.constant (-?\d+) : i\d+")
 _PTR_ELT = re.compile(r"!tt\.ptr<(\w+)>")
 _PASS = ("tt.addptr", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape",
-         "tt.trans", "ttg.convert_layout", "tt.bitcast")
+         "tt.trans", "ttg.convert_layout", "tt.bitcast", "tt.make_tensor_ptr", "tt.advance",
+         "iter_arg")
+_ITER = re.compile(r"(%[\w.]+) = (%[\w.]+)")
 _BITS = {"i1": 1, "i8": 8, "f8E4M3FN": 8, "f8E5M2": 8, "i16": 16, "bf16": 16, "f16": 16,
          "i32": 32, "f32": 32, "i64": 64, "f64": 64}
 
@@ -188,6 +190,9 @@ def parse_ir(text: str, scalars: dict[str, int]) -> IrModule:
             defs[m.group(1)] = (m.group(2), m.group(3))
         loop = next((s for s in reversed(stack) if s is not None), None)
         if m := _FOR.search(line):
+            if it := re.search(r"iter_args\((.*?)\) ->", line):
+                for a, b in _ITER.findall(it.group(1)):  # a loop-carried value: its start
+                    defs[a] = ("iter_arg", b)
             lb, ub, step = value(m.group(2)), value(m.group(3)), value(m.group(4))
             trip = None
             if lb is not None and ub is not None and step:

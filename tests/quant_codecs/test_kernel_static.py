@@ -83,6 +83,17 @@ def test_ir_traces_loads_to_arguments_and_loop_trip_counts() -> None:
     assert sass.parse_ir(TTIR, {}).trips == [None]  # the bound's value unknown
 
 
+def test_ir_traces_a_loop_carried_pointer_to_its_argument() -> None:
+    text = TTIR.replace(
+        "iter_args(%a = %c0_i32) -> (i32) : i32 {",
+        "iter_args(%a = %c0_i32, %p = %1) -> (i32, tensor<64x!tt.ptr<i8>>) : i32 {").replace(
+        "%3 = tt.load %2", "%3 = tt.load %p")
+    text = text.replace("        %0 = scf.for", "        %1 = tt.splat %w_ptr : !tt.ptr<i8> -> "
+                        "tensor<64x!tt.ptr<i8>> loc(#loc2)\n        %0 = scf.for", 1)
+    (load,) = sass.parse_ir(text, {"n": 256}).loads
+    assert (load.arg, load.loop) == ("w_ptr", 0)
+
+
 def test_ptxas_log() -> None:
     log = ("ptxas info    : Function properties for k\n    256 bytes stack frame, 250 bytes "
            "spill stores, 258 bytes spill loads\nptxas info    : Used 255 registers, used 1 "
