@@ -134,23 +134,24 @@ def compile_one(launch: Launch, arch: int) -> Built:
     from triton.runtime.jit import MockTensor, create_function_from_signature
 
     started = time.monotonic()
-    fn = getattr(importlib.import_module(launch.module), launch.kernel)
-    args = [MockTensor(getattr(torch, a.dtype)) if a.dtype else a.value for a in launch.args]
-    kwargs: dict[str, Any] = dict(launch.kwargs)
-    kwargs.setdefault("debug", False)
-    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-    kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
-    target = GPUTarget("cuda", arch, 32)
-    backend = make_backend(target)
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, spec, opts = binder(*args, **kwargs)
-    options, sig, consts, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
     log = io.StringIO()
-    try:
+    try:  # binding or compiling: a failure is a result the check reports, by launch
+        fn = getattr(importlib.import_module(launch.module), launch.kernel)
+        args = [MockTensor(getattr(torch, a.dtype)) if a.dtype else a.value
+                for a in launch.args]
+        kwargs: dict[str, Any] = dict(launch.kwargs)
+        kwargs.setdefault("debug", False)
+        kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+        kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
+        target = GPUTarget("cuda", arch, 32)
+        backend = make_backend(target)
+        binder = create_function_from_signature(fn.signature, fn.params, backend)
+        bound, spec, opts = binder(*args, **kwargs)
+        options, sig, consts, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
         with contextlib.redirect_stdout(log):
             kernel = triton_compile(ASTSource(fn, sig, consts, attrs), target=target,
                                     options=options.__dict__)
-    except Exception as exc:  # noqa: BLE001 - a failed compile is a result the check reports
+    except Exception as exc:  # noqa: BLE001
         return Built(launch.name, arch, ok=False, error=f"{type(exc).__name__}: {exc}"[:2000],
                      seconds=time.monotonic() - started)
     regs, st, ld = parse_ptxas_log(log.getvalue())

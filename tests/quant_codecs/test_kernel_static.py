@@ -162,12 +162,13 @@ cases = [
     Launch("contiguous", M, "contiguous_bytes", (1,),
            (u8(1 << 20), i32(2048), Arg(None, (), 1 << 20)), (("BLOCK", 2048),), 0),
     Launch("spilling", M, "spilling", (1,), (f32(1 << 14), f32(1 << 14)),
-           (("BLOCK", 128), ("num_warps", 1)), 0)]
+           (("BLOCK", 128), ("num_warps", 1)), 0),
+    Launch("broken", M, "scattered_bytes", (1,), (u8(1 << 20),), (("BLOCK", 128),), 0)]
 out = {}
 for launch in cases:
     b = compile_one(launch, 121)
     r = analyze(launch, b)
-    out[launch.case] = dict(ok=b.ok, spills=[b.spill_stores, b.spill_loads],
+    out[launch.case] = dict(ok=b.ok, error=b.error, spills=[b.spill_stores, b.spill_loads],
                             loads=[[w.opcode, w.width, w.lines_per_warp] for w in r.loads],
                             narrow=len(r.narrow), loops=[[l.args, l.cost.iterations]
                                                          for l in r.loops])
@@ -181,6 +182,8 @@ def test_tiny_kernels_compiled_for_sm121_are_judged(tmp_path: Path) -> None:
     proc = _child("-c", FIXTURE, str(tmp_path), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
+    broken = got.pop("broken")  # a launch missing arguments: reported, not raised
+    assert not broken["ok"] and "TypeError" in broken["error"], broken
     assert all(case["ok"] for case in got.values()), got
     # bytes from 128 rows: one byte a lane, 32 lines a warp, flagged narrower than 32 bits
     assert got["scattered"]["loads"] == [["LDG.E.U8", 1, 32]]
