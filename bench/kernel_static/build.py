@@ -176,7 +176,7 @@ def _cached_compile(launch: Launch, arch: int, cache_dir: str | None) -> Built:
     built = compile_one(launch, arch)
     if path is not None and built.ok:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two runs may write one key
         tmp.write_text(json.dumps(asdict(built)))
         tmp.replace(path)
     return built
