@@ -144,7 +144,7 @@ def w2_dequant(
     in_features: int,
     dtype: torch.dtype = torch.bfloat16,
     block_r: int = 16,
-    block_k: int = 128,
+    block_k: int = 256,
 ) -> torch.Tensor:
     """Dequantize with the Triton kernel; bit-identical to ``w2_dequant_reference``.
 
@@ -178,7 +178,7 @@ def w2_gemv(
     scales_enc: torch.Tensor,
     in_features: int,
     block_r: int = 16,
-    block_k: int = 128,
+    block_k: int = 256,
 ) -> torch.Tensor:
     """``y = x @ W.T`` for ``x [m, in]`` from packed W2 weights (fp32 accumulation)."""
     n_rows = _check(packed, scales_enc, in_features)
