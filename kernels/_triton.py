@@ -68,7 +68,7 @@ def word_rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
 if HAVE_TRITON:
 
     @triton.jit
-    def word_bytes(word):
+    def word_bytes(word):  # type: ignore[no-untyped-def]  # Triton reads the signature
         """The bytes of int32 ``word [R, W]`` as int32 ``[R, 4 * W]``, little-endian (byte
         ``4w + b`` of a row is bits ``8b .. 8b + 7`` of its word ``w``): the kernels load packed
         data as 32-bit words and split them in registers."""

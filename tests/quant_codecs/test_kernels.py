@@ -230,7 +230,7 @@ def test_nvfp4_dequant_matches_reference(block_k: int) -> None:
     assert torch.equal(ref.cpu(), q.dequantize(torch.float32))
     got = nvfp4_dequant_kernel(*args, dtype=torch.float32, block_r=8, block_k=block_k)
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=0.0)
-    got16 = nvfp4_dequant_kernel(*args, block_r=8, block_k=block_k).view(torch.int16).to(torch.int32)
+    got16 = nvfp4_dequant_kernel(*args, block_r=8, block_k=block_k).view(torch.int16).int()
     want16 = ref.to(torch.bfloat16).view(torch.int16).to(torch.int32)
     # Within one bf16 step: Triton's interpreter narrows fp32 -> bf16 by truncation, GPUs round
     # to nearest even.
