@@ -99,7 +99,7 @@ def p12_gather_rows(
     exponents: torch.Tensor,
     rows: int,
     dim: int,
-    block: int = 512,
+    block: int = 2048,
 ) -> torch.Tensor:
     """Triton gather-decode, same result as :func:`p12_gather_rows_reference` (bit-exact).
 

@@ -26,6 +26,8 @@ if HAVE_TRITON:
         out_ptr,
         numel,
         index_word0,
+        sign_words,
+        index_words,
         BLOCK: tl.constexpr,
     ):
         # Both planes are read as 32-bit words, adjacent lanes on adjacent words (was one
@@ -35,10 +37,10 @@ if HAVE_TRITON:
         mask = offs < numel
         words = payload_ptr.to(tl.pointer_type(tl.int32))
         sw = pid * (BLOCK // 4) + tl.arange(0, BLOCK // 4)
-        sword = tl.load(words + sw, mask=sw * 4 < numel, other=0)
+        sword = tl.load(words + sw, mask=sw < sign_words, other=0)
         sign_mant = tl.reshape(word_bytes(sword[None, :]), [BLOCK])
         iw = pid * (BLOCK // 8) + tl.arange(0, BLOCK // 8)
-        iword = tl.load(words + index_word0 + iw, mask=iw * 8 < numel, other=0)
+        iword = tl.load(words + index_word0 + iw, mask=iw < index_words, other=0)
         nib_byte = word_bytes(iword[None, :])
         idx = tl.reshape((nib_byte[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF,
                          [BLOCK])
@@ -73,7 +75,7 @@ def p12_unpack(
     escape_index: torch.Tensor,
     escape_values: torch.Tensor,
     numel: int,
-    block: int = 1024,
+    block: int = 4096,
 ) -> torch.Tensor:
     """Decode a P12 payload into a flat bfloat16 tensor on the payload's device, bit-exactly.
 
@@ -100,6 +102,8 @@ def p12_unpack(
             out,
             numel,
             index_word0,
+            triton.cdiv(numel, 4),
+            triton.cdiv(numel, 8),
             BLOCK=block,
         )
     if escape_index.numel():
