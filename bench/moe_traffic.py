@@ -14,7 +14,12 @@ Run: ``TRITON_INTERPRET=1 PYTHONPATH=. python bench/moe_traffic.py`` (about a mi
    (:func:`model_traffic`), checked equal to the measurement, then evaluated at
    GLM-5.3-Flash's widths (hidden 4096, experts 2048 wide, 288 experts, top-8).
 3. **Estimate**: the decode rate on a GB10 from GLM-5.3-Flash's per-token bytes at 233 GB/s
-   usable (peers measured 231-240), labelled as an estimate: nothing here ran on a GPU.
+   usable (peers measured 231-240), labelled as an estimate: nothing here ran on a GPU. Twice:
+   a ceiling (every byte at full bandwidth) and a prediction that reads the routed experts
+   at the fused MoE's predicted share of bandwidth from the static kernel check
+   (``python -m bench.kernel_static``; its report for the current ``kernels/`` sources, or
+   ``--static-json``), at 1 token and for a k=7 verify step (its 8-token figure). What the
+   projection leaves out is printed with it (attention, the host step, the drafter's passes).
 
 The minimum a step must read is the codes and scales of the distinct routed experts (the
 FP4 bytes for pooled ones). Targets: launch bytes <= 1.1x the minimum, <= 3 launches.
@@ -23,6 +28,7 @@ FP4 bytes for pooled ones). Targets: launch bytes <= 1.1x the minimum, <= 3 laun
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -247,22 +253,80 @@ def pooled_for(ids: torch.Tensor, experts: int, n_pool: int) -> tuple[int, ...]:
     return tuple(routed[: n_pool // 2] + others[: n_pool - n_pool // 2])
 
 
-def projection(coverage: float, distinct_per_layer: float | None) -> dict[str, float]:
-    """Bytes and tok/s on a GB10 (an estimate). ``distinct_per_layer`` None: plain decode."""
+def projection(coverage: float, distinct_per_layer: float | None
+               ) -> dict[str, tuple[float, float]]:
+    """``{variant: (other bytes, routed-expert bytes)}`` of one step on a GB10 (an estimate).
+    ``distinct_per_layer`` None: plain decode; else a verify step (drafter bytes added)."""
     w2 = expert_bytes(GLM_HIDDEN, GLM_INTER, False)
     fp4 = expert_bytes(GLM_HIDDEN, GLM_INTER, True)
     per_expert = w2 + coverage * (fp4 - w2)
-    out: dict[str, float] = {}
+    out: dict[str, tuple[float, float]] = {}
     for name, bf16_bytes in (("bf16 linears decoded", 2.0), ("bf16 linears P12-packed", 1.5)):
         non_expert = (GLM_NON_EXPERT_BF16_PARAMS * bf16_bytes + GLM_NON_EXPERT_FP8_PARAMS
                       + GLM_KDA_STATE_BYTES)
         if distinct_per_layer is None:
-            step = non_expert + GLM_TOPK * GLM_MOE_LAYERS * per_expert
+            out[name] = (non_expert, GLM_TOPK * GLM_MOE_LAYERS * per_expert)
         else:
-            step = non_expert + GLM_DRAFTER_BYTES + distinct_per_layer * GLM_MOE_LAYERS * \
-                per_expert
-        out[name] = step
+            out[name] = (non_expert + GLM_DRAFTER_BYTES,
+                         distinct_per_layer * GLM_MOE_LAYERS * per_expert)
     return out
+
+
+def static_shares(path: Path | None) -> tuple[dict[int, float] | None, str]:
+    """The fused MoE's predicted share of GB10 bandwidth for a decode step at 1 and 8 tokens
+    (W2 experts), from the static check's figures for the current ``kernels/`` sources:
+    ``({tokens: share}, where from)``, or ``(None, why not)``."""
+    from bench.kernel_static.build import kernels_hash, report_path
+
+    path = path or report_path()
+    if not path.exists():
+        return None, (f"no static-check figures for the current kernels at {path}: run "
+                      "`python -m bench.kernel_static` first")
+    data = json.loads(path.read_text())
+    if data.get("kernels_hash") != kernels_hash():
+        return None, f"{path} was made from other kernels/ sources (rerun the static check)"
+    shares = data.get("decode_share", {})
+    try:
+        got = {t: float(shares[f"moe decode T={t}"]["w2"]) for t in (1, 8)}
+    except (KeyError, TypeError, ValueError):
+        return None, f"{path} has no W2 decode shares at 1 and 8 tokens"
+    return got, f"static check ({path.name}, triton {data.get('triton')})"
+
+
+LEFT_OUT = ("attention compute (MLA/DSA and KDA: only the KDA state's bytes are counted, no "
+            "KV-cache reads), the host step (scheduling, sampling, Python between launches), "
+            "the drafter's forward passes (only its weight bytes are counted, read once at "
+            "full bandwidth), launch gaps; non-expert weights are read at full bandwidth")
+
+
+def print_projection(shares: dict[int, float] | None, source: str) -> None:
+    """Per-token rates from bytes at full bandwidth, and with the routed experts read at the
+    fused MoE's predicted share (1 token: its decode figure; a k=7 verify step: its 8-token
+    figure)."""
+    print(f"\nESTIMATE, not measured: GLM-5.3-Flash decode on one GB10 at {GB10_GBPS:.0f} GB/s "
+          "usable. 'ceiling': every byte read once at full bandwidth (launch bytes ~1.00x "
+          "above); 'predicted': routed-expert bytes at the fused MoE's predicted share of "
+          f"bandwidth, {source}")
+    if shares is not None:
+        print(f"  predicted share: {100 * shares[1]:.0f}% at 1 token, {100 * shares[8]:.0f}% "
+              "at 8 tokens (k=7 verify)")
+    print(f"  left out: {LEFT_OUT}")
+    bw = GB10_GBPS * 1e9
+    for coverage in (0.0, 0.03):
+        plain = projection(coverage, None)
+        verify = projection(coverage, 30)
+        for name, (other, experts) in plain.items():
+            v_other, v_experts = verify[name]
+            rates = [("ceiling", 1.0, 1.0)]
+            if shares is not None:
+                rates.append(("predicted", shares[1], shares[8]))
+            for label, s1, s8 in rates:
+                tok_s = 1 / (other / bw + experts / (bw * s1))
+                step_ms = (v_other / bw + v_experts / (bw * s8)) * 1e3
+                print(f"  pool coverage {100 * coverage:3.0f}%, {name:24} {label:9}: "
+                      f"{(other + experts) / 1e9:5.2f} GB/token -> {tok_s:5.1f} tok/s; DFlash2 "
+                      f"k=7 verify (30 distinct experts/layer) {step_ms:5.1f} ms/step -> "
+                      f"{5.5 * 1e3 / step_ms:5.1f} tok/s at 5.5 accepted")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--pool", type=int, default=4, help="pooled experts in the layer")
     ap.add_argument("--quick", action="store_true", help="tiny widths (for the test)")
+    ap.add_argument("--static-json", type=Path,
+                    help="the static check's figures (default: its report for the current "
+                         "kernels in its cache, written by `python -m bench.kernel_static`)")
     args = ap.parse_args(argv)
     if args.quick:
         args.hidden, args.inter, args.experts = 128, 64, 16
@@ -324,18 +391,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{launch_ratio:.4f}x; program bytes {model.program_bytes / minimum:.4f}x; "
               f"3 launches")
         ok &= launch_ratio <= 1.1
-    print(f"\nESTIMATE, not measured: GLM-5.3-Flash decode on one GB10 at {GB10_GBPS:.0f} GB/s, "
-          "if every byte is read once at full usable bandwidth (launch bytes ~1.00x above):")
-    for coverage in (0.0, 0.03):
-        plain = projection(coverage, None)
-        verify = projection(coverage, 30)
-        for name in plain:
-            tok_s = GB10_GBPS * 1e9 / plain[name]
-            step_ms = verify[name] / (GB10_GBPS * 1e9) * 1e3
-            print(f"  pool coverage {100 * coverage:3.0f}%, {name:24}: "
-                  f"{plain[name] / 1e9:5.2f} GB/token -> {tok_s:5.1f} tok/s; DFlash2 k=7 "
-                  f"verify (30 distinct experts/layer) {step_ms:5.1f} ms/step -> "
-                  f"{5.5 * 1e3 / step_ms:5.1f} tok/s at 5.5 accepted")
+    print_projection(*static_shares(args.static_json))
     print("\nPASS" if ok else "\nFAIL")
     return 0 if ok else 1
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._triton import HAVE_TRITON, launchable, tl, triton
+from kernels._triton import HAVE_TRITON, launchable, tl, triton, word_bytes
 from kernels.p12_layout import TABLE_SIZE, num_pairs, payload_nbytes
 
 __all__ = ["RowEscapes", "p12_embedding", "p12_gather_rows", "p12_gather_rows_reference"]
@@ -60,16 +60,33 @@ if HAVE_TRITON:
         out_ptr,
         dim,
         index_plane,
+        row_words,
+        index_word0,
         BLOCK: tl.constexpr,
+        WORDS: tl.constexpr,
     ):
         i = tl.program_id(0)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < dim
         row = tl.load(ids_ptr + i).to(tl.int64)
-        flat = row * dim + cols
-        sign_mant = tl.load(payload_ptr + flat, mask=mask, other=0).to(tl.int32)
-        nib = tl.load(payload_ptr + index_plane + flat // 2, mask=mask, other=0).to(tl.int32)
-        idx = (nib >> ((cols % 2) * 4)) & 0xF
+        if WORDS:
+            # Rows of whole words (dim % 8 == 0): both planes read as 32-bit words, adjacent
+            # lanes on adjacent words (4 sign/mantissa bytes or 8 index nibbles a word).
+            words = payload_ptr.to(tl.pointer_type(tl.int32))
+            sw = tl.program_id(1) * (BLOCK // 4) + tl.arange(0, BLOCK // 4)
+            sword = tl.load(words + row * row_words + sw, mask=sw < row_words, other=0)
+            sign_mant = tl.reshape(word_bytes(sword[None, :]), [BLOCK])
+            iw = tl.program_id(1) * (BLOCK // 8) + tl.arange(0, BLOCK // 8)
+            iword = tl.load(words + index_word0 + row * (row_words // 2) + iw,
+                            mask=iw < row_words // 2, other=0)
+            nib = word_bytes(iword[None, :])
+            idx = tl.reshape((nib[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF,
+                             [BLOCK])
+        else:  # rows not on word boundaries (no GLM-5.3-Flash table): one byte per value
+            flat = row * dim + cols
+            sign_mant = tl.load(payload_ptr + flat, mask=mask, other=0).to(tl.int32)
+            nib = tl.load(payload_ptr + index_plane + flat // 2, mask=mask, other=0).to(tl.int32)
+            idx = (nib >> ((cols % 2) * 4)) & 0xF
         exp = tl.load(table_ptr + idx, mask=mask, other=0).to(tl.int32)
         bits = ((sign_mant & 0x80) << 8) | (exp << 7) | (sign_mant & 0x7F)
         bits = tl.where(bits >= 32768, bits - 65536, bits)  # low 16 bits, signed
@@ -82,7 +99,7 @@ def p12_gather_rows(
     exponents: torch.Tensor,
     rows: int,
     dim: int,
-    block: int = 512,
+    block: int = 2048,
 ) -> torch.Tensor:
     """Triton gather-decode, same result as :func:`p12_gather_rows_reference` (bit-exact).
 
@@ -93,10 +110,18 @@ def p12_gather_rows(
         return p12_gather_rows_reference(ids, payload, exponents, rows, dim)
     ids = ids.reshape(-1).contiguous()
     out = torch.empty(ids.numel(), dim, dtype=torch.int16, device=payload.device)
+    if block % 8 or block & (block - 1):
+        raise ValueError(f"block must be a power of two >= 8, got {block}")
     if ids.numel():
+        payload = payload.contiguous()
+        index_plane = 2 * num_pairs(rows * dim)
+        # Word reads need every row on a word in both planes: dim % 8 == 0 (then the index
+        # plane starts on a word too). Copying the table to pad it would cost more than the
+        # lookup, so other shapes read bytes.
+        words = dim % 8 == 0 and payload.data_ptr() % 4 == 0
         grid = (ids.numel(), triton.cdiv(dim, block))
-        _p12_gather_kernel[grid](ids, payload.contiguous(), exponents.contiguous(), out, dim,
-                                 2 * num_pairs(rows * dim), BLOCK=block)
+        _p12_gather_kernel[grid](ids, payload, exponents.contiguous(), out, dim, index_plane,
+                                 dim // 4, index_plane // 4, BLOCK=block, WORDS=words)
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._triton import HAVE_TRITON, launchable, tl, triton
+from kernels._triton import HAVE_TRITON, launchable, tl, triton, word_bytes, word_rows
 from kernels.w2_layout import (
     CODES_PER_BYTE,
     GROUP,
@@ -35,25 +35,35 @@ __all__ = [
 if HAVE_TRITON:
 
     @triton.jit
-    def _w2_tile(packed_ptr, scales_ptr, rows, cols, n_rows, in_features, SCALE_OFFSET):
-        """Decode a [rows, cols] tile of W into float32 (inlined into both kernels)."""
-        mask = (rows[:, None] < n_rows) & (cols[None, :] < in_features)
-        byte = tl.load(
-            packed_ptr + rows[:, None] * (in_features // 4) + cols[None, :] // 4,
-            mask=mask,
-            other=0,
-        ).to(tl.int32)
-        code = (byte >> ((cols[None, :] % 4) * 2)) & 3
+    def _w2_tile(packed_ptr, scales_ptr, rows, k0, n_rows, in_features, code_words, scale_words,
+                 SCALE_OFFSET, BLOCK_K: tl.constexpr):
+        """W's ``[rows, k0 : k0 + BLOCK_K]`` as float32 values and ``[rows, BLOCK_K / 32]`` scales
+        (inlined into both kernels). Codes and scales are loaded as 32-bit words, whole words
+        per lane and adjacent lanes on adjacent words (a [16, 128] tile: 16 x 8 code words,
+        16 x 1 scale words), then split into bytes in registers (``word_bytes``)."""
+        row_ok = rows < n_rows
+        w = k0 // 16 + tl.arange(0, BLOCK_K // 16)
+        word = tl.load(packed_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * code_words
+                       + w[None, :], mask=row_ok[:, None] & (w < code_words)[None, :], other=0)
+        shifts = tl.arange(0, 4) * 2
+        code = tl.reshape((word_bytes(word)[:, :, None] >> shifts[None, None, :]) & 3,
+                          [rows.shape[0], BLOCK_K])
         mag = tl.where((code == 0) | (code == 3), 4.0, 1.0)
         value = tl.where(code >= 2, mag, -mag)
-        sbyte = tl.load(
-            scales_ptr + rows[:, None] * (in_features // 32) + cols[None, :] // 32,
-            mask=mask,
-            other=0,
-        ).to(tl.int32)
+        scale_row = scales_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * scale_words
+        if BLOCK_K >= 128:
+            sw = k0 // 128 + tl.arange(0, BLOCK_K // 128)
+            sword = tl.load(scale_row + sw[None, :],
+                            mask=row_ok[:, None] & (sw < scale_words)[None, :], other=0)
+            sbyte = word_bytes(sword)
+        else:  # fewer groups than a word holds: lanes share the word
+            g = k0 // 32 + tl.arange(0, BLOCK_K // 32)
+            sword = tl.load(scale_row + (g // 4)[None, :],
+                            mask=row_ok[:, None] & (g // 4 < scale_words)[None, :], other=0)
+            sbyte = (sword >> ((g % 4) * 8)[None, :]) & 0xFF
         scale = ((sbyte + SCALE_OFFSET) << 20).to(tl.float32, bitcast=True)
         scale = tl.where(sbyte == 0, 0.0, scale)
-        return value * scale, mask
+        return value, scale
 
     @triton.jit
     def _w2_dequant_kernel(
@@ -62,14 +72,21 @@ if HAVE_TRITON:
         out_ptr,
         n_rows,
         in_features,
+        code_words,
+        scale_words,
         SCALE_OFFSET: tl.constexpr,
         BLOCK_R: tl.constexpr,
         BLOCK_K: tl.constexpr,
     ):
         rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-        cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-        w, mask = _w2_tile(packed_ptr, scales_ptr, rows, cols, n_rows, in_features, SCALE_OFFSET)
+        k0 = tl.program_id(1) * BLOCK_K
+        value, scale = _w2_tile(packed_ptr, scales_ptr, rows, k0, n_rows, in_features,
+                                code_words, scale_words, SCALE_OFFSET, BLOCK_K)
+        w = tl.reshape(tl.reshape(value, [BLOCK_R, BLOCK_K // 32, 32]) * scale[:, :, None],
+                       [BLOCK_R, BLOCK_K])
+        cols = k0 + tl.arange(0, BLOCK_K)
         out = out_ptr + rows[:, None] * in_features + cols[None, :]
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < in_features)
         tl.store(out, w.to(out_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit
@@ -80,43 +97,28 @@ if HAVE_TRITON:
         y_ptr,
         n_rows,
         in_features,
+        code_words,
+        scale_words,
         stride_xm,
         stride_ym,
         SCALE_OFFSET: tl.constexpr,
         BLOCK_R: tl.constexpr,
         BLOCK_K: tl.constexpr,
     ):
-        # Each packed byte is loaded once and split into its four codes; the group scale is
+        # Each packed word is loaded once and split into its sixteen codes; the group scale is
         # applied once per 32 products (sum of code * x within the group, then times scale).
         GROUPS: tl.constexpr = BLOCK_K // 32
         rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
         m = tl.program_id(1)
-        row_ok = rows < n_rows
-        shifts = tl.arange(0, 4) * 2
         acc = tl.zeros([BLOCK_R], dtype=tl.float32)
         for k0 in range(0, in_features, BLOCK_K):
-            kb = k0 // 4 + tl.arange(0, BLOCK_K // 4)
-            byte = tl.load(
-                packed_ptr + rows[:, None] * (in_features // 4) + kb[None, :],
-                mask=row_ok[:, None] & (kb[None, :] < in_features // 4),
-                other=0,
-            ).to(tl.int32)
-            code = tl.reshape((byte[:, :, None] >> shifts[None, None, :]) & 3, [BLOCK_R, BLOCK_K])
-            mag = tl.where((code == 0) | (code == 3), 4.0, 1.0)
-            value = tl.where(code >= 2, mag, -mag)
+            value, scale = _w2_tile(packed_ptr, scales_ptr, rows, k0, n_rows, in_features,
+                                    code_words, scale_words, SCALE_OFFSET, BLOCK_K)
             cols = k0 + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + m * stride_xm + cols, mask=cols < in_features, other=0.0)
             part = tl.sum(tl.reshape(value * x.to(tl.float32)[None, :], [BLOCK_R, GROUPS, 32]), 2)
-            g = k0 // 32 + tl.arange(0, GROUPS)
-            sbyte = tl.load(
-                scales_ptr + rows[:, None] * (in_features // 32) + g[None, :],
-                mask=row_ok[:, None] & (g[None, :] < in_features // 32),
-                other=0,
-            ).to(tl.int32)
-            scale = ((sbyte + SCALE_OFFSET) << 20).to(tl.float32, bitcast=True)
-            scale = tl.where(sbyte == 0, 0.0, scale)
             acc += tl.sum(part * scale, 1)
-        tl.store(y_ptr + m * stride_ym + rows, acc.to(y_ptr.dtype.element_ty), mask=row_ok)
+        tl.store(y_ptr + m * stride_ym + rows, acc.to(y_ptr.dtype.element_ty), mask=rows < n_rows)
 
 
 def _check(packed: torch.Tensor, scales_enc: torch.Tensor, in_features: int) -> int:
@@ -130,22 +132,29 @@ def _check(packed: torch.Tensor, scales_enc: torch.Tensor, in_features: int) -> 
     return n_rows
 
 
+def _block_k(block_k: int) -> None:
+    if block_k % GROUP or block_k & (block_k - 1):
+        raise ValueError(f"block_k must be a power-of-two multiple of the group size {GROUP}, "
+                         f"got {block_k}")
+
+
 def w2_dequant(
     packed: torch.Tensor,
     scales_enc: torch.Tensor,
     in_features: int,
     dtype: torch.dtype = torch.bfloat16,
     block_r: int = 16,
-    block_k: int = 64,
+    block_k: int = 256,
 ) -> torch.Tensor:
     """Dequantize with the Triton kernel; bit-identical to ``w2_dequant_reference``.
 
     Falls back to the reference where Triton cannot run (see ``kernels._triton``).
     """
     n_rows = _check(packed, scales_enc, in_features)
+    _block_k(block_k)
     if not HAVE_TRITON or not launchable(_w2_dequant_kernel, packed.device):
         return w2_dequant_reference(packed, scales_enc, in_features, dtype)
-    packed, scales_enc = packed.contiguous(), scales_enc.contiguous()
+    (packed, code_words), (scales_enc, scale_words) = word_rows(packed), word_rows(scales_enc)
     out = torch.empty(n_rows, in_features, dtype=dtype, device=packed.device)
     grid = (triton.cdiv(n_rows, block_r), triton.cdiv(in_features, block_k))
     _w2_dequant_kernel[grid](
@@ -154,6 +163,8 @@ def w2_dequant(
         out,
         n_rows,
         in_features,
+        code_words,
+        scale_words,
         SCALE_OFFSET=SCALE_FP32_OFFSET,
         BLOCK_R=block_r,
         BLOCK_K=block_k,
@@ -167,26 +178,28 @@ def w2_gemv(
     scales_enc: torch.Tensor,
     in_features: int,
     block_r: int = 16,
-    block_k: int = 64,
+    block_k: int = 256,
 ) -> torch.Tensor:
     """``y = x @ W.T`` for ``x [m, in]`` from packed W2 weights (fp32 accumulation)."""
     n_rows = _check(packed, scales_enc, in_features)
-    if block_k % GROUP:
-        raise ValueError(f"block_k must be a multiple of the group size {GROUP}, got {block_k}")
+    _block_k(block_k)
     if x.dim() != 2 or x.shape[1] != in_features:
         raise ValueError(f"x must be [m, {in_features}], got {tuple(x.shape)}")
     if not HAVE_TRITON or not launchable(_w2_gemv_kernel, x.device):
         return w2_gemv_reference(x, packed, scales_enc, in_features)
     x = x.contiguous()
+    (packed, code_words), (scales_enc, scale_words) = word_rows(packed), word_rows(scales_enc)
     y = torch.empty(x.shape[0], n_rows, dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(n_rows, block_r), x.shape[0])
     _w2_gemv_kernel[grid](
         x,
-        packed.contiguous(),
-        scales_enc.contiguous(),
+        packed,
+        scales_enc,
         y,
         n_rows,
         in_features,
+        code_words,
+        scale_words,
         x.stride(0),
         y.stride(0),
         SCALE_OFFSET=SCALE_FP32_OFFSET,

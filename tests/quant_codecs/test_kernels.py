@@ -96,24 +96,30 @@ def _w2_case(out_f: int, in_f: int, seed: int) -> w2.W2Tensor:
 
 
 @needs_triton
-@pytest.mark.parametrize(("out_f", "in_f"), [(16, 64), (21, 96)])
-def test_w2_dequant_matches_reference_bit_exactly(out_f: int, in_f: int) -> None:
+# block_k 32: lanes share a scale word; 128: whole scale words per lane, and at in 96 the
+# scale rows (3 bytes) are padded to a word in memory and the K block is partial.
+@pytest.mark.parametrize(("out_f", "in_f", "block_k"),
+                         [(16, 64, 32), (21, 96, 32), (9, 256, 128), (5, 96, 128)])
+def test_w2_dequant_matches_reference_bit_exactly(out_f: int, in_f: int, block_k: int) -> None:
     q = _w2_case(out_f, in_f, out_f)
     packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
-    got = w2_dequant(packed, scales, in_f, block_r=8, block_k=32)
+    got = w2_dequant(packed, scales, in_f, block_r=8, block_k=block_k)
     ref = w2_dequant_reference(packed, scales, in_f)
     assert torch.equal(got.view(torch.int16), ref.view(torch.int16))
-    got32 = w2_dequant(packed, scales, in_f, dtype=torch.float32, block_r=8, block_k=32)
+    got32 = w2_dequant(packed, scales, in_f, dtype=torch.float32, block_r=8, block_k=block_k)
     assert torch.equal(got32, w2_dequant_reference(packed, scales, in_f, torch.float32))
 
 
 @needs_triton
-@pytest.mark.parametrize(("out_f", "in_f"), [(24, 128), (10, 96)])  # 96: a partial K block
-def test_w2_gemv_matches_reference(out_f: int, in_f: int) -> None:
+# 96: a partial K block; block_k 128: whole scale words per lane (96: rows padded in memory)
+@pytest.mark.parametrize(("out_f", "in_f", "block_k"), [(24, 128, 64), (10, 96, 64),
+                                                        (24, 256, 128), (10, 96, 128)])
+def test_w2_gemv_matches_reference(out_f: int, in_f: int, block_k: int) -> None:
     q = _w2_case(out_f, in_f, 7)
     x = torch.randn(3, in_f, generator=torch.Generator().manual_seed(1)).to(DEVICE)
     packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
-    got = w2_gemv(x, packed, scales, in_f, block_r=8, block_k=64)
+    got = w2_gemv(x, packed, scales, in_f, block_r=8, block_k=block_k)
+    assert torch.equal(got, w2_gemv(x, packed, scales, in_f, block_r=8, block_k=block_k))
     ref = w2_gemv_reference(x, packed, scales, in_f)
     assert got.shape == (3, out_f)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
@@ -121,7 +127,7 @@ def test_w2_gemv_matches_reference(out_f: int, in_f: int) -> None:
     xb = x[:1].to(torch.bfloat16)
     dense = xb.float() @ q.dequantize(torch.float32).to(DEVICE).T
     torch.testing.assert_close(
-        w2_gemv(xb, packed, scales, in_f, block_r=8, block_k=64).float(),
+        w2_gemv(xb, packed, scales, in_f, block_r=8, block_k=block_k).float(),
         dense,
         rtol=2e-2,
         atol=2e-2,
@@ -231,7 +237,8 @@ def test_p12_gemv_refuses_tiles_tl_dot_cannot_take() -> None:
 
 
 @needs_triton
-def test_nvfp4_dequant_matches_reference() -> None:
+@pytest.mark.parametrize("block_k", [32, 64])  # 64: whole scale words per lane (rows padded)
+def test_nvfp4_dequant_matches_reference(block_k: int) -> None:
     from engine.codecs import nvfp4
     from kernels.nvfp4_dequant import nvfp4_dequant as nvfp4_dequant_kernel
     from kernels.nvfp4_dequant import nvfp4_dequant_reference
@@ -243,9 +250,9 @@ def test_nvfp4_dequant_matches_reference() -> None:
     args = (q.packed.to(DEVICE), q.scales.to(DEVICE), q.global_scale.to(DEVICE), 96)
     ref = nvfp4_dequant_reference(*args, dtype=torch.float32)
     assert torch.equal(ref.cpu(), q.dequantize(torch.float32))
-    got = nvfp4_dequant_kernel(*args, dtype=torch.float32, block_r=8, block_k=32)
+    got = nvfp4_dequant_kernel(*args, dtype=torch.float32, block_r=8, block_k=block_k)
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=0.0)
-    got16 = nvfp4_dequant_kernel(*args, block_r=8, block_k=32).view(torch.int16).to(torch.int32)
+    got16 = nvfp4_dequant_kernel(*args, block_r=8, block_k=block_k).view(torch.int16).int()
     want16 = ref.to(torch.bfloat16).view(torch.int16).to(torch.int32)
     # Within one bf16 step: Triton's interpreter narrows fp32 -> bf16 by truncation, GPUs round
     # to nearest even.

@@ -3,6 +3,7 @@ GPU check refuses a machine without CUDA but runs its correctness harness interp
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -55,3 +56,32 @@ def test_gpu_check_correctness_harness_runs_interpreted() -> None:
                    "w2_fused_moe 40x8"):
         assert f"PASS {kernel}" in names, proc.stdout
     assert "0 failed" in lines[-1]
+
+
+def test_decode_projection_reads_the_static_checks_share(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The projection reads the routed experts at the share the static check predicted for
+    the current kernels (and refuses figures made from other sources)."""
+    from bench import moe_traffic as mt
+    from bench.kernel_static.build import kernels_hash
+
+    path = tmp_path / "static.json"
+    shares = {"moe decode T=1": {"w2": 0.5}, "moe decode T=8": {"w2": 0.25, "fp4": 0.9}}
+    path.write_text(json.dumps({"kernels_hash": kernels_hash(), "triton": "3.9.0",
+                                "decode_share": shares}))
+    got, source = mt.static_shares(path)
+    assert got == {1: 0.5, 8: 0.25} and "static check" in source
+    mt.print_projection(got, source)
+    out = capsys.readouterr().out
+    assert "predicted share: 50% at 1 token, 25% at 8 tokens (k=7 verify)" in out
+    assert "left out: attention compute" in out and "the host step" in out and "drafter" in out
+    rows = [line for line in out.splitlines() if "coverage   0%, bf16 linears decoded" in line]
+    ceiling, predicted = (float(r.split("tok/s;")[0].split()[-1]) for r in rows)
+    other, experts = mt.projection(0.0, None)["bf16 linears decoded"]
+    bw = mt.GB10_GBPS * 1e9
+    assert ceiling == pytest.approx(bw / (other + experts), abs=0.05)
+    assert predicted == pytest.approx(1 / (other / bw + experts / (bw * 0.5)), abs=0.05)
+    path.write_text(json.dumps({"kernels_hash": "other", "decode_share": shares}))
+    assert mt.static_shares(path) == (None, f"{path} was made from other kernels/ sources "
+                                            "(rerun the static check)")
+    assert mt.static_shares(tmp_path / "missing.json")[0] is None
