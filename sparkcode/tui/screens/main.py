@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
 from engine.paths import Paths
 from sparkcode.agent.instructions import Instructions
@@ -138,10 +138,14 @@ class MainScreen(CommandSurface):
 
     # -- input -----------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    def _submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        if not text:
+    @on(PromptInput.PasteNote)
+    def _paste_note(self, event: PromptInput.PasteNote) -> None:
+        (self.error if event.refused else self.notice)(event.text)
+
+    @on(PromptInput.Submitted, "#prompt")
+    def _submitted(self, event: PromptInput.Submitted) -> None:
+        text = event.text
+        if not text.strip():
             return
         card = self.approvals.pending()
         if card is not None and not text.startswith("/"):
@@ -154,7 +158,7 @@ class MainScreen(CommandSurface):
             self.error("a turn is still running; press escape to stop it first (your "
                        "message stays in the prompt)")
             return
-        self.prompt.remember(text)
+        self.prompt.remember(event.shown)
         self.prompt.value = ""
         if text.startswith("/"):
             self.run_command(text)
@@ -224,7 +228,7 @@ class MainScreen(CommandSurface):
     def _typed_on_card(self, event: ApprovalCard.Typing) -> None:
         """Text typed while a card had focus goes to the prompt, not to the card."""
         self.prompt.focus()
-        self.prompt.insert_text_at_cursor(event.character)
+        self.prompt.insert(event.character)
 
     @on(DegenerationWarning.StopRequested)
     def _stop_degenerate(self) -> None:
