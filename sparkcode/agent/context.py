@@ -49,6 +49,22 @@ class ContextMeter:
         return self.used + estimate_tokens(history[self.counted_messages:])
 
 
+def repair_history(history: list[Message]) -> None:
+    """Give every tool call in ``history`` a result, in place (an interrupted turn may
+    leave some without), so the next request is valid."""
+    answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
+    i = 0
+    while i < len(history):
+        msg = history[i]
+        i += 1
+        for call in msg.get("tool_calls") or []:
+            if call["id"] not in answered:
+                history.insert(i, {"role": "tool", "tool_call_id": call["id"],
+                                   "content": "not run: the turn was interrupted"})
+                answered.add(call["id"])
+                i += 1
+
+
 def last_user_index(history: list[Message]) -> int:
     for i in range(len(history) - 1, -1, -1):
         if history[i].get("role") == "user":

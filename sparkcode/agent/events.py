@@ -15,7 +15,7 @@ Order within one turn::
         [BudgetExceeded] [Notice]
         ( ToolCallStarted [SnapshotTaken] [ApprovalRequested ApprovalResolved]
           ToolCallFinished [TodoUpdated] )*
-        MetricsUpdate? )+
+        MetricsUpdate? [SteerDelivered]* )+
     [ContextCompacted] [AgentError]
     TurnFinished
 
@@ -300,6 +300,15 @@ class AgentError(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SteerDelivered(Event):
+    """A message the user sent while the turn ran (``Agent.steer``) joined the
+    conversation after the tool results, before request ``request`` of the turn."""
+
+    text: str
+    request: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     """The turn ended. ``content`` is the final assistant answer (may be empty)."""
 
@@ -342,6 +351,7 @@ __all__ = [
     "RedoApplied",
     "RequestStarted",
     "SnapshotTaken",
+    "SteerDelivered",
     "TODO_STATUSES",
     "TodoItem",
     "TodoStatus",

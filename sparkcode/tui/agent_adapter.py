@@ -81,6 +81,12 @@ class LiveAgent:
     def cancel(self) -> None:
         self.agent.cancel()
 
+    def steer(self, text: str) -> None:
+        self.agent.steer(text)
+
+    def take_steering(self) -> list[str]:
+        return self.agent.take_steering()
+
     async def undo(self) -> str:
         event = await asyncio.to_thread(self.agent.undo)
         return undo_text(event.turn, event.messages_removed, event.changed, event.snapshot)

@@ -147,6 +147,8 @@ class ScriptedAgent:
     resets: int = 0
     cancels: int = 0
     closed: bool = False
+    steering: list[str] = field(default_factory=list)
+    """Messages steered into the running turn; a script may deliver them."""
 
     def set_model(self, name: str) -> None:
         self.model = name
@@ -181,6 +183,13 @@ class ScriptedAgent:
 
     def cancel(self) -> None:
         self.cancels += 1
+
+    def steer(self, text: str) -> None:
+        self.steering.append(text)
+
+    def take_steering(self) -> list[str]:
+        texts, self.steering = self.steering, []
+        return texts
 
     async def undo(self) -> str:
         if not self.edits_applied:

@@ -141,6 +141,8 @@ class TurnRenderer:
                     f"context compacted: {event.messages_summarised} older messages "
                     f"summarised ({event.tokens_before} -> ~{event.tokens_after_estimate} "
                     "tokens)")
+            case ev.SteerDelivered(text=text):
+                await conv.add_user(text)
             case ev.UndoApplied(changed=changed):
                 await conv.add_notice(_undo_text(changed))
             case ev.AgentError(message=message):

@@ -14,8 +14,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
 
 from engine.paths import Paths
+from sparkcode.agent import events as ev
 from sparkcode.agent.instructions import Instructions
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
@@ -30,6 +32,7 @@ from ..widgets.chat import DegenerationWarning, ThinkingBlock
 from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
+from ..widgets.queue import MessageQueue, Queued, QueuedMessage
 from ..widgets.status_bar import StatusBar
 from ..widgets.todo_panel import TodoPanel
 from .command_surface import CommandSurface
@@ -54,6 +57,7 @@ class MainScreen(CommandSurface):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f2", "toggle_engine", "Engine"),
         Binding("escape", "stop_turn", "Stop turn"),
+        Binding("ctrl+s", "send_now", "Send now"),
         Binding("ctrl+t", "toggle_thinking", "Thinking"),
         Binding("ctrl+l", "clear", "Clear"),
     ]
@@ -72,6 +76,7 @@ class MainScreen(CommandSurface):
         self._detector_factory = detector_factory or default_detector_factory()
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
+        self._stopped = False
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -85,10 +90,15 @@ class MainScreen(CommandSurface):
                 yield Conversation(id="conversation")
                 yield TodoPanel(id="todos")
                 yield ApprovalStack(id="approvals")
+                yield MessageQueue(id="queue")
                 yield PromptInput(files, id="prompt")
             yield EnginePanel(id="engine-panel")
         yield StatusBar(id="status-bar")
         yield Footer()
+
+    @property
+    def queue(self) -> MessageQueue:
+        return self.query_one("#queue", MessageQueue)
 
     @property
     def engine_panel(self) -> EnginePanel:
@@ -154,13 +164,11 @@ class MainScreen(CommandSurface):
             self.error("answer the approval first (y approve, a always, n deny); your "
                        "message stays in the prompt")
             return
-        if self.turn_running and not text.startswith("/"):
-            self.error("a turn is still running; press escape to stop it first (your "
-                       "message stays in the prompt)")
-            return
         self.prompt.remember(event.shown)
         self.prompt.value = ""
-        if text.startswith("/"):
+        if self.turn_running and not text.startswith("/"):
+            self.run_worker(self._queue(text), group="notices")
+        elif text.startswith("/"):
             self.run_command(text)
         else:
             self.send(text)
@@ -187,6 +195,7 @@ class MainScreen(CommandSurface):
     def start_turn(self, text: str, *, shown: bool = False) -> None:
         """Run a turn now; ``shown`` when the prompt is already on screen."""
         self.turn_running = True
+        self._stopped = False
         self._turn_serial += 1
         self._run_turn(text, shown)
 
@@ -200,6 +209,8 @@ class MainScreen(CommandSurface):
             stream = agent.run_turn(text)
             try:
                 async for event in stream:
+                    if isinstance(event, ev.SteerDelivered):
+                        await self._steer_delivered(event.text)
                     await self.renderer.handle(event)
             finally:
                 aclose = getattr(stream, "aclose", None)
@@ -213,10 +224,92 @@ class MainScreen(CommandSurface):
             await conv.add_error(f"{type(exc).__name__}: {exc}")
         finally:
             self.approvals.drop_all()
+            for left in self.agent.take_steering() if self.agent is not None else []:
+                item = self.queue.find(left, steering=True)
+                if item is not None:  # the turn ended first: it goes after the turn
+                    self.queue.set_steering(item, False)
             self.turn_running = False
             self.stats.turn_finished()
             self.query_one(StatusBar).stats = self.stats.current
             self.prompt.files.invalidate()
+
+    # -- the queue: messages typed while a turn runs -------------------------------------
+
+    async def _queue(self, text: str) -> Queued:
+        item = await self.queue.add(text)
+        self.refresh_bindings()
+        return item
+
+    def action_send_now(self) -> None:
+        """Steer: what the prompt holds, and every queued message, go into the running
+        turn at its next step; with no turn running the first queued one is sent."""
+        self.run_worker(self._send_now(), group="notices")
+
+    async def _send_now(self) -> None:
+        text = self.prompt.message.strip()
+        if text and not text.startswith("/"):
+            self.prompt.remember(self.prompt.value.strip())
+            self.prompt.value = ""
+            await self._queue(text)
+        for item in list(self.queue.items):
+            if not self.turn_running:
+                await self._deliver(item)
+                return
+            if not item.steering and self.agent is not None:
+                self.queue.set_steering(item, True)
+                self.agent.steer(item.text)
+
+    async def _deliver(self, item: Queued) -> None:
+        await self.queue.remove_item(item)
+        self.refresh_bindings()
+        self.send(item.text)
+
+    async def _steer_delivered(self, text: str) -> None:
+        item = self.queue.find(text, steering=True)
+        if item is not None:
+            await self.queue.remove_item(item)
+            self.refresh_bindings()
+
+    @on(QueuedMessage.Acted)
+    async def _queued_acted(self, event: QueuedMessage.Acted) -> None:
+        item = event.item
+        if event.action == "steer":
+            if self.turn_running and self.agent is not None:
+                if not item.steering:
+                    self.queue.set_steering(item, True)
+                    self.agent.steer(item.text)
+            else:
+                await self._deliver(item)
+            return
+        if item.steering:
+            self.error("that message is already handed to the running turn (it goes in at "
+                       "its next step)")
+            return
+        if event.action == "edit" and self.prompt.value.strip():
+            self.error("the prompt has text: send or clear it first, then edit the queued "
+                       "message")
+            return
+        await self.queue.remove_item(item)
+        self.refresh_bindings()
+        if event.action == "edit":
+            self.prompt.value = item.text
+        else:
+            self.notice("removed from the queue")
+        self.prompt.focus()
+
+    @on(Worker.StateChanged)
+    def _turn_ended(self, event: Worker.StateChanged) -> None:
+        """After a turn the first queued message goes out, unless the user stopped it."""
+        if event.worker.group != "turn" or event.state not in (
+                WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if not self.queue.items or self.turn_running:
+            return
+        if self._stopped or event.state == WorkerState.CANCELLED:
+            self.notice(f"{len(self.queue.items)} queued message(s) wait; Ctrl+S sends the "
+                        "first")
+            return
+        self.run_worker(self._deliver(self.queue.items[0]), group="notices")
 
     # -- approvals ---------------------------------------------------------------
 
@@ -239,6 +332,8 @@ class MainScreen(CommandSurface):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop_turn":
             return self.turn_running
+        if action == "send_now":
+            return self.turn_running or bool(self._renderer and self.queue.items)
         return True
 
     def watch_turn_running(self, running: bool) -> None:
@@ -261,6 +356,7 @@ class MainScreen(CommandSurface):
         """
         if not self.turn_running:
             return
+        self._stopped = True
         if self.agent is not None:
             self.agent.cancel()
         serial = self._turn_serial
