@@ -25,6 +25,10 @@ Example::
     network = false                # let sandboxed commands use the network
     writable = ["~/.cache/pip"]    # more writable directories (absolute or ~)
 
+    [tui]
+    notify = "both"                # off | bell | desktop | both: when a turn ends or an
+                                   # approval waits while the terminal is not focused
+
     [mcp.servers.files]            # an MCP server over stdio
     command = "uvx"
     args = ["mcp-server-filesystem", "."]
@@ -57,6 +61,8 @@ PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "
                                                 "plan")
 DegenerateMode = Literal["stop", "warn", "off"]
 DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
+NotifyMode = Literal["off", "bell", "desktop", "both"]
+NOTIFY_MODES: tuple[NotifyMode, ...] = ("off", "bell", "desktop", "both")
 
 
 class ConfigError(UserError):
@@ -120,6 +126,9 @@ class Config:
     sandbox_network: bool = False
     sandbox_writable: tuple[Path, ...] = ()
     mcp_servers: tuple[McpServerConfig, ...] = ()
+    notify: NotifyMode = "both"
+    """How the TUI calls the user back to an unfocused terminal: the bell, a desktop
+    notification (OSC 9 and OSC 777), both, or nothing."""
     source: Path | None = None
 
 
@@ -127,7 +136,7 @@ _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "
                "bash_timeout_s", "profile", "temperature", "top_p", "seed",
                "degenerate_streams"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"},
-             "sandbox": {"network", "writable"}, "mcp": {"servers"}}
+             "sandbox": {"network", "writable"}, "mcp": {"servers"}, "tui": {"notify"}}
 _MCP_KEYS = {"command", "args", "env", "cwd", "url", "startup_timeout_s", "call_timeout_s"}
 _MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
@@ -219,6 +228,9 @@ def parse_config(text: str, source: Path) -> Config:
             raise fail("sandbox", "writable", f"{w!r} is not an absolute path (or ~/...)")
 
     servers = _mcp_servers(doc.get("mcp", {}).get("servers", {}), source)
+    notify = doc.get("tui", {}).get("notify", "both")
+    if notify not in NOTIFY_MODES:
+        raise fail("tui", "notify", f"must be one of {', '.join(NOTIFY_MODES)}")
 
     return Config(
         permission_mode=cast("PermissionMode | None", mode), reasoning_effort=effort,
@@ -227,7 +239,8 @@ def parse_config(text: str, source: Path) -> Config:
         top_p=float(top_p) if top_p is not None else None, seed=seed,
         degenerate_streams=cast(DegenerateMode, degenerate),
         allow=rules("allow"), deny=rules("deny"), sandbox_network=network,
-        sandbox_writable=writable_paths, mcp_servers=servers, source=source,
+        sandbox_writable=writable_paths, mcp_servers=servers,
+        notify=cast(NotifyMode, notify), source=source,
     )
 
 

@@ -25,7 +25,7 @@ from sparkcode.sessions import SessionStore
 from ..agent_port import AgentFactory
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
-from ..messages import EnginePanelToggled
+from ..messages import AttentionNeeded, EnginePanelToggled
 from ..turn import Detector, TurnRenderer, default_detector_factory
 from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
@@ -117,6 +117,7 @@ class MainScreen(CommandSurface):
         self._renderer = TurnRenderer(
             self.conversation, self.query_one(StatusBar), self.approvals,
             self.stats, self._detector_factory, todos=self.query_one("#todos", TodoPanel),
+            attention=lambda text: self.post_message(AttentionNeeded(text)),
         )
         self.engine_panel.view = self.engine_view
         self.notice(WELCOME)
