@@ -23,8 +23,8 @@ from sparkcode.sessions import SessionStore
 from .agent_port import AgentFactory, AgentPort, SessionRequest
 from .engine_control import EngineControl
 from .messages import (
-    AttentionNeeded,
     AgentModelChanged,
+    AttentionNeeded,
     EngineActionFailed,
     EngineBecameReady,
     EnginePanelToggled,
