@@ -18,7 +18,7 @@ def capture(app: SparkcodeApp) -> list[str]:
     """What the app writes to the terminal (the headless driver drops it)."""
     written: list[str] = []
     assert app._driver is not None
-    app._driver.write = written.append  # type: ignore[method-assign]
+    app._driver.write = written.append  # type: ignore[method-assign,assignment]
     return written
 
 
