@@ -117,7 +117,8 @@ class ApprovalDecision:
 class ApprovalRequested(Event):
     """The loop waits until :meth:`respond` is called (or the agent's ``approver``
     callback answers). ``detail`` is the unified diff of an edit or the shell
-    command; ``kind="loop"`` asks whether to go on after repeated identical calls."""
+    command; ``kind="loop"`` asks whether to go on when the calls go round in circles
+    (``loop_guard``: repeated, cycling, or retried after failing)."""
 
     call_id: str
     tool: str
@@ -317,6 +318,8 @@ class TurnFinished(Event):
     requests: int
     prompt_tokens: int
     completion_tokens: int
+    loops: dict[str, int] = field(default_factory=dict)
+    """Times the loop guard asked, by pattern (``repeat``, ``cycle``, ``failing``)."""
 
 
 def event_to_json(event: Event) -> dict[str, Any]:

@@ -111,6 +111,7 @@ class Agent:
         """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
         self._cancel = False
+        self._loops: dict[str, int] = {}
         self.steering: list[str] = []
         """Messages handed to the running turn (:meth:`steer`), not delivered yet."""
         self.todos = TodoList()
@@ -237,6 +238,7 @@ class Agent:
                           undo_store=self.undo_store, ask=self._ask, record=self._tool_result,
                           snapshot_taken=self.rewind.snapshot_taken,
                           cancelled=lambda: self._cancel)
+        self._loops = calls.guard.counts
         prompt_total = completion_total = 0
         content = ""
         for request in range(1, self.settings.max_turns + 1):
@@ -349,7 +351,8 @@ class Agent:
     def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
                   completion: int) -> TurnFinished:
         return TurnFinished(reason=reason, content=content, requests=requests,
-                            prompt_tokens=prompt, completion_tokens=completion)
+                            prompt_tokens=prompt, completion_tokens=completion,
+                            loops=dict(self._loops))
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
