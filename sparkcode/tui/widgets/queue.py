@@ -88,8 +88,8 @@ class MessageQueue(Vertical):
     }
     """
 
-    HINT = ("queued: sent after this turn · Ctrl+S sends now (steer) · Shift+Tab selects "
-            "one: e edit, s send now, Del remove")
+    HINT = ("queued · Ctrl+S sends them now, into the running turn (steer) · Shift+Tab "
+            "selects one: e edit, s send now, Del remove")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
