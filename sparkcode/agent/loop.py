@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import config as _config
 from ._calls import CheckedCall
+from ._compaction import compact_when_needed
 from ._execute import TurnCalls, stop_note
 from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
@@ -37,9 +38,6 @@ from .client import ChatClient, ChatError, EngineGone
 from .context import (
     ContextMeter,
     Message,
-    compact,
-    estimate_tokens,
-    last_user_index,
     repair_history,
 )
 from .events import (
@@ -48,7 +46,6 @@ from .events import (
     ApprovalRequested,
     ApprovalResolved,
     BudgetExceeded,
-    ContextCompacted,
     Event,
     FinishReason,
     Notice,
@@ -374,25 +371,14 @@ class Agent:
                                by="user", reason=decision.reason)
 
     async def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]:
-        limit = self.settings.context_limit
-        if not limit and not force:
-            return
-        used = self.context.estimate(self.history)
-        if not force and used < self.settings.compact_threshold * (limit or 0):
-            return
-        limit = limit or used
-        new, count = await compact(self.history, self._summarise, limit_chars=limit * 2)
-        if count == 0:
-            yield Notice(message=f"the context is nearly full ({used} of {limit} tokens) and "
-                         "there is nothing older to compact; consider /clear",
-                         code="context_full")
-            return
-        self.history = new
-        self.rewind.compacted(self.turns, last_user_index(new))
-        after = estimate_tokens(new)
-        self.context = ContextMeter(limit=limit)
-        yield ContextCompacted(tokens_before=used, tokens_after_estimate=after,
-                               messages_summarised=count)
+        async for event in compact_when_needed(self, force=force):
+            yield event
+
+    async def compact_now(self, focus: str = "") -> AsyncIterator[Event]:
+        """``/compact [focus]``: summarise the whole conversation now, between turns."""
+        async for event in compact_when_needed(self, force=True, focus=focus, whole=True):
+            self._notify(event)
+            yield event
 
     async def _summarise(self, messages: list[Message]) -> str:
         params = {"reasoning_effort": "none", "max_tokens": 1024, **self._sampling()}

@@ -72,6 +72,12 @@ class AgentPort(Protocol):
     def take_steering(self) -> list[str]:
         """Steered messages the turn ended before delivering (emptied)."""
 
+    def compact(self, focus: str) -> AsyncIterator[Event]:
+        """``/compact``: summarise the conversation now (``focus``: what to keep)."""
+
+    def context_report(self) -> str:
+        """``/context``: the context window by part, as Markdown."""
+
     async def undo(self) -> str:
         """Undo the last turn (its files and its messages); say what changed."""
 

@@ -147,6 +147,8 @@ class ScriptedAgent:
     resets: int = 0
     cancels: int = 0
     closed: bool = False
+    compactions: list[str] = field(default_factory=list)
+    """The focus of each /compact."""
     steering: list[str] = field(default_factory=list)
     """Messages steered into the running turn; a script may deliver them."""
 
@@ -186,6 +188,14 @@ class ScriptedAgent:
 
     def steer(self, text: str) -> None:
         self.steering.append(text)
+
+    async def compact(self, focus: str) -> AsyncIterator[ev.Event]:
+        self.compactions.append(focus)
+        yield ev.ContextCompacted(tokens_before=1000, tokens_after_estimate=100,
+                                  messages_summarised=len(self.history))
+
+    def context_report(self) -> str:
+        return "| part | tokens (est.) | of context |\n|---|---:|---:|\n| history | 10 | 0.1% |"
 
     def take_steering(self) -> list[str]:
         texts, self.steering = self.steering, []
