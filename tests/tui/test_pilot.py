@@ -211,7 +211,7 @@ async def test_approving_an_edit_then_undoing_it(app_factory: AppFactory) -> Non
         await type_line(pilot, "change the greeting")
         await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
         card = app.main.query_one(ApprovalCard)
-        assert app.focused is card
+        await until(pilot, lambda: app.focused is card)  # focused once mounted
         assert app.main.query_one(ToolCard).state == "waiting"
         await pilot.press("y")
         await until(pilot, lambda: not app.main.turn_running)
@@ -247,7 +247,7 @@ async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing
         await type_line(pilot, "change it")
         await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
         card = app.main.query_one(ApprovalCard)
-        assert app.focused is card
+        await until(pilot, lambda: app.focused is card)  # focused once mounted
         # Letters of the answer keys inside the text (a, n, y) do not answer the card.
         await pilot.press(*"wait, not any yet")
         await pilot.pause(0.1)
