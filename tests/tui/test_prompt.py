@@ -125,3 +125,19 @@ def test_clean_paste_rules() -> None:
     assert clean_paste("a\r\nb").removed == 0
     with pytest.raises(PasteRefused, match="control bytes"):
         clean_paste("".join(chr(n) for n in range(1, 9)) * 4 + "text")
+
+
+async def test_a_paste_while_an_approval_card_has_the_focus_goes_to_the_prompt(
+        app_factory: AppFactory) -> None:
+    from sparkcode.tui.scripted import edit_script
+    from sparkcode.tui.widgets import ApprovalCard
+
+    from .test_pilot import DIFF
+
+    app, agent, _ = app_factory([edit_script("src/main.py", DIFF)])
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press(*"change it", "enter")
+        await until(pilot, lambda: isinstance(app.focused, ApprovalCard))
+        app.post_message(events.Paste("wait:\nnot this file\n"))  # as the driver does
+        await until(pilot, lambda: app.main.prompt.value == "wait:\nnot this file\n")
+        assert app.focused is app.main.prompt and not agent.approvals[0].future.done()

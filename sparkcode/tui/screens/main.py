@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -317,6 +317,11 @@ class MainScreen(CommandSurface):
     @on(ApprovalCard.Decided)
     def _decided(self) -> None:
         self.prompt.focus()  # the stack has answered the request and removed the card
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste while another widget has the focus (a card) goes to the prompt whole."""
+        self.prompt.focus()
+        self.prompt.post_message(events.Paste(event.text))
 
     @on(ApprovalCard.Typing)
     def _typed_on_card(self, event: ApprovalCard.Typing) -> None:

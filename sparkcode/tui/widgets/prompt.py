@@ -108,6 +108,7 @@ class PromptInput(TextArea):
 
     @value.setter
     def value(self, text: str) -> None:
+        self.expanded = False
         self.load_text(text)
         self.move_cursor(self.document.end)
 
