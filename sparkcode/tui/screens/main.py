@@ -26,13 +26,14 @@ from ..agent_port import AgentFactory
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
 from ..messages import AttentionNeeded, EnginePanelToggled
+from ..queueing import Queueing
 from ..turn import Detector, TurnRenderer, default_detector_factory
 from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
 from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
-from ..widgets.queue import MessageQueue, Queued, QueuedMessage
+from ..widgets.queue import MessageQueue, QueuedMessage
 from ..widgets.status_bar import StatusBar
 from ..widgets.todo_panel import TodoPanel
 from .command_surface import CommandSurface
@@ -77,6 +78,8 @@ class MainScreen(CommandSurface):
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
         self._stopped = False
+        self.queueing = Queueing(self)
+        """What happens to messages typed while a turn runs."""
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -168,7 +171,7 @@ class MainScreen(CommandSurface):
         self.prompt.remember(event.shown)
         self.prompt.value = ""
         if self.turn_running and not text.startswith("/"):
-            self.run_worker(self._queue(text), group="notices")
+            self.run_worker(self.queueing.add(text), group="notices")
         elif text.startswith("/"):
             self.run_command(text)
         else:
@@ -211,7 +214,7 @@ class MainScreen(CommandSurface):
             try:
                 async for event in stream:
                     if isinstance(event, ev.SteerDelivered):
-                        await self._steer_delivered(event.text)
+                        await self.queueing.steer_delivered(event.text)
                     await self.renderer.handle(event)
             finally:
                 aclose = getattr(stream, "aclose", None)
@@ -225,92 +228,29 @@ class MainScreen(CommandSurface):
             await conv.add_error(f"{type(exc).__name__}: {exc}")
         finally:
             self.approvals.drop_all()
-            for left in self.agent.take_steering() if self.agent is not None else []:
-                item = self.queue.find(left, steering=True)
-                if item is not None:  # the turn ended first: it goes after the turn
-                    self.queue.set_steering(item, False)
+            self.queueing.take_back()
             self.turn_running = False
             self.stats.turn_finished()
             self.query_one(StatusBar).stats = self.stats.current
             self.prompt.files.invalidate()
 
-    # -- the queue: messages typed while a turn runs -------------------------------------
-
-    async def _queue(self, text: str) -> Queued:
-        item = await self.queue.add(text)
-        self.refresh_bindings()
-        return item
+    # -- the queue: messages typed while a turn runs (..queueing) ------------------------
 
     def action_send_now(self) -> None:
         """Steer: what the prompt holds, and every queued message, go into the running
         turn at its next step; with no turn running the first queued one is sent."""
-        self.run_worker(self._send_now(), group="notices")
-
-    async def _send_now(self) -> None:
-        text = self.prompt.message.strip()
-        if text and not text.startswith("/"):
-            self.prompt.remember(self.prompt.value.strip())
-            self.prompt.value = ""
-            await self._queue(text)
-        for item in list(self.queue.items):
-            if not self.turn_running:
-                await self._deliver(item)
-                return
-            if not item.steering and self.agent is not None:
-                self.queue.set_steering(item, True)
-                self.agent.steer(item.text)
-
-    async def _deliver(self, item: Queued) -> None:
-        await self.queue.remove_item(item)
-        self.refresh_bindings()
-        self.send(item.text)
-
-    async def _steer_delivered(self, text: str) -> None:
-        item = self.queue.find(text, steering=True)
-        if item is not None:
-            await self.queue.remove_item(item)
-            self.refresh_bindings()
+        self.run_worker(self.queueing.send_now(), group="notices")
 
     @on(QueuedMessage.Acted)
     async def _queued_acted(self, event: QueuedMessage.Acted) -> None:
-        item = event.item
-        if event.action == "steer":
-            if self.turn_running and self.agent is not None:
-                if not item.steering:
-                    self.queue.set_steering(item, True)
-                    self.agent.steer(item.text)
-            else:
-                await self._deliver(item)
-            return
-        if item.steering:
-            self.error("that message is already handed to the running turn (it goes in at "
-                       "its next step)")
-            return
-        if event.action == "edit" and self.prompt.value.strip():
-            self.error("the prompt has text: send or clear it first, then edit the queued "
-                       "message")
-            return
-        await self.queue.remove_item(item)
-        self.refresh_bindings()
-        if event.action == "edit":
-            self.prompt.value = item.text
-        else:
-            self.notice("removed from the queue")
-        self.prompt.focus()
+        await self.queueing.acted(event.item, event.action)
 
     @on(Worker.StateChanged)
     def _turn_ended(self, event: Worker.StateChanged) -> None:
-        """After a turn the first queued message goes out, unless the user stopped it."""
-        if event.worker.group != "turn" or event.state not in (
+        if event.worker.group == "turn" and event.state in (
                 WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
-            return
-        if not self.queue.items or self.turn_running:
-            return
-        if self._stopped or event.state == WorkerState.CANCELLED:
-            self.notice(f"{len(self.queue.items)} queued message(s) wait; Ctrl+S sends the "
-                        "first")
-            return
-        self.run_worker(self._deliver(self.queue.items[0]), group="notices")
+            self.queueing.turn_ended(stopped=self._stopped
+                                     or event.state == WorkerState.CANCELLED)
 
     # -- approvals ---------------------------------------------------------------
 
