@@ -88,8 +88,8 @@ class MessageQueue(Vertical):
     }
     """
 
-    HINT = ("queued · Ctrl+S sends them now, into the running turn (steer) · Shift+Tab "
-            "selects one: e edit, s send now, Del remove")
+    HINT = "queued · Ctrl+S: send now (steer) · Shift+Tab: select (e edit, s send, Del remove)"
+    """Fits an 88-column terminal (the hint's line is cut, not wrapped)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
