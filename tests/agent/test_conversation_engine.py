@@ -252,7 +252,7 @@ async def test_a_steered_message_keeps_the_prefix_cache(
     """A message steered into the running turn goes in after the tool result, appended:
     the engine serves the request before it from its prefix cache."""
     repo = make_repo(tmp_path / "repo")
-    session = await start(engine, repo, paths, temperature=0.0, max_turns=2, max_tokens=16)
+    session = await start(engine, repo, paths, temperature=0.0, max_turns=2)
     async for event in session.agent.run_turn(TASK_PROMPT):
         if isinstance(event, ToolCallStarted) and not session.agent.steering:
             session.agent.steer("Keep it short.")
