@@ -242,6 +242,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
                           else prof.thinking_history),
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
+        compact_threshold=config.compact_threshold,
         degenerate=options.degenerate or config.degenerate_streams,
         structured_tools=structured,
         step_name_key=options.step_name_key or prof.step_name_key,

@@ -14,6 +14,7 @@ Example::
     seed = "random"                # "random": a fresh seed per session (recorded),
                                    # an integer: that session seed, "off": send none
     degenerate_streams = "stop"    # stop | warn | off: a looping or garbled stream
+    compact_threshold = 0.8        # share of the context window that compacts the history
 
     [permissions]
     # "tool" or "tool:glob"; the glob matches the shell command for bash, the
@@ -24,6 +25,10 @@ Example::
     [sandbox]                      # the bubblewrap sandbox of mode "sandbox"
     network = false                # let sandboxed commands use the network
     writable = ["~/.cache/pip"]    # more writable directories (absolute or ~)
+
+    [tui]
+    notify = "both"                # off | bell | desktop | both: when a turn ends or an
+                                   # approval waits while the terminal is not focused
 
     [mcp.servers.files]            # an MCP server over stdio
     command = "uvx"
@@ -57,6 +62,8 @@ PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "
                                                 "plan")
 DegenerateMode = Literal["stop", "warn", "off"]
 DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
+NotifyMode = Literal["off", "bell", "desktop", "both"]
+NOTIFY_MODES: tuple[NotifyMode, ...] = ("off", "bell", "desktop", "both")
 
 
 class ConfigError(UserError):
@@ -115,19 +122,24 @@ class Config:
     """The session seed every request's ``seed`` is derived from (see
     :func:`sparkcode.agent.sampling.request_seed`)."""
     degenerate_streams: DegenerateMode = "stop"
+    compact_threshold: float = 0.8
+    """Share of ``max_model_len`` in use at which older turns are summarised."""
     allow: tuple[PermissionRule, ...] = ()
     deny: tuple[PermissionRule, ...] = ()
     sandbox_network: bool = False
     sandbox_writable: tuple[Path, ...] = ()
     mcp_servers: tuple[McpServerConfig, ...] = ()
+    notify: NotifyMode = "both"
+    """How the TUI calls the user back to an unfocused terminal: the bell, a desktop
+    notification (OSC 9 and OSC 777), both, or nothing."""
     source: Path | None = None
 
 
 _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "max_turns",
                "bash_timeout_s", "profile", "temperature", "top_p", "seed",
-               "degenerate_streams"}
+               "degenerate_streams", "compact_threshold"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"},
-             "sandbox": {"network", "writable"}, "mcp": {"servers"}}
+             "sandbox": {"network", "writable"}, "mcp": {"servers"}, "tui": {"notify"}}
 _MCP_KEYS = {"command", "args", "env", "cwd", "url", "startup_timeout_s", "call_timeout_s"}
 _MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
@@ -191,6 +203,11 @@ def parse_config(text: str, source: Path) -> Config:
         raise fail("agent", "degenerate_streams",
                    f"must be one of {', '.join(DEGENERATE_MODES)}")
 
+    threshold = agent.get("compact_threshold", 0.8)
+    if not _is_number(threshold) or not 0.1 <= threshold <= 0.95:
+        raise fail("agent", "compact_threshold", "must be a number between 0.1 and 0.95 (the "
+                   "share of the context window that compacts the history)")
+
     temperature = agent.get("temperature")
     if temperature is not None and (not _is_number(temperature) or not 0 <= temperature <= 2):
         raise fail("agent", "temperature", "must be a number between 0 and 2")
@@ -219,6 +236,9 @@ def parse_config(text: str, source: Path) -> Config:
             raise fail("sandbox", "writable", f"{w!r} is not an absolute path (or ~/...)")
 
     servers = _mcp_servers(doc.get("mcp", {}).get("servers", {}), source)
+    notify = doc.get("tui", {}).get("notify", "both")
+    if notify not in NOTIFY_MODES:
+        raise fail("tui", "notify", f"must be one of {', '.join(NOTIFY_MODES)}")
 
     return Config(
         permission_mode=cast("PermissionMode | None", mode), reasoning_effort=effort,
@@ -226,8 +246,10 @@ def parse_config(text: str, source: Path) -> Config:
         profile=profile, temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None, seed=seed,
         degenerate_streams=cast(DegenerateMode, degenerate),
+        compact_threshold=float(threshold),
         allow=rules("allow"), deny=rules("deny"), sandbox_network=network,
-        sandbox_writable=writable_paths, mcp_servers=servers, source=source,
+        sandbox_writable=writable_paths, mcp_servers=servers,
+        notify=cast(NotifyMode, notify), source=source,
     )
 
 

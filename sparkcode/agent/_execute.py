@@ -1,7 +1,7 @@
 """Running a reply's validated tool calls: permission, approval, undo snapshot, result.
 
 :func:`execute_call` runs one call; :class:`TurnCalls` runs each reply's calls
-of one turn in order, asks before the third identical call in a row, stops
+of one turn in order, asks when the calls go round in circles (``loop_guard``), stops
 running calls after a user's denial or a cancel (the rest get a result saying
 so), and reports a changed todo list.
 """
@@ -27,6 +27,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .loop_guard import Call, LoopGuard
 from .permissions import Permissions
 from .tools import Tool, ToolContext, ToolError, ToolOutput
 from .undo import UndoError, UndoStore
@@ -38,15 +39,13 @@ Ask = Callable[[CheckedCall, Any, str, str, list[ApprovalDecision]], AsyncIterat
 puts the decision in the list."""
 Record = Callable[[CheckedCall, str], None]
 """Appends a tool result to the history."""
-LOOP_REPEATS = 3
-"""Identical consecutive tool calls that stop the loop and ask the user."""
 
 
 def stop_note(reason: str) -> str:
     """Why a call was not run, for its result."""
     return {
         "denied": "an earlier call in this step was declined by the user",
-        "loop": "the loop was stopped after repeated identical calls",
+        "loop": "the loop was stopped after repeated calls",
         "cancelled": "the turn was cancelled",
     }.get(reason, "the turn ended")
 
@@ -68,7 +67,8 @@ class TurnCalls:
         self.cancelled = cancelled
         self.stop: FinishReason | None = None
         self._snapshot_done = False
-        self._last_sig, self._repeats = "", 0
+        self.guard = LoopGuard()
+        """Watches this turn's calls for repeats, cycles and retried failures."""
 
     async def run(self, calls: list[CheckedCall]) -> AsyncIterator[Event]:
         """Run one reply's calls in order; every call gets exactly one result."""
@@ -78,14 +78,12 @@ class TurnCalls:
                 continue
             yield ToolCallStarted(call_id=call.call_id, name=call.name, arguments=call.args,
                                   raw_arguments=call.raw_arguments)
-            self._repeats = self._repeats + 1 if call.signature == self._last_sig else 1
-            self._last_sig = call.signature
-            if self._repeats >= LOOP_REPEATS:
+            question = self.guard.check(Call(call.name, call.raw_arguments if call.error
+                                             else call.history_arguments))
+            if question is not None:
                 box: list[ApprovalDecision] = []
-                async for event in self.ask(call, "loop",
-                                            f"{call.name} was called {self._repeats} times in "
-                                            "a row with the same arguments; continue?",
-                                            call.history_arguments, box):
+                async for event in self.ask(call, "loop", question, call.history_arguments,
+                                            box):
                     yield event
                 if not box[0].approved:
                     self.stop = "loop"
@@ -94,7 +92,7 @@ class TurnCalls:
                     yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
                                            error=msg)
                     continue
-                self._repeats = 0
+                self.guard.forgive()
             todos_before = self.ctx.todos.items
             async for event in execute_call(
                     call, permissions=self.permissions, ctx=self.ctx,
@@ -106,6 +104,8 @@ class TurnCalls:
                 if isinstance(event, ApprovalResolved) and not event.approved \
                         and event.by == "user":
                     self.stop = "denied"
+                if isinstance(event, ToolCallFinished):
+                    self.guard.failed(event.error is not None)
                 yield event
             if self.ctx.todos.items != todos_before:
                 yield TodoUpdated(items=self.ctx.todos.items)

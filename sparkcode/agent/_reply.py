@@ -72,3 +72,12 @@ def salvaged_calls(found: Outcome, stamp: str, tools: ToolRegistry) -> list[Chec
             args={}, history_arguments="{}",
             error=f"{bad.problem}; nothing was run. Call the tool again, well-formed"))
     return checked
+
+
+def empty_answer_note(completion_tokens: int) -> str:
+    """Why a turn ended with neither text nor a tool call, and what to do."""
+    if completion_tokens <= 0:
+        return "the model returned an empty answer; send a message to retry"
+    return (f"the model generated {completion_tokens} tokens but the server streamed no text "
+            "and no tool call (a server-side tool-call parser drops a call it cannot parse, "
+            "as vLLM's does when streaming); nothing was done: retry, or rephrase")

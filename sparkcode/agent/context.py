@@ -49,6 +49,22 @@ class ContextMeter:
         return self.used + estimate_tokens(history[self.counted_messages:])
 
 
+def repair_history(history: list[Message]) -> None:
+    """Give every tool call in ``history`` a result, in place (an interrupted turn may
+    leave some without), so the next request is valid."""
+    answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
+    i = 0
+    while i < len(history):
+        msg = history[i]
+        i += 1
+        for call in msg.get("tool_calls") or []:
+            if call["id"] not in answered:
+                history.insert(i, {"role": "tool", "tool_call_id": call["id"],
+                                   "content": "not run: the turn was interrupted"})
+                answered.add(call["id"])
+                i += 1
+
+
 def last_user_index(history: list[Message]) -> int:
     for i in range(len(history) - 1, -1, -1):
         if history[i].get("role") == "user":
@@ -90,14 +106,18 @@ Summariser = Callable[[list[Message]], Awaitable[str]]
 
 
 async def compact(history: list[Message], summarise: Summariser | None,
-                  limit_chars: int) -> tuple[list[Message], int]:
+                  limit_chars: int, *, keep_turn: bool = True, focus: str = "",
+                  footer: str = "") -> tuple[list[Message], int]:
     """A compacted copy of ``history`` and how many messages were summarised.
 
     ``history[0]`` (the system prompt) is kept as is; the current turn (from the
-    last user message on) is kept; everything between becomes a summary.
+    last user message on) is kept unless ``keep_turn`` is False (``/compact``
+    between turns); everything between becomes a summary. ``focus`` tells the
+    summariser what to keep above all; ``footer`` (the open todo list) is
+    appended to the summary as it is, so no summariser can drop it.
     """
     start = 1 if history and history[0].get("role") == "system" else 0
-    cut = last_user_index(history)
+    cut = last_user_index(history) if keep_turn else len(history)
     older = history[start:cut]
     if not older:
         return history, 0
@@ -107,11 +127,15 @@ async def compact(history: list[Message], summarise: Summariser | None,
             text = (await summarise([*history[:start],
                                      {"role": "user", "content":
                                       transcript(older, limit_chars) + "\n\n"
-                                      + SUMMARY_INSTRUCTION}])).strip()
+                                      + SUMMARY_INSTRUCTION
+                                      + (f" Above all, keep: {focus}" if focus else "")}]
+                                    )).strip()
         except Exception:  # noqa: BLE001 - any failure falls back to a mechanical summary
             text = ""
     if not text:
         text = mechanical_summary(older)
+    if footer:
+        text += "\n\n" + footer
     summary = [
         {"role": "user", "content": SUMMARY_PREFIX + text},
         {"role": "assistant", "content": "Understood; I will continue from that summary."},

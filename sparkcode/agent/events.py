@@ -15,7 +15,7 @@ Order within one turn::
         [BudgetExceeded] [Notice]
         ( ToolCallStarted [SnapshotTaken] [ApprovalRequested ApprovalResolved]
           ToolCallFinished [TodoUpdated] )*
-        MetricsUpdate? )+
+        MetricsUpdate? [SteerDelivered]* )+
     [ContextCompacted] [AgentError]
     TurnFinished
 
@@ -117,7 +117,8 @@ class ApprovalDecision:
 class ApprovalRequested(Event):
     """The loop waits until :meth:`respond` is called (or the agent's ``approver``
     callback answers). ``detail`` is the unified diff of an edit or the shell
-    command; ``kind="loop"`` asks whether to go on after repeated identical calls."""
+    command; ``kind="loop"`` asks whether to go on when the calls go round in circles
+    (``loop_guard``: repeated, cycling, or retried after failing)."""
 
     call_id: str
     tool: str
@@ -300,6 +301,15 @@ class AgentError(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SteerDelivered(Event):
+    """A message the user sent while the turn ran (``Agent.steer``) joined the
+    conversation after the tool results, before request ``request`` of the turn."""
+
+    text: str
+    request: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     """The turn ended. ``content`` is the final assistant answer (may be empty)."""
 
@@ -308,6 +318,8 @@ class TurnFinished(Event):
     requests: int
     prompt_tokens: int
     completion_tokens: int
+    loops: dict[str, int] = field(default_factory=dict)
+    """Times the loop guard asked, by pattern (``repeat``, ``cycle``, ``failing``)."""
 
 
 def event_to_json(event: Event) -> dict[str, Any]:
@@ -342,6 +354,7 @@ __all__ = [
     "RedoApplied",
     "RequestStarted",
     "SnapshotTaken",
+    "SteerDelivered",
     "TODO_STATUSES",
     "TodoItem",
     "TodoStatus",

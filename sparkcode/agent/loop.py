@@ -29,24 +29,29 @@ from typing import Any
 
 from .. import config as _config
 from ._calls import CheckedCall
+from ._compaction import compact_when_needed
 from ._execute import TurnCalls, stop_note
-from ._reply import read_reply
+from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
 from ._structured import structured_outputs, tools_prompt
 from .client import ChatClient, ChatError, EngineGone
-from .context import ContextMeter, Message, compact, estimate_tokens, last_user_index
+from .context import (
+    ContextMeter,
+    Message,
+    repair_history,
+)
 from .events import (
     AgentError,
     ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
     BudgetExceeded,
-    ContextCompacted,
     Event,
     FinishReason,
     Notice,
     RedoApplied,
     RequestStarted,
+    SteerDelivered,
     TodoUpdated,
     TurnFinished,
     TurnStarted,
@@ -109,6 +114,9 @@ class Agent:
         self._task = ""
         """The current turn's user message (``settings.task_reminder``)."""
         self._cancel = False
+        self._loops: dict[str, int] = {}
+        self.steering: list[str] = []
+        """Messages handed to the running turn (:meth:`steer`), not delivered yet."""
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
         self._ctx = ToolContext(workspace=self.workspace,
@@ -124,6 +132,19 @@ class Agent:
     def cancel(self) -> None:
         """Stop the running turn at the next stream frame or tool boundary."""
         self._cancel = True
+
+    def steer(self, text: str) -> None:
+        """Give the running turn a user message at its next safe point: once the
+        current tool calls have their results, before the next request. It is
+        appended (no earlier message changes), so the request before it is the
+        next one's prefix and the engine's prefix cache holds. A turn that ends
+        before that point leaves it in :attr:`steering` for the caller to send."""
+        self.steering.append(text)
+
+    def take_steering(self) -> list[str]:
+        """The steered messages no turn delivered (emptied)."""
+        texts, self.steering = self.steering, []
+        return texts
 
     def clear(self) -> None:
         """Forget the conversation and the todo list (the system prompt stays)."""
@@ -168,7 +189,7 @@ class Agent:
                 self._notify(event)
                 yield event
         finally:
-            self._repair_history()
+            repair_history(self.history)
 
     # -- internals -----------------------------------------------------------
 
@@ -190,21 +211,6 @@ class Agent:
         for i, msg in enumerate(self.history):
             if field in msg:
                 self.history[i] = {k: v for k, v in msg.items() if k != field}
-
-    def _repair_history(self) -> None:
-        """Give every tool call in the history a result (an interrupted turn may
-        leave some without), so the next request is valid."""
-        answered = {m.get("tool_call_id") for m in self.history if m.get("role") == "tool"}
-        i = 0
-        while i < len(self.history):
-            msg = self.history[i]
-            i += 1
-            for call in msg.get("tool_calls") or []:
-                if call["id"] not in answered:
-                    self.history.insert(i, {"role": "tool", "tool_call_id": call["id"],
-                                            "content": "not run: the turn was interrupted"})
-                    answered.add(call["id"])
-                    i += 1
 
     def _sampling(self) -> dict[str, Any]:
         """temperature, top_p and this request's derived seed (None: not sent)."""
@@ -236,6 +242,7 @@ class Agent:
                           undo_store=self.undo_store, ask=self._ask, record=self._tool_result,
                           snapshot_taken=self.rewind.snapshot_taken,
                           cancelled=lambda: self._cancel)
+        self._loops = calls.guard.counts
         prompt_total = completion_total = 0
         content = ""
         for request in range(1, self.settings.max_turns + 1):
@@ -340,6 +347,10 @@ class Agent:
                 yield self._finished(calls.stop, content, request, prompt_total,
                                      completion_total)
                 return
+            while self.steering:  # the safe point: every call has its result
+                text = self.steering.pop(0)
+                self.history.append({"role": "user", "content": text})
+                yield SteerDelivered(text=text, request=request + 1)
         yield Notice(message=f"stopped after {self.settings.max_turns} model requests in one "
                      "turn (max_turns); send a message to let it continue", code="max_turns")
         yield self._finished("max_turns", content, self.settings.max_turns, prompt_total,
@@ -348,7 +359,8 @@ class Agent:
     def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
                   completion: int) -> TurnFinished:
         return TurnFinished(reason=reason, content=content, requests=requests,
-                            prompt_tokens=prompt, completion_tokens=completion)
+                            prompt_tokens=prompt, completion_tokens=completion,
+                            loops=dict(self._loops))
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
         if self.settings.task_reminder:
@@ -376,25 +388,14 @@ class Agent:
                                by="user", reason=decision.reason)
 
     async def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]:
-        limit = self.settings.context_limit
-        if not limit and not force:
-            return
-        used = self.context.estimate(self.history)
-        if not force and used < self.settings.compact_threshold * (limit or 0):
-            return
-        limit = limit or used
-        new, count = await compact(self.history, self._summarise, limit_chars=limit * 2)
-        if count == 0:
-            yield Notice(message=f"the context is nearly full ({used} of {limit} tokens) and "
-                         "there is nothing older to compact; consider /clear",
-                         code="context_full")
-            return
-        self.history = new
-        self.rewind.compacted(self.turns, last_user_index(new))
-        after = estimate_tokens(new)
-        self.context = ContextMeter(limit=limit)
-        yield ContextCompacted(tokens_before=used, tokens_after_estimate=after,
-                               messages_summarised=count)
+        async for event in compact_when_needed(self, force=force):
+            yield event
+
+    async def compact_now(self, focus: str = "") -> AsyncIterator[Event]:
+        """``/compact [focus]``: summarise the whole conversation now, between turns."""
+        async for event in compact_when_needed(self, force=True, focus=focus, whole=True):
+            self._notify(event)
+            yield event
 
     async def _summarise(self, messages: list[Message]) -> str:
         params = {"reasoning_effort": "none", "max_tokens": 1024, **self._sampling()}
@@ -402,15 +403,6 @@ class Agent:
             async for _ in stream:
                 pass
         return stream.content
-
-
-def empty_answer_note(completion_tokens: int) -> str:
-    """Why a turn ended with neither text nor a tool call, and what to do."""
-    if completion_tokens <= 0:
-        return "the model returned an empty answer; send a message to retry"
-    return (f"the model generated {completion_tokens} tokens but the server streamed no text "
-            "and no tool call (a server-side tool-call parser drops a call it cannot parse, "
-            "as vLLM's does when streaming); nothing was done: retry, or rephrase")
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO, cast
@@ -86,6 +87,8 @@ class RunOptions:
     """The built-in tools offered; None = the profile's list (or all)."""
     task_reminder: bool | None = None
     """Repeat the task after each tool result; None = the profile's setting."""
+    prompt_file: Path | None = None
+    """Further prompts, one a line (``-``: standard input, read as lines arrive)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -140,6 +143,10 @@ def run_cmd(
     degenerate: Annotated[str | None, typer.Option(
         "--degenerate", help="A looping or garbled stream: stop (exit 4), warn or off "
         "(default: config.toml's degenerate_streams, else stop).")] = None,
+    prompt_file: Annotated[Path | None, typer.Option(
+        "--prompt-file", help="Further prompts, one a line ('-': standard input, read as "
+        "lines arrive); each is sent when the turn before ends with an answer, as the TUI "
+        "sends a queued message.")] = None,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -162,7 +169,7 @@ def run_cmd(
         profile=profile, effort=effort, budget=budget, force_tool=force_tool,
         force_tool_schema=schema, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
         seed=parse_seed(seed), record=not no_record, resume=resume,
-        continue_latest=continue_latest, degenerate=degenerate,
+        continue_latest=continue_latest, degenerate=degenerate, prompt_file=prompt_file,
     )
     code = asyncio.run(run_headless(options))
     if code:
@@ -179,6 +186,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     def progress(message: str) -> None:
         print(message, file=err, flush=True)
 
+    further = _further_prompts(options.prompt_file)
     workspace = options.workspace.expanduser().resolve()
     rebuilt = None
     if options.resume or options.continue_latest:
@@ -212,15 +220,20 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     printer = _Printer(out, err, options.as_json)
     reason = "error"
     empty = False
+    prompt: str | None = options.prompt
     try:
-        async for event in agent.run_turn(options.prompt):
-            printer.show(event)
-            if isinstance(event, ApprovalRequested) and agent.approver is None:
-                event.respond(await _ask_terminal(event, err))
-            if isinstance(event, Notice) and event.code == "empty_answer":
-                empty = True
-            if isinstance(event, TurnFinished):
-                reason = event.reason
+        while prompt is not None:
+            async for event in agent.run_turn(prompt):
+                printer.show(event)
+                if isinstance(event, ApprovalRequested) and agent.approver is None:
+                    event.respond(await _ask_terminal(event, err))
+                if isinstance(event, Notice) and event.code == "empty_answer":
+                    empty = True
+                if isinstance(event, TurnFinished):
+                    reason = event.reason
+            prompt = None
+            if reason == "stop" and not empty and not printer.errors:
+                prompt = await anext(further, None)
     finally:
         await session.aclose()
     printer.end()
@@ -229,6 +242,31 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     if reason == "degenerate":
         return EXIT_DEGENERATE
     return EXIT_OK if reason == "stop" else EXIT_STOPPED
+
+
+def _further_prompts(path: Path | None) -> AsyncIterator[str]:
+    """``--prompt-file``'s prompts, blank lines skipped: a file is read now (a missing
+    one refused before anything runs), standard input line by line as it arrives."""
+    if path is not None and str(path) == "-":
+        return _stdin_lines()
+    lines: list[str] = []
+    if path is not None:
+        try:
+            lines = path.expanduser().read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"--prompt-file {path}: cannot read it ({exc})") from None
+    return _listed([line.strip() for line in lines if line.strip()])
+
+
+async def _listed(prompts: list[str]) -> AsyncIterator[str]:
+    for prompt in prompts:
+        yield prompt
+
+
+async def _stdin_lines() -> AsyncIterator[str]:
+    while line := await asyncio.to_thread(sys.stdin.readline):
+        if line.strip():
+            yield line.strip()
 
 
 def parse_seed(text: str | None) -> int | Literal["random", "off"] | None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from engine.paths import Paths
+from sparkcode.agent.context_report import context_report
 from sparkcode.agent.events import Event
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import DEGENERATE_MODES, PERMISSION_MODES
@@ -80,6 +81,18 @@ class LiveAgent:
 
     def cancel(self) -> None:
         self.agent.cancel()
+
+    def compact(self, focus: str) -> AsyncIterator[Event]:
+        return self.agent.compact_now(focus)
+
+    def context_report(self) -> str:
+        return context_report(self.agent).text()
+
+    def steer(self, text: str) -> None:
+        self.agent.steer(text)
+
+    def take_steering(self) -> list[str]:
+        return self.agent.take_steering()
 
     async def undo(self) -> str:
         event = await asyncio.to_thread(self.agent.undo)

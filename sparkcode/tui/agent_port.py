@@ -65,6 +65,19 @@ class AgentPort(Protocol):
     def cancel(self) -> None:
         """Ask the running turn to stop at its next frame or tool boundary."""
 
+    def steer(self, text: str) -> None:
+        """Give the running turn a user message at its next safe point (after the
+        current tool results); delivery shows as a ``SteerDelivered`` event."""
+
+    def take_steering(self) -> list[str]:
+        """Steered messages the turn ended before delivering (emptied)."""
+
+    def compact(self, focus: str) -> AsyncIterator[Event]:
+        """``/compact``: summarise the conversation now (``focus``: what to keep)."""
+
+    def context_report(self) -> str:
+        """``/context``: the context window by part, as Markdown."""
+
     async def undo(self) -> str:
         """Undo the last turn (its files and its messages); say what changed."""
 

@@ -16,7 +16,7 @@ from textual.screen import Screen
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.agent.instructions import Instructions
-from sparkcode.config import PERMISSION_MODES
+from sparkcode.config import PERMISSION_MODES, NotifyMode
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
@@ -24,12 +24,14 @@ from .agent_port import AgentFactory, AgentPort, SessionRequest
 from .engine_control import EngineControl
 from .messages import (
     AgentModelChanged,
+    AttentionNeeded,
     EngineActionFailed,
     EngineBecameReady,
     EnginePanelToggled,
     EngineProgress,
     EngineViewUpdated,
 )
+from .notify import Notifier
 from .screens.main import MainScreen
 from .styles import APP_CSS
 from .widgets.engine_panel import EnginePanel, EngineView
@@ -57,6 +59,8 @@ class TuiSettings:
     """Where recorded sessions are (``/sessions``); None: ``Paths.from_env()``'s."""
     instructions: Instructions = field(default_factory=Instructions)
     """The project instructions read at start (shown, and ``/instructions``)."""
+    notify: NotifyMode = "both"
+    """``config.toml``'s ``[tui] notify``: how an unfocused terminal is called back."""
 
 
 class SparkcodeApp(App[None]):
@@ -90,6 +94,8 @@ class SparkcodeApp(App[None]):
         self._auto_started = False
         self._last_poll = 0.0
         self._panel_shown = settings.show_engine_panel
+        self.notifier = Notifier(settings.notify, self._write_terminal, lambda: self.app_focus)
+        """Rings the bell / shows a desktop notification while the terminal is blurred."""
         sessions = SessionStore(settings.sessions_dir or Paths.from_env().sessions_dir)
         self._main = MainScreen(settings.workspace, self._build_agent, self.engine_view,
                                 show_engine_panel=settings.show_engine_panel,
@@ -166,6 +172,14 @@ class SparkcodeApp(App[None]):
         self._panel_shown = message.shown
         if message.shown:
             self.poll_engine()
+
+    def on_attention_needed(self, message: AttentionNeeded) -> None:
+        self.notifier.attention(message.text)
+
+    def _write_terminal(self, sequences: str) -> None:
+        if self._driver is not None:
+            self._driver.write(sequences)
+            self._driver.flush()
 
     def on_agent_model_changed(self, message: AgentModelChanged) -> None:
         self.agent_model = message.model

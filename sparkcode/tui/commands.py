@@ -109,9 +109,11 @@ def help_markdown() -> str:
     rows = "\n".join(f"| `{c.usage}` | {c.help} |" for c in COMMANDS.values())
     return (
         "| command | what it does |\n|---|---|\n" + rows
-        + "\n\n`@path` mentions a workspace file (Tab completes). Up/Down walk the prompt "
-        "history. F2 toggles the engine panel, ctrl+t the thinking blocks, ctrl+p opens "
-        "the command palette, escape stops a running turn."
+        + "\n\n`@path` mentions a workspace file (Tab completes). Enter sends, Shift+Enter "
+        "or Ctrl+J starts a new line, Ctrl+O unfolds pasted chips; Up/Down on the first/last "
+        "line walk the prompt history. Text sent while a turn runs is queued; Ctrl+S sends "
+        "it into the running turn. F2 toggles the engine panel, ctrl+t the thinking "
+        "blocks, ctrl+p opens the command palette, escape stops a running turn."
     )
 
 
@@ -282,3 +284,22 @@ async def _sessions(screen: MainScreen, arg: str) -> None:
 @command("engine", "/engine", "show or hide the engine panel")
 async def _engine(screen: MainScreen, arg: str) -> None:
     screen.action_toggle_engine()
+
+
+@command("compact", "/compact [FOCUS]", "summarise the conversation now to free context "
+         "(FOCUS: what the summary must keep); the open todo list is kept word for word",
+         idle_only=True)
+async def _compact(screen: MainScreen, arg: str) -> None:
+    if screen.agent is None:
+        raise CommandError("nothing to compact yet: the conversation is empty")
+    await screen.say("compacting the conversation" + (f" (keeping: {arg})" if arg else ""))
+    async for event in screen.agent.compact(arg):
+        await screen.renderer.handle(event)
+
+
+@command("context", "/context", "show what fills the context window, part by part")
+async def _context(screen: MainScreen, arg: str) -> None:
+    if screen.agent is None:
+        raise CommandError("no conversation yet: /context shows the parts once the agent "
+                           "is connected (after the first prompt)")
+    await screen.show_markdown(screen.agent.context_report())

@@ -7,8 +7,6 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from textual.suggester import Suggester
-
 from .commands import COMMANDS
 
 MAX_FILES = 20_000
@@ -74,32 +72,29 @@ def _complete_word(word: str, choices: Sequence[str]) -> str | None:
     return None
 
 
-class PromptSuggester(Suggester):
-    """Suggests the rest of a slash command, its argument, or an ``@path``."""
-
-    def __init__(self, files: WorkspaceFiles) -> None:
-        super().__init__(use_cache=False, case_sensitive=True)
-        self.files = files
-
-    async def get_suggestion(self, value: str) -> str | None:
-        if not value:
-            return None
-        if value.startswith("/"):
-            return self._command(value)
-        head, sep, last = value.rpartition(" ")
-        if last.startswith("@") and len(last) > 1:
-            path = self.files.complete(last[1:])
-            if path is not None:
-                return f"{head}{sep}@{path}"
+def suggest_completion(value: str, files: WorkspaceFiles) -> str | None:
+    """``value`` completed: a slash command, its argument, or the ``@path`` it ends
+    with (after a space or a line break); None when nothing completes."""
+    if not value:
         return None
+    if value.startswith("/") and "\n" not in value:
+        return _command(value)
+    cut = max(value.rfind(" "), value.rfind("\n"))
+    head, last = value[:cut + 1], value[cut + 1:]
+    if last.startswith("@") and len(last) > 1:
+        path = files.complete(last[1:])
+        if path is not None:
+            return f"{head}@{path}"
+    return None
 
-    def _command(self, value: str) -> str | None:
-        name, sep, arg = value.partition(" ")
-        if not sep:
-            found = _complete_word(name[1:], sorted(COMMANDS))
-            return None if found is None else "/" + found
-        command = COMMANDS.get(name[1:])
-        if command is None or " " in arg:
-            return None
-        found = _complete_word(arg, command.choices)
-        return None if found is None else f"{name} {found}"
+
+def _command(value: str) -> str | None:
+    name, sep, arg = value.partition(" ")
+    if not sep:
+        found = _complete_word(name[1:], sorted(COMMANDS))
+        return None if found is None else "/" + found
+    command = COMMANDS.get(name[1:])
+    if command is None or " " in arg:
+        return None
+    found = _complete_word(arg, command.choices)
+    return None if found is None else f"{name} {found}"

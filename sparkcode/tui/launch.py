@@ -51,7 +51,7 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
         return await connect(here, paths, resume=request.resume)
 
     settings = replace(settings, sessions_dir=paths.sessions_dir,
-                       instructions=target.instructions)
+                       instructions=target.instructions, notify=target.config.notify)
     return SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
 
 

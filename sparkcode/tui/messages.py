@@ -50,3 +50,10 @@ class AgentModelChanged(Message):
     """The agent connected, or ``/model`` chose another model."""
 
     model: str
+
+
+@dataclass
+class AttentionNeeded(Message):
+    """A turn ended or an approval waits: the user may be in another window."""
+
+    text: str

@@ -147,6 +147,10 @@ class ScriptedAgent:
     resets: int = 0
     cancels: int = 0
     closed: bool = False
+    compactions: list[str] = field(default_factory=list)
+    """The focus of each /compact."""
+    steering: list[str] = field(default_factory=list)
+    """Messages steered into the running turn; a script may deliver them."""
 
     def set_model(self, name: str) -> None:
         self.model = name
@@ -181,6 +185,21 @@ class ScriptedAgent:
 
     def cancel(self) -> None:
         self.cancels += 1
+
+    def steer(self, text: str) -> None:
+        self.steering.append(text)
+
+    async def compact(self, focus: str) -> AsyncIterator[ev.Event]:
+        self.compactions.append(focus)
+        yield ev.ContextCompacted(tokens_before=1000, tokens_after_estimate=100,
+                                  messages_summarised=len(self.history))
+
+    def context_report(self) -> str:
+        return "| part | tokens (est.) | of context |\n|---|---:|---:|\n| history | 10 | 0.1% |"
+
+    def take_steering(self) -> list[str]:
+        texts, self.steering = self.steering, []
+        return texts
 
     async def undo(self) -> str:
         if not self.edits_applied:

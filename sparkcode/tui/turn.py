@@ -47,8 +47,11 @@ class TurnRenderer:
     def __init__(self, conversation: Conversation, status_bar: StatusBar,
                  approvals: ApprovalStack, stats: StatsTracker,
                  detector_factory: Callable[[], Detector] | None, *,
-                 todos: TodoPanel | None = None) -> None:
+                 todos: TodoPanel | None = None,
+                 attention: Callable[[str], object] | None = None) -> None:
         self.conversation = conversation
+        self.attention = attention
+        """Called when the user is needed: a turn ended, an approval waits."""
         self.todos = todos
         self.status_bar = status_bar
         self.approvals = approvals
@@ -141,6 +144,8 @@ class TurnRenderer:
                     f"context compacted: {event.messages_summarised} older messages "
                     f"summarised ({event.tokens_before} -> ~{event.tokens_after_estimate} "
                     "tokens)")
+            case ev.SteerDelivered(text=text):
+                await conv.add_user(text)
             case ev.UndoApplied(changed=changed):
                 await conv.add_notice(_undo_text(changed))
             case ev.AgentError(message=message):
@@ -151,6 +156,8 @@ class TurnRenderer:
                 self.last_content = content
                 if reason in _REASONS:
                     await conv.add_notice(_REASONS[reason])
+                if self.attention is not None:
+                    self.attention(_REASONS.get(reason, "the answer is ready"))
             case _:
                 pass
 
@@ -159,6 +166,8 @@ class TurnRenderer:
         if card is not None:
             card.state = "waiting"
         await self.approvals.add(request)
+        if self.attention is not None:
+            self.attention(f"approval waits: {request.summary}")
 
 
 def _undo_text(changed: tuple[str, ...]) -> str:

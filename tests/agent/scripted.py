@@ -6,6 +6,7 @@ streamed as SSE with continuous usage. Requests are kept for assertions.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class Reply:
     """Text generated but streamed as empty deltas carrying only ``token_ids`` (one
     id per character, its code point), what vLLM sends with ``return_token_ids``
     while its streaming parser holds a call back; ``/detokenize`` decodes them."""
+    gate: asyncio.Event | None = None
+    """Streaming waits for this event (a test acts while the request is in flight)."""
 
 
 def frame(delta: dict[str, Any], *, prompt: int, completion: int,
@@ -120,6 +123,8 @@ class ScriptedServer:
                               content=self._stream(reply, frames))
 
     async def _stream(self, reply: Reply, frames: list[bytes]) -> AsyncIterator[bytes]:
+        if reply.gate is not None:
+            await reply.gate.wait()
         if reply.until_closed:
             for n in range(1, 100_000):
                 self.frames_sent += 1

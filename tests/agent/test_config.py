@@ -29,10 +29,14 @@ reasoning_effort = "high"
 thinking_token_budget = 4096
 max_turns = 7
 bash_timeout_s = 30
+compact_threshold = 0.6
 [permissions]
 allow = ["bash:pytest*"]
 deny = ["write_file:.env", "git_commit"]
+[tui]
+notify = "bell"
 """, tmp_path / "config.toml")
+    assert config.notify == "bell" and config.compact_threshold == 0.6
     assert config.permission_mode == "auto-edit" and config.thinking_token_budget == 4096
     assert config.allow == (PermissionRule("bash", "pytest*"),)
     assert config.deny[1] == PermissionRule("git_commit", None)
@@ -46,6 +50,8 @@ deny = ["write_file:.env", "git_commit"]
     ("[agent]\nthinking_token_budget = -5\n", "thinking_token_budget"),
     ("[agent]\nmax_turns = true\n", "max_turns"),
     ("[permissions]\nallow = 'bash'\n", "allow: must be a list"),
+    ("[agent]\ncompact_threshold = 1.5\n", "compact_threshold: must be a number between"),
+    ("[tui]\nnotify = 'loud'\n", r"\[tui\] notify: must be one of off, bell, desktop, both"),
 ])
 def test_bad_config_names_file_and_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "config.toml"

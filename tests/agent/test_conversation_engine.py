@@ -15,7 +15,7 @@ recorded prefix again and the engine serves it from its prefix cache; a
 seeds (and, as a control, one recorded without seeds does not); /undo
 rewinds files and conversation and the repeated turn hits the cache; the
 thinking history is rendered within a turn and costs prompt tokens but not
-cache hits.
+cache hits; a message steered into a running turn keeps the cache.
 """
 
 from __future__ import annotations
@@ -31,7 +31,13 @@ from typing import Any
 import pytest
 
 from engine.paths import Paths
-from sparkcode.agent import ApprovalDecision, ApprovalRequested, ChatClient, default_tools
+from sparkcode.agent import (
+    ApprovalDecision,
+    ApprovalRequested,
+    ChatClient,
+    ToolCallStarted,
+    default_tools,
+)
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunOptions, run_headless
 from sparkcode.replay import Target, model_turns, rerun
@@ -239,6 +245,27 @@ async def test_undo_rewinds_files_and_chat_and_the_repeated_turn_hits_the_cache(
     prompt, cached = usage(turns[2])
     print(f"\nundo: repeated first request {prompt} prompt tokens, {cached} cached")
     assert cached >= 0.9 * prompt
+
+
+async def test_a_steered_message_keeps_the_prefix_cache(
+        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    """A message steered into the running turn goes in after the tool result, appended:
+    the engine serves the request before it from its prefix cache."""
+    repo = make_repo(tmp_path / "repo")
+    session = await start(engine, repo, paths, temperature=0.0, max_turns=2)
+    async for event in session.agent.run_turn(TASK_PROMPT):
+        if isinstance(event, ToolCallStarted) and not session.agent.steering:
+            session.agent.steer("Keep it short.")
+    await session.aclose()
+    assert session.session_id is not None
+    first, second = model_turns(SessionStore(paths.sessions_dir).load(session.session_id))[:2]
+    assert messages_bytes(second).startswith(messages_bytes(first)[:-1] + b",")
+    assert second.body_json is not None
+    assert second.body_json["messages"][-1] == {"role": "user", "content": "Keep it short."}
+    before, _ = usage(first)
+    prompt, cached = usage(second)
+    print(f"\nsteer: first request {before} prompt tokens; the next {prompt}, {cached} cached")
+    assert cached >= (before // 32) * 32 - 32  # every whole 32-token block of the first
 
 
 REASONING = [

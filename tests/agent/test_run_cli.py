@@ -130,3 +130,30 @@ def test_tui_options_before_a_command_are_refused_not_ignored(
     assert info.value.code == EXIT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--profile before `run` would be ignored" in err[0]
+
+
+async def test_prompt_file_lines_are_further_turns(workspace: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("and now this\n\n  and last  \n")
+    with serve([Reply(content=["one"]), Reply(content=["two"]),
+                Reply(content=["three"])]) as server:
+        code, out, err = await run(RunOptions(prompt="first", workspace=workspace,
+                                              endpoint=url(server), record=False,
+                                              prompt_file=prompts))
+    assert code == EXIT_OK, err
+    assert out == "one\ntwo\nthree\n"
+    users = [[m["content"] for m in r["messages"] if m["role"] == "user"]
+             for r in server.requests]
+    assert users == [["first"], ["first", "and now this"],
+                     ["first", "and now this", "and last"]]
+    # Standard input, line by line; a turn that does not answer stops the run there.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("second\nnever sent\n"))
+    with serve([Reply(content=["one"]), Reply(content=["cut"], finish="length")]) as server:
+        code, out, err = await run(RunOptions(prompt="first", workspace=workspace,
+                                              endpoint=url(server), record=False,
+                                              prompt_file=Path("-")))
+    assert code == EXIT_STOPPED and len(server.requests) == 2
+    with pytest.raises(UserError, match="--prompt-file .*missing.txt: cannot read it"):
+        await run(RunOptions(prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9",
+                             prompt_file=tmp_path / "missing.txt"))

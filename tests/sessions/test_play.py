@@ -124,11 +124,10 @@ async def test_sessions_screen_lists_results_and_plays(paths: Paths) -> None:
 
 async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path: Path) -> None:
     """The real app: /sessions opens the browser, f plays, escape comes back."""
-    from textual.widgets import Input
-
     from sparkcode.tui import SparkcodeApp, TuiSettings
     from sparkcode.tui.agent_port import AgentPort, SessionRequest
     from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine
+    from sparkcode.tui.widgets import PromptInput
 
     path = await _agent_like_session(paths)
     agent = ScriptedAgent([])
@@ -139,7 +138,7 @@ async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path:
     settings = TuiSettings(workspace=tmp_path, model="m", poll_s=0.1, idle_poll_s=0.1)
     app = SparkcodeApp(settings, ScriptedEngine(), factory)
     async with app.run_test(size=(110, 36)) as pilot:
-        prompt = app.main.query_one(Input)
+        prompt = app.main.query_one(PromptInput)
         prompt.value = "/sessions"
         await pilot.press("enter")
         for _ in range(100):

@@ -15,7 +15,7 @@ from engine.paths import Paths
 from engine.profiles import load_profile
 from sparkcode.agent.events import MetricsUpdate, UsageUpdate
 from sparkcode.tui.commands import CommandError, parse_command
-from sparkcode.tui.completion import PromptSuggester, WorkspaceFiles
+from sparkcode.tui.completion import WorkspaceFiles, suggest_completion
 from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine, pagemath_line
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.stats import LiveStats, StatsTracker, format_stats, short_count
@@ -32,21 +32,26 @@ def test_parse_command_validates_arguments() -> None:
             parse_command(bad)
 
 
-async def test_suggester_completes_commands_arguments_and_paths(tmp_path: Path) -> None:
+def test_completion_of_commands_arguments_and_paths(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "module.py").write_text("")
     (tmp_path / "pkg" / "mod.py").write_text("")
     (tmp_path / "node_modules").mkdir()
     (tmp_path / "node_modules" / "pkg.js").write_text("")
-    suggest = PromptSuggester(WorkspaceFiles(tmp_path)).get_suggestion
-    assert await suggest("/und") == "/undo"
-    assert await suggest("/effort h") == "/effort high"
-    assert await suggest("/approve au") == "/approve auto-edit"
-    assert await suggest("/effort high now") is None
-    assert await suggest("fix @pkg/mo") == "fix @pkg/mod.py"  # the shortest match
-    assert await suggest("fix @pkg/modu") == "fix @pkg/module.py"
-    assert await suggest("fix @node") is None  # tool caches are not offered
-    assert await suggest("no mention") is None
+    files = WorkspaceFiles(tmp_path)
+
+    def suggest(value: str) -> str | None:
+        return suggest_completion(value, files)
+
+    assert suggest("/und") == "/undo"
+    assert suggest("/effort h") == "/effort high"
+    assert suggest("/approve au") == "/approve auto-edit"
+    assert suggest("/effort high now") is None
+    assert suggest("fix @pkg/mo") == "fix @pkg/mod.py"  # the shortest match
+    assert suggest("fix @pkg/modu") == "fix @pkg/module.py"
+    assert suggest("fix @node") is None  # tool caches are not offered
+    assert suggest("no mention") is None
+    assert suggest("line one\nfix @pkg/modu") == "line one\nfix @pkg/module.py"
 
 
 def test_workspace_files_uses_git_and_respects_ignores(tmp_path: Path) -> None:

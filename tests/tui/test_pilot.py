@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Input, Log, Markdown
+from textual.widgets import Log, Markdown
 
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
@@ -26,6 +26,7 @@ from sparkcode.tui.widgets import (
     EnginePanel,
     ErrorMessage,
     Notice,
+    PromptInput,
     StatusBar,
     ThinkingBlock,
     ToolCard,
@@ -72,7 +73,7 @@ async def test_idle_screen_shows_welcome_and_empty_figures(app_factory: AppFacto
         bar = str(app.main.query_one("#status-figures").render())
         assert "decode – tok/s" in bar and "ctx –/–" in bar
         assert not app.main.engine_panel_shown
-        assert isinstance(app.focused, Input)
+        assert isinstance(app.focused, PromptInput)
 
 
 async def test_a_turn_streams_thinking_answer_and_live_figures(app_factory: AppFactory) -> None:
@@ -193,15 +194,15 @@ async def test_tab_completes_commands_and_workspace_paths(app_factory: AppFactor
     async with app.run_test(size=(100, 30)) as pilot:
         prompt = app.main.prompt
         await pilot.press(*"/eff")
-        await until(pilot, lambda: prompt._suggestion == "/effort")
+        await until(pilot, lambda: prompt.suggestion == "ort")
         await pilot.press("tab")
         assert prompt.value == "/effort"
         prompt.value = ""
         await pilot.press(*"look at @src/ma")
-        await until(pilot, lambda: prompt._suggestion == "look at @src/main.py")
+        await until(pilot, lambda: prompt.suggestion == "in.py")
         await pilot.press("tab")
         assert prompt.value == "look at @src/main.py"
-        assert isinstance(app.focused, Input)
+        assert isinstance(app.focused, PromptInput)
 
 
 async def test_approving_an_edit_then_undoing_it(app_factory: AppFactory) -> None:
@@ -210,7 +211,7 @@ async def test_approving_an_edit_then_undoing_it(app_factory: AppFactory) -> Non
         await type_line(pilot, "change the greeting")
         await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
         card = app.main.query_one(ApprovalCard)
-        assert app.focused is card
+        await until(pilot, lambda: app.focused is card)  # focused once mounted
         assert app.main.query_one(ToolCard).state == "waiting"
         await pilot.press("y")
         await until(pilot, lambda: not app.main.turn_running)
@@ -219,7 +220,7 @@ async def test_approving_an_edit_then_undoing_it(app_factory: AppFactory) -> Non
         tool = app.main.query_one(ToolCard)
         assert tool.state == "done"
         assert "+print('bye')" in str(tool.query_one(".tool-diff").render())
-        assert isinstance(app.focused, Input)
+        assert isinstance(app.focused, PromptInput)
         await type_line(pilot, "/undo")
         await until(pilot, lambda: any("restored src/main.py" in t for t in texts(app, Notice)))
         assert agent.edits_applied == []
@@ -246,13 +247,13 @@ async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing
         await type_line(pilot, "change it")
         await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
         card = app.main.query_one(ApprovalCard)
-        assert app.focused is card
+        await until(pilot, lambda: app.focused is card)  # focused once mounted
         # Letters of the answer keys inside the text (a, n, y) do not answer the card.
         await pilot.press(*"wait, not any yet")
         await pilot.pause(0.1)
         assert not agent.approvals[0].future.done()
         assert app.main.prompt.value == "wait, not any yet"
-        assert isinstance(app.focused, Input)
+        assert isinstance(app.focused, PromptInput)
         # Enter keeps the text and hands the focus back to the card, still unanswered.
         await pilot.press("enter")
         await until(pilot, lambda: app.focused is card)

@@ -8,14 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
 
 from engine.paths import Paths
+from sparkcode.agent import events as ev
 from sparkcode.agent.instructions import Instructions
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
@@ -23,13 +25,15 @@ from sparkcode.sessions import SessionStore
 from ..agent_port import AgentFactory
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
-from ..messages import EnginePanelToggled
+from ..messages import AttentionNeeded, EnginePanelToggled
+from ..queueing import Queueing
 from ..turn import Detector, TurnRenderer, default_detector_factory
 from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
 from ..widgets.conversation import Conversation
 from ..widgets.engine_panel import EnginePanel, EngineView
 from ..widgets.prompt import PromptInput
+from ..widgets.queue import MessageQueue, QueuedMessage
 from ..widgets.status_bar import StatusBar
 from ..widgets.todo_panel import TodoPanel
 from .command_surface import CommandSurface
@@ -54,6 +58,7 @@ class MainScreen(CommandSurface):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f2", "toggle_engine", "Engine"),
         Binding("escape", "stop_turn", "Stop turn"),
+        Binding("ctrl+s", "send_now", "Send now"),
         Binding("ctrl+t", "toggle_thinking", "Thinking"),
         Binding("ctrl+l", "clear", "Clear"),
     ]
@@ -72,6 +77,9 @@ class MainScreen(CommandSurface):
         self._detector_factory = detector_factory or default_detector_factory()
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
+        self._stopped = False
+        self.queueing = Queueing(self)
+        """What happens to messages typed while a turn runs."""
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -85,10 +93,15 @@ class MainScreen(CommandSurface):
                 yield Conversation(id="conversation")
                 yield TodoPanel(id="todos")
                 yield ApprovalStack(id="approvals")
+                yield MessageQueue(id="queue")
                 yield PromptInput(files, id="prompt")
             yield EnginePanel(id="engine-panel")
         yield StatusBar(id="status-bar")
         yield Footer()
+
+    @property
+    def queue(self) -> MessageQueue:
+        return self.query_one("#queue", MessageQueue)
 
     @property
     def engine_panel(self) -> EnginePanel:
@@ -107,6 +120,7 @@ class MainScreen(CommandSurface):
         self._renderer = TurnRenderer(
             self.conversation, self.query_one(StatusBar), self.approvals,
             self.stats, self._detector_factory, todos=self.query_one("#todos", TodoPanel),
+            attention=lambda text: self.post_message(AttentionNeeded(text)),
         )
         self.engine_panel.view = self.engine_view
         self.notice(WELCOME)
@@ -138,10 +152,14 @@ class MainScreen(CommandSurface):
 
     # -- input -----------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    def _submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        if not text:
+    @on(PromptInput.PasteNote)
+    def _paste_note(self, event: PromptInput.PasteNote) -> None:
+        (self.error if event.refused else self.notice)(event.text)
+
+    @on(PromptInput.Submitted, "#prompt")
+    def _submitted(self, event: PromptInput.Submitted) -> None:
+        text = event.text
+        if not text.strip():
             return
         card = self.approvals.pending()
         if card is not None and not text.startswith("/"):
@@ -150,13 +168,11 @@ class MainScreen(CommandSurface):
             self.error("answer the approval first (y approve, a always, n deny); your "
                        "message stays in the prompt")
             return
-        if self.turn_running and not text.startswith("/"):
-            self.error("a turn is still running; press escape to stop it first (your "
-                       "message stays in the prompt)")
-            return
-        self.prompt.remember(text)
+        self.prompt.remember(event.shown)
         self.prompt.value = ""
-        if text.startswith("/"):
+        if self.turn_running and not text.startswith("/"):
+            self.run_worker(self.queueing.add(text), group="notices")
+        elif text.startswith("/"):
             self.run_command(text)
         else:
             self.send(text)
@@ -183,6 +199,7 @@ class MainScreen(CommandSurface):
     def start_turn(self, text: str, *, shown: bool = False) -> None:
         """Run a turn now; ``shown`` when the prompt is already on screen."""
         self.turn_running = True
+        self._stopped = False
         self._turn_serial += 1
         self._run_turn(text, shown)
 
@@ -196,6 +213,8 @@ class MainScreen(CommandSurface):
             stream = agent.run_turn(text)
             try:
                 async for event in stream:
+                    if isinstance(event, ev.SteerDelivered):
+                        await self.queueing.steer_delivered(event.text)
                     await self.renderer.handle(event)
             finally:
                 aclose = getattr(stream, "aclose", None)
@@ -209,10 +228,29 @@ class MainScreen(CommandSurface):
             await conv.add_error(f"{type(exc).__name__}: {exc}")
         finally:
             self.approvals.drop_all()
+            self.queueing.take_back()
             self.turn_running = False
             self.stats.turn_finished()
             self.query_one(StatusBar).stats = self.stats.current
             self.prompt.files.invalidate()
+
+    # -- the queue: messages typed while a turn runs (..queueing) ------------------------
+
+    def action_send_now(self) -> None:
+        """Steer: what the prompt holds, and every queued message, go into the running
+        turn at its next step; with no turn running the first queued one is sent."""
+        self.run_worker(self.queueing.send_now(), group="notices")
+
+    @on(QueuedMessage.Acted)
+    async def _queued_acted(self, event: QueuedMessage.Acted) -> None:
+        await self.queueing.acted(event.item, event.action)
+
+    @on(Worker.StateChanged)
+    def _turn_ended(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "turn" and event.state in (
+                WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self.queueing.turn_ended(stopped=self._stopped
+                                     or event.state == WorkerState.CANCELLED)
 
     # -- approvals ---------------------------------------------------------------
 
@@ -220,11 +258,16 @@ class MainScreen(CommandSurface):
     def _decided(self) -> None:
         self.prompt.focus()  # the stack has answered the request and removed the card
 
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste while another widget has the focus (a card) goes to the prompt whole."""
+        self.prompt.focus()
+        self.prompt.post_message(events.Paste(event.text))
+
     @on(ApprovalCard.Typing)
     def _typed_on_card(self, event: ApprovalCard.Typing) -> None:
         """Text typed while a card had focus goes to the prompt, not to the card."""
         self.prompt.focus()
-        self.prompt.insert_text_at_cursor(event.character)
+        self.prompt.insert(event.character)
 
     @on(DegenerationWarning.StopRequested)
     def _stop_degenerate(self) -> None:
@@ -235,6 +278,8 @@ class MainScreen(CommandSurface):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop_turn":
             return self.turn_running
+        if action == "send_now":
+            return self.turn_running or bool(self._renderer and self.queue.items)
         return True
 
     def watch_turn_running(self, running: bool) -> None:
@@ -257,6 +302,7 @@ class MainScreen(CommandSurface):
         """
         if not self.turn_running:
             return
+        self._stopped = True
         if self.agent is not None:
             self.agent.cancel()
         serial = self._turn_serial
