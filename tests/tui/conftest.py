@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.paths import Paths
 from engine.supervisor import EngineStatus
+from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.tui import SparkcodeApp, TuiSettings
+from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine, TurnScript
+from tests.agent.scripted import ScriptedServer
 
 READY = EngineStatus(state="ready", pid=1234, port=8400, profile="cpu-demo",
                      model="smollm2-135m-instruct", healthy=True,
@@ -32,6 +36,20 @@ def make_app(workspace: Path, scripts: list[TurnScript] | None = None, *,
                            auto_start=auto_start, poll_s=0.1, idle_poll_s=0.1,
                            show_engine_panel=show_engine_panel)
     return SparkcodeApp(settings, engine, factory), agent, engine
+
+
+def live_app(workspace: Path, paths: Paths, server: ScriptedServer) -> SparkcodeApp:
+    """An app over the real agent (session builder, tools, loop) whose model is the
+    scripted OpenAI server: what a request body holds is what the user sent."""
+    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
+
+    async def factory(request: SessionRequest) -> AgentPort:
+        return LiveAgent(await build_session(target, SessionOptions(
+            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
+            permission_mode="full-auto"), paths))
+
+    return SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
+                        ScriptedEngine(current=READY), factory)
 
 
 @pytest.fixture

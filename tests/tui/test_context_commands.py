@@ -7,30 +7,17 @@ from pathlib import Path
 from textual.widgets import Markdown
 
 from engine.paths import Paths
-from sparkcode.builder import SessionOptions, build_session, resolve_target
-from sparkcode.tui import SparkcodeApp, TuiSettings
-from sparkcode.tui.agent_adapter import LiveAgent
-from sparkcode.tui.agent_port import AgentPort, SessionRequest
-from sparkcode.tui.scripted import ScriptedEngine
 from sparkcode.tui.widgets import ErrorMessage, Notice
 from tests.agent.scripted import Reply, ScriptedServer
 
-from .conftest import READY
+from .conftest import live_app
 from .test_pilot import texts, type_line, until
 
 
 async def test_context_shows_the_parts_and_compact_summarises(workspace: Path,
                                                               paths: Paths) -> None:
     server = ScriptedServer([Reply(content=["hello"]), Reply(content=["we said hello"])])
-    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
-
-    async def factory(request: SessionRequest) -> AgentPort:
-        return LiveAgent(await build_session(target, SessionOptions(
-            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="full-auto"), paths))
-
-    app = SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
-                       ScriptedEngine(current=READY), factory)
+    app = live_app(workspace, paths, server)
     async with app.run_test(size=(100, 40)) as pilot:
         await type_line(pilot, "/context")
         await until(pilot, lambda: any("no conversation yet" in t

@@ -9,16 +9,13 @@ import pytest
 from textual import events
 
 from engine.paths import Paths
-from sparkcode.builder import SessionOptions, build_session, resolve_target
-from sparkcode.tui import SparkcodeApp, TuiSettings
-from sparkcode.tui.agent_adapter import LiveAgent
-from sparkcode.tui.agent_port import AgentPort, SessionRequest
+from sparkcode.tui import SparkcodeApp
 from sparkcode.tui.paste import PasteRefused, clean_paste
-from sparkcode.tui.scripted import ScriptedEngine, answer_script
+from sparkcode.tui.scripted import answer_script
 from sparkcode.tui.widgets import ErrorMessage, Notice, UserMessage
 from tests.agent.scripted import Reply, ScriptedServer
 
-from .conftest import READY
+from .conftest import live_app
 from .test_pilot import AppFactory, texts, until
 
 TRACEBACK = "".join(
@@ -38,15 +35,7 @@ async def test_a_pasted_traceback_reaches_the_request_body_byte_for_byte(
         workspace: Path, paths: Paths) -> None:
     assert TRACEBACK.count("\n") == 50
     server = ScriptedServer([Reply(content=["it is the id"])])
-    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
-
-    async def factory(request: SessionRequest) -> AgentPort:
-        return LiveAgent(await build_session(target, SessionOptions(
-            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="full-auto"), paths))
-
-    app = SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
-                       ScriptedEngine(current=READY), factory)
+    app = live_app(workspace, paths, server)
     async with app.run_test(size=(100, 40)) as pilot:
         prompt = app.main.prompt
         await pilot.press(*"why does this fail?")

@@ -10,16 +10,13 @@ from pathlib import Path
 import pytest
 
 from engine.paths import Paths
-from sparkcode.builder import SessionOptions, build_session, resolve_target
-from sparkcode.tui import SparkcodeApp, TuiSettings
-from sparkcode.tui.agent_adapter import LiveAgent
-from sparkcode.tui.agent_port import AgentPort, SessionRequest
-from sparkcode.tui.scripted import ScriptedEngine, answer_script
+from sparkcode.tui import SparkcodeApp
+from sparkcode.tui.scripted import answer_script
 from sparkcode.tui.widgets import Notice, ToolCard, UserMessage
 from sparkcode.tui.widgets.queue import QueuedMessage
 from tests.agent.scripted import Reply, ScriptedServer
 
-from .conftest import READY
+from .conftest import live_app
 from .test_pilot import AppFactory, texts, type_line, until
 
 
@@ -82,15 +79,7 @@ async def test_a_steered_message_joins_the_turn_after_its_tool_results(
     call = json.dumps({"path": "README.md"})
     server = ScriptedServer([Reply(tool_calls=[("read_file", call)], gate=gate),
                              Reply(content=["It is a demo; hi."])])
-    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
-
-    async def factory(request: SessionRequest) -> AgentPort:
-        return LiveAgent(await build_session(target, SessionOptions(
-            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="full-auto"), paths))
-
-    app = SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
-                       ScriptedEngine(current=READY), factory)
+    app = live_app(workspace, paths, server)
     async with app.run_test(size=(100, 40)) as pilot:
         await type_line(pilot, "what is in the readme?")
         await until(pilot, lambda: len(server.requests) == 1)
