@@ -123,6 +123,8 @@ class RepetitionCheck:
         for d in range(1, p // 2 + 1):
             if p % d == 0 and unit == unit[:d] * (p // d):
                 return None  # a repeat of a shorter unit: that period decides
+        if p > self._cfg.max_spaced_unit and any(c.isspace() for c in unit):
+            return None  # a phrase: the word checks decide
         need = self._cfg.data_unit_repeats if _is_data_unit(unit) else self._cfg.subword_repeats
         if n < (need - 1) * p:
             return None

