@@ -43,6 +43,7 @@ from .agent.tools import default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
 from .replay import Rebuilt
+from .session_hooks import AskTrust, session_hooks
 from .sessions import SessionRecorder, event_recorder, start_recording
 
 
@@ -133,6 +134,10 @@ class SessionOptions:
     """What requests go out through, under the recorder (tests pass a scripted server)."""
     mcp: bool = True
     """Start the MCP servers of ``config.toml``."""
+    trust_project: bool | None = None
+    """Run the project's hooks: True trusts the project (remembered), False does not,
+    None asks ``ask_trust`` unless it was trusted before (:mod:`.session_hooks`)."""
+    ask_trust: AskTrust | None = None
 
 
 @dataclass
@@ -196,8 +201,13 @@ async def build_session(target: StartTarget, options: SessionOptions,
         # Listed once here: the tool list is part of the prompt prefix.
         hub = await McpHub.start(target.config.mcp_servers, paths.state_dir / "mcp")
         notes += hub.failures
+    hooks, hook_notes = await session_hooks(
+        target.workspace, target.config.hooks, paths, trust=options.trust_project,
+        ask=options.ask_trust, session_id=recorder.session_id if recorder else None,
+        transcript=recorder.path if recorder else None)
+    notes += hook_notes
     agent = Agent(
-        client, target.workspace, settings=settings,
+        client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
         tools=default_tools(hub.tools if hub else None, only=options.tools or (
             conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),

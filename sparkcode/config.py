@@ -30,6 +30,17 @@ Example::
     notify = "both"                # off | bell | desktop | both: when a turn ends or an
                                    # approval waits while the terminal is not focused
 
+    [[hooks.PostToolUse]]          # a command after each matching tool call
+    matcher = "edit_file|write_file|multi_edit"   # a regex on tool names
+    command = "ruff format --quiet ."             # the event's JSON on stdin
+    timeout_s = 60                                # (sparkcode.hook_specs)
+
+    [web_fetch]                    # the web_fetch tool (off unless enabled)
+    enabled = true
+    allow_private = false          # fetch loopback/private/link-local addresses too
+    max_bytes = 2000000            # bytes read from the response at most
+    timeout_s = 20
+
     [mcp.servers.files]            # an MCP server over stdio
     command = "uvx"
     args = ["mcp-server-filesystem", "."]
@@ -49,13 +60,15 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import REASONING_EFFORTS
+
+from .hook_specs import HookSpec, parse_hooks_table
 
 PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "full-auto",
@@ -106,6 +119,17 @@ class McpServerConfig:
 
 
 @dataclass(frozen=True)
+class WebFetchConfig:
+    """``[web_fetch]``: the tool is offered only when ``enabled``."""
+
+    enabled: bool = False
+    allow_private: bool = False
+    """Also fetch loopback, private, link-local and reserved addresses."""
+    max_bytes: int = 2_000_000
+    timeout_s: float = 20.0
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything ``config.toml`` can set; ``None`` means "use the profile's"."""
 
@@ -132,6 +156,9 @@ class Config:
     notify: NotifyMode = "both"
     """How the TUI calls the user back to an unfocused terminal: the bell, a desktop
     notification (OSC 9 and OSC 777), both, or nothing."""
+    hooks: tuple[HookSpec, ...] = ()
+    """The user's hooks (``[[hooks.EVENT]]``); the project's are read per workspace."""
+    web_fetch: WebFetchConfig = field(default_factory=lambda: WebFetchConfig())
     source: Path | None = None
 
 
@@ -139,7 +166,9 @@ _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "
                "bash_timeout_s", "profile", "temperature", "top_p", "seed",
                "degenerate_streams", "compact_threshold"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"},
-             "sandbox": {"network", "writable"}, "mcp": {"servers"}, "tui": {"notify"}}
+             "sandbox": {"network", "writable"}, "mcp": {"servers"}, "tui": {"notify"},
+             "web_fetch": {"enabled", "allow_private", "max_bytes", "timeout_s"},
+             "hooks": set()}
 _MCP_KEYS = {"command", "args", "env", "cwd", "url", "startup_timeout_s", "call_timeout_s"}
 _MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
@@ -170,7 +199,7 @@ def parse_config(text: str, source: Path) -> Config:
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: {section} must be a table")
         for key in table:
-            if key not in _SECTIONS[section]:
+            if section != "hooks" and key not in _SECTIONS[section]:
                 raise ConfigError(f"{source}: [{section}] unknown key {key!r} "
                                   f"(known: {', '.join(sorted(_SECTIONS[section]))})")
     agent: dict[str, Any] = doc.get("agent", {})
@@ -240,7 +269,9 @@ def parse_config(text: str, source: Path) -> Config:
     if notify not in NOTIFY_MODES:
         raise fail("tui", "notify", f"must be one of {', '.join(NOTIFY_MODES)}")
 
+    hooks = parse_hooks_table(doc.get("hooks", {}), f"{source}: [hooks]")
     return Config(
+        hooks=hooks, web_fetch=_web_fetch(doc.get("web_fetch", {}), source),
         permission_mode=cast("PermissionMode | None", mode), reasoning_effort=effort,
         thinking_token_budget=budget, max_turns=max_turns, bash_timeout_s=float(timeout),
         profile=profile, temperature=float(temperature) if temperature is not None else None,
@@ -297,6 +328,22 @@ def _mcp_servers(tables: Any, source: Path) -> tuple[McpServerConfig, ...]:
     return tuple(out)
 
 
+def _web_fetch(table: dict[str, Any], source: Path) -> WebFetchConfig:
+    where = f"{source}: [web_fetch]"
+    for key in ("enabled", "allow_private"):
+        if not isinstance(table.get(key, False), bool):
+            raise ConfigError(f"{where} {key}: must be true or false")
+    max_bytes = table.get("max_bytes", 2_000_000)
+    if not _is_int(max_bytes) or max_bytes < 1024:
+        raise ConfigError(f"{where} max_bytes: must be an integer of at least 1024")
+    timeout = table.get("timeout_s", 20.0)
+    if not _is_number(timeout) or timeout <= 0:
+        raise ConfigError(f"{where} timeout_s: must be a positive number of seconds")
+    return WebFetchConfig(enabled=table.get("enabled", False),
+                          allow_private=table.get("allow_private", False),
+                          max_bytes=max_bytes, timeout_s=float(timeout))
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -312,6 +359,7 @@ __all__ = [
     "McpServerConfig",
     "PermissionMode",
     "PermissionRule",
+    "WebFetchConfig",
     "load_config",
     "parse_config",
 ]

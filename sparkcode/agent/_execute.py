@@ -27,6 +27,7 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from .hooks import Hooks, blocked_reason
 from .loop_guard import Call, LoopGuard
 from .permissions import Permissions
 from .tools import Tool, ToolContext, ToolError, ToolOutput
@@ -56,8 +57,10 @@ class TurnCalls:
 
     def __init__(self, *, turn: int, permissions: Permissions, ctx: ToolContext,
                  undo_store: UndoStore | None, ask: Ask, record: Record,
-                 snapshot_taken: Callable[[str], None], cancelled: Callable[[], bool]) -> None:
+                 snapshot_taken: Callable[[str], None], cancelled: Callable[[], bool],
+                 hooks: Hooks | None = None) -> None:
         self.turn = turn
+        self.hooks = hooks
         self.permissions = permissions
         self.ctx = ctx
         self.undo_store = undo_store
@@ -97,7 +100,8 @@ class TurnCalls:
             async for event in execute_call(
                     call, permissions=self.permissions, ctx=self.ctx,
                     undo_store=self.undo_store, turn=self.turn,
-                    snapshot_done=self._snapshot_done, ask=self.ask, record=self.record):
+                    snapshot_done=self._snapshot_done, ask=self.ask, record=self.record,
+                    hooks=self.hooks):
                 if isinstance(event, SnapshotTaken):
                     self._snapshot_done = True
                     self.snapshot_taken(event.snapshot)
@@ -123,9 +127,11 @@ async def execute_call(
     snapshot_done: bool,
     ask: Ask,
     record: Record,
+    hooks: Hooks | None = None,
 ) -> AsyncIterator[Event]:
-    """Check permissions, ask if needed, snapshot before the turn's first change,
-    run the tool; every path ends with exactly one recorded result."""
+    """Run the PreToolUse hooks, check permissions, ask if needed, snapshot before
+    the turn's first change, run the tool, run the PostToolUse hooks; every path
+    ends with exactly one recorded result."""
     started = time.monotonic()
     if call.error is not None or call.tool is None:
         problem = call.error or "invalid call"
@@ -134,6 +140,19 @@ async def execute_call(
                                result=f"error: {problem}", error=problem)
         return
     tool = call.tool
+    if hooks:
+        # Before the approval, as Claude Code does: a blocked call is never asked about.
+        runs = await hooks.run("PreToolUse", {"tool_name": call.name, "tool_input": call.args},
+                               tool=call.name, call_id=call.call_id)
+        for ran in runs:
+            yield ran
+        reason = blocked_reason(runs)
+        if reason is not None:
+            msg = f"not run: a PreToolUse hook blocked it: {reason}"
+            record(call, msg)
+            yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg, error=msg,
+                                   duration_s=time.monotonic() - started)
+            return
     decision = permissions.decide(tool, call.args, ctx.workspace)
     diff: str | None = None
     if decision.verdict == "deny":
@@ -195,6 +214,16 @@ async def execute_call(
     text = output.text if output is not None else f"error: {error}"
     if output is not None:
         diff = output.diff
+        if hooks:
+            runs = await hooks.run("PostToolUse", {"tool_name": call.name,
+                                                   "tool_input": call.args,
+                                                   "tool_response": text},
+                                   tool=call.name, call_id=call.call_id)
+            for ran in runs:
+                yield ran
+            reason = blocked_reason(runs)
+            if reason is not None:
+                text += f"\n\n[a PostToolUse hook reported:]\n{reason}"
     record(call, text)
     yield ToolCallFinished(call_id=call.call_id, name=call.name, result=text, error=error,
                            diff=diff, duration_s=time.monotonic() - started)

@@ -13,13 +13,16 @@ Order within one turn::
       ( RequestStarted
         ReasoningDelta* ContentDelta* UsageUpdate* [DegenerationDetected]
         [BudgetExceeded] [Notice]
-        ( ToolCallStarted [SnapshotTaken] [ApprovalRequested ApprovalResolved]
-          ToolCallFinished [TodoUpdated] )*
+        ( ToolCallStarted HookRan* [SnapshotTaken] [ApprovalRequested ApprovalResolved]
+          HookRan* ToolCallFinished [TodoUpdated] )*
         MetricsUpdate? [SteerDelivered]* )+
     [ContextCompacted] [AgentError]
     TurnFinished
 
-``TodoUpdated`` follows a ``todo`` call that changed the list. The deltas and
+``HookRan`` also comes before the first request (``SessionStart``,
+``UserPromptSubmit``) and after the last reply (``Stop``); a call's hooks
+carry its ``call_id`` (``PreToolUse`` before the approval, ``PostToolUse``
+after the tool ran). ``TodoUpdated`` follows a ``todo`` call that changed the list. The deltas and
 usage updates of one request interleave as the stream delivers them.
 
 In small-model mode (one JSON step per reply) ``ContentDelta`` carries the
@@ -39,7 +42,8 @@ ApprovalKind = Literal["edit", "shell", "git", "loop", "other"]
 TodoStatus = Literal["pending", "in_progress", "done"]
 TODO_STATUSES: tuple[TodoStatus, ...] = ("pending", "in_progress", "done")
 FinishReason = Literal["stop", "max_turns", "loop", "denied", "error", "cancelled", "length",
-                       "degenerate"]
+                       "degenerate", "blocked"]
+"""``blocked``: a ``UserPromptSubmit`` hook refused the prompt (nothing was sent)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +167,32 @@ class ToolCallFinished(Event):
     error: str | None = None
     diff: str | None = None
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookRan(Event):
+    """A hook command ran (:mod:`sparkcode.agent.hooks`). ``exit_code`` is None when
+    it timed out (its process group was killed) or could not start; ``blocked``
+    (exit 2) means it stopped what the event was about, with ``stderr`` as the
+    reason given to the model; any other non-zero exit is an error shown to the
+    user only."""
+
+    hook_event: str
+    command: str
+    source: str
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    blocked: bool = False
+    timed_out: bool = False
+    duration_s: float = 0.0
+    call_id: str | None = None
+    tool: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """A non-blocking error: a crash, a timeout, an exit other than 0 and 2."""
+        return not self.blocked and self.exit_code != 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,6 +378,7 @@ __all__ = [
     "DegenerationDetected",
     "Event",
     "FinishReason",
+    "HookRan",
     "MetricsUpdate",
     "Notice",
     "ReasoningDelta",

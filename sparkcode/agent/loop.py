@@ -48,6 +48,7 @@ from .events import (
     BudgetExceeded,
     Event,
     FinishReason,
+    HookRan,
     Notice,
     RedoApplied,
     RequestStarted,
@@ -57,6 +58,7 @@ from .events import (
     TurnStarted,
     UndoApplied,
 )
+from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .metrics import MetricsPoller
 from .permissions import Permissions
 from .rewind import Rewind
@@ -85,6 +87,7 @@ class Agent:
         metrics: MetricsPoller | None = None,
         approver: Approver | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        hooks: Hooks | None = None,
     ) -> None:
         self.client = client
         self.workspace = workspace.resolve()
@@ -94,6 +97,9 @@ class Agent:
         self.undo_store = undo
         self.metrics = metrics
         self.approver = approver
+        self.hooks = hooks
+        """The session's hooks (:mod:`.hooks`); None or empty: none run."""
+        self._session_started = False
         self._structured: dict[str, Any] | None = None
         self._structured_first: dict[str, Any] | None = None
         if self.settings.structured_tools:
@@ -223,6 +229,26 @@ class Agent:
 
     async def _turn(self, user_text: str) -> AsyncIterator[Event]:
         self._cancel = False
+        runs: list[HookRan] = []
+        refused: str | None = None
+        context = ""
+        if self.hooks:
+            source = None
+            if not self._session_started:
+                source = "resume" if len(self.history) > 1 else "startup"
+            runs, refused, context = await before_prompt(self.hooks, user_text, source)
+        self._session_started = True
+        if refused is not None:
+            # Nothing of this turn enters the conversation: it is as if not sent.
+            yield TurnStarted(turn=self.turns + 1, user_text=user_text)
+            for ran in runs:
+                yield ran
+            yield Notice(message=f"the prompt was not sent: a UserPromptSubmit hook blocked "
+                         f"it: {refused}", code="prompt_blocked")
+            yield self._finished("blocked", "", 0, 0, 0)
+            return
+        if context:
+            user_text += f"\n\n{context}"
         self.turns += 1
         turn = self.turns
         self._drop_thinking()
@@ -234,6 +260,8 @@ class Agent:
         self.history.append({"role": "user",
                              "content": user_text + PLAN_NOTE if planning else user_text})
         yield TurnStarted(turn=turn, user_text=user_text)
+        for ran in runs:
+            yield ran
         if self.metrics is not None:
             await self.metrics.poll()  # baseline for this turn's deltas
         thinking_closed = False
@@ -241,8 +269,9 @@ class Agent:
         calls = TurnCalls(turn=turn, permissions=self.permissions, ctx=self._ctx,
                           undo_store=self.undo_store, ask=self._ask, record=self._tool_result,
                           snapshot_taken=self.rewind.snapshot_taken,
-                          cancelled=lambda: self._cancel)
+                          cancelled=lambda: self._cancel, hooks=self.hooks)
         self._loops = calls.guard.counts
+        stops = 0
         prompt_total = completion_total = 0
         content = ""
         for request in range(1, self.settings.max_turns + 1):
@@ -336,6 +365,19 @@ class Agent:
                                 len(self.history))
             if not checked:
                 reason: FinishReason = "length" if result.finish_reason == "length" else "stop"
+                if self.hooks and reason == "stop":
+                    ended = await self.hooks.run("Stop", {"stop_hook_active": stops > 0})
+                    for ran in ended:
+                        yield ran
+                    why = blocked_reason(ended)
+                    if why is not None and stops < STOP_CONTINUES:
+                        stops += 1  # bounded: a hook that always says "go on" cannot loop
+                        self.history.append({"role": "user", "content": "[A Stop hook says "
+                                             f"the task is not finished:]\n{why}"})
+                        continue
+                    if why is not None:
+                        yield Notice(message=f"the Stop hooks asked {stops} times to go on; "
+                                     "the turn ends here", code="stop_hook_limit")
                 if not content.strip():
                     yield Notice(message=empty_answer_note(result.stats.completion_tokens),
                                  code="empty_answer")

@@ -31,6 +31,7 @@ from sparkcode.agent import (
     ContentDelta,
     DegenerationDetected,
     Event,
+    HookRan,
     Notice,
     ReasoningDelta,
     TodoUpdated,
@@ -40,9 +41,11 @@ from sparkcode.agent import (
     UsageUpdate,
     event_to_json,
 )
+from sparkcode.agent.hooks import describe
 from sparkcode.agent.tools import TodoList
 from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.config import DEGENERATE_MODES, DegenerateMode
+from sparkcode.hook_specs import HookSpec
 from sparkcode.replay import Rebuilt
 from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
@@ -89,6 +92,8 @@ class RunOptions:
     """Repeat the task after each tool result; None = the profile's setting."""
     prompt_file: Path | None = None
     """Further prompts, one a line (``-``: standard input, read as lines arrive)."""
+    trust_project: bool = False
+    """Run the project's hooks (and remember the project as trusted)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -147,6 +152,10 @@ def run_cmd(
         "--prompt-file", help="Further prompts, one a line ('-': standard input, read as "
         "lines arrive); each is sent when the turn before ends with an answer, as the TUI "
         "sends a queued message.")] = None,
+    trust_project: Annotated[bool, typer.Option(
+        "--trust-project", help="Trust this project: run its hooks (.sparkcode/hooks.toml, "
+        ".claude/settings.json) and remember it; without it, untrusted project hooks are "
+        "asked about on a terminal and skipped otherwise.")] = False,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -170,6 +179,7 @@ def run_cmd(
         force_tool_schema=schema, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
         seed=parse_seed(seed), record=not no_record, resume=resume,
         continue_latest=continue_latest, degenerate=degenerate, prompt_file=prompt_file,
+        trust_project=trust_project,
     )
     code = asyncio.run(run_headless(options))
     if code:
@@ -208,6 +218,8 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         degenerate=options.degenerate, structured_tools=options.structured_tools,
         step_name_key=options.step_name_key, first_step_tool=options.first_step_tool,
         tools=options.tools, task_reminder=options.task_reminder,
+        trust_project=True if options.trust_project else None,
+        ask_trust=_ask_trust if sys.stdin.isatty() else None,
     ), paths)
     agent = session.agent
     if rebuilt is not None:
@@ -309,6 +321,15 @@ async def _refuse(request: ApprovalRequested) -> ApprovalDecision:
     )
 
 
+async def _ask_trust(workspace: Path, hooks: tuple[HookSpec, ...]) -> bool:
+    print(f"\n{workspace} declares hooks (commands run on agent events):", file=sys.stderr)
+    for hook in hooks:
+        print(f"  {hook.event} [{hook.matcher or '*'}] {hook.command}  ({hook.source})",
+              file=sys.stderr)
+    answer = await asyncio.to_thread(input, "trust this project and run them? [y/N]: ")
+    return answer.strip().lower() in ("y", "yes")
+
+
 async def _ask_terminal(request: ApprovalRequested, err: TextIO) -> ApprovalDecision:
     print(f"\n--- approve {request.tool}: {request.summary}", file=err)
     if request.detail:
@@ -361,6 +382,9 @@ class _Printer:
             what = "stopped the stream" if event.stopped else "warning only"
             self._note(f"degenerate {event.channel} after {event.chars} characters "
                        f"({event.pattern}: {event.detail}); {what}")
+        elif isinstance(event, HookRan):
+            self._newline()
+            self._note(describe(event))
         elif isinstance(event, TodoUpdated):
             self._note(TodoList(items=event.items).render())
         elif isinstance(event, AgentError):

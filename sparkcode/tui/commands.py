@@ -23,11 +23,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.paths import Paths
 from sparkcode.agent.agents_md import draft_agents_md
 from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import FILE_NAMES
 from sparkcode.agent.loop import ACT_PROMPT
 from sparkcode.config import PERMISSION_MODES
+from sparkcode.hook_specs import project_hooks
+from sparkcode.trust import TrustStore
 
 if TYPE_CHECKING:
     from .agent_port import AgentPort
@@ -303,3 +306,15 @@ async def _context(screen: MainScreen, arg: str) -> None:
         raise CommandError("no conversation yet: /context shows the parts once the agent "
                            "is connected (after the first prompt)")
     await screen.show_markdown(screen.agent.context_report())
+
+
+@command("trust", "/trust", "trust this project: its hooks (.sparkcode/hooks.toml, "
+         ".claude/settings.json) run in sessions started from now on")
+async def _trust(screen: MainScreen, arg: str) -> None:
+    hooks = project_hooks(screen.workspace)
+    TrustStore(Paths.from_env().state_dir).trust(screen.workspace)
+    listed = "\n".join(f"- `{h.event}` [{h.matcher or '*'}] `{h.command}` ({h.source})"
+                       for h in hooks) or "(it declares none yet)"
+    when = ("they run from the first prompt on" if screen.agent is None else
+            "this session keeps the hooks it started with; they run in the next one")
+    await screen.show_markdown(f"trusted {screen.workspace}; {when}. Its hooks:\n\n{listed}")

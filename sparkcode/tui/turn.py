@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from sparkcode.agent import events as ev
+from sparkcode.agent.hooks import describe
 from sparkcode.detect import DegenerationDetector
 
 from .stats import StatsTracker
@@ -21,6 +22,7 @@ _REASONS = {
     "denied": "the turn stopped after a denied tool call",
     "cancelled": "the turn was stopped",
     "length": "the answer hit the output token limit",
+    "blocked": "a UserPromptSubmit hook blocked the prompt; nothing was sent",
     "degenerate": "the stream degenerated (looping or garbled text), so it was stopped "
                   "(/degenerate warn only warns)",
 }
@@ -121,6 +123,12 @@ class TurnRenderer:
             case ev.ToolCallStarted(call_id=call_id, name=name):
                 args: dict[str, Any] | str = event.arguments or event.raw_arguments
                 await conv.add_tool_card(call_id, name, args)
+            case ev.HookRan():
+                card = conv.tool_card(event.call_id) if event.call_id else None
+                if card is not None:
+                    card.add_hook(describe(event), ok=not event.failed)
+                else:
+                    await conv.add_notice(describe(event))
             case ev.ApprovalRequested():
                 await self._ask(event)
             case ev.ApprovalResolved(call_id=call_id, approved=approved):

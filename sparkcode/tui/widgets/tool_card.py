@@ -89,12 +89,17 @@ class ToolCard(Vertical):
         self._diff.display = bool(diff)
         self._result = Static("", classes="tool-result")
         self._result.display = False
+        self._hooks = Static("", classes="tool-hooks")
+        self._hooks.display = False
+        self.hook_lines: list[str] = []
+        """What the call's hooks reported, one line each (``HookRan``)."""
 
     def compose(self) -> ComposeResult:
         yield self._header
         yield self._args
         yield self._diff
         yield self._result
+        yield self._hooks
 
     def on_mount(self) -> None:
         self._render_header()
@@ -108,6 +113,13 @@ class ToolCard(Vertical):
         self._result.update(Text(shorten_result(result)))
         self._result.display = bool(result.strip())
         self.state = "done" if ok else "failed"
+
+    def add_hook(self, line: str, *, ok: bool = True) -> None:
+        """Show one hook's outcome under the result (red when it failed)."""
+        self.hook_lines.append(line)
+        self._hooks.update(Text("\n".join(f"↳ {h}" for h in self.hook_lines),
+                                style="" if ok else "red"))
+        self._hooks.display = True
 
     def watch_state(self, old: ToolState, new: ToolState) -> None:
         self.remove_class(f"-{old}")

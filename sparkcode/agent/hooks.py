@@ -1,0 +1,190 @@
+"""Running hooks: a user's command on an agent event, Claude Code's contract.
+
+Each hook (:class:`~sparkcode.hook_specs.HookSpec`) is ``bash -c COMMAND`` in
+the workspace, in its own process group, with the event's JSON on stdin::
+
+    {"session_id": ..., "transcript_path": ..., "cwd": ..., "hook_event_name":
+     "PostToolUse", "tool_name": "edit_file", "tool_input": {...},
+     "tool_response": "..."}
+
+(``prompt`` for ``UserPromptSubmit``, ``stop_hook_active`` for ``Stop``,
+``source`` for ``SessionStart``). ``SPARKCODE_PROJECT_DIR`` and
+``CLAUDE_PROJECT_DIR`` name the workspace. The exit code decides:
+
+- 0: fine; stdout is shown to the user (and, for ``UserPromptSubmit`` and
+  ``SessionStart``, added to the prompt as context, as Claude Code does);
+- 2: block: ``PreToolUse`` the tool does not run and stderr is its result;
+  ``PostToolUse`` stderr is appended to the result; ``UserPromptSubmit`` the
+  prompt is not sent; ``Stop`` the model is told to go on, stderr its message;
+- anything else, a crash or a timeout: an error shown to the user; the turn
+  goes on as if the hook were not there.
+
+Hooks never run inside the shell sandbox: they are the user's own commands,
+like ``config.toml``'s MCP servers. A timeout (default 60 s) kills the whole
+process group, so a hook that started a server or ``sleep`` does not linger.
+Output kept per stream is capped at :data:`OUTPUT_CAP` characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..hook_specs import HookEvent, HookSpec
+from .events import HookRan
+
+OUTPUT_CAP = 10_000
+"""Characters of one hook's stdout or stderr kept (a formatter's diff fits)."""
+STOP_CONTINUES = 3
+"""Times a turn's Stop hooks may send the model back to work; then the turn ends,
+so a hook that always exits 2 cannot keep the engine busy forever."""
+
+
+@dataclass(frozen=True)
+class HookContext:
+    """What every hook of a session is told about it."""
+
+    workspace: Path
+    session_id: str
+    transcript_path: str = ""
+
+
+class Hooks:
+    """A session's hooks: the user's and, when trusted, the project's."""
+
+    def __init__(self, specs: Sequence[HookSpec], context: HookContext) -> None:
+        self.specs = tuple(specs)
+        self.context = context
+
+    def __bool__(self) -> bool:
+        return bool(self.specs)
+
+    def matching(self, event: HookEvent, tool: str | None = None) -> list[HookSpec]:
+        return [s for s in self.specs if s.event == event and s.matches(tool)]
+
+    async def run(self, event: HookEvent, fields: dict[str, Any], *, tool: str | None = None,
+                  call_id: str | None = None) -> list[HookRan]:
+        """Run the hooks matching ``event`` (and ``tool``) one after another, in the
+        order declared (a formatter before a linter), each with the payload."""
+        specs = self.matching(event, tool)
+        if not specs:
+            return []
+        payload = {"session_id": self.context.session_id,
+                   "transcript_path": self.context.transcript_path,
+                   "cwd": str(self.context.workspace), "hook_event_name": event, **fields}
+        data = json.dumps(payload, ensure_ascii=False, default=str).encode()
+        return [await run_hook(spec, data, self.context.workspace, call_id=call_id, tool=tool)
+                for spec in specs]
+
+
+async def run_hook(spec: HookSpec, stdin: bytes, workspace: Path, *,
+                   call_id: str | None = None, tool: str | None = None) -> HookRan:
+    """Run one hook to its end or its timeout; never raises for the hook's faults."""
+    started = time.monotonic()
+    env = {**os.environ, "SPARKCODE_PROJECT_DIR": str(workspace),
+           "CLAUDE_PROJECT_DIR": str(workspace)}
+
+    def ran(code: int | None, out: str, err: str, timed_out: bool = False) -> HookRan:
+        return HookRan(hook_event=spec.event, command=spec.command, source=spec.source,
+                       exit_code=code, stdout=out, stderr=err, blocked=code == 2,
+                       timed_out=timed_out, duration_s=time.monotonic() - started,
+                       call_id=call_id, tool=tool)
+
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", spec.command, cwd=workspace, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        return ran(None, "", f"the hook could not start: {exc}")
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), spec.timeout_s)
+    except TimeoutError:
+        _kill_group(proc.pid)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 5.0)
+        return ran(None, "", f"the hook timed out after {spec.timeout_s:g}s; its process "
+                   "group was killed", timed_out=True)
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+    _kill_group(proc.pid)  # whatever it left in the background goes with it
+    return ran(proc.returncode, _text(out), _text(err))
+
+
+def _text(data: bytes) -> str:
+    text = data.decode("utf-8", "replace").rstrip("\n")
+    if len(text) <= OUTPUT_CAP:
+        return text
+    return text[:OUTPUT_CAP] + f"\n[... {len(text) - OUTPUT_CAP} characters of hook output cut]"
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def blocked_reason(runs: Sequence[HookRan]) -> str | None:
+    """The model-facing reason of the first blocking hook (None: nothing blocked)."""
+    for r in runs:
+        if r.blocked:
+            return r.stderr.strip() or f"blocked by the {r.hook_event} hook `{r.command}`"
+    return None
+
+
+def added_context(runs: Sequence[HookRan]) -> str:
+    """What successful hooks printed, for the events whose stdout joins the prompt."""
+    return "\n".join(r.stdout.strip() for r in runs if r.exit_code == 0 and r.stdout.strip())
+
+
+def describe(run: HookRan) -> str:
+    """One short line for the user: what ran and how it ended."""
+    what = f"{run.hook_event} hook `{_short(run.command)}`"
+    if run.timed_out:
+        return f"{what} timed out after {run.duration_s:.0f}s and was killed"
+    if run.exit_code is None:
+        return f"{what} failed: {_short(run.stderr, 200)}"
+    if run.blocked:
+        return f"{what} blocked: {_short(run.stderr, 200) or '(no reason given)'}"
+    if run.exit_code != 0:
+        return f"{what} failed (exit {run.exit_code}): {_short(run.stderr, 200)}"
+    return f"{what} ok" + (f": {_short(run.stdout, 200)}" if run.stdout.strip() else "")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = [
+    "OUTPUT_CAP",
+    "STOP_CONTINUES",
+    "HookContext",
+    "Hooks",
+    "added_context",
+    "before_prompt",
+    "blocked_reason",
+    "describe",
+    "run_hook",
+]
+
+
+async def before_prompt(hooks: Hooks, prompt: str, session_source: str | None
+                        ) -> tuple[list[HookRan], str | None, str]:
+    """A turn's first hooks: ``SessionStart`` (first turn of the session object;
+    ``source`` is ``startup`` or ``resume``), then ``UserPromptSubmit``. Returns
+    the runs, why the prompt is refused (None: it goes), and the context their
+    stdout adds to the prompt."""
+    runs: list[HookRan] = []
+    if session_source is not None:
+        runs += await hooks.run("SessionStart", {"source": session_source})
+    submitted = await hooks.run("UserPromptSubmit", {"prompt": prompt})
+    return [*runs, *submitted], blocked_reason(submitted), added_context([*runs, *submitted])

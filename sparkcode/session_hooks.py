@@ -1,0 +1,61 @@
+"""A session's hooks: the user's from ``config.toml``, the project's once trusted.
+
+Kept apart from :mod:`sparkcode.builder` so the trust question has one home:
+the user's hooks always run; the project's (``.sparkcode/hooks.toml``,
+``.claude/settings.json``) run when the project is remembered as trusted
+(:class:`~sparkcode.trust.TrustStore`), when the start trusts it
+(``run --trust-project``), or when ``ask`` says yes (a terminal's question),
+and the answer is remembered. Otherwise they are skipped with a note saying
+how to trust the project.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from engine.paths import Paths
+
+from .agent.hooks import HookContext, Hooks
+from .hook_specs import HookConfigError, HookSpec, project_hooks
+from .trust import TrustStore
+
+AskTrust = Callable[[Path, tuple[HookSpec, ...]], Awaitable[bool]]
+"""Asks the user whether to trust the project's hooks (shown to them)."""
+
+
+async def session_hooks(workspace: Path, user: tuple[HookSpec, ...], paths: Paths, *,
+                        trust: bool | None, ask: AskTrust | None, session_id: str | None,
+                        transcript: Path | None) -> tuple[Hooks, list[str]]:
+    """The hooks of one session and the notes to show once at start."""
+    notes: list[str] = []
+    try:
+        project = project_hooks(workspace)
+    except HookConfigError as exc:  # the project's file is not ours to refuse a start over
+        project = ()
+        notes.append(f"the project's hooks were not loaded: {exc}")
+    specs = list(user)
+    if project:
+        store = TrustStore(paths.state_dir)
+        trusted = trust is True or (trust is None and store.is_trusted(workspace))
+        if not trusted and trust is None and ask is not None:
+            trusted = await ask(workspace, project)
+        if trusted:
+            if not store.is_trusted(workspace):
+                store.trust(workspace)
+            specs += project
+            notes.append(f"project hooks: {len(project)} from "
+                         f"{', '.join(sorted({s.source for s in project}))}")
+        else:
+            notes.append(
+                f"the project declares {len(project)} hook(s) in "
+                f"{', '.join(sorted({s.source for s in project}))}; they were not run because "
+                "the project is not trusted (the TUI's /trust, or `sparkcode run "
+                "--trust-project`, trusts it)")
+    context = HookContext(workspace=workspace, session_id=session_id or uuid.uuid4().hex,
+                          transcript_path=str(transcript) if transcript is not None else "")
+    return Hooks(specs, context), notes
+
+
+__all__ = ["AskTrust", "session_hooks"]
