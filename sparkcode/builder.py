@@ -39,6 +39,7 @@ from .agent import (
 from .agent.instructions import Instructions, load_instructions
 from .agent.mcp_tools import McpHub
 from .agent.sampling import new_session_seed
+from .agent.skills import load_skills, skill_tools
 from .agent.tools import default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
@@ -191,9 +192,11 @@ async def build_session(target: StartTarget, options: SessionOptions,
             inner=options.transport,
         )
     client = conn.client(transport or options.transport)
-    prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT)
+    # Skills are listed once, sorted: the list is part of the byte-stable prefix.
+    skills = load_skills(target.workspace, paths.config_dir / "skills")
+    prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT) + skills.prompt_section()
     permissions = Permissions(target.config, mode=options.permission_mode)
-    notes = list(target.instructions.notes)
+    notes = list(target.instructions.notes) + list(skills.notes)
     if permissions.notice:
         notes.append(permissions.notice)
     hub = None
@@ -209,7 +212,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
     agent = Agent(
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
-        tools=default_tools(hub.tools if hub else None, only=options.tools or (
+        tools=default_tools([*skill_tools(skills), *(hub.tools if hub else [])],
+                            only=options.tools or (
             conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
