@@ -43,6 +43,7 @@ from .agent.skills import load_skills, skill_tools
 from .agent.tools import default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
+from .custom_commands import CustomCommands, load_commands
 from .replay import Rebuilt
 from .session_hooks import AskTrust, session_hooks
 from .sessions import SessionRecorder, event_recorder, start_recording
@@ -66,6 +67,8 @@ class StartTarget:
     """The user named the profile (a running engine of another one is refused)."""
     instructions: Instructions = field(default_factory=Instructions)
     """AGENTS.md / CLAUDE.md, read once at start (:mod:`sparkcode.agent.instructions`)."""
+    commands: CustomCommands = field(default_factory=CustomCommands)
+    """The custom slash commands (:mod:`sparkcode.custom_commands`), read once at start."""
 
     @property
     def managed(self) -> bool:
@@ -85,13 +88,15 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
         raise UserError("--endpoint and --profile exclude each other; pass one")
     config = config if config is not None else load_config(paths)
     instructions = load_instructions(root)
+    commands = load_commands(root, paths.config_dir / "commands")
     if endpoint:
         return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
-                           api_key_env=api_key_env, instructions=instructions)
+                           api_key_env=api_key_env, instructions=instructions,
+                           commands=commands)
     name = profile or config.profile or default_profile_name(paths)
     return StartTarget(root, config, profile=load_profile(name, paths), model=model,
                        api_key_env=api_key_env, profile_named=profile is not None,
-                       instructions=instructions)
+                       instructions=instructions, commands=commands)
 
 
 @dataclass(frozen=True)
@@ -196,7 +201,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
     skills = load_skills(target.workspace, paths.config_dir / "skills")
     prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT) + skills.prompt_section()
     permissions = Permissions(target.config, mode=options.permission_mode)
-    notes = list(target.instructions.notes) + list(skills.notes)
+    notes = [*target.instructions.notes, *skills.notes, *target.commands.notes]
     if permissions.notice:
         notes.append(permissions.notice)
     hub = None

@@ -52,7 +52,7 @@ class Skill:
             text = self.path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ToolError(f"skill {self.name}: cannot read {self.path} ({exc})") from None
-        split = _split(text)
+        split = split_front_matter(text)
         return split[1] if split is not None else text
 
 
@@ -105,7 +105,7 @@ def _read(path: Path, workspace: Path) -> tuple[Skill | None, str | None]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"skill {shown} skipped: cannot read it ({exc})"
-    split = _split(text)
+    split = split_front_matter(text)
     if split is None:
         return None, (f"skill {shown} skipped: no front matter (start the file with '---', "
                       "then 'name:' and 'description:' lines, then '---')")
@@ -124,7 +124,7 @@ def _read(path: Path, workspace: Path) -> tuple[Skill | None, str | None]:
     return Skill(name.strip(), " ".join(description.split()), path), None
 
 
-def _split(text: str) -> tuple[str, str] | None:
+def split_front_matter(text: str) -> tuple[str, str] | None:
     """(front matter, body), or None when the file does not open with ``---``."""
     lines = text.lstrip("\ufeff").splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
@@ -189,4 +189,5 @@ __all__ = [
     "Skills",
     "load_skills",
     "skill_tools",
+    "split_front_matter",
 ]

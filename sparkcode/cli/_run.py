@@ -235,6 +235,8 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     prompt: str | None = options.prompt
     try:
         while prompt is not None:
+            # A custom command (`/review src/`) is sent as its file's prompt.
+            prompt = target.commands.expand_line(prompt) or prompt
             async for event in agent.run_turn(prompt):
                 printer.show(event)
                 if isinstance(event, ApprovalRequested) and agent.approver is None:

@@ -21,6 +21,7 @@ from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
 from .agent_port import AgentFactory, AgentPort, SessionRequest
+from .commands import COMMANDS
 from .engine_control import EngineControl
 from .messages import (
     AgentModelChanged,
@@ -256,6 +257,9 @@ class SparkcodeApp(App[None]):
         for effort in ("low", "high", "max"):
             yield SystemCommand(f"Reasoning effort: {effort}", f"/effort {effort}",
                                 lambda effort=effort: main.run_command(f"/effort {effort}"))
+        for custom in [c for c in COMMANDS.values() if c.custom]:
+            yield SystemCommand(f"/{custom.name}", custom.help,
+                                lambda name=custom.name: main.run_command(f"/{name}"))
         yield SystemCommand("Sessions", "Browse recorded sessions",
                             lambda: main.run_command("/sessions"))
         yield SystemCommand("Help", "Show the commands and key bindings",

@@ -29,6 +29,7 @@ from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import FILE_NAMES
 from sparkcode.agent.loop import ACT_PROMPT
 from sparkcode.config import PERMISSION_MODES
+from sparkcode.custom_commands import CustomCommand, CustomCommands
 from sparkcode.hook_specs import project_hooks
 from sparkcode.trust import TrustStore
 
@@ -57,6 +58,8 @@ class SlashCommand:
     """The argument must be a whole number."""
     idle_only: bool = False
     """Refused while a turn runs (it changes the conversation)."""
+    custom: bool = False
+    """A Markdown file's command (:mod:`sparkcode.custom_commands`): sends its prompt."""
 
 
 COMMANDS: dict[str, SlashCommand] = {}
@@ -74,6 +77,28 @@ def command(name: str, usage: str, help: str, *, choices: tuple[str, ...] = (),
         return handler
 
     return register
+
+
+CUSTOM_NOTES: list[str] = []
+"""Custom commands not registered (a built-in has the name), for ``/help``."""
+
+
+def register_custom(custom: CustomCommands) -> None:
+    """Make the workspace's custom commands slash commands (replacing earlier ones)."""
+    for name in [n for n, c in COMMANDS.items() if c.custom]:
+        del COMMANDS[name]
+    CUSTOM_NOTES.clear()
+    for cmd in custom.commands:
+        if cmd.name in COMMANDS:
+            CUSTOM_NOTES.append(f"custom command {cmd.path} skipped: /{cmd.name} is a "
+                                "built-in command")
+            continue
+
+        async def send(screen: MainScreen, arg: str, cmd: CustomCommand = cmd) -> None:
+            screen.send(cmd.expand(arg))
+
+        COMMANDS[cmd.name] = SlashCommand(cmd.name, cmd.usage, cmd.description, send,
+                                          custom=True)
 
 
 class CommandError(ValueError):
@@ -109,9 +134,11 @@ def parse_command(line: str) -> ParsedCommand:
 
 def help_markdown() -> str:
     """The /help text."""
-    rows = "\n".join(f"| `{c.usage}` | {c.help} |" for c in COMMANDS.values())
+    rows = "\n".join(f"| `{c.usage}` | {c.help}{' (custom)' if c.custom else ''} |"
+                     for c in COMMANDS.values())
+    skipped = "".join(f"\n\n{note}" for note in CUSTOM_NOTES)
     return (
-        "| command | what it does |\n|---|---|\n" + rows
+        "| command | what it does |\n|---|---|\n" + rows + skipped
         + "\n\n`@path` mentions a workspace file (Tab completes). Enter sends, Shift+Enter "
         "or Ctrl+J starts a new line, Ctrl+O unfolds pasted chips; Up/Down on the first/last "
         "line walk the prompt history. Text sent while a turn runs is queued; Ctrl+S sends "

@@ -14,6 +14,7 @@ from sparkcode.replay import Rebuilt
 from .agent_adapter import connect
 from .agent_port import AgentPort, SessionRequest
 from .app import SparkcodeApp, TuiSettings
+from .commands import register_custom
 from .engine_control import EngineControl, ExternalEndpoint, ManagedEngine
 
 
@@ -41,6 +42,7 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
                             endpoint=options.endpoint, model=options.model,
                             api_key_env=options.api_key_env)
     engine, settings = _engine_for(target, paths)
+    register_custom(target.commands)
 
     async def agent_factory(request: SessionRequest) -> AgentPort:
         here = target
