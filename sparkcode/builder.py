@@ -40,7 +40,7 @@ from .agent.instructions import Instructions, load_instructions
 from .agent.mcp_tools import McpHub
 from .agent.sampling import new_session_seed
 from .agent.skills import load_skills, skill_tools
-from .agent.tools import default_tools
+from .agent.tools import Tool, WebFetch, default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
 from .custom_commands import CustomCommands, load_commands
@@ -217,7 +217,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
     agent = Agent(
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
-        tools=default_tools([*skill_tools(skills), *(hub.tools if hub else [])],
+        tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
+                             *(hub.tools if hub else [])],
                             only=options.tools or (
             conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),
         undo=UndoStore(target.workspace, paths.data_dir),
@@ -270,6 +271,11 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         task_reminder=(options.task_reminder if options.task_reminder is not None
                        else prof.task_reminder),
     )
+
+
+def _web_tools(config: Config) -> list[Tool]:
+    """``web_fetch`` when ``config.toml`` enables it (off by default)."""
+    return [WebFetch(config.web_fetch)] if config.web_fetch.enabled else []
 
 
 def session_seed(setting: int | Literal["random", "off"]) -> int | None:

@@ -16,6 +16,7 @@ from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
 from ._shell import Bash
 from ._todo import Todo, TodoList
+from ._web import WebFetch
 
 
 class ToolRegistry:
@@ -76,6 +77,7 @@ __all__ = [
     "Todo",
     "TodoList",
     "ToolRegistry",
+    "WebFetch",
     "WriteFile",
     "cap_output",
     "check_read_only",

@@ -10,9 +10,10 @@ if TYPE_CHECKING:
     from ._sandbox import Sandbox
     from ._todo import TodoList
 
-ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state"]
+ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state", "web"]
 """``read`` never changes anything; ``state`` changes only the session's own
-state (the todo list); ``mcp`` is a server's tool; the others may need approval."""
+state (the todo list); ``mcp`` is a server's tool; ``web`` reaches the network
+(``web_fetch``); the others may need approval."""
 
 
 class ToolError(Exception):
