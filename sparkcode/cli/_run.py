@@ -4,8 +4,9 @@ Prints the answer as it streams (tool calls and notes on stderr), or one JSON
 object per event with ``--json``. Exit status: 0 when the agent finished its
 answer, 1 on an error (engine unreachable, HTTP failure...), 3 when it stopped
 early (max turns, a declined approval, a repeated-call loop, output cut by
-the length limit), 4 when the stream degenerated (looping or garbled text) and
-was stopped (``--degenerate warn`` only reports it).
+the length limit, a UserPromptSubmit hook refusing the prompt), 4 when the
+stream degenerated (looping or garbled text) and was stopped (``--degenerate
+warn`` only reports it).
 """
 
 from __future__ import annotations

@@ -174,3 +174,56 @@ def test_bench_agent_runs_a_task_through_the_profile_end_to_end(
     assert "structured_outputs" in first and first["seed"] is not None  # the profile's mode
     assert "| answer-value | answer | " in (out / "table.md").read_text()
     assert (out / "agent.png").stat().st_size > 1000
+
+
+def test_a_project_hook_blocks_a_call_made_by_the_real_engine(engine: RunningEngine,
+                                                             tmp_path: Path) -> None:
+    # Issue 23: a PreToolUse hook (exit 2) stops the call; its stderr is the tool result
+    # the model reads in the next request. SmolLM2 is forced to the call (guided decoding
+    # of the narrowed schema), so the test is about the hook, not the model's choice.
+    workspace = tmp_path / "ws"
+    (workspace / ".sparkcode").mkdir(parents=True)
+    (workspace / ".sparkcode" / "hooks.toml").write_text(
+        '[[PreToolUse]]\nmatcher = "Bash"\n'
+        'command = "echo \'touching files is not allowed here\' >&2; exit 2"\n')
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    schema = {"type": "object", "properties": {"command": {"type": "string",
+                                                           "enum": ["touch made.txt"]}},
+              "required": ["command"]}
+    out, err = io.StringIO(), io.StringIO()
+    code = asyncio.run(run_headless(RunOptions(
+        prompt="Create made.txt with touch.", workspace=workspace, as_json=True, auto=True,
+        endpoint=engine.base_url, temperature=0.0, seed=1, max_turns=2, max_tokens=48,
+        force_tool="bash", force_tool_schema=schema, trust_project=True), out=out, err=err))
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code != EXIT_ERROR, (err.getvalue(), events)
+    hooks = [e for e in events if e["type"] == "HookRan"]
+    assert hooks and hooks[0]["blocked"] and hooks[0]["hook_event"] == "PreToolUse", events
+    finished = [e for e in events if e["type"] == "ToolCallFinished"][0]
+    assert "touching files is not allowed here" in finished["result"]
+    assert not (workspace / "made.txt").exists()
+    from sparkcode.sessions import load_session
+
+    (recorded,) = Paths.from_env().sessions_dir.rglob("*.jsonl")
+    bodies = [e.body_json for e in load_session(recorded).exchanges
+              if e.body_json and "messages" in e.body_json]
+    assert len(bodies) == 2, "the blocked result did not go back to the engine"
+    tool_messages = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
+    assert "touching files is not allowed here" in tool_messages[0]["content"]
+
+
+def test_the_real_engine_loads_a_project_skill(engine: RunningEngine, tmp_path: Path) -> None:
+    # The skill list is in the system prompt; the forced call (its name held to the
+    # skill tool's enum by guided decoding) returns the SKILL.md body.
+    workspace = tmp_path / "ws"
+    folder = workspace / ".agents" / "skills" / "haiku"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: haiku\ndescription: Answer in a haiku.\n"
+                                     "---\nWrite three lines of 5, 7 and 5 syllables.\n")
+    code, events, err = run(engine, workspace, "Answer in a haiku: what is rain?",
+                            max_turns=2, max_tokens=48, force_tool="skill")
+    assert code != EXIT_ERROR, (err, events)
+    calls = [e for e in events if e["type"] == "ToolCallStarted"]
+    assert calls[0]["name"] == "skill" and calls[0]["arguments"] == {"name": "haiku"}, events
+    result = [e for e in events if e["type"] == "ToolCallFinished"][0]["result"]
+    assert "Write three lines of 5, 7 and 5 syllables." in result
