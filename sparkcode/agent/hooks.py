@@ -105,19 +105,46 @@ async def run_hook(spec: HookSpec, stdin: bytes, workspace: Path, *,
             stderr=asyncio.subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         return ran(None, "", f"the hook could not start: {exc}")
+    out, err = bytearray(), bytearray()
+
+    async def pump(stream: asyncio.StreamReader | None, into: bytearray) -> None:
+        while stream is not None and (chunk := await stream.read(65536)):
+            if len(into) < 4 * OUTPUT_CAP:  # bytes: room for multi-byte text
+                into += chunk
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(ConnectionError):  # a hook need not read its stdin
+            proc.stdin.write(stdin)
+            await proc.stdin.drain()
+            proc.stdin.close()
+
+    readers = [asyncio.ensure_future(pump(proc.stdout, out)),
+               asyncio.ensure_future(pump(proc.stderr, err)), asyncio.ensure_future(feed())]
+    timed_out = False
+    deadline = time.monotonic() + spec.timeout_s
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), spec.timeout_s)
-    except TimeoutError:
-        _kill_group(proc.pid)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 5.0)
-        return ran(None, "", f"the hook timed out after {spec.timeout_s:g}s; its process "
-                   "group was killed", timed_out=True)
+        # Polled: asyncio's ``wait()`` also waits for the pipes to close, which a
+        # background child holding them would delay to the timeout.
+        while proc.returncode is None and not timed_out:
+            await asyncio.sleep(0.02)
+            timed_out = time.monotonic() > deadline
+        if not timed_out:
+            # Give the output a moment to drain, then the group is killed (the
+            # hook's own exit code stands).
+            await asyncio.wait(readers, timeout=0.5)
     finally:
+        _kill_group(proc.pid)
+        await asyncio.wait(readers, timeout=2.0)
+        for task in readers:
+            task.cancel()
         if proc.returncode is None:
-            _kill_group(proc.pid)
-    _kill_group(proc.pid)  # whatever it left in the background goes with it
-    return ran(proc.returncode, _text(out), _text(err))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5.0)
+    if timed_out:
+        return ran(None, _text(bytes(out)), f"the hook timed out after {spec.timeout_s:g}s; "
+                   "its process group was killed", timed_out=True)
+    return ran(proc.returncode, _text(bytes(out)), _text(bytes(err)))
 
 
 def _text(data: bytes) -> str:

@@ -247,8 +247,7 @@ class Agent:
                          f"it: {refused}", code="prompt_blocked")
             yield self._finished("blocked", "", 0, 0, 0)
             return
-        if context:
-            user_text += f"\n\n{context}"
+        sent = f"{user_text}\n\n{context}" if context else user_text
         self.turns += 1
         turn = self.turns
         self._drop_thinking()
@@ -257,8 +256,7 @@ class Agent:
         # prompt prefix stays the same in both modes.
         planning = self.permissions.mode == "plan"
         self._task = user_text
-        self.history.append({"role": "user",
-                             "content": user_text + PLAN_NOTE if planning else user_text})
+        self.history.append({"role": "user", "content": sent + PLAN_NOTE if planning else sent})
         yield TurnStarted(turn=turn, user_text=user_text)
         for ran in runs:
             yield ran

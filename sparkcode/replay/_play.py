@@ -28,7 +28,7 @@ MAX_GAP_S = 3.0
 PLAYED_EVENTS: frozenset[str] = frozenset({
     "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
     "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
-    "MetricsUpdate", "TodoUpdated", "SteerDelivered",
+    "MetricsUpdate", "TodoUpdated", "SteerDelivered", "HookRan",
 })
 
 

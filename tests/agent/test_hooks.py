@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from engine.paths import Paths
-from sparkcode.agent import HookRan, Notice, ToolCallFinished, TurnFinished
+from sparkcode.agent import HookRan, Notice, ToolCallFinished, TurnFinished, TurnStarted
 from sparkcode.agent.hooks import STOP_CONTINUES, HookContext, Hooks, describe
 from sparkcode.config import parse_config
 from sparkcode.hook_specs import HookConfigError, HookSpec, parse_claude_hooks, project_hooks
@@ -153,7 +153,8 @@ async def test_session_start_output_joins_the_first_prompt_once(workspace: Path)
     agent.hooks = hooks(workspace, HookSpec(
         "SessionStart", f"{PY} -c \"import json,sys; print('branch main,', "
         "json.load(sys.stdin)['source'])\""))
-    await run(agent, "first")
+    events = await run(agent, "first")
+    assert of(events, TurnStarted)[0].user_text == "first"  # as typed; the context is sent
     await run(agent, "second")
     users = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "user"]
     assert users == ["first\n\nbranch main, startup", "second"]
@@ -241,3 +242,24 @@ async def test_a_malformed_project_hook_file_is_a_note_not_a_failed_start(
     got, notes = await session_hooks(workspace, (), paths, trust=True, ask=None,
                                      session_id=None, transcript=None)
     assert not got.specs and "malformed TOML" in notes[0]
+
+
+async def test_a_hook_that_exits_leaving_a_child_keeps_its_exit_code(workspace: Path) -> None:
+    # The child holds stdout open; the hook itself is done: exit 0, not a timeout.
+    spec = HookSpec("Stop", "sleep 60 & echo started; exit 0", timeout_s=5)
+    started = time.monotonic()
+    (ran,) = await hooks(workspace, spec).run("Stop", {"stop_hook_active": False})
+    assert time.monotonic() - started < 3
+    assert ran.exit_code == 0 and not ran.timed_out and ran.stdout == "started"
+
+
+async def test_the_event_json_reaches_the_hook_on_stdin(workspace: Path) -> None:
+    spec = HookSpec("PostToolUse", "cat", matcher="bash")
+    (ran,) = await hooks(workspace, spec).run(
+        "PostToolUse", {"tool_name": "bash", "tool_input": {"command": "ls"},
+                        "tool_response": "exit code 0"}, tool="bash", call_id="c9")
+    sent = json.loads(ran.stdout)
+    assert sent == {"session_id": "s1", "transcript_path": "", "cwd": str(workspace),
+                    "hook_event_name": "PostToolUse", "tool_name": "bash",
+                    "tool_input": {"command": "ls"}, "tool_response": "exit code 0"}
+    assert ran.call_id == "c9" and ran.tool == "bash"
