@@ -12,6 +12,7 @@ from sparkcode.agent.events import Event
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import DEGENERATE_MODES, PERMISSION_MODES
 from sparkcode.replay import Rebuilt
+from sparkcode.session_hooks import AskTrust
 
 
 class LiveAgent:
@@ -123,7 +124,8 @@ def undo_text(turn: int | None, removed: int, changed: Sequence[str], snapshot: 
     return f"undo: turn {turn} taken back ({removed} messages); {what}; /redo brings it back"
 
 
-async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = None) -> LiveAgent:
+async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = None,
+                  ask_trust: AskTrust | None = None) -> LiveAgent:
     """Build the agent for ``target`` with the session builder (model and context
     limit from /v1/models).
 
@@ -132,5 +134,6 @@ async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = No
     so ``/sessions`` can play it back later.
     """
     session = await build_session(
-        target, SessionOptions(origin="tui", start_engine=False, resume=resume), paths)
+        target, SessionOptions(origin="tui", start_engine=False, resume=resume,
+                               ask_trust=ask_trust), paths)
     return LiveAgent(session)

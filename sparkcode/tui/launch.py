@@ -16,6 +16,7 @@ from .agent_port import AgentPort, SessionRequest
 from .app import SparkcodeApp, TuiSettings
 from .commands import register_custom
 from .engine_control import EngineControl, ExternalEndpoint, ManagedEngine
+from .trusting import trust_asker
 
 
 @dataclass(frozen=True)
@@ -44,17 +45,22 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
     engine, settings = _engine_for(target, paths)
     register_custom(target.commands)
 
+    built: list[SparkcodeApp] = []
+    ask_trust = trust_asker(lambda: built[0] if built else None)
+
     async def agent_factory(request: SessionRequest) -> AgentPort:
         here = target
         if request.workspace is not None and request.workspace != target.workspace:
             # Resuming a session of another workspace (the user said yes).
             here = replace(target, workspace=request.workspace,
                            instructions=load_instructions(request.workspace))
-        return await connect(here, paths, resume=request.resume)
+        return await connect(here, paths, resume=request.resume, ask_trust=ask_trust)
 
     settings = replace(settings, sessions_dir=paths.sessions_dir,
                        instructions=target.instructions, notify=target.config.notify)
-    return SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
+    app = SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
+    built.append(app)
+    return app
 
 
 def _engine_for(target: StartTarget, paths: Paths) -> tuple[EngineControl, TuiSettings]:
