@@ -4,8 +4,8 @@ The recorded response bytes are served by an ``httpx.MockTransport`` at their
 recorded pace (divided by ``speed``), so the real :class:`ChatClient` parses
 them and the real TUI renderer draws them: what appears is what the user saw,
 rebuilt from the bytes, with no engine. Recorded agent events (tool calls,
-results, approvals, undo) are replayed between requests at their recorded
-times.
+results, approvals, undo, the degeneration detector's verdict) are replayed
+between requests at their recorded times: nothing re-watches the stream.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ MAX_GAP_S = 3.0
 PLAYED_EVENTS: frozenset[str] = frozenset({
     "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
     "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
-    "MetricsUpdate", "TodoUpdated", "SteerDelivered",
+    "MetricsUpdate", "TodoUpdated", "SteerDelivered", "DegenerationDetected",
 })
 
 
