@@ -5,7 +5,7 @@ quantize --fp4-candidates-gb``; ``quantization_config.fp4_pool.candidates``). Th
 into host memory (:class:`HostCopies`, pinned where there is a GPU). Every
 ``SPARKCODE_FP4_RESELECT_INTERVAL_S`` (default 10 s), at the start of a model step,
 :class:`LiveReselection` reads each layer's device counters (``expert_tokens``), feeds the new
-counts to that layer's ``engine.quant.hotpool.HotPoolSelector`` (decay and hysteresis, so noise
+counts to that layer's ``engine.codecs.hotpool.HotPoolSelector`` (decay and hysteresis, so noise
 does not churn), and applies its changes with ``ExpertPool.swap``: the chosen expert's FP4
 bytes are copied into the evicted expert's slot and the expert->slot table is updated in
 place. Slots and table keep their addresses, so captured CUDA graphs stay valid; an evicted
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from engine.quant.hotpool import HotPoolSelector, PoolChange
+from engine.codecs.hotpool import HotPoolSelector, PoolChange
 
 from ._expert_load import PROJ_NAMES
 from ._registry import FEATURE_MARK, MARKER

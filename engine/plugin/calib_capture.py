@@ -2,7 +2,7 @@
 
 ``sparkcode quantize --calib-from-engine`` serves a round's model eager with this feature on,
 sends a code corpus through the OpenAI server and gets back a calibration file in the
-converter's format (``engine.quant.calib``). Python hooks fire only in eager mode, so the
+converter's format (``engine.codecs.calib_file``). Python hooks fire only in eager mode, so the
 capture profile always sets ``enforce_eager``.
 
 After vLLM loads the model, forward pre-hooks go on every ``layers.{L}.mlp`` that owns
@@ -73,7 +73,7 @@ class EngineCapture:
 
     def __init__(self, directory: Path, max_tokens: int, moe_only: bool) -> None:
         # The capture writes the converter's file format, so it uses the converter's hooks.
-        from engine.quant.calib import ActivationCapture, is_moe_block
+        from engine.codecs.calib_file import ActivationCapture, is_moe_block
 
         self.directory = directory
         self.capture = ActivationCapture(max_tokens=max_tokens,
@@ -101,7 +101,7 @@ class EngineCapture:
             self.capture.enabled = True
 
     def finish(self) -> None:
-        from engine.quant.calib import save_calibration
+        from engine.codecs.calib_file import save_calibration
 
         self.capture.detach()
         if self._control is not None:

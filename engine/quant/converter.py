@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 import torch
 
-from engine.codecs import nvfp4, p12, w2
-from engine.quant import hotpool
+from engine.codecs import hotpool, nvfp4, p12, w2
 from engine.quant.calib import (
     DEFAULT_MIN_TOKENS,
     CalibrationError,

@@ -4,16 +4,30 @@ when the server says the context overflowed, or ``/compact [focus]``)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .context import ContextMeter, compact, estimate_tokens, last_user_index
+from .context import ContextMeter, Message, compact, estimate_tokens, last_user_index
 from .events import ContextCompacted, Event, Notice
+from .rewind import Rewind
+from .settings import AgentSettings
+from .tools import TodoList
 
-if TYPE_CHECKING:
-    from .loop import Agent
+
+class Compactable(Protocol):
+    """What compaction reads and replaces of the agent (``loop.Agent``), named here so
+    this module does not import the loop that calls it."""
+
+    settings: AgentSettings
+    history: list[Message]
+    context: ContextMeter
+    todos: TodoList
+    rewind: Rewind
+    turns: int
+
+    async def _summarise(self, messages: list[Message]) -> str: ...
 
 
-async def compact_when_needed(agent: Agent, *, force: bool = False, focus: str = "",
+async def compact_when_needed(agent: Compactable, *, force: bool = False, focus: str = "",
                               whole: bool = False) -> AsyncIterator[Event]:
     """Compact ``agent``'s history when it passes ``compact_threshold`` of the context
     (or ``force``); ``whole`` summarises the last turn too (between turns only).

@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ..detect import DegenerationDetector
 from .client import ChatClient, ChatError, ChatResult
 from .context import Message
 from .events import (
@@ -29,6 +28,7 @@ from .events import (
 )
 from .settings import AgentSettings
 from .step_text import StepText
+from .watch import StreamWatch
 
 
 def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
@@ -108,8 +108,7 @@ class Request:
         self.degenerate: DegenerationDetected | None = None
         self.steps = StepText() if structured else None
         """Small-model mode: what of each JSON step the user sees."""
-        self._detectors = {"content": DegenerationDetector(),
-                           "reasoning": DegenerationDetector()}
+        self._watch = StreamWatch(settings.degenerate)
 
     @property
     def stopped_degenerate(self) -> bool:
@@ -130,7 +129,6 @@ class Request:
         stream = self.client.stream_chat(self.history, tools=self.tools,
                                          tool_choice=self.choice, params=self.params)
         last_usage = 0.0
-        watch = s.degenerate != "off"
         try:
             async with stream:
                 for note in stream.notices:
@@ -152,9 +150,10 @@ class Request:
                     if delta.usage and time.monotonic() - last_usage >= s.usage_interval_s:
                         last_usage = time.monotonic()
                         yield usage_event(stream.stats, s.context_limit, final=False)
-                    if watch and self.degenerate is None:
-                        fired = self._watch(delta.content, delta.reasoning)
+                    if self._watch.watching:
+                        fired = self._watch.feed(delta.content, delta.reasoning)
                         if fired is not None:
+                            self.degenerate = fired
                             yield fired
                             if fired.stopped:
                                 break
@@ -168,17 +167,3 @@ class Request:
         if rest:
             yield ContentDelta(text=rest)
         yield usage_event(stream.stats, s.context_limit, final=True)
-
-    def _watch(self, content: str, reasoning: str) -> DegenerationDetected | None:
-        for channel, text in (("reasoning", reasoning), ("content", content)):
-            if not text:
-                continue
-            detector = self._detectors[channel]
-            verdict = detector.feed(text)
-            if verdict is not None and verdict.degenerate:
-                self.degenerate = DegenerationDetected(
-                    channel=channel, pattern=verdict.pattern,  # type: ignore[arg-type]
-                    detail=verdict.detail, chars=detector.chars_seen,
-                    stopped=self.settings.degenerate == "stop")
-                return self.degenerate
-        return None

@@ -1,7 +1,9 @@
-"""Reading one streamed chat completion: SSE events to deltas, usage and tool calls.
+"""Parsing one streamed chat completion: SSE bytes to deltas, usage and tool calls.
 
-A stream is read as raw bytes and split into SSE events here (faster than
-``aiter_lines``); all complete events of one network read are decoded by one
+:class:`StreamParser` reads any async iterator of body bytes (a live response
+from :class:`~.client.ChatClient`, or a recorded one from ``sparkcode.replay``)
+and imports nothing from the client. The bytes are split into SSE events here
+(faster than ``aiter_lines``); all complete events of one read are decoded by one
 msgspec call and merged into one :class:`~._chat_types.StreamDelta`. Tokens are
 counted from the server's ``usage`` (``stream_options.continuous_usage_stats``),
 never from the number of frames: speculative decoding sends several per frame.
@@ -12,10 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import httpx
 import msgspec
 
 from ._chat_types import (
@@ -25,14 +25,10 @@ from ._chat_types import (
     StreamDelta,
     StreamStats,
     ToolCall,
-    describe_error,
     error_text,
     json_or_text,
 )
 from ._wire import FRAME_DECODER, Frame
-
-if TYPE_CHECKING:
-    from .client import ChatClient
 
 
 @dataclass
@@ -49,52 +45,32 @@ class _Builder:
     """Token ids of frames whose delta was empty (text the server held back)."""
 
 
-class ChatStream:
-    """One streaming request: iterate for :class:`StreamDelta`, then :meth:`result`.
+class StreamParser:
+    """One streamed response: :meth:`parse` its body for :class:`StreamDelta`, then
+    :meth:`result`.
 
-    Use as ``async with client.stream_chat(...) as stream``; leaving the block
-    early (e.g. the thinking budget ran over) closes the connection, which makes
-    vLLM abort the request.
+    ``source`` names where the bytes come from in errors (the server's URL, a
+    recorded request); ``stats`` is filled as the stream is read.
     """
 
-    def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
-        self._client = client
-        self.body = body
-        self.notices: list[str] = []
-        """Fields dropped while opening this stream, as human-readable lines."""
-        self.stats = StreamStats()
+    def __init__(self, *, source: str, stats: StreamStats | None = None) -> None:
+        self.source = source
+        self.stats = stats if stats is not None else StreamStats()
         self._b = _Builder()
-        self._response: httpx.Response | None = None
-        self._cut = False
-        self._body: AsyncIterator[bytes] | None = None
-        self._peeked = b""
 
-    async def __aenter__(self) -> ChatStream:
-        self._response = await self._client._open(self)
-        return self
+    @property
+    def done(self) -> bool:
+        """The response is complete (``[DONE]``, or the body ended after a finish reason)."""
+        return self._b.done
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._response is not None:
-            if not self._b.done:
-                self._cut = True
-            await self._response.aclose()
-
-    def __aiter__(self) -> AsyncIterator[StreamDelta]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[StreamDelta]:
-        """Yield one :class:`StreamDelta` per network read that carried anything.
+    async def parse(self, reads: AsyncIterator[bytes]) -> AsyncIterator[StreamDelta]:
+        """Yield one :class:`StreamDelta` per read of ``reads`` that carried anything.
 
         All complete events of one read are decoded in one call and merged:
         consumers see text as soon as it arrives, without paying for one event
-        (or one decoder call) per frame.
+        (or one decoder call) per frame. A body that ends before a finish reason
+        raises :class:`EngineGone`; errors of ``reads`` itself pass through.
         """
-        response = self._response
-        if response is None:
-            raise RuntimeError("ChatStream used outside 'async with'")
         buf = b""
         b = self._b
         block = self._block
@@ -102,68 +78,33 @@ class ChatStream:
         # uses plain \n (servers do not mix); a \r at a read's end waits for the next.
         crlf: bool | None = None
         held_cr = False
-        try:
-            # A blank line after the body ends the last event even when the server left
-            # its blank line off, so one path parses every event.
-            async for chunk in _append(self._reads(), b"\n\n"):
-                if crlf is not False:
-                    if held_cr:
-                        chunk, held_cr = b"\r" + chunk, False
-                    if chunk.endswith(b"\r"):
-                        chunk, held_cr = chunk[:-1], True
-                    if crlf is None and b"\n" in chunk:
-                        crlf = b"\r" in chunk
-                    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                if buf:
-                    chunk = buf + chunk
-                cut = chunk.rfind(b"\n\n")
-                if cut < 0:
-                    buf = chunk
-                    continue
-                buf = chunk[cut + 2:]
-                delta = block(chunk, cut)
-                if delta is not None:
-                    yield delta
-                if b.done:
-                    return
-        except httpx.TransportError as exc:
-            raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
-                             f"{describe_error(exc)}") from None
+        # A blank line after the body ends the last event even when the server left
+        # its blank line off, so one path parses every event.
+        async for chunk in _append(reads, b"\n\n"):
+            if crlf is not False:
+                if held_cr:
+                    chunk, held_cr = b"\r" + chunk, False
+                if chunk.endswith(b"\r"):
+                    chunk, held_cr = chunk[:-1], True
+                if crlf is None and b"\n" in chunk:
+                    crlf = b"\r" in chunk
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if buf:
+                chunk = buf + chunk
+            cut = chunk.rfind(b"\n\n")
+            if cut < 0:
+                buf = chunk
+                continue
+            buf = chunk[cut + 2:]
+            delta = block(chunk, cut)
+            if delta is not None:
+                yield delta
+            if b.done:
+                return
         if b.finish_reason is None:
-            raise EngineGone(f"the stream from {self._client.base_url} ended before the "
+            raise EngineGone(f"the stream from {self.source} ended before the "
                              "response was complete (engine stopped or crashed?)")
         b.done = True  # finished without [DONE]: some servers do that
-
-    def _reads(self) -> AsyncIterator[bytes]:
-        """The body's reads, starting with what :meth:`peek` already read."""
-        if self._body is None:
-            assert self._response is not None
-            self._body = _body_reads(self._response)
-        return _prepend(self._peeked, self._body) if self._peeked else self._body
-
-    async def peek_error(self) -> str | None:
-        """Read up to the first complete event; its error message if it is an error
-        frame (vLLM reports a rejected request field that way once streaming)."""
-        assert self._response is not None
-        self._body = _body_reads(self._response)
-        data = b""
-        try:
-            async for chunk in self._body:
-                data += chunk
-                if b"\n\n" in data.replace(b"\r\n", b"\n"):
-                    break
-        except httpx.TransportError as exc:
-            raise EngineGone(f"connection to {self._client.base_url} lost mid-stream: "
-                             f"{describe_error(exc)}") from None
-        self._peeked = data
-        first = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
-        payload = _sse_data(first)
-        if payload is None or b'"error"' not in payload[:20]:
-            return None
-        decoded = json_or_text(payload.decode("utf-8", "replace"))
-        if isinstance(decoded, dict) and "error" in decoded:
-            return error_text(decoded)
-        return None
 
     def _block(self, data: bytes, end: int) -> StreamDelta | None:
         """The complete SSE events in ``data[:end]`` -> one merged delta.
@@ -363,8 +304,9 @@ class ChatStream:
     def reasoning(self) -> str:
         return "".join(self._b.reasoning)
 
-    def result(self) -> ChatResult:
-        """The message assembled so far (complete once iteration has ended)."""
+    def result(self, *, cut: bool = False) -> ChatResult:
+        """The message assembled so far (complete once parsing has ended); ``cut``: the
+        reader closed the stream early."""
         b = self._b
         calls = []
         for index in sorted(b.calls):
@@ -375,7 +317,7 @@ class ChatStream:
             calls.append(call)
         return ChatResult(
             content="".join(b.content), reasoning="".join(b.reasoning), tool_calls=calls,
-            finish_reason=b.finish_reason, stats=self.stats, cut=self._cut or not b.done,
+            finish_reason=b.finish_reason, stats=self.stats, cut=cut or not b.done,
             hidden_token_ids=list(b.hidden),
         )
 
@@ -384,17 +326,31 @@ _BLANKED = b"\n\n      "
 """What replaces each later ``\\n\\ndata: `` of a block: the same length, all whitespace."""
 
 
-def _body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
-    # Streams are requested uncompressed, so the raw bytes are the body
-    # (aiter_bytes would run an identity decoder over every read).
-    plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
-    return response.aiter_raw() if plain else response.aiter_bytes()
-
-
 async def _append(reads: AsyncIterator[bytes], last: bytes) -> AsyncIterator[bytes]:
     async for chunk in reads:
         yield chunk
     yield last
+
+
+async def peek_first_event(reads: AsyncIterator[bytes]
+                           ) -> tuple[str | None, AsyncIterator[bytes]]:
+    """Read ``reads`` up to the first complete event: its error message if it is an
+    error frame (vLLM reports a rejected request field that way once streaming),
+    and the same body again from its start for :meth:`StreamParser.parse`."""
+    data = b""
+    async for chunk in reads:
+        data += chunk
+        if b"\n\n" in data.replace(b"\r\n", b"\n"):
+            break
+    rest = _prepend(data, reads)
+    first = data.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0]
+    payload = _sse_data(first)
+    if payload is None or b'"error"' not in payload[:20]:
+        return None, rest
+    decoded = json_or_text(payload.decode("utf-8", "replace"))
+    if isinstance(decoded, dict) and "error" in decoded:
+        return error_text(decoded), rest
+    return None, rest
 
 
 async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -5,9 +5,10 @@ llama.cpp, hosted APIs) over httpx. Every request goes through the
 ``transport`` it was given, so the session recorder can wrap the transport and
 nothing bypasses recording.
 
-Reading a stream (SSE parsing, usage accounting, tool-call assembly) is
-:class:`~._stream.ChatStream`'s job; the result types live in :mod:`._chat_types`
-and are re-exported here.
+:class:`ChatStream` is one streaming request: the client opens it and hands the
+body's bytes to :class:`~._stream.StreamParser` (SSE parsing, usage accounting,
+tool-call assembly), which knows nothing of the client; the result types live
+in :mod:`._chat_types` and are re-exported here.
 
 Request fields a server rejects with HTTP 400 naming them (``thinking_token_budget``
 without a reasoning parser, ``reasoning_effort`` on non-reasoning models...) are
@@ -18,7 +19,8 @@ drop is reported once through :attr:`ChatStream.notices`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 import httpx
@@ -37,7 +39,7 @@ from ._chat_types import (
     error_text,
     json_or_text,
 )
-from ._stream import ChatStream
+from ._stream import StreamParser, peek_first_event
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
 
@@ -133,7 +135,9 @@ class ChatClient:
         body = self.build_body(messages, tools=tools, tool_choice=tool_choice, params=params)
         return ChatStream(self, body)
 
-    async def _open(self, stream: ChatStream) -> httpx.Response:
+    async def _open(self, stream: ChatStream) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+        """Send ``stream``'s request (retrying without rejected fields): the open
+        response and its body's reads, transport errors raised as :class:`EngineGone`."""
         url = f"{self.base_url}/chat/completions"
         for _attempt in range(len(DROPPABLE_FIELDS) + 2):
             stream.stats.started = time.monotonic()
@@ -144,13 +148,11 @@ class ChatClient:
             except httpx.TransportError as exc:
                 raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
             if response.status_code < 400:
-                stream._response = response
-                rejected = await stream.peek_error()
+                rejected, reads = await peek_first_event(self._reads(response))
                 if rejected is not None and self._drop_rejected(stream, rejected):
                     await response.aclose()
-                    stream._response = None
                     continue
-                return response
+                return response, reads
             text = (await response.aread()).decode("utf-8", "replace")
             await response.aclose()
             message = error_text(json_or_text(text))
@@ -159,6 +161,17 @@ class ChatClient:
             raise ChatError(f"HTTP {response.status_code} from {url}: {message}",
                             status=response.status_code)
         raise ChatError(f"the server kept rejecting the request: {url}")
+
+    async def _reads(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        # Streams are requested uncompressed, so the raw bytes are the body
+        # (aiter_bytes would run an identity decoder over every read).
+        plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
+        try:
+            async for chunk in response.aiter_raw() if plain else response.aiter_bytes():
+                yield chunk
+        except httpx.TransportError as exc:
+            raise EngineGone(f"connection to {self.base_url} lost mid-stream: "
+                             f"{describe_error(exc)}") from None
 
     def _drop_rejected(self, stream: ChatStream, message: str) -> bool:
         """Drop a rejected optional field from the body; True if worth retrying."""
@@ -244,6 +257,56 @@ class ChatClient:
         await self.aclose()
 
 
+class ChatStream:
+    """One streaming request: iterate for :class:`StreamDelta`, then :meth:`result`.
+
+    Use as ``async with client.stream_chat(...) as stream``; leaving the block
+    early (e.g. the thinking budget ran over) closes the connection, which makes
+    vLLM abort the request.
+    """
+
+    def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
+        self.client = client
+        self.body = body
+        self.notices: list[str] = []
+        """Fields dropped while opening this stream, as human-readable lines."""
+        self.stats = StreamStats()
+        self.parser = StreamParser(source=client.base_url, stats=self.stats)
+        self._response: httpx.Response | None = None
+        self._reads: AsyncIterator[bytes] | None = None
+        self._cut = False
+
+    async def __aenter__(self) -> ChatStream:
+        self._response, self._reads = await self.client._open(self)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._response is not None:
+            if not self.parser.done:
+                self._cut = True
+            await self._response.aclose()
+
+    def __aiter__(self) -> AsyncIterator[StreamDelta]:
+        if self._reads is None:
+            raise RuntimeError("ChatStream used outside 'async with'")
+        return self.parser.parse(self._reads)
+
+    @property
+    def content(self) -> str:
+        return self.parser.content
+
+    @property
+    def reasoning(self) -> str:
+        return self.parser.reasoning
+
+    def result(self) -> ChatResult:
+        """The message assembled so far (complete once iteration has ended)."""
+        return self.parser.result(cut=self._cut)
+
+
 __all__ = [
     "DROPPABLE_FIELDS",
     "ChatClient",
@@ -253,7 +316,10 @@ __all__ = [
     "EngineGone",
     "ModelCard",
     "StreamDelta",
+    "StreamParser",
     "StreamStats",
     "ToolCall",
     "ToolChoiceUnsupported",
+    "error_text",
+    "json_or_text",
 ]

@@ -12,7 +12,7 @@ from ._agent_tasks import KINDS
 from ._stats import spread
 
 if TYPE_CHECKING:
-    from ._report import Column
+    from ._report._columns import Column
 
 CELL = ("success/tries · tool calls (malformed) · degenerate stops · completion tokens per "
         "try, median · wall s per try, median")

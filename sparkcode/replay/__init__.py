@@ -14,7 +14,7 @@ from ._bundle import write_bundle
 from ._compare import Divergence, TurnComparison, compare_turn, first_divergence
 from ._detect import detector_verdict
 from ._minimize import FlagKind, MinimizeResult, apply_trims, minimize, tool_outputs
-from ._play import event_from_record, play_events, playback_transport
+from ._play import event_from_record, play_events, recorded_reads
 from ._report import details, results_json, table
 from ._rerun import (
     RerunResult,
@@ -58,9 +58,9 @@ __all__ = [
     "minimize",
     "model_turns",
     "play_events",
-    "playback_transport",
     "prepare_body",
     "profile_launcher",
+    "recorded_reads",
     "rerun",
     "seed_note",
     "results_json",

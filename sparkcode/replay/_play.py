@@ -1,24 +1,23 @@
-"""Play a recorded session back through the agent's own client.
+"""Play a recorded session back through the agent's own stream parser.
 
-The recorded response bytes are served by an ``httpx.MockTransport`` at their
-recorded pace (divided by ``speed``), so the real :class:`ChatClient` parses
-them and the real TUI renderer draws them: what appears is what the user saw,
-rebuilt from the bytes, with no engine. Recorded agent events (tool calls,
-results, approvals, undo) are replayed between requests at their recorded
-times.
+The recorded response bytes are read at their recorded pace (divided by
+``speed``, :func:`recorded_reads`) by the agent's :class:`StreamParser`, and the
+real TUI renderer draws what it yields: what appears is what the user saw,
+rebuilt from the bytes, with no engine and no client. Recorded agent events (tool calls,
+results, approvals, undo, the degeneration detector's verdict) are replayed
+between requests at their recorded times: nothing re-watches the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
 from sparkcode.agent import events as ev
-from sparkcode.agent.client import ChatClient, ChatError, ChatStream
+from sparkcode.agent.client import ChatError, EngineGone, StreamParser, error_text, json_or_text
 from sparkcode.agent.step_text import StepText
 from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
 
@@ -28,44 +27,31 @@ MAX_GAP_S = 3.0
 PLAYED_EVENTS: frozenset[str] = frozenset({
     "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
     "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
-    "MetricsUpdate", "TodoUpdated", "SteerDelivered", "HookRan",
+    "MetricsUpdate", "TodoUpdated", "SteerDelivered", "HookRan", "DegenerationDetected",
 })
 
 
-class _PacedStream(httpx.AsyncByteStream):
-    """Yields recorded chunks with their recorded spacing divided by ``speed``."""
-
-    def __init__(self, exchange: Exchange, speed: float) -> None:
-        self._exchange = exchange
-        self._speed = speed
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        previous = self._exchange.response_t_ns or self._exchange.t_ns
-        for chunk in self._exchange.chunks:
-            if self._speed > 0:
-                gap = max(0, chunk.t_ns - previous) / 1e9 / self._speed
-                if gap > 0:
-                    await asyncio.sleep(min(gap, MAX_GAP_S))
-            previous = chunk.t_ns
-            yield chunk.data
-
-
-def playback_transport(exchanges: list[Exchange], speed: float) -> httpx.MockTransport:
-    """Answers each request with the next recorded response, in recorded order."""
-    queue = list(exchanges)
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        if not queue:
-            return httpx.Response(599, json={"error": {"message": "no more recorded responses"}})
-        exchange = queue.pop(0)
-        if exchange.status is None:
-            raise httpx.ConnectError(exchange.error or "the recorded request got no response")
-        headers = [(k, v) for k, v in exchange.response_headers
-                   if k.lower() not in ("content-length", "transfer-encoding")]
-        return httpx.Response(exchange.status, headers=headers,
-                              stream=_PacedStream(exchange, speed))
-
-    return httpx.MockTransport(handler)
+async def recorded_reads(exchange: Exchange, speed: float, *,
+                         url: str = "recorded") -> AsyncIterator[bytes]:
+    """The recorded response body's reads, spaced as recorded divided by ``speed``
+    (0: at once; gaps over :data:`MAX_GAP_S` shortened to it). A recorded failure
+    raises what the client raised: no response is :class:`EngineGone`, an HTTP
+    error a :class:`ChatError` naming ``url`` and the server's message."""
+    if exchange.status is None:
+        raise EngineGone(f"cannot reach {url}: "
+                         f"{exchange.error or 'the recorded request got no response'}")
+    if exchange.status >= 400:
+        message = error_text(json_or_text(exchange.response_bytes.decode("utf-8", "replace")))
+        raise ChatError(f"HTTP {exchange.status} from {url}: {message}",
+                        status=exchange.status)
+    previous = exchange.response_t_ns or exchange.t_ns
+    for chunk in exchange.chunks:
+        if speed > 0:
+            gap = max(0, chunk.t_ns - previous) / 1e9 / speed
+            if gap > 0:
+                await asyncio.sleep(min(gap, MAX_GAP_S))
+        previous = chunk.t_ns
+        yield chunk.data
 
 
 def event_from_record(record: SessionEvent) -> ev.Event | None:
@@ -122,45 +108,37 @@ async def play_events(session: Session, *, speed: float = 1.0) -> AsyncIterator[
     """
     exchanges = [e for e in session.exchanges if is_model_call(e) and e.body_json is not None]
     recorded_turns = any(e.type == "TurnStarted" for e in session.events)
-    first_body = exchanges[0].body_json if exchanges else None
-    client = ChatClient(
-        base_url=str(session.engine.get("base_url") or "http://recorded.invalid/v1"),
-        model=str((first_body or {}).get("model", "recorded")),
-        transport=playback_transport(exchanges, speed),
-    )
+    base_url = str(session.engine.get("base_url") or "http://recorded.invalid/v1")
     timeline: list[Exchange | SessionEvent] = [*exchanges, *session.events]
     timeline.sort(key=lambda item: item.t_ns)
     clock = session.t0_ns
     turn = 0
     last_user: str | None = None
     requests_in_turn = 0
-    try:
-        for item in timeline:
-            await _pause(item.t_ns - clock, speed)
-            if isinstance(item, SessionEvent):
-                clock = item.t_ns
-                event = event_from_record(item)
-                if event is not None:
-                    if isinstance(event, ev.TurnStarted):
-                        requests_in_turn = 0
-                    yield event
-                continue
-            body = item.body_json or {}
-            user = _last_user_text(body)
-            if not recorded_turns and user is not None and user != last_user:
-                turn += 1
-                requests_in_turn = 0
-                yield ev.TurnStarted(turn=turn, user_text=user)
-            last_user = user
-            requests_in_turn += 1
-            async for event in _play_request(client, item, body, requests_in_turn):
+    for item in timeline:
+        await _pause(item.t_ns - clock, speed)
+        if isinstance(item, SessionEvent):
+            clock = item.t_ns
+            event = event_from_record(item)
+            if event is not None:
+                if isinstance(event, ev.TurnStarted):
+                    requests_in_turn = 0
                 yield event
-            clock = item.end_t_ns or (item.chunks[-1].t_ns if item.chunks else item.t_ns)
-            if not recorded_turns and _ends_turn(item):
-                yield ev.TurnFinished(reason="stop", content="", requests=requests_in_turn,
-                                      prompt_tokens=0, completion_tokens=0)
-    finally:
-        await client.aclose()
+            continue
+        body = item.body_json or {}
+        user = _last_user_text(body)
+        if not recorded_turns and user is not None and user != last_user:
+            turn += 1
+            requests_in_turn = 0
+            yield ev.TurnStarted(turn=turn, user_text=user)
+        last_user = user
+        requests_in_turn += 1
+        async for event in _play_request(base_url, item, body, requests_in_turn, speed):
+            yield event
+        clock = item.end_t_ns or (item.chunks[-1].t_ns if item.chunks else item.t_ns)
+        if not recorded_turns and _ends_turn(item):
+            yield ev.TurnFinished(reason="stop", content="", requests=requests_in_turn,
+                                  prompt_tokens=0, completion_tokens=0)
 
 
 def _ends_turn(exchange: Exchange) -> bool:
@@ -169,38 +147,39 @@ def _ends_turn(exchange: Exchange) -> bool:
     return exchange_output(exchange).finish_reason != "tool_calls"
 
 
-async def _play_request(client: ChatClient, exchange: Exchange, body: dict[str, Any],
-                        number: int) -> AsyncIterator[ev.Event]:
+async def _play_request(base_url: str, exchange: Exchange, body: dict[str, Any],
+                        number: int, speed: float) -> AsyncIterator[ev.Event]:
     budget = body.get("thinking_token_budget")
     yield ev.RequestStarted(
         request=number, reasoning_effort=body.get("reasoning_effort"),
         thinking_token_budget=budget if isinstance(budget, int) else None,
         messages=len(body.get("messages") or []),
     )
-    stream = ChatStream(client, body)
+    parser = StreamParser(source=base_url)
+    parser.stats.started = time.monotonic()
+    reads = recorded_reads(exchange, speed, url=f"{base_url}/chat/completions")
     # Small-model mode: the user saw each JSON step's answer, not the JSON.
     steps = StepText() if "structured_outputs" in body else None
     try:
-        async with stream:
-            async for delta in stream:
-                stats = stream.stats
-                if delta.reasoning:
-                    yield ev.ReasoningDelta(text=delta.reasoning,
-                                            tokens_so_far=stats.reasoning_tokens,
-                                            budget=budget if isinstance(budget, int) else None)
-                text = delta.content if steps is None or not delta.content else \
-                    steps.feed(delta.content)
-                if text:
-                    yield ev.ContentDelta(text=text)
-                if delta.usage:
-                    yield ev.UsageUpdate(
-                        prompt_tokens=stats.prompt_tokens,
-                        completion_tokens=stats.completion_tokens,
-                        reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
-                        decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
-                        context_used=stats.prompt_tokens + stats.completion_tokens,
-                        context_limit=None, cached_tokens=stats.cached_tokens,
-                    )
+        async for delta in parser.parse(reads):
+            stats = parser.stats
+            if delta.reasoning:
+                yield ev.ReasoningDelta(text=delta.reasoning,
+                                        tokens_so_far=stats.reasoning_tokens,
+                                        budget=budget if isinstance(budget, int) else None)
+            text = delta.content if steps is None or not delta.content else \
+                steps.feed(delta.content)
+            if text:
+                yield ev.ContentDelta(text=text)
+            if delta.usage:
+                yield ev.UsageUpdate(
+                    prompt_tokens=stats.prompt_tokens,
+                    completion_tokens=stats.completion_tokens,
+                    reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
+                    decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
+                    context_used=stats.prompt_tokens + stats.completion_tokens,
+                    context_limit=None, cached_tokens=stats.cached_tokens,
+                )
         rest = steps.finish() if steps is not None else ""
         if rest:
             yield ev.ContentDelta(text=rest)

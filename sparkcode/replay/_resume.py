@@ -4,7 +4,7 @@ Every request body holds the whole history the agent had when it sent it, as
 the agent's own dicts serialised, so the history at the last request is that
 body's ``messages`` exactly. What the last request did not carry is rebuilt
 the way the agent built it: its recorded response is read back through the
-agent's own :class:`~sparkcode.agent.client.ChatStream` (content and tool calls)
+agent's own :class:`~sparkcode.agent.client.StreamParser` (content and tool calls)
 and :func:`~sparkcode.agent._calls.check_call`, tool results come from the
 recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
 applied. The first request of the resumed session therefore repeats the
@@ -26,7 +26,7 @@ from typing import Any
 from engine.errors import UserError
 from sparkcode.agent._calls import check_call
 from sparkcode.agent._salvage import recover
-from sparkcode.agent.client import ChatClient, ChatError, ChatStream, ToolCall
+from sparkcode.agent.client import ChatError, StreamParser, ToolCall
 from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
@@ -34,7 +34,7 @@ from sparkcode.agent.rewind import TurnMark
 from sparkcode.agent.tools import default_tools
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
-from ._play import playback_transport, todo_items
+from ._play import recorded_reads, todo_items
 
 Message = dict[str, Any]
 MAX_PARENTS = 32
@@ -203,19 +203,13 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
 
 async def _read_back(exchange: Exchange) -> tuple[str, list[ToolCall], str]:
     """The recorded response read by the agent's own stream parser."""
-    body = exchange.body_json or {}
-    client = ChatClient("http://recorded.invalid/v1", str(body.get("model", "recorded")),
-                        transport=playback_transport([exchange], speed=0))
-    stream = ChatStream(client, body)
+    parser = StreamParser(source="the recording")
     try:
-        async with stream:
-            async for _ in stream:
-                pass
+        async for _ in parser.parse(recorded_reads(exchange, 0)):
+            pass
     except ChatError:
         pass  # a cut stream: what arrived is in the result
-    finally:
-        await client.aclose()
-    result = stream.result()
+    result = parser.result()
     return result.content, list(result.tool_calls), result.reasoning
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
+from sparkcode.agent.watch import StreamWatch
+from sparkcode.config import DegenerateMode
 
 TurnScript = Callable[["ScriptedAgent", str], AsyncIterator[ev.Event]]
 """Yields the events of one turn, given the agent and the prompt."""
@@ -30,9 +32,11 @@ def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
                   hold_after_thinking: asyncio.Event | None = None) -> TurnScript:
     """A turn that thinks, answers and reports usage, one token every ``delay_s``.
 
-    With ``hold`` the stream pauses before finishing (``hold_after_thinking``:
-    before answering) until the event is set, so a test can look at the screen
-    mid-stream.
+    The answer is watched as the agent watches it (:class:`StreamWatch` under the
+    agent's ``degenerate_mode``): a degenerate one is reported, and in ``stop``
+    mode the turn ends there with reason ``degenerate``. With ``hold`` the stream
+    pauses before finishing (``hold_after_thinking``: before answering) until the
+    event is set, so a test can look at the screen mid-stream.
     """
 
     async def run(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
@@ -50,9 +54,18 @@ def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
         reasoning = completion
         if hold_after_thinking is not None:
             await hold_after_thinking.wait()
+        watch = StreamWatch(cast(DegenerateMode, agent.degenerate_mode))
         for piece in chunks(answer, chunk):
             completion += 1
             yield ev.ContentDelta(text=piece)
+            fired = watch.feed(piece, "")
+            if fired is not None:
+                yield fired
+                if fired.stopped:
+                    yield ev.TurnFinished(reason="degenerate", content=answer, requests=1,
+                                          prompt_tokens=prompt_tokens,
+                                          completion_tokens=completion)
+                    return
             if completion % 8 == 0:
                 yield _usage(prompt_tokens, completion, reasoning, ttft_s, decode_tok_s)
             if delay_s:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from sparkcode.agent import events as ev
 from sparkcode.agent.hooks import describe
-from sparkcode.detect import DegenerationDetector
 
 from .stats import StatsTracker
 from .widgets.approval import ApprovalStack
@@ -32,23 +31,16 @@ _OUTPUT = (ev.ReasoningDelta, ev.ContentDelta, ev.ToolCallStarted, ev.AgentError
 """Events that end the wait for a request's first token."""
 
 
-class Detector(Protocol):
-    """The part of ``sparkcode.detect.DegenerationDetector`` the TUI uses."""
-
-    def feed(self, delta: str) -> Any: ...
-
-
-def default_detector_factory() -> Callable[[], Detector]:
-    """The degeneration detector every live turn is watched by."""
-    return DegenerationDetector
-
-
 class TurnRenderer:
-    """Turns one stream of :mod:`sparkcode.agent.events` into widget updates."""
+    """Turns one stream of :mod:`sparkcode.agent.events` into widget updates.
+
+    It watches nothing itself: a degenerate stream is the agent's verdict
+    (:class:`~sparkcode.agent.watch.StreamWatch`, governed by ``/degenerate``),
+    drawn when its :class:`~sparkcode.agent.events.DegenerationDetected` arrives.
+    """
 
     def __init__(self, conversation: Conversation, status_bar: StatusBar,
-                 approvals: ApprovalStack, stats: StatsTracker,
-                 detector_factory: Callable[[], Detector] | None, *,
+                 approvals: ApprovalStack, stats: StatsTracker, *,
                  todos: TodoPanel | None = None,
                  attention: Callable[[str], object] | None = None) -> None:
         self.conversation = conversation
@@ -58,25 +50,8 @@ class TurnRenderer:
         self.status_bar = status_bar
         self.approvals = approvals
         self.stats = stats
-        self.detector_factory = detector_factory
-        self._detector: Detector | None = None
-        self._warned = False
         self.last_content = ""
         """The final answer of the last finished turn."""
-
-    def _new_detector(self) -> None:
-        self._detector = self.detector_factory() if self.detector_factory else None
-        self._warned = False
-
-    async def _check(self, delta: str) -> None:
-        if self._detector is None or self._warned:
-            return
-        verdict = self._detector.feed(delta)
-        if verdict is not None and getattr(verdict, "degenerate", True):
-            self._warned = True
-            pattern = getattr(verdict, "pattern", "degenerate")
-            detail = getattr(verdict, "detail", str(verdict))
-            await self.conversation.mount(DegenerationWarning(pattern, detail))
 
     async def handle(self, event: ev.Event) -> None:
         """Apply one event; unknown event types are ignored."""
@@ -84,8 +59,6 @@ class TurnRenderer:
         if self.stats.current.waiting_since is not None and isinstance(event, _OUTPUT):
             self.status_bar.stats = self.stats.output_started()
         match event:
-            case ev.TurnStarted():
-                self._new_detector()
             case ev.RequestStarted():
                 self.status_bar.stats = self.stats.request_started()
             case ev.ReasoningDelta(text=text, tokens_so_far=tokens, budget=budget):
@@ -94,8 +67,6 @@ class TurnRenderer:
             case ev.ContentDelta(text=text):
                 answer = conv.current_answer or await conv.answer()
                 answer.append_text(text)
-                if self._detector is not None and not self._warned:
-                    await self._check(text)
             case ev.UsageUpdate():
                 self.status_bar.stats = self.stats.usage(event)
                 thinking = conv.current_thinking
@@ -113,8 +84,6 @@ class TurnRenderer:
                     "did not stop it: the stream was cut and the answer continues without "
                     "thinking")
             case ev.DegenerationDetected(pattern=pattern, detail=detail):
-                # The loop watched the stream itself: its verdict replaces ours.
-                self._warned = True
                 note = "stopped" if event.stopped else "still streaming"
                 await conv.mount(DegenerationWarning(
                     pattern, f"{detail} ({event.channel}, {note})", stopped=event.stopped))

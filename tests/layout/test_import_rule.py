@@ -1,8 +1,9 @@
-"""The import rule: ``sparkcode`` -> ``engine`` -> ``kernels``, never the reverse.
+"""The import rule: ``sparkcode`` -> ``engine`` -> ``kernels``, never the reverse;
+and no import circle inside ``sparkcode`` (but the ones :data:`KNOWN_CIRCLES` names).
 
-Read from the source (every ``import`` statement, also inside functions, and
-``importlib.import_module("...")`` with a literal name), so a lazy import
-cannot hide a backwards edge.
+Read from the source (every ``import`` statement, also inside functions and
+under ``if TYPE_CHECKING:``, and ``importlib.import_module("...")`` with a
+literal name), so a lazy import cannot hide a backwards edge or a circle.
 """
 
 from __future__ import annotations
@@ -72,3 +73,103 @@ def test_the_checker_sees_backward_imports(tmp_path: Path) -> None:
         "engine/sub/mod.py:1 imports sparkcode", "engine/sub/mod.py:3 imports sparkcode",
         "engine/sub/mod.py:5 imports sparkcode"]
     assert (6, "engine") in imported_packages(pkg / "mod.py", tmp_path)  # relative: its own
+
+
+# -- import circles inside sparkcode/ ------------------------------------------------
+
+KNOWN_CIRCLES: tuple[frozenset[str], ...] = (
+    # Issue 24 names it: the slash commands take the main screen, the screen parses
+    # commands, completion lists the commands, the prompt completes. Breaking it
+    # (handlers on a small protocol, not the screen) touches the TUI's core files.
+    frozenset({"sparkcode.tui.commands", "sparkcode.tui.completion",
+               "sparkcode.tui.queueing", "sparkcode.tui.screens.command_surface",
+               "sparkcode.tui.screens.main", "sparkcode.tui.widgets.prompt"}),
+)
+"""Circles left for later: a circle found must lie inside one of these (so one that
+grows, or a new one, fails); delete an entry once its circle is broken."""
+
+
+def _module(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of ``package`` -> the modules of ``package`` it imports, from every
+    import statement (inside functions and ``if TYPE_CHECKING:`` too); ``from P
+    import x`` names the module ``P.x`` when there is one, else ``P``."""
+    modules = {_module(p, root): p for p in (root / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    sub = f"{module}.{alias.name}"
+                    targets.add(sub if sub in modules else module)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    group.add(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(frozenset(group))
+    return found
+
+
+def test_no_import_circle_in_sparkcode() -> None:
+    new = [sorted(c) for c in circles(module_graph("sparkcode"))
+           if not any(c <= known for known in KNOWN_CIRCLES)]
+    assert new == []
+
+
+def test_the_circle_finder_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "sparkcode"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from .a import A\n")
+    (pkg / "sub" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from sparkcode.sub import c\n")
+    (pkg / "sub" / "c.py").write_text("from . import a\n")
+    (pkg / "d.py").write_text("import sparkcode.sub.a\n")
+    assert circles(module_graph("sparkcode", tmp_path)) == [
+        frozenset({"sparkcode.sub.a", "sparkcode.sub.b", "sparkcode.sub.c"})]

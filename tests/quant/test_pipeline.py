@@ -251,7 +251,7 @@ def test_inspect_rejects_unfinished_or_foreign_dirs(tmp_path: Path) -> None:
 
 
 def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
-    from engine.quant import hotpool
+    from engine.codecs import hotpool
     from engine.quant.checkpoint import CheckpointReader
     from tests.quant.glm_fixture import HIDDEN, MOE_INTER
 
@@ -268,7 +268,7 @@ def test_fp4_candidates_beyond_the_pool_are_written_and_recorded(
         tiny_glm: TinyGLM, tmp_path: Path) -> None:
     from safetensors import safe_open
 
-    from engine.quant import hotpool
+    from engine.codecs import hotpool
     from tests.quant.glm_fixture import HIDDEN, MOE_INTER
 
     dst = tmp_path / "out"

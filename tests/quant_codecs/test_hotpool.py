@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.codecs.nvfp4 import matrix_fp4_bytes
-from engine.quant.hotpool import (
+from engine.codecs.hotpool import (
     GLM53_EXPERT_FP4_BYTES,
     GiB,
     HotPoolSelector,
@@ -14,6 +13,7 @@ from engine.quant.hotpool import (
     expert_fp4_bytes,
     select_pool,
 )
+from engine.codecs.nvfp4 import matrix_fp4_bytes
 
 LAYERS, EXPERTS, SIZE = 4, 64, 100
 

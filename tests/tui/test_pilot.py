@@ -316,6 +316,8 @@ async def test_degenerate_answer_offers_to_stop(app_factory: AppFactory) -> None
     hold = asyncio.Event()
     app, agent, _ = app_factory([answer_script("the the " * 40, hold=hold)])
     async with app.run_test(size=(100, 30)) as pilot:
+        # Only a warned stream still runs to be stopped (``stop`` stops it at once).
+        await type_line(pilot, "/degenerate warn")
         await type_line(pilot, "talk")
         await until(pilot, lambda: bool(app.main.query(DegenerationWarning)))
         warning = app.main.query_one(DegenerationWarning)

@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.errors import UserError
 
-from ._base import Preview, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
+from ._base import Preview, TodoList, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
 from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff
@@ -15,7 +15,7 @@ from ._git import GitCommit, GitDiff, GitLog, GitStatus
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
 from ._shell import Bash
-from ._todo import Todo, TodoList
+from ._todo import Todo
 from ._web import WebFetch
 
 

@@ -1,14 +1,18 @@
-"""What a tool is: a JSON schema for the model plus an async ``run``."""
+"""What a tool is: a JSON schema for the model plus an async ``run``, and the
+context it runs with (the workspace, limits, the sandbox, the session's todo
+list, which lives here because the context holds it and the todo tool in
+``_todo.py`` only edits it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..events import TodoItem, TodoStatus
+
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
-    from ._todo import TodoList
 
 ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state", "web"]
 """``read`` never changes anything; ``state`` changes only the session's own
@@ -19,6 +23,46 @@ state (the todo list); ``mcp`` is a server's tool; ``web`` reaches the network
 class ToolError(Exception):
     """A tool refused or failed; the message goes back to the model as the result,
     so it must say what to do differently."""
+
+
+MAX_ITEMS = 50
+"""The most items a todo list holds."""
+_MARKS = {"pending": " ", "in_progress": ">", "done": "x"}
+
+
+@dataclass
+class TodoList:
+    """The session's todo items, in the order they were added."""
+
+    items: tuple[TodoItem, ...] = field(default=())
+
+    def add(self, texts: list[str]) -> None:
+        next_id = max((i.id for i in self.items), default=0) + 1
+        if len(self.items) + len(texts) > MAX_ITEMS:
+            raise ToolError(f"the list would have more than {MAX_ITEMS} items; finish or "
+                            "merge some first")
+        new = [TodoItem(id=next_id + n, text=t) for n, t in enumerate(texts)]
+        self.items = (*self.items, *new)
+
+    def update(self, item_id: int, status: TodoStatus | None, text: str | None) -> None:
+        ids = [i.id for i in self.items]
+        if item_id not in ids:
+            known = f"the items are {ids[0]}-{ids[-1]}" if ids else "the list is empty"
+            raise ToolError(f"there is no item {item_id}; {known}")
+        self.items = tuple(
+            replace(i, status=status or i.status, text=text or i.text) if i.id == item_id
+            else i for i in self.items)
+
+    def clear(self) -> None:
+        self.items = ()
+
+    def render(self) -> str:
+        if not self.items:
+            return "the todo list is empty"
+        done = sum(i.status == "done" for i in self.items)
+        lines = [f"todo list ({done} of {len(self.items)} done):"]
+        lines += [f"{i.id:>3}. [{_MARKS[i.status]}] {i.text}" for i in self.items]
+        return "\n".join(lines)
 
 
 @dataclass
@@ -32,7 +76,7 @@ class ToolContext:
     """Characters of tool output sent back to the model before capping."""
     sandbox: Sandbox | None = None
     """Where shell commands run; ``None`` = directly (approved or not sandboxing)."""
-    todos: TodoList = field(default_factory=lambda: _todo_list())
+    todos: TodoList = field(default_factory=lambda: TodoList())
     """The session's todo list (the todo tool's state)."""
 
 
@@ -106,9 +150,3 @@ def cap_output(text: str, limit: int) -> str:
     tail = text[-(limit // 3):]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[... output capped: {cut} characters omitted ...]\n{tail}"
-
-
-def _todo_list() -> TodoList:
-    from ._todo import TodoList
-
-    return TodoList()

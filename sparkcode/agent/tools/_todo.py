@@ -1,55 +1,16 @@
 """The todo tool: the model keeps a short list of steps the user watches live.
 
-The list belongs to the session (:class:`TodoList`, on the tool context), not
-to the workspace, so the tool runs in every mode, plan mode included, and
+The list belongs to the session (:class:`~._base.TodoList`, on the tool
+context), not to the workspace, so the tool runs in every mode, plan mode included, and
 switching from plan to act keeps it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from ..events import TODO_STATUSES, TodoItem, TodoStatus
+from ..events import TODO_STATUSES, TodoStatus
 from ._base import Tool, ToolContext, ToolError, ToolOutput
-
-MAX_ITEMS = 50
-_MARKS = {"pending": " ", "in_progress": ">", "done": "x"}
-
-
-@dataclass
-class TodoList:
-    """The session's todo items, in the order they were added."""
-
-    items: tuple[TodoItem, ...] = field(default=())
-
-    def add(self, texts: list[str]) -> None:
-        next_id = max((i.id for i in self.items), default=0) + 1
-        if len(self.items) + len(texts) > MAX_ITEMS:
-            raise ToolError(f"the list would have more than {MAX_ITEMS} items; finish or "
-                            "merge some first")
-        new = [TodoItem(id=next_id + n, text=t) for n, t in enumerate(texts)]
-        self.items = (*self.items, *new)
-
-    def update(self, item_id: int, status: TodoStatus | None, text: str | None) -> None:
-        ids = [i.id for i in self.items]
-        if item_id not in ids:
-            known = f"the items are {ids[0]}-{ids[-1]}" if ids else "the list is empty"
-            raise ToolError(f"there is no item {item_id}; {known}")
-        self.items = tuple(
-            replace(i, status=status or i.status, text=text or i.text) if i.id == item_id
-            else i for i in self.items)
-
-    def clear(self) -> None:
-        self.items = ()
-
-    def render(self) -> str:
-        if not self.items:
-            return "the todo list is empty"
-        done = sum(i.status == "done" for i in self.items)
-        lines = [f"todo list ({done} of {len(self.items)} done):"]
-        lines += [f"{i.id:>3}. [{_MARKS[i.status]}] {i.text}" for i in self.items]
-        return "\n".join(lines)
 
 
 class Todo(Tool):

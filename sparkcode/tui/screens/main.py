@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,7 +26,7 @@ from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
 from ..messages import AttentionNeeded, EnginePanelToggled
 from ..queueing import Queueing
-from ..turn import Detector, TurnRenderer, default_detector_factory
+from ..turn import TurnRenderer
 from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
 from ..widgets.conversation import Conversation
@@ -65,8 +64,7 @@ class MainScreen(CommandSurface):
 
     def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
                  *, show_engine_panel: bool = False, sessions: SessionStore | None = None,
-                 instructions: Instructions | None = None, resume: Rebuilt | None = None,
-                 detector_factory: Callable[[], Detector] | None = None) -> None:
+                 instructions: Instructions | None = None, resume: Rebuilt | None = None) -> None:
         super().__init__(workspace, agent_factory, engine_view,
                          sessions or SessionStore(Paths.from_env().sessions_dir), resume)
         self.instructions = instructions or Instructions()
@@ -74,7 +72,6 @@ class MainScreen(CommandSurface):
         self._show_panel = show_engine_panel
         self.pending_prompt: str | None = None
         """A prompt typed while the engine was booting; sent when it is ready."""
-        self._detector_factory = detector_factory or default_detector_factory()
         self._renderer: TurnRenderer | None = None
         self._turn_serial = 0
         self._stopped = False
@@ -119,7 +116,7 @@ class MainScreen(CommandSurface):
         self.query_one("#todos").display = False
         self._renderer = TurnRenderer(
             self.conversation, self.query_one(StatusBar), self.approvals,
-            self.stats, self._detector_factory, todos=self.query_one("#todos", TodoPanel),
+            self.stats, todos=self.query_one("#todos", TodoPanel),
             attention=lambda text: self.post_message(AttentionNeeded(text)),
         )
         self.engine_panel.view = self.engine_view

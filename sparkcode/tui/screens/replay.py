@@ -22,7 +22,7 @@ from sparkcode.sessions import Session, model_turns_count
 
 from ..stats import StatsTracker
 from ..styles import APP_CSS
-from ..turn import TurnRenderer, default_detector_factory
+from ..turn import TurnRenderer
 from ..widgets.approval import ApprovalStack
 from ..widgets.conversation import Conversation
 from ..widgets.status_bar import StatusBar
@@ -62,7 +62,7 @@ class ReplayScreen(Screen[None]):
         self.query_one("#todos").display = False
         self.renderer = TurnRenderer(
             self.query_one(Conversation), self.query_one(StatusBar),
-            self.query_one("#approvals", ApprovalStack), StatsTracker(), default_detector_factory(),
+            self.query_one("#approvals", ApprovalStack), StatsTracker(),
             todos=self.query_one("#todos", TodoPanel),
         )
         self._update_title()
