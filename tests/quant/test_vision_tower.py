@@ -120,3 +120,31 @@ def test_vllm_maps_model_visual_to_its_unquantized_tower() -> None:
     mapper = WeightsMapper(orig_to_new_prefix=prefixes)
     assert mapper.map_name("model.visual.blocks.0.attn.qkv.weight") == \
         "visual.blocks.0.attn.qkv.weight"
+
+
+def test_the_memory_table_counts_the_real_vision_tower() -> None:
+    """``bench/p12_memory.py`` (the docs' memory table and the Spark profile's budget) lists
+    exactly the tensors of transformers' ``Glm5NextVisionModel`` at GLM-5.3-Flash's sizes."""
+    import importlib.util
+
+    from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
+    from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "p12_memory.py"
+    spec = importlib.util.spec_from_file_location("p12_memory", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    listed = {name.removeprefix(VISUAL): shape for name, shape, _, _ in bench.vision_tensors()}
+    v = bench.VISION
+    config = Glm5NextVisionConfig(
+        depth=v["depth"], hidden_size=v["hidden"], num_heads=v["heads"],
+        intermediate_size=v["inter"], out_hidden_size=v["out"],
+        projection_intermediate_size=v["proj_inter"], patch_size=v["patch"],
+        temporal_patch_size=v["temporal"], spatial_merge_size=v["merge"])
+    with torch.device("meta"):
+        real = Glm5NextVisionModel(config)
+    assert listed == {n: tuple(t.shape) for n, t in real.state_dict().items()}
+    values = sum(t.numel() for t in real.state_dict().values())
+    assert values == 563_627_008  # 1.05 GiB as BF16: the figure in docs/quant-format.md
+    assert {d for _, _, d, _ in bench.vision_tensors()} == {"bf16"}
