@@ -4,12 +4,14 @@ parts, refused by name, and counted by pixels (not base64) in the context figure
 from __future__ import annotations
 
 import base64
+import io
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.errors import ProfileError
+from engine.errors import ProfileError, UserError
 from engine.paths import Paths
 from engine.profiles._schema import parse_profile
 from sparkcode.agent.context import compact, estimate_tokens
@@ -23,7 +25,9 @@ from sparkcode.agent.images import (
     user_content,
 )
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
+from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
 from sparkcode.config import ConfigError, parse_config
+from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
 from tests.support.images import image_bytes, write_image
 
@@ -154,3 +158,25 @@ def test_the_size_cap_is_a_setting(tmp_path: Path) -> None:
     assert parse_config("[agent]\nimage_max_mib = 2\n", tmp_path / "c").image_max_mib == 2.0
     with pytest.raises(ConfigError, match="image_max_mib"):
         parse_config("[agent]\nimage_max_mib = 0\n", tmp_path / "c")
+
+
+async def test_run_attaches_images_and_refuses_a_bad_one_before_sending(
+        workspace: Path) -> None:
+    data = write_image(workspace / "shot.webp", "WEBP", (20, 10))
+    (workspace / "notes.png").write_text("text")
+    with serve([Reply(content=["a red bar"])]) as server:
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_headless(RunOptions(
+            prompt="describe it", workspace=workspace, as_json=True, endpoint=url(server),
+            vision=True, images=(workspace / "shot.webp",)), out=out, err=err)
+        assert code == EXIT_OK, err.getvalue()
+        with pytest.raises(UserError, match="notes.png: it is not a PNG, JPEG or WebP"):
+            await run_headless(RunOptions(
+                prompt="again", workspace=workspace, endpoint=url(server), vision=True,
+                images=(workspace / "notes.png",)), out=io.StringIO(), err=io.StringIO())
+    assert len(server.requests) == 1
+    parts = server.requests[0]["messages"][-1]["content"]
+    assert parts[1]["image_url"]["url"] == (
+        "data:image/webp;base64," + base64.b64encode(data).decode())
+    started = json.loads(out.getvalue().splitlines()[0])
+    assert started["images"] == [f"{workspace / 'shot.webp'} (WebP, 20x10, {len(data)} B)"]
