@@ -64,6 +64,9 @@ class StartTarget:
     """The user named the profile (a running engine of another one is refused)."""
     instructions: Instructions = field(default_factory=Instructions)
     """AGENTS.md / CLAUDE.md, read once at start (:mod:`sparkcode.agent.instructions`)."""
+    vision: bool = False
+    """The model takes images: the profile's ``vision``, or ``--vision`` with
+    ``--endpoint`` (a server sparkcode cannot ask)."""
 
     @property
     def managed(self) -> bool:
@@ -73,7 +76,7 @@ class StartTarget:
 
 def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
                    endpoint: str | None = None, model: str | None = None,
-                   api_key_env: str | None = None,
+                   api_key_env: str | None = None, vision: bool = False,
                    config: Config | None = None) -> StartTarget:
     """Check the workspace, read ``config.toml`` and load the profile (once)."""
     root = workspace.expanduser().resolve()
@@ -81,15 +84,19 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
         raise UserError(f"workspace {root} is not a directory")
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
+    if vision and not endpoint:
+        raise UserError("--vision is for --endpoint; a profile says it in its [model] table "
+                        "(vision = true)")
     config = config if config is not None else load_config(paths)
     instructions = load_instructions(root)
     if endpoint:
         return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
-                           api_key_env=api_key_env, instructions=instructions)
+                           api_key_env=api_key_env, instructions=instructions, vision=vision)
     name = profile or config.profile or default_profile_name(paths)
-    return StartTarget(root, config, profile=load_profile(name, paths), model=model,
+    spec = load_profile(name, paths)
+    return StartTarget(root, config, profile=spec, model=model,
                        api_key_env=api_key_env, profile_named=profile is not None,
-                       instructions=instructions)
+                       instructions=instructions, vision=spec.vision)
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         start_engine=options.start_engine, progress=options.progress,
         profile_named=target.profile_named, transport=options.transport,
     )
-    settings = _settings(target.config, conn, options)
+    settings = replace(_settings(target.config, conn, options), vision=target.vision)
     resume = options.resume
     extra: dict[str, Any] = {"sampling": {"seed": settings.seed,
                                           "temperature": settings.temperature,
@@ -243,6 +250,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
         compact_threshold=config.compact_threshold,
+        image_max_bytes=int(config.image_max_mib * 1024 * 1024),
         degenerate=options.degenerate or config.degenerate_streams,
         structured_tools=structured,
         step_name_key=options.step_name_key or prof.step_name_key,

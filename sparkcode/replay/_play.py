@@ -19,6 +19,7 @@ import httpx
 
 from sparkcode.agent import events as ev
 from sparkcode.agent.client import ChatClient, ChatError, ChatStream
+from sparkcode.agent.images import content_text
 from sparkcode.agent.step_text import StepText
 from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
 
@@ -106,7 +107,7 @@ def _last_user_text(body: dict[str, Any]) -> str | None:
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
-            return content if isinstance(content, str) else str(content)
+            return content_text(content)  # images as [image: PNG WxH], not base64
     return None
 
 
