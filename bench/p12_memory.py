@@ -1,9 +1,9 @@
 """Serving memory of GLM-5.3-Flash's weights with P12 kept packed, from the real tensor list.
 
 The tensor list is the model's own (``/work/shared/notes/glm53-flash.md`` §1-§2: names, shapes
-and dtypes of the text stack that vLLM serves; the MTP layer 45 and the vision tower are not
-loaded for text serving with a DFlash2 drafter and are left out). Each tensor is costed as the
-engine holds it:
+and dtypes of the text stack that vLLM serves, plus the vision tower; the MTP layer 45 is not
+loaded when a DFlash2 drafter speculates and is left out). Each tensor is costed as the engine
+holds it:
 
 * routed experts: W2, ``out*in/4 + out*in/32`` bytes per matrix; plus the 2 GiB FP4 pool;
 * FP8 weights: one byte per value plus float32 ``scale_inv`` per 128x128 block;
@@ -16,6 +16,12 @@ engine holds it:
   f_b, g_b and o_proj), the lm_head, and ``embed_tokens`` (adopted at load). MLA and its
   indexer are built with ``quant_config=None`` and the routers, norms, convolutions and mHC
   mixers are not linears taking one, so they stay decoded.
+
+The vision tower (``model.visual.*``, 563.6 M values from ``VISION``: transformers'
+``Glm5NextVisionConfig`` defaults with ``out_hidden_size`` = the text hidden size 4096 that its
+merger must produce) is served too: the profile passes no ``--language-model-only``. vLLM builds
+it with ``quant_config=None``, so ``p12_packed`` never sees it and it is held decoded, 2 bytes per
+value in both columns (on disk it is P12, 12 bits per value).
 
 The escape rate of the real weights is unknown here (no GLM-5.3-Flash weights on this
 machine); ``--escape-rate`` sets it (default 1/13,000, the rate measured on Gaussian matrices,
@@ -39,6 +45,40 @@ DRAFTER_BYTES = 2_352_022_432  # incoai/GLM-5.3-Flash-DFlash2, BF16
 
 # (name, shape, dtype, served packed?) ; dtype in bf16 / fp8 / f32 / w2
 Tensor = tuple[str, tuple[int, ...], str, bool]
+
+# GLM-5.3-Flash's vision tower (shared/notes/glm53-flash.md §1: depth 24, hidden 1024, 16
+# heads, patch 14, temporal patch 2, merge 2, out 4096, projector 10240; the block MLP width
+# 4096 is transformers' Glm5NextVisionConfig default).
+VISION = {"depth": 24, "hidden": 1024, "heads": 16, "inter": 4096, "out": HIDDEN,
+          "proj_inter": 10240, "patch": 14, "temporal": 2, "merge": 2, "channels": 3}
+
+
+def vision_tensors() -> list[Tensor]:
+    """The tower's tensors as the checkpoint names them (all BF16, none served packed)."""
+    v, p = VISION, "model.visual."
+    h, i, o, c = v["hidden"], v["inter"], v["out"], v["proj_inter"]
+    shapes: dict[str, tuple[int, ...]] = {
+        "patch_embed.proj.weight": (h, v["channels"], v["temporal"], v["patch"], v["patch"]),
+        "patch_embed.proj.bias": (h,), "post_layernorm.weight": (h,),
+        "downsample.weight": (o, h, v["merge"], v["merge"]), "downsample.bias": (o,),
+        "merger.proj.weight": (o, o), "merger.post_projection_norm.weight": (o,),
+        "merger.post_projection_norm.bias": (o,), "merger.gate_proj.weight": (c, o),
+        "merger.up_proj.weight": (c, o), "merger.down_proj.weight": (o, c),
+    }
+    for b in range(v["depth"]):
+        for name, shape in (("norm1.weight", (h,)), ("norm2.weight", (h,)),
+                            ("attn.qkv.weight", (3 * h, h)), ("attn.qkv.bias", (3 * h,)),
+                            ("attn.proj.weight", (h, h)), ("attn.proj.bias", (h,)),
+                            ("attn.q_norm.weight", (h // v["heads"],)),
+                            ("attn.k_norm.weight", (h // v["heads"],)),
+                            ("mlp.gate_proj.weight", (i, h)), ("mlp.gate_proj.bias", (i,)),
+                            ("mlp.up_proj.weight", (i, h)), ("mlp.up_proj.bias", (i,)),
+                            ("mlp.down_proj.weight", (h, i)), ("mlp.down_proj.bias", (h,))):
+            shapes[f"blocks.{b}.{name}"] = shape
+    return [(p + n, s, "bf16", False) for n, s in shapes.items()]
+
+
+VISION_ROW = "vision tower (BF16, held decoded)"
 
 
 def tensors() -> list[Tensor]:
@@ -118,6 +158,8 @@ def cost(t: Tensor, escape_rate: float, packed: bool) -> int:
 
 
 def group(name: str, dtype: str) -> str:
+    if name.startswith("model.visual."):
+        return VISION_ROW
     if dtype == "w2":
         return "routed experts (W2)"
     if "embed_tokens" in name or name.startswith("lm_head"):
@@ -135,7 +177,7 @@ def main() -> None:
     ap.add_argument("--escape-rate", type=float, default=1 / 13000)
     args = ap.parse_args()
     rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for t in tensors():
+    for t in tensors() + vision_tensors():
         g = rows[group(t[0], t[2])]
         g[0] += numel(t[1])
         g[1] += cost(t, args.escape_rate, packed=False)
@@ -149,7 +191,7 @@ def main() -> None:
              "KDA projections (BF16)", "embed_tokens + lm_head (BF16)",
              "other BF16 (MLA kv_b, indexer, mHC, routers, norms, convs)",
              "FP8 / F32 (MLA, shared experts, dense MLP, scales)",
-             "DFlash2 drafter (BF16, own checkpoint)"]
+             VISION_ROW, "DFlash2 drafter (BF16, own checkpoint)"]
     gib = 2.0**30
     print(f"escape rate {args.escape_rate:.2e}; FP4 pool {pool_experts} experts")
     print("| part | values | decoded at load (GiB) | P12 kept packed (GiB) | saved (GiB) |")

@@ -69,6 +69,9 @@ class StartTarget:
     """AGENTS.md / CLAUDE.md, read once at start (:mod:`sparkcode.agent.instructions`)."""
     commands: CustomCommands = field(default_factory=CustomCommands)
     """The custom slash commands (:mod:`sparkcode.custom_commands`), read once at start."""
+    vision: bool = False
+    """The model takes images: the profile's ``vision``, or ``--vision`` with
+    ``--endpoint`` (a server sparkcode cannot ask)."""
 
     @property
     def managed(self) -> bool:
@@ -78,7 +81,7 @@ class StartTarget:
 
 def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
                    endpoint: str | None = None, model: str | None = None,
-                   api_key_env: str | None = None,
+                   api_key_env: str | None = None, vision: bool = False,
                    config: Config | None = None) -> StartTarget:
     """Check the workspace, read ``config.toml`` and load the profile (once)."""
     root = workspace.expanduser().resolve()
@@ -86,17 +89,21 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
         raise UserError(f"workspace {root} is not a directory")
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
+    if vision and not endpoint:
+        raise UserError("--vision is for --endpoint; a profile says it in its [model] table "
+                        "(vision = true)")
     config = config if config is not None else load_config(paths)
     instructions = load_instructions(root)
     commands = load_commands(root, paths.config_dir / "commands")
     if endpoint:
         return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
                            api_key_env=api_key_env, instructions=instructions,
-                           commands=commands)
+                           commands=commands, vision=vision)
     name = profile or config.profile or default_profile_name(paths)
-    return StartTarget(root, config, profile=load_profile(name, paths), model=model,
+    spec = load_profile(name, paths)
+    return StartTarget(root, config, profile=spec, model=model,
                        api_key_env=api_key_env, profile_named=profile is not None,
-                       instructions=instructions, commands=commands)
+                       instructions=instructions, commands=commands, vision=spec.vision)
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         start_engine=options.start_engine, progress=options.progress,
         profile_named=target.profile_named, transport=options.transport,
     )
-    settings = _settings(target.config, conn, options)
+    settings = replace(_settings(target.config, conn, options), vision=target.vision)
     resume = options.resume
     extra: dict[str, Any] = {"sampling": {"seed": settings.seed,
                                           "temperature": settings.temperature,
@@ -263,6 +270,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
         compact_threshold=config.compact_threshold,
+        image_max_bytes=int(config.image_max_mib * 1024 * 1024),
         degenerate=options.degenerate or config.degenerate_streams,
         structured_tools=structured,
         step_name_key=options.step_name_key or prof.step_name_key,

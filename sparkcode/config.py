@@ -15,6 +15,7 @@ Example::
                                    # an integer: that session seed, "off": send none
     degenerate_streams = "stop"    # stop | warn | off: a looping or garbled stream
     compact_threshold = 0.8        # share of the context window that compacts the history
+    image_max_mib = 5              # size cap per attached image (docs/agent.md, Images)
 
     [permissions]
     # "tool" or "tool:glob"; the glob matches the shell command for bash, the
@@ -148,6 +149,8 @@ class Config:
     degenerate_streams: DegenerateMode = "stop"
     compact_threshold: float = 0.8
     """Share of ``max_model_len`` in use at which older turns are summarised."""
+    image_max_mib: float = 5.0
+    """Size cap per attached image (why 5: ``sparkcode.agent.images.DEFAULT_MAX_MIB``)."""
     allow: tuple[PermissionRule, ...] = ()
     deny: tuple[PermissionRule, ...] = ()
     sandbox_network: bool = False
@@ -164,7 +167,7 @@ class Config:
 
 _AGENT_KEYS = {"permission_mode", "reasoning_effort", "thinking_token_budget", "max_turns",
                "bash_timeout_s", "profile", "temperature", "top_p", "seed",
-               "degenerate_streams", "compact_threshold"}
+               "degenerate_streams", "compact_threshold", "image_max_mib"}
 _SECTIONS = {"agent": _AGENT_KEYS, "permissions": {"allow", "deny"},
              "sandbox": {"network", "writable"}, "mcp": {"servers"}, "tui": {"notify"},
              "web_fetch": {"enabled", "allow_private", "max_bytes", "timeout_s"},
@@ -237,6 +240,11 @@ def parse_config(text: str, source: Path) -> Config:
         raise fail("agent", "compact_threshold", "must be a number between 0.1 and 0.95 (the "
                    "share of the context window that compacts the history)")
 
+    image_max = agent.get("image_max_mib", 5.0)
+    if not _is_number(image_max) or not 0 < image_max <= 64:
+        raise fail("agent", "image_max_mib", "must be a number of MiB in (0, 64] (the size "
+                   "cap per attached image)")
+
     temperature = agent.get("temperature")
     if temperature is not None and (not _is_number(temperature) or not 0 <= temperature <= 2):
         raise fail("agent", "temperature", "must be a number between 0 and 2")
@@ -277,7 +285,7 @@ def parse_config(text: str, source: Path) -> Config:
         profile=profile, temperature=float(temperature) if temperature is not None else None,
         top_p=float(top_p) if top_p is not None else None, seed=seed,
         degenerate_streams=cast(DegenerateMode, degenerate),
-        compact_threshold=float(threshold),
+        compact_threshold=float(threshold), image_max_mib=float(image_max),
         allow=rules("allow"), deny=rules("deny"), sandbox_network=network,
         sandbox_writable=writable_paths, mcp_servers=servers,
         notify=cast(NotifyMode, notify), source=source,

@@ -32,3 +32,11 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.support.tiny_models import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Idefics3 vision-language model (tests/support/tiny_vlm.py), built once."""
+    from tests.support.tiny_vlm import build_tiny_idefics3
+
+    return build_tiny_idefics3(tmp_path_factory.mktemp("models") / "tiny-vlm")

@@ -73,6 +73,9 @@ class Profile:
     model_builtin: str | None = None
     served_name: str | None = None
     quantization: str | None = None
+    vision: bool = False
+    """The model takes images (``[model] vision``, or ``[endpoint] vision``): the
+    agent sends image attachments only then, and refuses them by name otherwise."""
     port: int = 8400
     host: str = "127.0.0.1"
     max_model_len: int | None = None
@@ -102,7 +105,7 @@ class Profile:
 
 _SECTIONS: dict[str, set[str]] = {
     "profile": {"name", "kind", "description"},
-    "model": {"path", "builtin", "served_name", "quantization"},
+    "model": {"path", "builtin", "served_name", "quantization", "vision"},
     "server": {
         "port", "host", "max_model_len", "dtype", "enforce_eager", "enable_prefix_caching",
         "reasoning_parser", "tool_call_parser", "enable_auto_tool_choice", "reasoning_config",
@@ -113,7 +116,7 @@ _SECTIONS: dict[str, set[str]] = {
     "plugin": {"enabled", "features"},
     "cpu": {"kvcache_space_gib", "bind_all_cores"},
     "memory": {"need_gib"},
-    "endpoint": {"base_url", "model", "api_key_env"},
+    "endpoint": {"base_url", "model", "api_key_env", "vision"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
               "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
               "tools", "task_reminder"},
@@ -242,7 +245,7 @@ def parse_profile(text: str, source: Path) -> Profile:
         return Profile(
             name=name, kind="endpoint", description=description, source=source,
             base_url=base_url.rstrip("/"), endpoint_model=ep.get("model", str) or None,
-            api_key_env=key_env, agent=agent,
+            api_key_env=key_env, vision=ep.get("vision", bool, False), agent=agent,
         )
 
     model = table("model")
@@ -296,7 +299,8 @@ def parse_profile(text: str, source: Path) -> Profile:
         name=name, kind="vllm", description=description, source=source,
         model_path=path, model_builtin=builtin,
         served_name=model.get("served_name", str), quantization=model.get("quantization", str),
-        port=port, host=server.get("host", str, "127.0.0.1"),
+        vision=model.get("vision", bool, False), port=port,
+        host=server.get("host", str, "127.0.0.1"),
         max_model_len=server.positive_int("max_model_len"), dtype=server.get("dtype", str),
         enforce_eager=server.get("enforce_eager", bool, False),
         enable_prefix_caching=server.get("enable_prefix_caching", bool),

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .images import content_text, image_tokens, image_urls
+
 Message = dict[str, Any]
 SUMMARY_PREFIX = "[Summary of the earlier conversation, written to save context]\n"
 SUMMARY_INSTRUCTION = (
@@ -24,8 +26,20 @@ SUMMARY_INSTRUCTION = (
 
 
 def estimate_tokens(messages: list[Message]) -> int:
-    """A rough count (4 characters per token) for messages not yet sent."""
-    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // 4 + 1
+    """A rough count (4 characters per token) for messages not yet sent.
+
+    An image part counts as :func:`~.images.image_tokens` (one token per 28x28
+    pixels), never its base64 text: a 1 MiB screenshot would otherwise count
+    350,000 tokens and compact the conversation at once."""
+    chars = images = 0
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            urls = image_urls(content)
+            images += sum(image_tokens(url) for url in urls)
+            m = {**m, "content": content_text(content)}
+        chars += len(json.dumps(m, ensure_ascii=False))
+    return chars // 4 + images + 1
 
 
 @dataclass
@@ -77,7 +91,7 @@ def transcript(messages: list[Message], limit_chars: int) -> str:
     parts: list[str] = []
     for m in messages:
         role = m.get("role", "?")
-        text = m.get("content") or ""
+        text = content_text(m.get("content"))
         if role == "tool":
             text = text if len(text) <= 600 else text[:400] + " [...] " + text[-150:]
         for call in m.get("tool_calls") or []:
@@ -93,7 +107,7 @@ def mechanical_summary(messages: list[Message]) -> str:
     lines: list[str] = []
     for m in messages:
         if m.get("role") == "user":
-            lines.append(f"- user asked: {str(m.get('content'))[:300]}")
+            lines.append(f"- user asked: {content_text(m.get('content'))[:300]}")
         for call in m.get("tool_calls") or []:
             fn = call.get("function", {})
             lines.append(f"  - called {fn.get('name')}({fn.get('arguments', '')[:160]})")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ._structured import tools_prompt
 from .context import estimate_tokens
+from .images import content_text, image_tokens, image_urls
 from .instructions import HEADING
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ class ContextReport:
 
     parts: tuple[tuple[str, int], ...]
     """(part, tokens) in prompt order: system prompt, AGENTS.md, tools, history,
-    thinking kept, tool results."""
+    images (one token per 28x28 pixels, :func:`~.images.image_tokens`), thinking
+    kept, tool results."""
     limit: int | None
     """The engine's max_model_len (None: the server did not say)."""
     measured: int
@@ -49,7 +51,7 @@ class ContextReport:
                     else "no request measured yet")
         return ("| part | tokens (est.) | of context |\n|---|---:|---:|\n" + "\n".join(rows)
                 + f"\n\ncontext window {limit} tokens; in use ~{self.used:,} estimated at 4 "
-                f"characters a token ({measured})")
+                f"characters a token, images at one per 28x28 pixels ({measured})")
 
 
 def context_report(agent: Agent) -> ContextReport:
@@ -61,9 +63,13 @@ def context_report(agent: Agent) -> ContextReport:
         if system.endswith(described):
             system, tools_text = system[:-len(described)], described
     base, sep, instructions = system.partition("\n" + HEADING)
-    history = thinking = results = 0
+    history = thinking = results = images = 0
     field = agent.settings.thinking_field
     for message in agent.history[1:]:
+        urls = image_urls(message.get("content"))
+        if urls:  # an image's estimate, not its base64 text (images.image_tokens)
+            images += sum(image_tokens(url) for url in urls)
+            message = {**message, "content": content_text(message["content"])}
         if message.get("role") == "tool":
             results += estimate_tokens([message])
             continue
@@ -72,7 +78,7 @@ def context_report(agent: Agent) -> ContextReport:
             message = {k: v for k, v in message.items() if k != field}
         history += estimate_tokens([message])
     parts = (("system prompt", len(base) // 4), ("AGENTS.md", len(sep + instructions) // 4),
-             ("tools", len(tools_text) // 4), ("history", history),
+             ("tools", len(tools_text) // 4), ("history", history), ("images", images),
              ("thinking kept", thinking), ("tool results", results))
     return ContextReport(parts=parts, limit=agent.settings.context_limit,
                          measured=agent.context.used)

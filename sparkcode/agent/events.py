@@ -64,6 +64,8 @@ class TurnStarted(Event):
 
     turn: int
     user_text: str
+    images: tuple[str, ...] = ()
+    """The attached images, described (``shot.png (PNG, 1280x800, 211.4 KiB)``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

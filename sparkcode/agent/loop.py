@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ from .events import (
     UndoApplied,
 )
 from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
+from .images import ImageAttachment, load_image, refuse_text_only, user_content
 from .metrics import MetricsPoller
 from .permissions import Permissions
 from .rewind import Rewind
@@ -188,10 +189,26 @@ class Agent:
         self._notify(event)
         return event
 
-    async def run_turn(self, user_text: str) -> AsyncIterator[Event]:
-        """Send ``user_text`` and stream the turn's events until TurnFinished."""
+    def load_image(self, path: Path, name: str | None = None) -> ImageAttachment:
+        """Read an image for the next message (``path`` relative to the workspace).
+        :class:`~.images.ImageError` for a text-only model (named), a file that is not
+        PNG/JPEG/WebP, one over ``settings.image_max_bytes``, or one unreadable."""
+        if not self.settings.vision:
+            raise refuse_text_only(self.client.model)
+        full = path.expanduser()
+        full = full if full.is_absolute() else self.workspace / full
+        return load_image(full, max_bytes=self.settings.image_max_bytes,
+                          name=name or str(path))
+
+    async def run_turn(self, user_text: str,
+                       images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
+        """Send ``user_text`` (and ``images``, as content parts) and stream the turn's
+        events until TurnFinished. Images for a model without ``settings.vision``
+        raise :class:`~.images.ImageError` before the history changes."""
+        if images and not self.settings.vision:
+            raise refuse_text_only(self.client.model)
         try:
-            async for event in self._turn(user_text):
+            async for event in self._turn(user_text, tuple(images)):
                 self._notify(event)
                 yield event
         finally:
@@ -227,7 +244,8 @@ class Agent:
         self.requests_sent += 1
         return {"temperature": s.temperature, "top_p": s.top_p, "seed": seed}
 
-    async def _turn(self, user_text: str) -> AsyncIterator[Event]:
+    async def _turn(self, user_text: str,
+                    images: tuple[ImageAttachment, ...]) -> AsyncIterator[Event]:
         self._cancel = False
         runs: list[HookRan] = []
         refused: str | None = None
@@ -256,8 +274,10 @@ class Agent:
         # prompt prefix stays the same in both modes.
         planning = self.permissions.mode == "plan"
         self._task = user_text
-        self.history.append({"role": "user", "content": sent + PLAN_NOTE if planning else sent})
-        yield TurnStarted(turn=turn, user_text=user_text)
+        text = sent + PLAN_NOTE if planning else sent
+        self.history.append({"role": "user", "content": user_content(text, images)})
+        yield TurnStarted(turn=turn, user_text=user_text,
+                          images=tuple(image.describe() for image in images))
         for ran in runs:
             yield ran
         if self.metrics is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config as _config
+from .images import DEFAULT_MAX_MIB
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are sparkcode, a coding agent working in a software project (the workspace). Use "
@@ -64,6 +65,12 @@ class AgentSettings:
     pad them until max_tokens; a model that writes JSON is held to the schema."""
     context_limit: int | None = None
     """The engine's max_model_len (from /v1/models)."""
+    vision: bool = False
+    """The model takes images (the profile's ``[model] vision``); without it an
+    image attachment is refused by name, before anything is sent."""
+    image_max_bytes: int = int(DEFAULT_MAX_MIB * 1024 * 1024)
+    """The size cap per image (``config.toml`` ``[agent] image_max_mib``; the
+    default's reason is at :data:`~.images.DEFAULT_MAX_MIB`)."""
     compact_threshold: float = 0.8
     bash_timeout_s: float = 120.0
     usage_interval_s: float = 0.1

@@ -95,6 +95,10 @@ class RunOptions:
     """Further prompts, one a line (``-``: standard input, read as lines arrive)."""
     trust_project: bool = False
     """Run the project's hooks (and remember the project as trusted)."""
+    images: tuple[Path, ...] = ()
+    """Images attached to the first prompt (``--image``, repeatable)."""
+    vision: bool = False
+    """``--vision``: the ``--endpoint``'s model takes images."""
 
 
 def register(app: typer.Typer) -> None:
@@ -157,6 +161,11 @@ def run_cmd(
         "--trust-project", help="Trust this project: run its hooks (.sparkcode/hooks.toml, "
         ".claude/settings.json) and remember it; without it, untrusted project hooks are "
         "asked about on a terminal and skipped otherwise.")] = False,
+    image: Annotated[list[Path] | None, typer.Option(
+        "--image", help="Attach an image (PNG, JPEG or WebP, told by its bytes) to PROMPT; "
+        "repeatable. The model must take images (the profile's [model] vision).")] = None,
+    vision: Annotated[bool, typer.Option(
+        "--vision", help="With --endpoint: the model takes images.")] = False,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -181,6 +190,7 @@ def run_cmd(
         seed=parse_seed(seed), record=not no_record, resume=resume,
         continue_latest=continue_latest, degenerate=degenerate, prompt_file=prompt_file,
         trust_project=trust_project,
+        images=tuple(p.expanduser().absolute() for p in image or ()), vision=vision,
     )
     code = asyncio.run(run_headless(options))
     if code:
@@ -206,7 +216,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
         workspace = Path(rebuilt.workspace)
     target = resolve_target(workspace, paths, profile=options.profile,
                             endpoint=options.endpoint, model=options.model,
-                            api_key_env=options.api_key_env)
+                            api_key_env=options.api_key_env, vision=options.vision)
     session = await build_session(target, SessionOptions(
         origin="run", record=options.record,
         permission_mode="full-auto" if options.auto else "plan" if options.plan else None,
@@ -235,10 +245,12 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     empty = False
     prompt: str | None = options.prompt
     try:
+        # Read and checked before the first request: a bad image sends nothing.
+        images = tuple(agent.load_image(path) for path in options.images)
         while prompt is not None:
             # A custom command (`/review src/`) is sent as its file's prompt.
             prompt = target.commands.expand_line(prompt) or prompt
-            async for event in agent.run_turn(prompt):
+            async for event in agent.run_turn(prompt, images):
                 printer.show(event)
                 if isinstance(event, ApprovalRequested) and agent.approver is None:
                     event.respond(await _ask_terminal(event, err))
@@ -246,7 +258,7 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
                     empty = True
                 if isinstance(event, TurnFinished):
                     reason = event.reason
-            prompt = None
+            prompt, images = None, ()
             if reason == "stop" and not empty and not printer.errors:
                 prompt = await anext(further, None)
     finally:

@@ -14,6 +14,8 @@ from sparkcode.sessions import (
     Exchange,
     Session,
     SessionStore,
+    blobs_dir,
+    copy_blobs,
     exchange_output,
     is_model_call,
     summarize,
@@ -136,9 +138,11 @@ def export_cmd(
     try:
         # A session cut short by a crash ends in reserved zero bytes: leave them out.
         file.write_bytes(source.read_bytes().rstrip(b"\x00"))
+        images = copy_blobs(source, file)
     except OSError as exc:
         raise UserError(f"cannot write {file}: {exc.strerror}") from None
-    typer.echo(f"exported {source.stem} to {file}")
+    typer.echo(f"exported {source.stem} to {file}"
+               + (f" (and its {images} images to {blobs_dir(file)})" if images else ""))
 
 
 @sessions_app.command("fork")

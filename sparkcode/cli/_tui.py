@@ -27,6 +27,9 @@ def tui(
     api_key_env: Annotated[str | None, typer.Option(
         "--api-key-env", help="Environment variable holding the endpoint's API key.",
     )] = None,
+    vision: Annotated[bool, typer.Option(
+        "--vision", help="With --endpoint: the model takes images (/image, @shot.png).",
+    )] = False,
     workspace: Annotated[Path | None, typer.Option(
         "--workspace", "-w", help="Directory the agent works in (default: the current one).",
     )] = None,
@@ -44,6 +47,7 @@ def tui(
         given = [name for name, value in (
             ("--profile", profile), ("--endpoint", endpoint), ("--model", model),
             ("--api-key-env", api_key_env), ("--workspace", workspace),
+            ("--vision", vision or None),
             ("--resume", resume), ("--continue", continue_latest or None)) if value is not None]
         if given:
             # They belong to the TUI; silently ignoring them would run the subcommand
@@ -72,7 +76,7 @@ def tui(
         root = Path(rebuilt.workspace)
     app = build_app(LaunchOptions(
         workspace=root, profile=profile, endpoint=endpoint, model=model,
-        api_key_env=api_key_env, resume=rebuilt,
+        api_key_env=api_key_env, resume=rebuilt, vision=vision,
     ))
     app.run()
     note_running_engine()

@@ -18,6 +18,7 @@ from typing import Any
 
 from sparkcode.agent import events as ev
 from sparkcode.agent.client import ChatError, EngineGone, StreamParser, error_text, json_or_text
+from sparkcode.agent.images import content_text
 from sparkcode.agent.step_text import StepText
 from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
 
@@ -92,7 +93,7 @@ def _last_user_text(body: dict[str, Any]) -> str | None:
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
-            return content if isinstance(content, str) else str(content)
+            return content_text(content)  # images as [image: PNG WxH], not base64
     return None
 
 

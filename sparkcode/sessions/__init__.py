@@ -8,6 +8,7 @@ for the file format.
 from __future__ import annotations
 
 from ._agent import event_recorder, start_recording
+from ._blobs import BlobStore, blobs_dir, copy_blobs
 from ._fingerprint import engine_fingerprint, model_revision
 from ._load import SessionFileError, load_session
 from ._recorder import SessionRecorder, new_session_id
@@ -34,6 +35,9 @@ from ._store import SessionStore, SessionSummary, quick_summary, summarize
 from ._transport import RecordingTransport, find_usage
 
 __all__ = [
+    "BlobStore",
+    "blobs_dir",
+    "copy_blobs",
     "FORMAT_VERSION",
     "REDACTED",
     "Chunk",

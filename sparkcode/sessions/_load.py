@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.errors import UserError
 
+from ._blobs import BlobError, blobs_dir, restore_images
 from ._records import (
     KINDS,
     Chunk,
@@ -53,6 +54,8 @@ class _Builder:
     def __init__(self, path: Path) -> None:
         self.session = Session(path=path, header={})
         self.by_index: dict[int, Exchange] = {}
+        self.blob_problem: str | None = None
+        """Set by :meth:`add` when a request's images could not be put back."""
 
     def _exchange(self, record: dict[str, Any]) -> Exchange:
         index = _int(record, "req")
@@ -73,10 +76,17 @@ class _Builder:
             index = _int(record, "req")
             if index in self.by_index:
                 raise ValueError(f"request {index} recorded twice")
+            body = decode_bytes(record, "body", "body_b64")
+            if "blobs" in record:
+                try:
+                    body = restore_images(body, record["blobs"],
+                                          blobs_dir(self.session.path))
+                except BlobError as exc:
+                    self.blob_problem = f"request {index}: {exc}"
             exchange = Exchange(
                 index=index, t_ns=_int(record, "t_ns"), method=str(record.get("method", "POST")),
                 url=str(record.get("url", "")), request_headers=_pairs(record.get("headers", [])),
-                body=decode_bytes(record, "body", "body_b64"),
+                body=body,
             )
             self.by_index[index] = exchange
             self.session.exchanges.append(exchange)
@@ -128,6 +138,10 @@ def load_session(path: Path) -> Session:
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
             builder.add(record)
+            if builder.blob_problem is not None:
+                builder.session.problems.append(LoadProblem(path, number,
+                                                            builder.blob_problem))
+                builder.blob_problem = None
         except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
             if is_last_cut:
                 builder.session.truncated_tail = True

@@ -29,6 +29,7 @@ from engine.profiles import is_secret_name
 from sparkcode import __version__
 
 from ._appendlog import AppendLog, repair_directory
+from ._blobs import BlobStore, blobs_dir, cut_images
 from ._records import FORMAT_VERSION, SUFFIX, encode_bytes
 from ._redact import Redactor
 
@@ -75,6 +76,8 @@ class SessionRecorder:
         self._lock = threading.Lock()
         self._next_req = 0
         self.path = sessions_dir / f"{self.session_id}{SUFFIX}"
+        self.blobs = BlobStore(blobs_dir(self.path))
+        """Attached images, once each (:mod:`._blobs`)."""
         self._log: AppendLog | None = None
         self._closed = False
         self._pending: list[str] | None = [] if lazy else None
@@ -190,6 +193,12 @@ class SessionRecorder:
                 body = self.redactor.text(body.decode("utf-8")).encode("utf-8")
             except UnicodeDecodeError:
                 pass
+        try:
+            body, refs = cut_images(body, self.blobs)
+        except OSError:
+            refs = []  # the image stays in the body: bigger, but nothing is lost
+        if refs:
+            record["blobs"] = refs
         record.update(encode_bytes(body, "body", "body_b64"))
         self._write(_dumps(record), opens=method != "GET")
         return index

@@ -13,7 +13,10 @@ Every record has a ``kind``:
     ``parent_turn`` (the turns it took over).
 ``request``
     ``req`` (0-based index), ``t_ns``, ``method``, ``url``, ``headers`` (pairs,
-    redacted) and the exact ``body`` (text, or ``body_b64`` if not UTF-8).
+    redacted) and the exact ``body`` (text, or ``body_b64`` if not UTF-8); a
+    body that carried images has ``blobs`` (``[[offset, sha256], ...]``): each
+    image's base64 was cut out at that byte offset and its bytes are stored once
+    in ``<id>.blobs/<sha256>`` (:mod:`._blobs`); loading puts them back.
 ``response``
     ``req``, ``t_ns``, ``status``, ``headers``.
 ``chunk``

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
 from sparkcode.agent.context_report import context_report
 from sparkcode.agent.events import Event
+from sparkcode.agent.images import ImageAttachment
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import DEGENERATE_MODES, PERMISSION_MODES
 from sparkcode.replay import Rebuilt
@@ -77,8 +79,12 @@ class LiveAgent:
             raise ValueError(f"unknown degenerate-stream mode {mode!r}")
         self.agent.settings.degenerate = mode
 
-    def run_turn(self, text: str) -> AsyncIterator[Event]:
-        return self.agent.run_turn(text)
+    def load_image(self, path: Path, name: str | None = None) -> ImageAttachment:
+        return self.agent.load_image(path, name)
+
+    def run_turn(self, text: str,
+                 images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
+        return self.agent.run_turn(text, images)
 
     def cancel(self) -> None:
         self.agent.cancel()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sparkcode.agent.events import Event
+from sparkcode.agent.images import ImageAttachment
 from sparkcode.replay import Rebuilt
 
 
@@ -59,8 +60,13 @@ class AgentPort(Protocol):
 
     def set_degenerate_mode(self, mode: str) -> None: ...
 
-    def run_turn(self, text: str) -> AsyncIterator[Event]:
-        """Run one user turn, yielding its events as they happen."""
+    def load_image(self, path: Path, name: str | None = None) -> ImageAttachment:
+        """Read an image for the next message (``path`` relative to the workspace);
+        ``ImageError`` names the problem (text-only model, not an image, too big)."""
+
+    def run_turn(self, text: str,
+                 images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
+        """Run one user turn (``images`` go with its message), yielding its events."""
 
     def cancel(self) -> None:
         """Ask the running turn to stop at its next frame or tool boundary."""

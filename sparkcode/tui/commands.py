@@ -21,6 +21,7 @@ import asyncio
 import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.paths import Paths
@@ -139,7 +140,8 @@ def help_markdown() -> str:
     skipped = "".join(f"\n\n{note}" for note in CUSTOM_NOTES)
     return (
         "| command | what it does |\n|---|---|\n" + rows + skipped
-        + "\n\n`@path` mentions a workspace file (Tab completes). Enter sends, Shift+Enter "
+        + "\n\n`@path` mentions a workspace file (Tab completes); `@shot.png` (or a pasted "
+        "image path) attaches the image to the message. Enter sends, Shift+Enter "
         "or Ctrl+J starts a new line, Ctrl+O unfolds pasted chips; Up/Down on the first/last "
         "line walk the prompt history. Text sent while a turn runs is queued; Ctrl+S sends "
         "it into the running turn. F2 toggles the engine panel, ctrl+t the thinking "
@@ -345,3 +347,21 @@ async def _trust(screen: MainScreen, arg: str) -> None:
     when = ("they run from the first prompt on" if screen.agent is None else
             "this session keeps the hooks it started with; they run in the next one")
     await screen.show_markdown(f"trusted {screen.workspace}; {when}. Its hooks:\n\n{listed}")
+
+
+@command("image", "/image [PATH|clear]", "attach an image (PNG, JPEG or WebP) to the next "
+         "message; alone: list the attached ones; clear: drop them")
+async def _image(screen: MainScreen, arg: str) -> None:
+    attachments = screen.attachments
+    if arg == "clear":
+        count = attachments.clear()
+        await screen.say(f"dropped {count} attached image{'s' if count != 1 else ''}")
+    elif arg:
+        name = arg.strip("'\"")
+        await attachments.attach(screen, Path(name), name)
+    elif attachments.pending:
+        shown = "; ".join(image.describe() for image in attachments.pending)
+        await screen.say(f"attached for the next message: {shown}")
+    else:
+        await screen.say("no image attached: /image PATH, @shot.png in the prompt, or paste "
+                         "an image file's path")

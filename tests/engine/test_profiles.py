@@ -57,6 +57,10 @@ def test_spark_profile_renders_recipe(paths: Paths) -> None:
     assert spec.env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
     assert spec.env["VLLM_PLUGINS"] == "sparkcode"
     assert "scheduler_fix" in spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
+    # GLM-5.3-Flash is multimodal: the profile serves the vision tower (no text-only switch,
+    # no zero image limit), and its budget counts it (bench/p12_memory.py: 1.05 GiB).
+    assert "--language-model-only" not in argv
+    assert not any(a.startswith("--limit-mm-per-prompt") for a in argv)
 
 
 SPARK_BASE = """

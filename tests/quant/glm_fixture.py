@@ -137,6 +137,48 @@ def _shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
     return out
 
 
+# The vision tower, small: the tensor names, ranks and dtype (all BF16, no FP8 scale) of
+# transformers' ``Glm5NextVisionModel`` state dict under ``model.visual.``, including the 5-D
+# patch-embedding and 4-D downsample convolutions. Its output width is the text hidden size.
+VISION = {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
+          "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "in_channels": 3,
+          "projection_intermediate_size": 160}
+
+
+def vision_shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
+    v, out_w = VISION, d.hidden
+    h, i, ctx, m = v["hidden_size"], v["intermediate_size"], v["projection_intermediate_size"], \
+        v["spatial_merge_size"]
+    p = "model.visual."
+    out: dict[str, tuple[tuple[int, ...], str]] = {
+        p + "patch_embed.proj.weight": ((h, v["in_channels"], v["temporal_patch_size"],
+                                         v["patch_size"], v["patch_size"]), "bf16"),
+        p + "patch_embed.proj.bias": ((h,), "bf16"),
+        p + "post_layernorm.weight": ((h,), "bf16"),
+        p + "downsample.weight": ((out_w, h, m, m), "bf16"),
+        p + "downsample.bias": ((out_w,), "bf16"),
+        p + "merger.proj.weight": ((out_w, out_w), "bf16"),
+        p + "merger.post_projection_norm.weight": ((out_w,), "bf16"),
+        p + "merger.post_projection_norm.bias": ((out_w,), "bf16"),
+        p + "merger.gate_proj.weight": ((ctx, out_w), "bf16"),
+        p + "merger.up_proj.weight": ((ctx, out_w), "bf16"),
+        p + "merger.down_proj.weight": ((out_w, ctx), "bf16"),
+    }
+    for b in range(v["depth"]):
+        q = f"{p}blocks.{b}."
+        out.update({
+            q + "norm1.weight": ((h,), "bf16"), q + "norm2.weight": ((h,), "bf16"),
+            q + "attn.qkv.weight": ((3 * h, h), "bf16"), q + "attn.qkv.bias": ((3 * h,), "bf16"),
+            q + "attn.proj.weight": ((h, h), "bf16"), q + "attn.proj.bias": ((h,), "bf16"),
+            q + "attn.q_norm.weight": ((h // v["num_heads"],), "bf16"),
+            q + "attn.k_norm.weight": ((h // v["num_heads"],), "bf16"),
+            q + "mlp.gate_proj.weight": ((i, h), "bf16"), q + "mlp.gate_proj.bias": ((i,), "bf16"),
+            q + "mlp.up_proj.weight": ((i, h), "bf16"), q + "mlp.up_proj.bias": ((i,), "bf16"),
+            q + "mlp.down_proj.weight": ((h, i), "bf16"), q + "mlp.down_proj.bias": ((h,), "bf16"),
+        })
+    return out
+
+
 def config(d: Dims | None = None) -> dict[str, object]:
     d = d or Dims()
     text = {
@@ -166,15 +208,22 @@ def _value(name: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Ten
 
 
 def build_tiny_glm(
-    root: Path, *, seed: int = 0, shards: int = 3, dims: Dims | None = None
+    root: Path, *, seed: int = 0, shards: int = 3, dims: Dims | None = None,
+    vision: bool = False,
 ) -> TinyGLM:
-    """Write the checkpoint to ``root`` and return what was written."""
+    """Write the checkpoint to ``root`` and return what was written; ``vision`` adds the
+    vision tower (``model.visual.*`` and ``vision_config``), as the released checkpoint has."""
     root.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
     dims = dims or Dims()
     model = TinyGLM(root, config(dims), dims)
+    shapes = _shapes(dims)
+    if vision:
+        shapes.update(vision_shapes(dims))
+        model.config["vision_config"] = {"model_type": "glm5_next_vision", **VISION,
+                                         "out_hidden_size": dims.hidden}
     tensors: dict[str, torch.Tensor] = {}
-    for name, (shape, storage) in _shapes(dims).items():
+    for name, (shape, storage) in shapes.items():
         value = _value(name, shape, gen)
         if storage == "fp8":
             q, s = to_fp8(value)

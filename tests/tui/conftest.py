@@ -38,10 +38,13 @@ def make_app(workspace: Path, scripts: list[TurnScript] | None = None, *,
     return SparkcodeApp(settings, engine, factory), agent, engine
 
 
-def live_app(workspace: Path, paths: Paths, server: ScriptedServer) -> SparkcodeApp:
+def live_app(workspace: Path, paths: Paths, server: ScriptedServer, *,
+             vision: bool = False) -> SparkcodeApp:
     """An app over the real agent (session builder, tools, loop) whose model is the
-    scripted OpenAI server: what a request body holds is what the user sent."""
-    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
+    scripted OpenAI server: what a request body holds is what the user sent.
+    ``vision``: the endpoint's model takes images (``--vision``)."""
+    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1",
+                            vision=vision)
 
     async def factory(request: SessionRequest) -> AgentPort:
         return LiveAgent(await build_session(target, SessionOptions(

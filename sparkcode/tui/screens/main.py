@@ -17,11 +17,13 @@ from textual.worker import Worker, WorkerState
 
 from engine.paths import Paths
 from sparkcode.agent import events as ev
+from sparkcode.agent.images import ImageAttachment
 from sparkcode.agent.instructions import Instructions
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
 from ..agent_port import AgentFactory
+from ..attach import Attachments, image_lines, image_mentions
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
 from ..messages import AttentionNeeded, EnginePanelToggled
@@ -77,6 +79,8 @@ class MainScreen(CommandSurface):
         self._stopped = False
         self.queueing = Queueing(self)
         """What happens to messages typed while a turn runs."""
+        self.attachments = Attachments()
+        """Images for the next message (``/image``, a pasted path; ``..attach``)."""
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -153,6 +157,12 @@ class MainScreen(CommandSurface):
     def _paste_note(self, event: PromptInput.PasteNote) -> None:
         (self.error if event.refused else self.notice)(event.text)
 
+    @on(PromptInput.ImagePasted)
+    async def _image_pasted(self, event: PromptInput.ImagePasted) -> None:
+        """A pasted image path attaches the image; refused, the path is typed instead."""
+        if not await self.attachments.attach(self, event.path, event.path.name):
+            self.prompt.insert(event.text)
+
     @on(PromptInput.Submitted, "#prompt")
     def _submitted(self, event: PromptInput.Submitted) -> None:
         text = event.text
@@ -164,6 +174,10 @@ class MainScreen(CommandSurface):
             card.focus()
             self.error("answer the approval first (y approve, a always, n deny); your "
                        "message stays in the prompt")
+            return
+        if not text.startswith("/") and (self.attachments.pending or image_mentions(text)):
+            self.run_worker(self._send_with_images(text, event.shown), group="command",
+                            exit_on_error=False)
             return
         self.prompt.remember(event.shown)
         self.prompt.value = ""
@@ -193,21 +207,39 @@ class MainScreen(CommandSurface):
             return
         self.start_turn(text)
 
-    def start_turn(self, text: str, *, shown: bool = False) -> None:
+    async def _send_with_images(self, text: str, shown: str) -> None:
+        """Send a message with images: each one is read and accepted before the prompt
+        is cleared, so a refusal (shown) loses nothing typed."""
+        if self.turn_running:
+            self.error("images go with a new message: wait for the running turn to end "
+                       "(or press escape); your message stays in the prompt")
+            return
+        images = await self.attachments.take(self, text)
+        if images is None:
+            return
+        self.prompt.remember(shown)
+        self.prompt.value = ""
+        self.start_turn(text, images=images)
+
+    def start_turn(self, text: str, *, shown: bool = False,
+                   images: tuple[ImageAttachment, ...] = ()) -> None:
         """Run a turn now; ``shown`` when the prompt is already on screen."""
         self.turn_running = True
         self._stopped = False
         self._turn_serial += 1
-        self._run_turn(text, shown)
+        self._run_turn(text, shown, images)
 
     @work(exclusive=True, group="turn", exit_on_error=False)
-    async def _run_turn(self, text: str, shown: bool) -> None:
+    async def _run_turn(self, text: str, shown: bool,
+                        images: tuple[ImageAttachment, ...] = ()) -> None:
         conv = self.conversation
         if not shown:
             await conv.add_user(text)
+        for line in image_lines(images):
+            await conv.add_notice(line)
         try:
             agent = await self.ensure_agent()
-            stream = agent.run_turn(text)
+            stream = agent.run_turn(text, images)
             try:
                 async for event in stream:
                     if isinstance(event, ev.SteerDelivered):

@@ -3,6 +3,7 @@ and pastes kept whole (long ones folded into a chip)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from textual import events
@@ -11,6 +12,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import TextArea
 
+from ..attach import pasted_image
 from ..completion import WorkspaceFiles, suggest_completion
 from ..paste import (
     CHIP,
@@ -86,6 +88,15 @@ class PromptInput(TextArea):
             super().__init__()
             self.text = text
             self.refused = refused
+
+    class ImagePasted(Message):
+        """The paste was exactly the path of an image file: attach it (not inserted)."""
+
+        def __init__(self, path: Path, text: str) -> None:
+            super().__init__()
+            self.path = path
+            self.text = text
+            """The paste as it came (typed into the prompt if the image is refused)."""
 
     def __init__(self, files: WorkspaceFiles, *, id: str | None = None) -> None:
         super().__init__(id=id, soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
@@ -219,6 +230,10 @@ class PromptInput(TextArea):
         event.stop()
         event.prevent_default()  # TextArea's own handler would insert the raw text
         if self.read_only:
+            return
+        image = pasted_image(event.text, self.files.root)
+        if image is not None:
+            self.post_message(self.ImagePasted(image, event.text.strip()))
             return
         try:
             paste = clean_paste(event.text)
