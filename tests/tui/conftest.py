@@ -10,6 +10,7 @@ import pytest
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.config import PermissionMode
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
@@ -38,7 +39,8 @@ def make_app(workspace: Path, scripts: list[TurnScript] | None = None, *,
     return SparkcodeApp(settings, engine, factory), agent, engine
 
 
-def live_app(workspace: Path, paths: Paths, server: ScriptedServer) -> SparkcodeApp:
+def live_app(workspace: Path, paths: Paths, server: ScriptedServer, *,
+             permission_mode: PermissionMode = "full-auto") -> SparkcodeApp:
     """An app over the real agent (session builder, tools, loop) whose model is the
     scripted OpenAI server: what a request body holds is what the user sent."""
     target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
@@ -46,7 +48,7 @@ def live_app(workspace: Path, paths: Paths, server: ScriptedServer) -> Sparkcode
     async def factory(request: SessionRequest) -> AgentPort:
         return LiveAgent(await build_session(target, SessionOptions(
             origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="full-auto"), paths))
+            permission_mode=permission_mode), paths))
 
     return SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
                         ScriptedEngine(current=READY), factory)
