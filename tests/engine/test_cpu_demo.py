@@ -1,5 +1,6 @@
 """The embedded default engine is a working model, not just a healthy process;
-on it, the headless run stops a looping stream and reaches a real MCP server."""
+on it, the headless run stops a looping stream and reaches a real MCP server, and
+``/compact`` keeps the open todo list."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import pytest
 
 from engine.models import convert_gguf, smollm2_gguf_path
 from engine.paths import Paths
+from sparkcode.agent import events as ev
 from sparkcode.agent._structured import structured_outputs
+from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.tools import default_tools
+from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunOptions, run_headless
 from tests.support.engine import RunningEngine, run_engine
 from tests.support.mcp_config import stdio_server_toml
@@ -227,3 +231,43 @@ def test_the_real_engine_loads_a_project_skill(engine: RunningEngine, tmp_path: 
     assert calls[0]["name"] == "skill" and calls[0]["arguments"] == {"name": "haiku"}, events
     result = [e for e in events if e["type"] == "ToolCallFinished"][0]["result"]
     assert "Write three lines of 5, 7 and 5 syllables." in result
+
+
+async def test_compact_restates_the_open_todo_list_and_the_next_request_is_served(
+        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    """SmolLM2-135M writes the summary (poorly: whatever it writes passes); the open todo
+    list is appended by code, word for word, and the engine serves the next turn from
+    the compacted history."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "README.md").write_text("# calc\n\nA calculator with add and mul.\n")
+    target = resolve_target(tmp_path, paths, endpoint=engine.base_url)
+    session = await build_session(target, SessionOptions(
+        origin="run", record=False, permission_mode="full-auto", max_turns=1, max_tokens=48,
+        temperature=0.0, seed=1, thinking_token_budget=-1, start_engine=False, mcp=False),
+        paths)
+    agent = session.agent
+    try:
+        # The plan, as the todo tool keeps it: one step done, one under way, one to go.
+        agent.todos.add(["read the README", "add a sub function", "test sub"])
+        agent.todos.update(1, "done", None)
+        agent.todos.update(2, "in_progress", None)
+        plan = agent.todos.render()
+        first = [e async for e in agent.run_turn("What does README.md say?")]
+        assert [e.reason for e in first if isinstance(e, ev.TurnFinished)] != ["error"], first
+        events = [e async for e in agent.compact_now("the sub function")]
+        [compacted] = [e for e in events if isinstance(e, ev.ContextCompacted)]
+        assert compacted.messages_summarised >= 2
+        summary = str(agent.history[1]["content"])
+        assert summary.startswith(SUMMARY_PREFIX)
+        assert summary.endswith("The todo list, still open:\n" + plan), summary
+        assert "[>] add a sub function" in plan and "[x] read the README" in plan
+        assert [m["role"] for m in agent.history] == ["system", "user", "assistant"]
+        after = [e async for e in agent.run_turn("Go on with the todo list.")]
+        assert not [e for e in after if isinstance(e, ev.AgentError)], after
+        [finished] = [e for e in after if isinstance(e, ev.TurnFinished)]
+        assert finished.requests >= 1 and finished.completion_tokens > 0, finished
+        assert agent.history[1]["content"] == summary  # the next request opened with it
+        assert agent.history[3]["role"] == "user"
+        assert str(agent.history[3]["content"]).startswith("Go on with the todo list.")
+    finally:
+        await session.aclose()

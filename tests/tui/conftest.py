@@ -10,6 +10,7 @@ import pytest
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.config import PermissionMode
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
@@ -39,7 +40,8 @@ def make_app(workspace: Path, scripts: list[TurnScript] | None = None, *,
 
 
 def live_app(workspace: Path, paths: Paths, server: ScriptedServer, *,
-             vision: bool = False) -> SparkcodeApp:
+             vision: bool = False,
+             permission_mode: PermissionMode = "full-auto") -> SparkcodeApp:
     """An app over the real agent (session builder, tools, loop) whose model is the
     scripted OpenAI server: what a request body holds is what the user sent.
     ``vision``: the endpoint's model takes images (``--vision``)."""
@@ -49,7 +51,7 @@ def live_app(workspace: Path, paths: Paths, server: ScriptedServer, *,
     async def factory(request: SessionRequest) -> AgentPort:
         return LiveAgent(await build_session(target, SessionOptions(
             origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="full-auto"), paths))
+            permission_mode=permission_mode), paths))
 
     return SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
                         ScriptedEngine(current=READY), factory)

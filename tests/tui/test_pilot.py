@@ -242,7 +242,7 @@ async def test_denying_an_edit(app_factory: AppFactory) -> None:
 
 async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing(
         app_factory: AppFactory) -> None:
-    app, agent, _ = app_factory([edit_script("src/main.py", DIFF)])
+    app, agent, _ = app_factory([edit_script("src/main.py", DIFF), answer_script("ok")])
     async with app.run_test(size=(100, 40)) as pilot:
         await type_line(pilot, "change it")
         await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
@@ -254,19 +254,20 @@ async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing
         assert not agent.approvals[0].future.done()
         assert app.main.prompt.value == "wait, not any yet"
         assert isinstance(app.focused, PromptInput)
-        # Enter keeps the text and hands the focus back to the card, still unanswered.
+        # Enter queues the text (it goes after the turn) and hands the focus back to
+        # the card, still unanswered.
         await pilot.press("enter")
         await until(pilot, lambda: app.focused is card)
-        assert app.main.prompt.value == "wait, not any yet"
+        assert app.main.prompt.value == ""
+        assert [str(line.render()) for line in app.main.queue.lines()] == [
+            "⏳ after turn: wait, not any yet"]
         assert not agent.approvals[0].future.done()
-        assert any("answer the approval first" in str(w.render())
-                   for w in app.main.query(ErrorMessage))
-        # The explicit key still answers.
+        # The explicit key still answers; the queued message is the next turn.
         await pilot.press("n")
-        await until(pilot, lambda: not app.main.turn_running)
+        await until(pilot, lambda: agent.turns_run == 2 and not app.main.turn_running)
         assert not agent.approvals[0].future.result().approved
         assert agent.edits_applied == []
-        assert app.main.prompt.value == "wait, not any yet"  # nothing typed was lost
+        assert agent.prompts == ["change it", "wait, not any yet"]  # nothing typed was lost
 
 
 async def test_escape_stops_a_running_turn(app_factory: AppFactory,

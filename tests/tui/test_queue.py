@@ -100,3 +100,41 @@ async def test_a_steered_message_joins_the_turn_after_its_tool_results(
                  if isinstance(w, (UserMessage, ToolCard))]
         assert order == ["UserMessage", "ToolCard", "UserMessage"]
         assert texts(app, UserMessage) == ["what is in the readme?", "also say hi"]
+
+
+async def test_a_follow_up_typed_as_an_approval_appears_is_queued_and_answers_nothing(
+        workspace: Path, paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The card that appears while the user types leaves them the focus (their next
+    letter, an a here, used to answer it: "always allow"); Enter queues the message,
+    moves to the card, and the message is the next turn once the card is answered."""
+    monkeypatch.setattr("sparkcode.tui.screens.main.TYPING_GRACE_S", 60.0)  # a loaded CI box
+    gate = asyncio.Event()
+    write = json.dumps({"path": "notes.txt", "content": "hi\n"})
+    server = ScriptedServer([Reply(tool_calls=[("write_file", write)], gate=gate),
+                             Reply(content=["Written."]), Reply(content=["All checked."])])
+    app = live_app(workspace, paths, server, permission_mode="ask")
+    async with app.run_test(size=(100, 40)) as pilot:
+        prompt = app.main.prompt
+        await type_line(pilot, "write a note")
+        await until(pilot, lambda: len(server.requests) == 1)
+        await pilot.press(*"also check ")
+        gate.set()  # the model asks to write the file while the user types
+        await until(pilot, lambda: app.main.approvals.pending() is not None)
+        card = app.main.approvals.pending()
+        assert card is not None
+        await until(pilot, lambda: any("an approval waits" in t for t in texts(app, Notice)))
+        await pilot.press(*"all the logs")
+        assert prompt.value == "also check all the logs" and app.focused is prompt
+        assert not card.request.future.done()
+        await pilot.press("enter")
+        await until(pilot, lambda: queued(app) == ["⏳ after turn: also check all the logs"])
+        await until(pilot, lambda: app.focused is card)
+        assert prompt.value == "" and not card.request.future.done()
+        await pilot.press("y")
+        await until(pilot, lambda: len(server.requests) == 3 and not app.main.turn_running,
+                    timeout=10)
+        assert (workspace / "notes.txt").read_text() == "hi\n"
+        assert server.requests[2]["messages"][-1] == {"role": "user",
+                                                      "content": "also check all the logs"}
+        assert texts(app, UserMessage) == ["write a note", "also check all the logs"]
+        assert not queued(app)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -42,6 +43,11 @@ from .command_surface import CommandSurface
 STOP_GRACE_S = 1.5
 """Seconds a turn gets to stop by itself before its worker is cancelled."""
 WELCOME = "sparkcode: type a request and press Enter; /help lists the commands."
+TYPING_GRACE_S = 2.0
+"""An approval card that appears less than this long after the user last changed a
+prompt that still holds text leaves the focus in the prompt: they are typing, and
+their next letter (a, n and y are in most words) would answer the card. Enter then
+queues the message and moves the focus to the card."""
 
 
 class MainScreen(CommandSurface):
@@ -81,6 +87,8 @@ class MainScreen(CommandSurface):
         """What happens to messages typed while a turn runs."""
         self.attachments = Attachments()
         """Images for the next message (``/image``, a pasted path; ``..attach``)."""
+        self._prompt_edited_at = 0.0
+        """``time.monotonic()`` of the prompt's last change."""
 
     @property
     def renderer(self) -> TurnRenderer:
@@ -163,17 +171,24 @@ class MainScreen(CommandSurface):
         if not await self.attachments.attach(self, event.path, event.path.name):
             self.prompt.insert(event.text)
 
+    @on(PromptInput.Changed, "#prompt")
+    def _prompt_edited(self) -> None:
+        self._prompt_edited_at = time.monotonic()
+
+    def user_is_typing(self) -> bool:
+        """The prompt has the focus and text the user changed in the last
+        :data:`TYPING_GRACE_S` seconds."""
+        prompt = self.prompt
+        return (self.focused is prompt and bool(prompt.text.strip())
+                and time.monotonic() - self._prompt_edited_at < TYPING_GRACE_S)
+
     @on(PromptInput.Submitted, "#prompt")
     def _submitted(self, event: PromptInput.Submitted) -> None:
         text = event.text
-        if not text.strip():
-            return
         card = self.approvals.pending()
-        if card is not None and not text.startswith("/"):
-            # The text stays where it is; the card is what waits for an answer.
-            card.focus()
-            self.error("answer the approval first (y approve, a always, n deny); your "
-                       "message stays in the prompt")
+        if not text.strip():
+            if card is not None:
+                card.focus()  # Enter on an empty prompt goes to the waiting card
             return
         if not text.startswith("/") and (self.attachments.pending or image_mentions(text)):
             self.run_worker(self._send_with_images(text, event.shown), group="command",
@@ -183,6 +198,8 @@ class MainScreen(CommandSurface):
         self.prompt.value = ""
         if self.turn_running and not text.startswith("/"):
             self.run_worker(self.queueing.add(text), group="notices")
+            if card is not None:
+                card.focus()  # the turn waits for this answer before the queue moves
         elif text.startswith("/"):
             self.run_command(text)
         else:
@@ -282,6 +299,14 @@ class MainScreen(CommandSurface):
                                      or event.state == WorkerState.CANCELLED)
 
     # -- approvals ---------------------------------------------------------------
+
+    @on(ApprovalCard.Shown)
+    def _card_shown(self, event: ApprovalCard.Shown) -> None:
+        if not self.user_is_typing():
+            event.card.focus()
+        elif event.card is self.approvals.pending():
+            self.notice("an approval waits: Enter queues what you are typing and moves to "
+                        "the card (y approve, a always, n deny)")
 
     @on(ApprovalCard.Decided)
     def _decided(self) -> None:

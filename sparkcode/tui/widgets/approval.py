@@ -4,7 +4,9 @@ deny) in a stack that is shown while any card waits.
 Only its own keys answer it (y, a, n, escape, the buttons). Any other printable
 key means the user is typing a message: the card posts :class:`ApprovalCard.Typing`
 and the screen moves the key to the prompt, so the rest of the text cannot
-answer the card by its letters.
+answer the card by its letters. A card does not take the focus itself: it posts
+:class:`ApprovalCard.Shown` and the screen gives it the focus unless the user is
+typing in the prompt right then (their next letter would answer it).
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ class ApprovalCard(Vertical, can_focus=True):
         character: str
 
     @dataclass
+    class Shown(Message):
+        """``card`` is on screen and waits; whoever owns the focus decides whether it
+        takes it."""
+
+        card: ApprovalCard
+
+    @dataclass
     class Decided(Message):
         """The user answered the request shown on ``card``."""
 
@@ -80,7 +89,7 @@ class ApprovalCard(Vertical, can_focus=True):
             yield Button("Deny (n)", id="deny", variant="error", compact=True)
 
     def on_mount(self) -> None:
-        self.focus()
+        self.post_message(self.Shown(self))
 
     def on_focus(self) -> None:
         self._typing = False

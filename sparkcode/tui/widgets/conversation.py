@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.widget import Widget
 
 from .chat import AssistantMessage, ErrorMessage, Notice, ThinkingBlock, UserMessage
@@ -27,6 +28,15 @@ class Conversation(VerticalScroll, can_focus=True):
 
     def on_mount(self) -> None:
         self.anchor()
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
+                      layout: bool = True) -> bool:
+        # A growing answer grows this container's virtual size in the layout pass
+        # that places it; Textual's reactive would then lay the screen out once
+        # more (6 ms a flush in bench/tui_cpu.py). The scroll bars still follow:
+        # ``_scroll_update`` sets them, and a bar that appears asks for its own
+        # layout pass.
+        return super()._size_updated(size, virtual_size, container_size, layout=False)
 
     async def _add(self, widget: Widget) -> None:
         await self.mount(widget)

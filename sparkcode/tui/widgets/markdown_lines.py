@@ -143,6 +143,15 @@ class MarkdownLines(Widget):
             self._tail_lines = self._render_block(self._tail, self._after, width)
             self._width = width
 
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
+                      layout: bool = True) -> bool:
+        # Textual sets ``virtual_size`` as a reactive that asks for another layout
+        # pass: for a widget that does not scroll, the pass that just placed it
+        # already knew that size. Without this every flush that grows an answer
+        # laid the screen out twice (10 ms each on a 2-core laptop, see
+        # bench/tui_cpu.py).
+        return super()._size_updated(size, virtual_size, container_size, layout=False)
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if not width:
             return 0
