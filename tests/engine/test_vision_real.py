@@ -109,6 +109,59 @@ def test_engine_memory_is_reported(vlm: RunningEngine) -> None:
 
 async def test_an_image_attached_through_sparkcode_reaches_the_model(
         vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    """The app's whole path on the real engine: ``Agent.load_image`` (``sparkcode run
+    --image`` and the TUI use it), the agent's request, the recording. The same turn
+    with the image costs exactly the image's tokens (Idefics3's layout) more than
+    without it, and the recording keeps the image once and loads the body back exact."""
+    import base64
+
+    from transformers import AutoTokenizer
+
+    from engine.paths import Paths
+    from sparkcode.builder import SessionOptions, build_session, resolve_target
+    from sparkcode.sessions import blobs_dir, load_session
+    from tests.support.images import write_image
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    write_image(workspace / "shot.png", size=(128, 64))
+    paths = Paths.from_env()
+    target = resolve_target(workspace, paths, endpoint=vlm.base_url, model=vlm.model,
+                            vision=True)
+
+    async def first_prompt_tokens(image: bool) -> tuple[int, Path]:
+        session = await build_session(target, SessionOptions(
+            start_engine=False, mcp=False, permission_mode="full-auto", max_turns=1,
+            max_tokens=2, temperature=0.0, seed=0, tools=("read_file",)), paths)
+        try:
+            images = [session.agent.load_image(Path("shot.png"))] if image else []
+            async for _ in session.agent.run_turn("What is in this picture?", images):
+                pass
+        finally:
+            await session.aclose()
+        assert session.recorder is not None
+        recorded = load_session(session.recorder.path)
+        answered = [e for e in recorded.exchanges if e.usage and e.path.endswith("/completions")]
+        assert answered, [e.error for e in recorded.exchanges]
+        assert answered[0].usage is not None
+        return int(answered[0].usage["prompt_tokens"]), session.recorder.path
+
+    without, _ = await first_prompt_tokens(image=False)
+    with_image, recording = await first_prompt_tokens(image=True)
+    tok = AutoTokenizer.from_pretrained(tiny_vlm_dir)
+    expected = len(tok(image_prompt(128, 64), add_special_tokens=False)["input_ids"])
+    assert with_image - without == expected > 0
+    sent = load_session(recording).exchanges
+    data = (workspace / "shot.png").read_bytes()
+    assert [p.read_bytes() for p in blobs_dir(recording).iterdir()] == [data]
+    assert all(base64.b64encode(data) in e.body for e in sent)
+
+
+async def test_run_image_with_a_vision_profile_reaches_the_model(
+        vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    """``sparkcode run --image`` with the managed profile's ``[model] vision = true``: the
+    turn with the image costs exactly its tile grid's tokens more than the same turn
+    without it."""
     from transformers import AutoTokenizer
 
     from sparkcode.cli._run import RunOptions, run_headless

@@ -91,3 +91,19 @@ async def test_a_missing_image_file_is_a_named_problem_not_a_lost_session(
     assert [p.message.split(" is missing")[0] for p in session.problems] == [
         f"request 0: image {digest} of this request",
         f"request 1: image {digest} of this request"]
+
+
+async def test_export_takes_the_images_along(tmp_path: Path) -> None:
+    from sparkcode.cli._sessions import export_cmd
+
+    data = image_bytes("PNG")
+    recorder = await record_conversation(_conversation(data, 2), EchoServer().transport(),
+                                         tmp_path)
+    out = tmp_path / "copy" / "exported.jsonl"
+    out.parent.mkdir()
+    export_cmd(recorder.session_id, out, force=False)
+    assert [p.read_bytes() for p in blobs_dir(out).iterdir()] == [data]
+    copied = load_session(out)
+    assert not copied.problems
+    assert [e.body for e in copied.exchanges] == [
+        e.body for e in load_session(recorder.path).exchanges]
