@@ -3,6 +3,7 @@ as a data URL; refusals are shown by name and lose nothing typed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 from pathlib import Path
@@ -12,6 +13,7 @@ from textual import events
 from engine.paths import Paths
 from sparkcode.sessions import SessionStore, blobs_dir
 from sparkcode.tui import SparkcodeApp
+from sparkcode.tui.agent_port import AgentPort
 from sparkcode.tui.attach import image_mentions, pasted_image
 from sparkcode.tui.widgets import ErrorMessage, Notice
 from tests.agent.scripted import Reply, ScriptedServer
@@ -126,3 +128,29 @@ async def test_a_text_only_model_refuses_images_by_name(workspace: Path, paths: 
         await until(pilot, lambda: len(texts(app, ErrorMessage)) == 2)
         assert "model m is text-only" in texts(app, ErrorMessage)[-1]
         assert not server.requests
+
+
+async def test_a_pasted_image_path_does_not_hold_the_keys_while_the_agent_is_built(
+        workspace: Path, paths: Paths) -> None:
+    # Seen in tmux: a screenshot's path pasted while the managed engine booted froze the
+    # prompt until the engine was ready (about 2 minutes), because attaching waits for
+    # the agent and the paste's handler awaited it on the screen's message queue.
+    write_image(workspace / "shot.png", size=(12, 12))
+    app = live_app(workspace, paths, ScriptedServer([]), vision=True)
+    async with app.run_test(size=(110, 40)) as pilot:
+        gate = asyncio.Event()
+        built = app.main.ensure_agent
+
+        async def slow_agent() -> AgentPort:
+            await gate.wait()  # the engine is still booting
+            return await built()
+
+        app.main.ensure_agent = slow_agent  # type: ignore[method-assign]
+        app.main.prompt.post_message(events.Paste(str(workspace / "shot.png")))
+        await pilot.pause()
+        await pilot.press("h", "i")
+        await until(pilot, lambda: app.main.prompt.value == "hi")
+        assert not app.main.attachments.pending
+        gate.set()
+        await until(pilot, lambda: bool(app.main.attachments.pending))
+        assert app.main.prompt.value == "hi"

@@ -166,10 +166,18 @@ class MainScreen(CommandSurface):
         (self.error if event.refused else self.notice)(event.text)
 
     @on(PromptInput.ImagePasted)
-    async def _image_pasted(self, event: PromptInput.ImagePasted) -> None:
-        """A pasted image path attaches the image; refused, the path is typed instead."""
-        if not await self.attachments.attach(self, event.path, event.path.name):
-            self.prompt.insert(event.text)
+    def _image_pasted(self, event: PromptInput.ImagePasted) -> None:
+        """A pasted image path attaches the image; refused, the path is typed instead.
+
+        In a worker: attaching waits for the agent, which waits for a booting engine
+        (minutes on a CPU); awaited here, it held the screen's message queue and every
+        key typed meanwhile stayed unseen until the engine was ready."""
+        self.run_worker(self._attach_pasted(event.path, event.text), group="attach",
+                        exit_on_error=False)
+
+    async def _attach_pasted(self, path: Path, text: str) -> None:
+        if not await self.attachments.attach(self, path, path.name):
+            self.prompt.insert(text)
 
     @on(PromptInput.Changed, "#prompt")
     def _prompt_edited(self) -> None:
