@@ -148,9 +148,11 @@ async def test_a_pasted_image_path_does_not_hold_the_keys_while_the_agent_is_bui
         app.main.ensure_agent = slow_agent  # type: ignore[method-assign]
         app.main.prompt.post_message(events.Paste(str(workspace / "shot.png")))
         await pilot.pause()
-        await pilot.press("h", "i")
-        await until(pilot, lambda: app.main.prompt.value == "hi")
-        assert not app.main.attachments.pending
-        gate.set()
+        try:  # bounded: with the handler awaiting the agent, the keys wait for the gate
+            await asyncio.wait_for(pilot.press("h", "i"), timeout=10)
+            await until(pilot, lambda: app.main.prompt.value == "hi")
+            assert not app.main.attachments.pending
+        finally:
+            gate.set()
         await until(pilot, lambda: bool(app.main.attachments.pending))
         assert app.main.prompt.value == "hi"
