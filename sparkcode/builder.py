@@ -133,6 +133,9 @@ class SessionOptions:
     """What requests go out through, under the recorder (tests pass a scripted server)."""
     mcp: bool = True
     """Start the MCP servers of ``config.toml``."""
+    session_id: str | None = None
+    """The recording's ID (default: a new one); ``sparkcode acp`` names it before the
+    engine is up, so the editor has it at once."""
 
 
 @dataclass
@@ -183,7 +186,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         recorder, transport = start_recording(
             conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
             api_key_env=conn.api_key_env, origin=options.origin, extra=extra,
-            inner=options.transport,
+            inner=options.transport, session_id=options.session_id,
         )
     client = conn.client(transport or options.transport)
     prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT)
