@@ -161,9 +161,13 @@ class AcpSession:
             async with in_order:
                 await self.send(update_tool_call(BOOT_CALL, status="completed"))
         self.mapper = UpdateMapper(session.target.workspace, session.agent.tools)
-        if session.agent.permissions.mode != (self.mode or "sandbox"):
-            await self.send(update_current_mode(session.agent.permissions.mode))
-        self.mode = session.agent.permissions.mode
+        permissions = session.agent.permissions
+        wanted = self.mode  # the editor may have switched while the session was built
+        if wanted is not None and permissions.mode != wanted:
+            permissions.set_mode(wanted)
+        if permissions.mode != (wanted or "sandbox"):  # no sandbox here: ask instead
+            await self.send(update_current_mode(permissions.mode))
+        self.mode = permissions.mode
         for update in self.replay:
             await self.send(update)
         self.replay = []
@@ -268,8 +272,10 @@ class AcpSession:
             meta["error"] = error.message
         if session.session_id is not None:
             meta["recording"] = session.session_id
-        return PromptResponse(stop_reason=STOP_REASONS[finished.reason],
-                              field_meta={"sparkcode": meta})
+        # ACP: a cancelled prompt answers `cancelled`, whatever stopped the turn first
+        # (a refused approval, which the editor answers `cancelled` on cancel).
+        stop = "cancelled" if self._cancel.is_set() else STOP_REASONS[finished.reason]
+        return PromptResponse(stop_reason=stop, field_meta={"sparkcode": meta})
 
     def cancel(self) -> None:
         """``session/cancel``: the turn stops at its next frame or tool boundary; a
