@@ -68,8 +68,8 @@ class EditorClient:
 
 
 @asynccontextmanager
-async def spawn(client: EditorClient, *args: str, home: Path,
-                cwd: Path) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
+async def spawn(client: EditorClient, *args: str, home: Path, cwd: Path,
+                ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
     env = {"SPARKCODE_HOME": str(home), "PYTHONPATH": str(ROOT),
            "PATH": os.environ.get("PATH", "")}
     async with spawn_agent_process(client, sys.executable, "-m", "sparkcode", "acp", *args,
