@@ -126,8 +126,16 @@ class AcpSession:
 
     def start(self) -> None:
         """Build in the background (the engine may take minutes to boot)."""
-        if self._build is None or (self._build.done() and self._build.exception()):
+        build = self._build
+        if build is None or (build.done() and (build.cancelled() or build.exception())):
             self._build = asyncio.create_task(self._build_session(), name=f"acp-{self.id}")
+
+    def built(self) -> AgentSession | None:
+        """The session when its build has succeeded, else None."""
+        build = self._build
+        if build is None or not build.done() or build.cancelled() or build.exception():
+            return None
+        return build.result()
 
     async def _build_session(self) -> AgentSession:
         loop = asyncio.get_running_loop()
@@ -188,6 +196,9 @@ class AcpSession:
             return None
         try:
             return self._build.result()
+        except asyncio.CancelledError:
+            raise user_error("the session's start was stopped; send the prompt again",
+                             -32603) from None
         except UserError as exc:
             raise user_error(f"the session could not start: {exc}", -32603) from None
 
@@ -281,14 +292,16 @@ class AcpSession:
         """``session/cancel``: the turn stops at its next frame or tool boundary; a
         prompt still waiting for the engine returns ``cancelled`` (the boot goes on)."""
         self._cancel.set()
-        if self._build is not None and self._build.done() and not self._build.exception():
-            self._build.result().agent.cancel()
+        session = self.built()
+        if session is not None:
+            session.agent.cancel()
 
     async def set_mode(self, mode: PermissionMode) -> None:
         self.mode = mode
-        if self._build is None or not self._build.done() or self._build.exception():
+        session = self.built()
+        if session is None:
             return  # applied when the session is built
-        permissions = self._build.result().agent.permissions
+        permissions = session.agent.permissions
         if permissions.mode != "plan" and mode == "plan":
             self._mode_before_plan = permissions.mode
         notice = permissions.set_mode(mode)
