@@ -135,7 +135,9 @@ class SparkcodeAcpAgent:
         if old is not None:
             await old.aclose()
         session = self._session(session_id, cwd, mcp_servers, resume=rebuilt)
-        session.replay = history_updates(rebuilt.history, default_tools())
+        # ACP: the conversation is shown again before the load answers.
+        for update in history_updates(rebuilt.history, default_tools()):
+            await session.send(update)
         session.start()
         await session.announce()
         return LoadSessionResponse(modes=mode_state(self._initial_mode(session)))

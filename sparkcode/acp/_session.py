@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_s
 from sparkcode.config import PermissionMode
 
 from ._commands import EFFORTS, AcpCommand, available_commands, parse_command
-from ._updates import STOP_REASONS, Update, UpdateMapper
+from ._updates import STOP_REASONS, UpdateMapper
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,6 @@ class AcpSession:
         self._cancel = asyncio.Event()
         self._mode_before_plan: PermissionMode | None = None
         self.mapper: UpdateMapper | None = None
-        self.replay: list[Update] = []
-        """Sent once the session is built: a loaded conversation, shown again."""
 
     # -- building ---------------------------------------------------------------
 
@@ -155,9 +154,8 @@ class AcpSession:
         def progress(line: str) -> None:  # called from the supervisor's thread
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(boot_line(line)))
 
-        options = SessionOptions(**{**self._options.__dict__, "progress": progress,
-                                    "approver": self._approve, "session_id": self.record_id,
-                                    "permission_mode": self.mode})
+        options = replace(self._options, progress=progress, approver=self._approve,
+                          session_id=self.record_id, permission_mode=self.mode)
         try:
             session = await build_session(self.target, options, self.paths)
         except Exception as exc:
@@ -176,9 +174,6 @@ class AcpSession:
         if permissions.mode != (wanted or "sandbox"):  # no sandbox here: ask instead
             await self.send(update_current_mode(permissions.mode))
         self.mode = permissions.mode
-        for update in self.replay:
-            await self.send(update)
-        self.replay = []
         for note in session.notes:
             await self.say(note)
         return session

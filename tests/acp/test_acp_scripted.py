@@ -137,6 +137,9 @@ async def test_a_recorded_session_is_loaded_replayed_and_continued(
                              cwd=workspace) as (conn, _):
                 await conn.initialize(protocol_version=1)
                 await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
+                await asyncio.sleep(0.1)  # the notifications' handlers, already received
+                # ACP: the conversation is shown again before session/load answers.
+                assert "what is in n.txt?" in later.text("user_message_chunk")
                 await conn.prompt(session_id=sid, prompt=[text_block("and now?")])
             assert answer in later.text()
     # The first load replayed the conversation, tool call included.
