@@ -168,10 +168,11 @@ class UpdateMapper:
     def _finished(self, event: ToolCallFinished) -> ToolCallProgress:
         content: list[ToolContent] = []
         before = self._before.pop(event.call_id, None)
-        if before is not None and event.diff and not event.error:
+        if before is not None and not event.error:
+            # Read back rather than taken from event.diff, which a new file lacks.
             target, old = before
             new = _read(target)
-            if new is not None:
+            if new is not None and new != old:
                 content.append(tool_diff_content(str(target), new, old))
         content.append(tool_content(text_block(event.result)))
         return update_tool_call(event.call_id, status="failed" if event.error else "completed",

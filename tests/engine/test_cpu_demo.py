@@ -229,13 +229,14 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
     written = (workspace / "notes.md").read_text()
     edits = [c for u in client.of("tool_call_update") if u.content for c in u.content
              if c.type == "diff"]
-    assert edits and edits[0].old_text is None and edits[0].new_text == written, edits
+    assert edits and edits[0].old_text is None and edits[0].new_text == written, \
+        client.of("tool_call_update")
     usage = [u for u in client.of("usage_update") if u.field_meta["sparkcode"]["decode_tok_s"]]
-    assert usage and usage[0].size > 0
-    assert cancelled.stop_reason == "cancelled"
+    assert usage and usage[0].size > 0, client.of("usage_update")
+    assert cancelled.stop_reason == "cancelled", cancelled
     assert (workspace / "notes.md").read_text() == written  # the cancelled write did not run
     # The load showed the recorded conversation, then went on against the engine.
     assert "Write a short note to notes.md." in later.text("user_message_chunk")
     assert any(u.title == "write_file notes.md" for u in later.of("tool_call"))
-    assert again.field_meta["sparkcode"]["requests"] == 1  # the forced call, refused
+    assert again.field_meta["sparkcode"]["requests"] == 1, again  # the forced call, refused
     assert again.field_meta["sparkcode"]["recording"] != sid
