@@ -54,7 +54,9 @@ class LineTransport:
     async def send(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
         async with self._lock:
-            self._writer.write(line.encode("utf-8"))
+            # A lone surrogate (a model's broken \\ud83d escape) becomes U+FFFD: the
+            # message still goes out as valid UTF-8 instead of being lost.
+            self._writer.write(line.encode("utf-8", "replace"))
             await self._writer.drain()
 
     async def receive(self) -> dict[str, Any] | None:

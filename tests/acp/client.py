@@ -72,6 +72,10 @@ async def spawn(client: EditorClient, *args: str, home: Path, cwd: Path,
                 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
     env = {"SPARKCODE_HOME": str(home), "PYTHONPATH": str(ROOT),
            "PATH": os.environ.get("PATH", "")}
-    async with spawn_agent_process(client, sys.executable, "-m", "sparkcode", "acp", *args,
-                                   env=env, cwd=cwd) as (conn, proc):
-        yield conn, proc
+    # The agent's stderr (its log) goes to a file a failing test can show.
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / "acp-agent.log").open("ab") as log:
+        async with spawn_agent_process(client, sys.executable, "-m", "sparkcode", "acp", *args,
+                                       env=env, cwd=cwd,
+                                       transport_kwargs={"stderr": log.fileno()}) as (conn, proc):
+            yield conn, proc

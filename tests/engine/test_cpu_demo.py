@@ -229,8 +229,9 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
     written = (workspace / "notes.md").read_text()
     edits = [c for u in client.of("tool_call_update") if u.content for c in u.content
              if c.type == "diff"]
+    log = (home / "acp-agent.log").read_text(errors="replace")[-3000:]
     assert edits and edits[0].old_text is None and edits[0].new_text == written, \
-        client.of("tool_call_update")
+        (client.of("tool_call"), client.of("tool_call_update"), log)
     usage = [u for u in client.of("usage_update") if u.field_meta["sparkcode"]["decode_tok_s"]]
     assert usage and usage[0].size > 0, client.of("usage_update")
     assert cancelled.stop_reason == "cancelled", cancelled
