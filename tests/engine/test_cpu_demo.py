@@ -193,7 +193,7 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
               "properties": {"path": {"type": "string", "enum": ["notes.md"]},
                              "content": {"type": "string", "maxLength": 24}}}
     args = ("--endpoint", engine.base_url, "--force-tool", "write_file", "--force-tool-schema",
-            json.dumps(schema), "--max-turns", "1", "--max-tokens", "64",
+            json.dumps(schema), "--max-turns", "1", "--max-tokens", "128",
             "--temperature", "0")
     home = engine.paths.config_dir.parent
 
@@ -203,8 +203,14 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.set_session_mode(session_id=sid, mode_id="ask")
-            done = await conn.prompt(session_id=sid,
-                                     prompt=[text_block("Write a short note to notes.md.")])
+            # Greedy SmolLM2 sometimes ends a forced call before its JSON does (measured:
+            # '{"path": "notes.md", "content": "note.md' on the first prompt); the model is
+            # asked again, as a user would, until a call parses (at most three prompts).
+            for _ in range(3):
+                done = await conn.prompt(session_id=sid, prompt=[text_block(
+                    "Write a short note to notes.md.")])
+                if client.permissions:
+                    break
             # A second prompt, cancelled while its approval waits.
             client.answer, client.hold = None, asyncio.Event()
             client.asked.clear()
