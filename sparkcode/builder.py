@@ -151,6 +151,9 @@ class SessionOptions:
     """Run the project's hooks: True trusts the project (remembered), False does not,
     None asks ``ask_trust`` unless it was trusted before (:mod:`.session_hooks`)."""
     ask_trust: AskTrust | None = None
+    session_id: str | None = None
+    """The recording's ID (default: a new one); ``sparkcode acp`` names it before the
+    engine is up, so the editor has it at once."""
 
 
 @dataclass
@@ -201,7 +204,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         recorder, transport = start_recording(
             conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
             api_key_env=conn.api_key_env, origin=options.origin, extra=extra,
-            inner=options.transport,
+            inner=options.transport, session_id=options.session_id,
         )
     client = conn.client(transport or options.transport)
     # Skills are listed once, sorted: the list is part of the byte-stable prefix.

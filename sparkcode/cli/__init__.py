@@ -13,7 +13,7 @@ import typer
 
 from engine.errors import UserError
 
-from . import _bench, _detect, _engine, _models, _quantize, _replay, _run, _sessions, _tui
+from . import _acp, _bench, _detect, _engine, _models, _quantize, _replay, _run, _sessions, _tui
 
 app = typer.Typer(
     name="sparkcode",
@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 
 for _module in (_tui, _engine, _models, _run, _sessions, _replay, _detect, _quantize,
-                _bench):
+                _bench, _acp):
     _module.register(app)
 
 

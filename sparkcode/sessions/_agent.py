@@ -54,12 +54,15 @@ def start_recording(
     on_error: Callable[[OSError], None] | None = None,
     lazy: bool = True,
     extra: Mapping[str, Any] | None = None,
+    session_id: str | None = None,
 ) -> tuple[SessionRecorder, RecordingTransport]:
     """A new session recorder and the transport to give the agent's ``ChatClient``.
 
     With ``lazy`` (the default) the file appears at the first model request or
     agent event: connecting and quitting without a prompt records nothing.
-    ``extra`` goes into the header (sampling seed, parent session...).
+    ``extra`` goes into the header (sampling seed, parent session...);
+    ``session_id`` names the recording (default: a new one), for a front that
+    hands the ID out before the session is built (``sparkcode acp``).
     """
     import os
 
@@ -72,6 +75,6 @@ def start_recording(
                                                      redactor=redactor)
     recorder = SessionRecorder(paths.sessions_dir, workspace=workspace, engine=fingerprint,
                                redactor=redactor, origin=origin, on_error=on_error,
-                               lazy=lazy, extra=extra)
+                               lazy=lazy, extra=extra, session_id=session_id)
     transport = RecordingTransport(inner or httpx.AsyncHTTPTransport(), recorder)
     return recorder, transport

@@ -271,3 +271,78 @@ async def test_compact_restates_the_open_todo_list_and_the_next_request_is_serve
         assert str(agent.history[3]["content"]).startswith("Go on with the todo list.")
     finally:
         await session.aclose()
+
+
+def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
+        engine: RunningEngine, tmp_path: Path) -> None:
+    # `sparkcode acp` as an editor starts it, driven by the ACP SDK's client. SmolLM2
+    # calls tools unreliably, so each prompt's one request (--max-turns 1) is a forced strict
+    # write_file held by vLLM's grammar to notes.md and a short text.
+    from acp import text_block
+
+    from tests.acp.client import EditorClient, spawn
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    schema = {"type": "object", "additionalProperties": False,
+              "required": ["path", "content"],
+              "properties": {"path": {"type": "string", "enum": ["notes.md"]},
+                             "content": {"type": "string", "maxLength": 24}}}
+    args = ("--endpoint", engine.base_url, "--force-tool", "write_file", "--force-tool-schema",
+            json.dumps(schema), "--max-turns", "1", "--max-tokens", "128",
+            "--temperature", "0")
+    home = engine.paths.config_dir.parent
+
+    async def session() -> tuple[EditorClient, EditorClient, str, Any, Any, Any]:
+        client = EditorClient(answer="allow_once")
+        async with spawn(client, *args, home=home, cwd=workspace) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sid, mode_id="ask")
+            # Greedy SmolLM2 sometimes ends a forced call before its JSON does (measured:
+            # '{"path": "notes.md", "content": "note.md' on the first prompt); the model is
+            # asked again, as a user would, until a call parses (at most three prompts).
+            for _ in range(3):
+                done = await conn.prompt(session_id=sid, prompt=[text_block(
+                    "Write a short note to notes.md.")])
+                if client.permissions:
+                    break
+            # A second prompt, cancelled while its approval waits.
+            client.answer, client.hold = None, asyncio.Event()
+            client.asked.clear()
+            pending = asyncio.create_task(conn.prompt(
+                session_id=sid, prompt=[text_block("Write it again.")]))
+            await asyncio.wait_for(client.asked.wait(), 300)
+            await conn.cancel(session_id=sid)
+            client.hold.set()
+            cancelled = await asyncio.wait_for(pending, 300)
+        later = EditorClient(answer="reject_once")
+        async with spawn(later, *args, home=home, cwd=workspace) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
+            # A mode is the editor's choice, not recorded: ask again (sandbox lets edits run).
+            await conn.set_session_mode(session_id=sid, mode_id="ask")
+            again = await conn.prompt(session_id=sid, prompt=[text_block("Once more.")])
+        return client, later, sid, done, cancelled, again
+
+    client, later, sid, done, cancelled, again = asyncio.run(session())
+    assert done.stop_reason == "max_turn_requests", done  # --max-turns 1: the call, no answer
+    (call, options), *_ = client.permissions
+    assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
+    assert "+++ b/notes.md" in call.content[0].content.text
+    written = (workspace / "notes.md").read_text()
+    edits = [c for u in client.of("tool_call_update") if u.content for c in u.content
+             if c.type == "diff"]
+    log = (home / "acp-agent.log").read_text(errors="replace")[-3000:]
+    assert edits and edits[0].old_text is None and edits[0].new_text == written, \
+        (client.of("tool_call"), client.of("tool_call_update"), log)
+    usage = [u for u in client.of("usage_update") if u.field_meta["sparkcode"]["decode_tok_s"]]
+    assert usage and usage[0].size > 0, client.of("usage_update")
+    assert cancelled.stop_reason == "cancelled", cancelled
+    assert (workspace / "notes.md").read_text() == written  # the cancelled write did not run
+    # The load showed the recorded conversation, then went on against the engine.
+    assert "Write a short note to notes.md." in later.text("user_message_chunk")
+    assert any(u.title == "write_file notes.md" for u in later.of("tool_call"))
+    assert again.field_meta["sparkcode"]["requests"] == 1, again  # the forced call, refused
+    assert again.field_meta["sparkcode"]["recording"] != sid
