@@ -62,7 +62,7 @@ from .permissions import Permissions
 from .rewind import Rewind
 from .sampling import request_seed
 from .settings import ACT_PROMPT, DEFAULT_SYSTEM_PROMPT, PLAN_NOTE, AgentSettings
-from .tools import TodoList, ToolContext, ToolRegistry, default_tools
+from .tools import TodoList, ToolContext, ToolRegistry, default_tools, workspace_listing
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,8 @@ class Agent:
             if self.settings.first_step_tool:
                 self._structured_first = structured_outputs(self.tools, key, answer=False)
             system_prompt += tools_prompt(self.tools, key)
+        if self.settings.workspace_files:
+            system_prompt += "\n\nThe workspace's files:\n" + workspace_listing(self.workspace)
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0

@@ -78,6 +78,11 @@ class AgentSettings:
     """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
     task_reminder: bool = False
     """Append the turn's task to every tool result (for models that lose it)."""
+    workspace_files: bool = False
+    """End the system prompt with the workspace's files as they are when the session
+    starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B
+    guessed paths (``src/main/python/calc.py`` for ``calc.py``) in 5 of 16 tries of
+    the agent suite and never found a test file it was not told of (docs/agent.md)."""
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""

@@ -29,6 +29,25 @@ async def call(ws: Path, name: str, **args: Any) -> ToolOutput:
     return await tool.run(args, ToolContext(workspace=ws, bash_timeout_s=10, output_cap=2000))
 
 
+async def test_a_missing_file_error_names_the_files_that_exist(workspace: Path) -> None:
+    # A guessed path (src/greet.py for greet.py) is answered with what is there, not
+    # with a tool the profile may not offer (cpu-coder has no list_files).
+    (workspace / "greet.py").write_text("def greet(n):\n    return n\n")
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_greet.py").write_text("")
+    for name in ("read_file", "edit_file"):
+        with pytest.raises(ToolError) as err:
+            await call(workspace, name, path="src/main/greet.py", old_string="a", new_string="b")
+        assert str(err.value) == ("src/main/greet.py does not exist; the files in the "
+                                  "workspace are: greet.py, tests/test_greet.py")
+    with pytest.raises(ToolError, match=r"in tests are: tests/test_greet\.py$"):
+        await call(workspace, "read_file", path="tests/test_greet2.py")
+    for i in range(25):
+        (workspace / f"m{i:02}.py").write_text("")
+    with pytest.raises(ToolError, match=r"m18\.py, \.\.\.$"):
+        await call(workspace, "read_file", path="nope.py")
+
+
 async def test_read_file_with_line_ranges(workspace: Path) -> None:
     (workspace / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = await call(workspace, "read_file", path="f.txt", start_line=3, end_line=4)
