@@ -48,6 +48,22 @@ async def test_a_missing_file_error_names_the_files_that_exist(workspace: Path) 
         await call(workspace, "read_file", path="nope.py")
 
 
+async def test_an_ambiguous_edit_shows_each_place_with_the_line_before(
+        workspace: Path) -> None:
+    # fix-line-even: told only "lines 2, 6 ... or set replace_all", Qwen-1.5B set
+    # replace_all and broke is_odd; the lines before tell is_even's from is_odd's.
+    (workspace / "parity.py").write_text("def is_even(n):\n    return n % 2 == 1\n\n\n"
+                                         "def is_odd(n):\n    return n % 2 == 1\n")
+    with pytest.raises(ToolError) as err:
+        await call(workspace, "edit_file", path="parity.py", old_string="n % 2 == 1",
+                   new_string="n % 2 == 0")
+    assert str(err.value).endswith(
+        "Each place with the line before it:\n"
+        "     1\tdef is_even(n):\n     2\t    return n % 2 == 1\n---\n"
+        "     5\tdef is_odd(n):\n     6\t    return n % 2 == 1")
+    assert (workspace / "parity.py").read_text().count("== 1") == 2
+
+
 async def test_read_file_with_line_ranges(workspace: Path) -> None:
     (workspace / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = await call(workspace, "read_file", path="f.txt", start_line=3, end_line=4)
