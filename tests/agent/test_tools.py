@@ -69,8 +69,14 @@ async def test_read_file_with_line_ranges(workspace: Path) -> None:
     out = await call(workspace, "read_file", path="f.txt", start_line=3, end_line=4)
     assert out.text.splitlines() == ["f.txt (lines 3-4 of 10)", "     3\tline 3",
                                      "     4\tline 4"]
-    with pytest.raises(ToolError, match="only 10 lines"):
-        await call(workspace, "read_file", path="f.txt", start_line=11)
+    for start, end in ((11, 20), (-1, 3), (5, 2)):  # outside the file: all 10 lines
+        out = await call(workspace, "read_file", path="f.txt", start_line=start, end_line=end)
+        assert out.text.splitlines()[0] == (f"f.txt (lines 1-10 of 10; lines {start}-{end} do "
+                                            "not exist, so the whole file is shown)")
+        assert out.text.splitlines()[-1] == "    10\tline 10"
+    (workspace / "long.txt").write_text("x\n" * 201)
+    with pytest.raises(ToolError, match=r"only 201 lines; bad line range 300\.\.301"):
+        await call(workspace, "read_file", path="long.txt", start_line=300, end_line=301)
     with pytest.raises(ToolError, match="does not exist"):
         await call(workspace, "read_file", path="missing.txt")
     (workspace / "bin").write_bytes(b"\x00\x01\x02")

@@ -19,6 +19,11 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "
 MAX_READ_BYTES = 2_000_000
 
 
+WHOLE_ON_BAD_RANGE = 200
+"""A line range outside a file this short reads the whole file instead of failing:
+Qwen2.5-Coder-1.5B asked for lines 20-30 of a 10-line client.py, was told "start_line
+20 is past the end", asked again and was stopped by the loop guard (answer-constant);
+one screen of a small file is what it wanted to see."""
 HINT_FILES = 20
 """Names a missing-file error lists (a workspace of a few files is listed whole)."""
 
@@ -110,16 +115,19 @@ class ReadFile(Tool):
         shown = display(ctx.workspace, path)
         lines = _read_text(path, shown, ctx.workspace).splitlines()
         start = _int_arg(args, "start_line", 1) or 1
-        if lines and start > len(lines):
-            raise ToolError(f"{shown} has only {len(lines)} lines; start_line {start} is past "
-                            "the end")
         end = _int_arg(args, "end_line", None) or len(lines)
-        if start < 1 or end < start:
-            raise ToolError(f"bad line range {start}..{end}; lines are 1-based and "
-                            "end_line >= start_line")
+        note = ""
+        if lines and (start > len(lines) or start < 1 or end < start):
+            if len(lines) > WHOLE_ON_BAD_RANGE:
+                past = f"has only {len(lines)} lines" if start > len(lines) else "is read"
+                raise ToolError(f"{shown} {past}; bad line range {start}..{end} (lines are "
+                                "1-based and end_line >= start_line)")
+            note = f"; lines {start}-{end} do not exist, so the whole file is shown"
+            start, end = 1, len(lines)
         end = min(end, len(lines))
         body = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(start, end + 1))
-        header = f"{shown} (lines {start}-{end} of {len(lines)})" if lines else f"{shown} (empty)"
+        header = (f"{shown} (lines {start}-{end} of {len(lines)}{note})" if lines
+                  else f"{shown} (empty)")
         return ToolOutput(cap_output(f"{header}\n{body}", ctx.output_cap))
 
 
