@@ -27,14 +27,14 @@ PLAN_NOTE = (
 """Appended to the user's message while the permission mode is ``plan``."""
 TASK_REMINDER = (
     "\n\n(The task: {task}\nReply with the next step: another tool call, or "
-    '{{"answer": ...}} if the task is done. A question is done once you know the answer; '
-    "change files only if the task asks for it.)"
+    '{{"answer": ...}} if the task is done.)'
 )
 """Appended to every tool result with ``task_reminder``. A small model loses the task
 once a tool result follows it: the Qwen2.5-Coder-0.5B repeated the same call or
-answered with a tool's description (docs/agent.md). Its last sentence: asked "what
-does shout('hi') return?" or "how many attempts at most?", the 1.5B read the file
-and then edited it instead of answering (answer-value, answer-constant)."""
+answered with a tool's description (docs/agent.md). A further sentence, "A question
+is done once you know the answer; change files only if the task asks for it.", was
+measured in the agent suite (2026-12-02) and removed: the 1.5B still edited the file
+it was asked about in 2 of 3 answer tries."""
 ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
               "in_progress and then done as you go.")
 """What switching from plan to act sends (the TUI's /act)."""

@@ -154,9 +154,7 @@ async def test_task_reminder_repeats_the_task_after_each_tool_result(workspace: 
     tool = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
     assert "x = 1" in tool["content"]
     assert tool["content"].endswith("(The task: what is x in a.py?\nReply with the next step: "
-                                    'another tool call, or {"answer": ...} if the task is done. '
-                                    "A question is done once you know the answer; change "
-                                    "files only if the task asks for it.)")
+                                    'another tool call, or {"answer": ...} if the task is done.)')
 
 
 async def test_workspace_files_lists_the_files_in_the_system_prompt(workspace: Path) -> None:
