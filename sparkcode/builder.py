@@ -281,6 +281,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
                          else prof.first_step_tool),
         task_reminder=(options.task_reminder if options.task_reminder is not None
                        else prof.task_reminder),
+        workspace_files=prof.workspace_files,
     )
 
 

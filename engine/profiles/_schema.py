@@ -58,6 +58,8 @@ class AgentDefaults:
     """The built-in tools offered to the model; empty: all of them."""
     task_reminder: bool = False
     """Append the turn's task to every tool result (a small model loses it)."""
+    workspace_files: bool = False
+    """List the workspace's files in the system prompt (a small model guesses paths)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ _SECTIONS: dict[str, set[str]] = {
     "endpoint": {"base_url", "model", "api_key_env", "vision"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
               "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
-              "tools", "task_reminder"},
+              "tools", "task_reminder", "workspace_files"},
 }
 
 
@@ -228,6 +230,7 @@ def parse_profile(text: str, source: Path) -> Profile:
         first_step_tool=agent_t.get("first_step_tool", bool, False),
         tools=agent_t.str_list("tools"),
         task_reminder=agent_t.get("task_reminder", bool, False),
+        workspace_files=agent_t.get("workspace_files", bool, False),
     )
     description = meta.get("description", str, "")
 

@@ -64,8 +64,14 @@ from .metrics import MetricsPoller
 from .permissions import Permissions
 from .rewind import Rewind
 from .sampling import request_seed
-from .settings import ACT_PROMPT, DEFAULT_SYSTEM_PROMPT, PLAN_NOTE, AgentSettings
-from .tools import TodoList, ToolContext, ToolRegistry, default_tools
+from .settings import (
+    ACT_PROMPT,
+    DEFAULT_SYSTEM_PROMPT,
+    PLAN_NOTE,
+    TASK_REMINDER,
+    AgentSettings,
+)
+from .tools import TodoList, ToolContext, ToolRegistry, default_tools, workspace_listing
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -109,6 +115,8 @@ class Agent:
             if self.settings.first_step_tool:
                 self._structured_first = structured_outputs(self.tools, key, answer=False)
             system_prompt += tools_prompt(self.tools, key)
+        if self.settings.workspace_files:
+            system_prompt += "\n\nThe workspace's files:\n" + workspace_listing(self.workspace)
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0
@@ -424,11 +432,7 @@ class Agent:
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
         if self.settings.task_reminder:
-            # A small model loses the task once a tool result follows it: the
-            # Qwen2.5-Coder-0.5B repeated the same call or answered with a tool's
-            # description (docs/agent.md). The task, said again right there.
-            text += (f"\n\n(The task: {self._task}\nReply with the next step: another "
-                     'tool call, or {"answer": ...} if the task is done.)')
+            text += TASK_REMINDER.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
     async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,

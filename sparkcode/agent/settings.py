@@ -26,6 +26,16 @@ PLAN_NOTE = (
     "the user approves the plan.]"
 )
 """Appended to the user's message while the permission mode is ``plan``."""
+TASK_REMINDER = (
+    "\n\n(The task: {task}\nReply with the next step: another tool call, or "
+    '{{"answer": ...}} if the task is done.)'
+)
+"""Appended to every tool result with ``task_reminder``. A small model loses the task
+once a tool result follows it: the Qwen2.5-Coder-0.5B repeated the same call or
+answered with a tool's description (docs/agent.md). A further sentence, "A question
+is done once you know the answer; change files only if the task asks for it.", was
+measured in the agent suite (2026-12-02) and removed: the 1.5B still edited the file
+it was asked about in 2 of 3 answer tries."""
 ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
               "in_progress and then done as you go.")
 """What switching from plan to act sends (the TUI's /act)."""
@@ -85,6 +95,11 @@ class AgentSettings:
     """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
     task_reminder: bool = False
     """Append the turn's task to every tool result (for models that lose it)."""
+    workspace_files: bool = False
+    """End the system prompt with the workspace's files as they are when the session
+    starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B
+    guessed paths (``src/main/python/calc.py`` for ``calc.py``) in 5 of 16 tries of
+    the agent suite and never found a test file it was not told of (docs/agent.md)."""
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""

@@ -155,3 +155,20 @@ async def test_task_reminder_repeats_the_task_after_each_tool_result(workspace: 
     assert "x = 1" in tool["content"]
     assert tool["content"].endswith("(The task: what is x in a.py?\nReply with the next step: "
                                     'another tool call, or {"answer": ...} if the task is done.)')
+
+
+async def test_workspace_files_lists_the_files_in_the_system_prompt(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("x = 1\n")
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "test_calc.py").write_text("")
+    (workspace / "__pycache__").mkdir()
+    (workspace / "__pycache__" / "calc.pyc").write_bytes(b"")
+    server = ScriptedServer([Reply(content=['{"answer": "ok"}'])] * 2)
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       workspace_files=True)
+    await run(agent, "which files are there?")
+    system = server.requests[0]["messages"][0]["content"]
+    assert system.endswith("\n\nThe workspace's files:\ncalc.py\npkg/test_calc.py")
+    plain = make_agent(server, workspace, structured_tools=True, step_name_key="name")
+    await run(plain, "which files are there?")
+    assert "calc.py" not in server.requests[1]["messages"][0]["content"]

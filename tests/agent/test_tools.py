@@ -29,13 +29,54 @@ async def call(ws: Path, name: str, **args: Any) -> ToolOutput:
     return await tool.run(args, ToolContext(workspace=ws, bash_timeout_s=10, output_cap=2000))
 
 
+async def test_a_missing_file_error_names_the_files_that_exist(workspace: Path) -> None:
+    # A guessed path (src/greet.py for greet.py) is answered with what is there, not
+    # with a tool the profile may not offer (cpu-coder has no list_files).
+    (workspace / "greet.py").write_text("def greet(n):\n    return n\n")
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_greet.py").write_text("")
+    for name in ("read_file", "edit_file"):
+        with pytest.raises(ToolError) as err:
+            await call(workspace, name, path="src/main/greet.py", old_string="a", new_string="b")
+        assert str(err.value) == ("src/main/greet.py does not exist; the files in the "
+                                  "workspace are: greet.py, tests/test_greet.py")
+    with pytest.raises(ToolError, match=r"in tests are: tests/test_greet\.py$"):
+        await call(workspace, "read_file", path="tests/test_greet2.py")
+    for i in range(25):
+        (workspace / f"m{i:02}.py").write_text("")
+    with pytest.raises(ToolError, match=r"m18\.py, \.\.\.$"):
+        await call(workspace, "read_file", path="nope.py")
+
+
+async def test_an_ambiguous_edit_shows_each_place_with_the_line_before(
+        workspace: Path) -> None:
+    # fix-line-even: told only "lines 2, 6 ... or set replace_all", Qwen-1.5B set
+    # replace_all and broke is_odd; the lines before tell is_even's from is_odd's.
+    (workspace / "parity.py").write_text("def is_even(n):\n    return n % 2 == 1\n\n\n"
+                                         "def is_odd(n):\n    return n % 2 == 1\n")
+    with pytest.raises(ToolError) as err:
+        await call(workspace, "edit_file", path="parity.py", old_string="n % 2 == 1",
+                   new_string="n % 2 == 0")
+    assert str(err.value).endswith(
+        "Each place with the line before it:\n"
+        "     1\tdef is_even(n):\n     2\t    return n % 2 == 1\n---\n"
+        "     5\tdef is_odd(n):\n     6\t    return n % 2 == 1")
+    assert (workspace / "parity.py").read_text().count("== 1") == 2
+
+
 async def test_read_file_with_line_ranges(workspace: Path) -> None:
     (workspace / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = await call(workspace, "read_file", path="f.txt", start_line=3, end_line=4)
     assert out.text.splitlines() == ["f.txt (lines 3-4 of 10)", "     3\tline 3",
                                      "     4\tline 4"]
-    with pytest.raises(ToolError, match="only 10 lines"):
-        await call(workspace, "read_file", path="f.txt", start_line=11)
+    for start, end in ((11, 20), (-1, 3), (5, 2)):  # outside the file: all 10 lines
+        out = await call(workspace, "read_file", path="f.txt", start_line=start, end_line=end)
+        assert out.text.splitlines()[0] == (f"f.txt (lines 1-10 of 10; lines {start}-{end} do "
+                                            "not exist, so the whole file is shown)")
+        assert out.text.splitlines()[-1] == "    10\tline 10"
+    (workspace / "long.txt").write_text("x\n" * 201)
+    with pytest.raises(ToolError, match=r"only 201 lines; bad line range 300\.\.301"):
+        await call(workspace, "read_file", path="long.txt", start_line=300, end_line=301)
     with pytest.raises(ToolError, match="does not exist"):
         await call(workspace, "read_file", path="missing.txt")
     (workspace / "bin").write_bytes(b"\x00\x01\x02")

@@ -48,7 +48,8 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
         "disable_any_whitespace"] is True
     agent = load_profile(name, paths).agent
     assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
-            agent.task_reminder, agent.temperature) == (True, "name", True, True, 0.0)
+            agent.task_reminder, agent.temperature, agent.workspace_files) == \
+        (True, "name", True, True, 0.0, True)
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 

@@ -10,7 +10,7 @@ from engine.errors import UserError
 from ._base import Preview, TodoList, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
-from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff
+from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff, workspace_listing
 from ._git import GitCommit, GitDiff, GitLog, GitStatus
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
@@ -86,4 +86,5 @@ __all__ = [
     "is_read_only_command",
     "resolve_in_workspace",
     "unified_diff",
+    "workspace_listing",
 ]

@@ -70,7 +70,7 @@ class EditFile(Tool):
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str, str]:
         path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
         shown = display(ctx.workspace, path)
-        text = _read_text(path, shown)
+        text = _read_text(path, shown, ctx.workspace)
         new, how = apply_edit(text, args["old_string"], args["new_string"],
                               args.get("replace_all"), shown)
         return path, shown, text, new, how
@@ -110,7 +110,7 @@ class MultiEdit(Tool):
         if not isinstance(edits, list) or not edits:
             raise ToolError("edits must be a non-empty list of {old_string, new_string} "
                             "objects")
-        original = text = _read_text(path, shown)
+        original = text = _read_text(path, shown, ctx.workspace)
         hows = []
         for n, edit in enumerate(edits, 1):
             if not isinstance(edit, dict) or "old_string" not in edit \

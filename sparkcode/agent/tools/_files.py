@@ -7,6 +7,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,49 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "
 MAX_READ_BYTES = 2_000_000
 
 
-def _read_text(path: Path, shown: str) -> str:
+WHOLE_ON_BAD_RANGE = 200
+"""A line range outside a file this short reads the whole file instead of failing:
+Qwen2.5-Coder-1.5B asked for lines 20-30 of a 10-line client.py, was told "start_line
+20 is past the end", asked again and was stopped by the loop guard (answer-constant);
+one screen of a small file is what it wanted to see."""
+HINT_FILES = 20
+"""Names a missing-file error lists (a workspace of a few files is listed whole)."""
+
+
+def missing_hint(path: Path, workspace: Path | None) -> str:
+    """What exists where ``path`` was looked for: the files under its nearest
+    existing directory inside ``workspace``. Qwen2.5-Coder-1.5B, which has no
+    list_files in its profile, guessed ``src/main/java/com/example/MyClass.java`` and
+    ``src/greet.py`` for a root-level ``greet.py`` and, told only "does not exist;
+    use list_files", repeated the guess until the loop guard ended the turn (4 of
+    16 tries of the agent suite, docs/agent.md)."""
+    if workspace is None:
+        return "use list_files to see what is there"
+    root = workspace.resolve()
+    base = path.parent
+    while base != root and not base.is_dir() and root in base.parents:
+        base = base.parent
+    if not base.is_dir() or (base != root and root not in base.parents):
+        base = root
+    names = [str(p.relative_to(root)) for p in islice(walk_files(root, base), HINT_FILES + 1)]
+    if not names:
+        return f"{display(root, base)} holds no files"
+    more = ", ..." if len(names) > HINT_FILES else ""
+    where = "the workspace" if base == root else display(root, base)
+    return f"the files in {where} are: {', '.join(names[:HINT_FILES])}{more}"
+
+
+def workspace_listing(root: Path, limit: int = 60) -> str:
+    """The workspace's files, one per line (at most ``limit``), for a system prompt."""
+    root = root.resolve()
+    names = [str(p.relative_to(root)) for p in islice(walk_files(root, root), limit + 1)]
+    more = f"\n(and more; {limit} shown)" if len(names) > limit else ""
+    return "\n".join(names[:limit]) + more
+
+
+def _read_text(path: Path, shown: str, workspace: Path | None = None) -> str:
     if not path.exists():
-        raise ToolError(f"{shown} does not exist; use list_files to see what is there")
+        raise ToolError(f"{shown} does not exist; {missing_hint(path, workspace)}")
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; use list_files to list it")
     try:
@@ -72,18 +113,21 @@ class ReadFile(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = resolve_in_workspace(ctx.workspace, args["path"])
         shown = display(ctx.workspace, path)
-        lines = _read_text(path, shown).splitlines()
+        lines = _read_text(path, shown, ctx.workspace).splitlines()
         start = _int_arg(args, "start_line", 1) or 1
-        if lines and start > len(lines):
-            raise ToolError(f"{shown} has only {len(lines)} lines; start_line {start} is past "
-                            "the end")
         end = _int_arg(args, "end_line", None) or len(lines)
-        if start < 1 or end < start:
-            raise ToolError(f"bad line range {start}..{end}; lines are 1-based and "
-                            "end_line >= start_line")
+        note = ""
+        if lines and (start > len(lines) or start < 1 or end < start):
+            if len(lines) > WHOLE_ON_BAD_RANGE:
+                past = f"has only {len(lines)} lines" if start > len(lines) else "is read"
+                raise ToolError(f"{shown} {past}; bad line range {start}..{end} (lines are "
+                                "1-based and end_line >= start_line)")
+            note = f"; lines {start}-{end} do not exist, so the whole file is shown"
+            start, end = 1, len(lines)
         end = min(end, len(lines))
         body = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(start, end + 1))
-        header = f"{shown} (lines {start}-{end} of {len(lines)})" if lines else f"{shown} (empty)"
+        header = (f"{shown} (lines {start}-{end} of {len(lines)}{note})" if lines
+                  else f"{shown} (empty)")
         return ToolOutput(cap_output(f"{header}\n{body}", ctx.output_cap))
 
 

@@ -50,6 +50,22 @@ def line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+def _places(text: str, hits: list[int], old: str, most: int = 5) -> str:
+    """The lines of each of the first ``most`` matches with the line before, numbered
+    as read_file shows them. Told only the line numbers and that replace_all exists,
+    Qwen2.5-Coder-1.5B set replace_all on ``n % 2 == 1`` in is_even and so broke
+    is_odd (fix-line-even, docs/agent.md); the line before tells the two apart."""
+    lines = text.splitlines()
+    shown = []
+    for i in hits[:most]:
+        first = line_of(text, i)
+        last = line_of(text, i + max(len(old) - 1, 0))
+        shown.append("\n".join(f"{n:6}\t{lines[n - 1]}"
+                               for n in range(max(first - 1, 1), min(last, len(lines)) + 1)))
+    more = f"\n[{len(hits) - most} more]" if len(hits) > most else ""
+    return "\n---\n".join(shown) + more
+
+
 def exact_matches(text: str, needle: str) -> list[int]:
     out, start = [], 0
     while (i := text.find(needle, start)) >= 0:
@@ -71,7 +87,8 @@ def plan_replacement(text: str, old: str, new: str, shown: str) -> Replacement:
         lines = ", ".join(str(line_of(text, i)) for i in hits[:10])
         raise MatchError(f"old_string occurs {len(hits)} times in {shown} (at lines {lines}); "
                          "include more surrounding lines so it matches exactly once, or set "
-                         "replace_all to true")
+                         "replace_all to true only if every one should change. Each place "
+                         "with the line before it:\n" + _places(text, hits, old))
     ending = _line_ending(text)
     old_e, new_e = _with_ending(old, ending), _with_ending(new, ending)
     if old_e != old:
