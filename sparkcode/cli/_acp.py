@@ -18,6 +18,8 @@ import typer
 from engine.errors import UserError
 from engine.paths import Paths
 
+from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
+
 
 def register(app: typer.Typer) -> None:
     app.command("acp")(acp_cmd)
@@ -27,12 +29,9 @@ def acp_cmd(
     profile: Annotated[str | None, typer.Option(
         "--profile", "-p", help="Engine profile (started at the first session if not "
         "running).")] = None,
-    endpoint: Annotated[str | None, typer.Option(
-        "--endpoint", help="An OpenAI-compatible server URL instead of the managed engine.")]
-    = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name to request.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(
-        "--api-key-env", help="Environment variable holding the API key.")] = None,
+    endpoint: EndpointOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     no_record: Annotated[bool, typer.Option(
         "--no-record", help="Do not record the sessions (session/load then has nothing "
         "to load).")] = False,

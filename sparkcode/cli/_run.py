@@ -51,6 +51,8 @@ from sparkcode.replay import Rebuilt
 from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
 
+from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
+
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE = 0, 1, 3, 4
 
 
@@ -115,12 +117,9 @@ def run_cmd(
         "--auto", help="Full-auto: run edits and shell commands without asking.")] = False,
     plan: Annotated[bool, typer.Option(
         "--plan", help="Plan mode: only read-only tools run; the answer is a plan.")] = False,
-    endpoint: Annotated[str | None, typer.Option(
-        "--endpoint", help="An OpenAI-compatible server URL instead of the managed engine.")]
-    = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name to request.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(
-        "--api-key-env", help="Environment variable holding the API key.")] = None,
+    endpoint: EndpointOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     workspace: Annotated[Path | None, typer.Option(
         "--workspace", "-w", help="The project directory (default: current directory).")]
     = None,

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
+
 
 def register(app: typer.Typer) -> None:
     """Make plain ``sparkcode`` (no subcommand) open the TUI."""
@@ -18,15 +20,9 @@ def tui(
     profile: Annotated[str | None, typer.Option(
         "--profile", "-p", help="Engine profile (default: the machine's default profile).",
     )] = None,
-    endpoint: Annotated[str | None, typer.Option(
-        "--endpoint", help="Use an existing OpenAI-compatible server at this base URL.",
-    )] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", help="Model name to request (default: the server's first model).",
-    )] = None,
-    api_key_env: Annotated[str | None, typer.Option(
-        "--api-key-env", help="Environment variable holding the endpoint's API key.",
-    )] = None,
+    endpoint: EndpointOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     vision: Annotated[bool, typer.Option(
         "--vision", help="With --endpoint: the model takes images (/image, @shot.png).",
     )] = False,

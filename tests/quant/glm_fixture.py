@@ -282,3 +282,17 @@ def calibration_inputs(model: TinyGLM, tokens: int = 512, seed: int = 1) -> dict
         z = torch.randn(tokens, hidden, generator=gen)
         out[layer] = ((z @ mix + 0.5 * z) * scale).to(torch.bfloat16)
     return out
+
+
+def read_checkpoint(dst: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a written sharded checkpoint, by name; all that its index lists."""
+    from safetensors import safe_open
+
+    index = json.loads((dst / "model.safetensors.index.json").read_text())
+    out: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        with safe_open(str(dst / shard), framework="pt") as fh:
+            for name in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
+                out[name] = fh.get_tensor(name)
+    assert set(out) == set(index["weight_map"])
+    return out

@@ -21,22 +21,11 @@ from engine.quant.inspect import InspectError, inspect_model, render_text
 from engine.quant.manifest import Manifest
 from engine.quant.pipeline import ConversionError, ConvertOptions, convert, staging_dir
 from tests.quant.conftest import POOL_GB, rtn_options
-from tests.quant.glm_fixture import EXPERTS, TinyGLM
-
-
-def _load(dst: Path) -> dict[str, torch.Tensor]:
-    index = json.loads((dst / "model.safetensors.index.json").read_text())
-    out: dict[str, torch.Tensor] = {}
-    for shard in sorted(set(index["weight_map"].values())):
-        with safe_open(str(dst / shard), framework="pt") as fh:
-            for name in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
-                out[name] = fh.get_tensor(name)
-    assert set(out) == set(index["weight_map"])
-    return out
+from tests.quant.glm_fixture import EXPERTS, TinyGLM, read_checkpoint
 
 
 def test_rtn_conversion_reads_back(rtn_out: Path, tiny_glm: TinyGLM) -> None:
-    out = _load(rtn_out)
+    out = read_checkpoint(rtn_out)
     config = json.loads((rtn_out / "config.json").read_text())
     qc = config["quantization_config"]
     assert qc["quant_method"] == QUANT_METHOD and qc["format_version"] == FORMAT_VERSION
@@ -63,7 +52,7 @@ def test_rtn_conversion_reads_back(rtn_out: Path, tiny_glm: TinyGLM) -> None:
 
 def test_hot_pool_is_within_budget_and_follows_calibration(rtn_out: Path, tiny_glm: TinyGLM,
                                                            calib_file: Path) -> None:
-    out = _load(rtn_out)
+    out = read_checkpoint(rtn_out)
     pool = json.loads((rtn_out / "config.json").read_text())["quantization_config"]["fp4_pool"]
     chosen = [tuple(p) for p in pool["experts"]]
     assert chosen and pool["counts_from"] == "calibration"
@@ -95,7 +84,7 @@ def test_hot_pool_is_within_budget_and_follows_calibration(rtn_out: Path, tiny_g
 
 def _output_errors(dst: Path, tiny_glm: TinyGLM, calib_file: Path) -> dict[str, float]:
     """||(W - Q) X|| / ||W X|| per gate/up expert matrix, from the files and real inputs."""
-    out = _load(dst)
+    out = read_checkpoint(dst)
     calib = CalibrationFile(calib_file)
     errors = {}
     for layer in tiny_glm.moe_layers:
@@ -266,7 +255,6 @@ def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
 
 def test_fp4_candidates_beyond_the_pool_are_written_and_recorded(
         tiny_glm: TinyGLM, tmp_path: Path) -> None:
-    from safetensors import safe_open
 
     from engine.codecs import hotpool
     from tests.quant.glm_fixture import HIDDEN, MOE_INTER

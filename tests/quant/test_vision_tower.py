@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors import safe_open
 
 from engine.codecs import p12
 from engine.codecs.p12_stream import LoadStats, decode_stream
 from engine.quant.manifest import Manifest
 from engine.quant.pipeline import ConvertOptions, convert
 from tests.quant.conftest import one_thread
-from tests.quant.glm_fixture import TinyGLM, build_tiny_glm, vision_shapes
+from tests.quant.glm_fixture import TinyGLM, build_tiny_glm, read_checkpoint, vision_shapes
 
 VISUAL = "model.visual."
 
@@ -38,21 +37,11 @@ def with_vision(tmp_path_factory: pytest.TempPathFactory) -> tuple[TinyGLM, Path
     return model, dst
 
 
-def _stored(dst: Path) -> dict[str, torch.Tensor]:
-    index = json.loads((dst / "model.safetensors.index.json").read_text())
-    out: dict[str, torch.Tensor] = {}
-    for shard in sorted(set(index["weight_map"].values())):
-        with safe_open(str(dst / shard), framework="pt") as fh:
-            for name in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
-                out[name] = fh.get_tensor(name)
-    return out
-
-
 def test_every_vision_tensor_is_stored_losslessly(with_vision: tuple[TinyGLM, Path]) -> None:
     model, dst = with_vision
     visual = {n: t for n, t in model.raw.items() if n.startswith(VISUAL)}
     assert set(visual) == set(vision_shapes(model.dims)) and len(visual) > 30
-    stored = _stored(dst)
+    stored = read_checkpoint(dst)
     stats = Manifest.load(dst).all_stats()
     for name, raw in visual.items():
         assert raw.dtype == torch.bfloat16
@@ -71,7 +60,7 @@ def test_the_loader_hands_the_vision_tower_over_bit_exact(
         with_vision: tuple[TinyGLM, Path]) -> None:
     model, dst = with_vision
     stats = LoadStats()
-    loaded = dict(decode_stream(_stored(dst).items(), stats=stats))
+    loaded = dict(decode_stream(read_checkpoint(dst).items(), stats=stats))
     visual = {n: t for n, t in model.raw.items() if n.startswith(VISUAL)}
     for name, raw in visual.items():
         got = loaded[name]
