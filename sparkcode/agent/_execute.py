@@ -178,7 +178,8 @@ async def execute_call(
             yield event
         if not box[0].approved:
             why = f" The user said: {box[0].reason}" if box[0].reason else ""
-            msg = f"the user declined this {call.name} call.{why}"
+            msg = f"refused: {box[0].reason or 'not allowed'}" if box[0].by == "rule" \
+                else f"the user declined this {call.name} call.{why}"
             record(call, msg)
             yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
                                    error=msg)

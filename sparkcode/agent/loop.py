@@ -449,7 +449,7 @@ class Agent:
         if decision.always and decision.approved and kind != "loop":
             self.permissions.always.add(call.name)
         yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=decision.approved,
-                               by="user", reason=decision.reason)
+                               by=decision.by, reason=decision.reason)
 
     async def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]:
         async for event in compact_when_needed(self, force=force):

@@ -157,9 +157,9 @@ async def approve(request: ApprovalRequested) -> ApprovalDecision:
     if request.kind == "loop":
         return ApprovalDecision(approved=False, reason="stopped: the same call was repeated")
     if request.kind == "shell":
-        return ApprovalDecision(approved=False, reason=(
-            "not approved: the benchmark runs shell commands only inside the sandbox; run it "
-            "again without sandbox: false"))
+        return ApprovalDecision(approved=False, by="rule", reason=(
+            "the benchmark runs shell commands only inside the sandbox; run it again "
+            "without sandbox: false"))
     return ApprovalDecision(approved=True)
 
 

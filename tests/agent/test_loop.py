@@ -15,6 +15,7 @@ from sparkcode.agent import (
     AgentSettings,
     ApprovalDecision,
     ApprovalRequested,
+    ApprovalResolved,
     BudgetExceeded,
     ChatClient,
     ContentDelta,
@@ -389,3 +390,27 @@ async def test_forced_tool_names_the_tool_with_a_narrower_schema_once(workspace:
     assert second["tool_choice"] == "auto"
     assert second["tools"] == agent.tools.specs()
     assert (workspace / "a.txt").read_text() == "hi"
+
+
+async def test_a_rule_refusal_is_the_tool_result_and_the_turn_goes_on(workspace: Path) -> None:
+    # A program's policy (the agent bench's approver) refuses a call: unlike a person's
+    # "no", the turn is not ended; the model reads the reason and tries another way.
+    server = ScriptedServer([
+        Reply(tool_calls=[("bash", '{"command": "touch x", "sandbox": false}')]),
+        Reply(tool_calls=[("bash", '{"command": "touch y"}')]),
+        Reply(content=["done"])])
+    agent = make_agent(server, workspace, mode="ask")
+
+    async def policy(request: ApprovalRequested) -> ApprovalDecision:
+        if "touch x" in request.summary + request.detail:
+            return ApprovalDecision(approved=False, by="rule", reason="only in the sandbox")
+        return ApprovalDecision(approved=True)
+
+    agent.approver = policy
+    events = [e async for e in agent.run_turn("touch")]
+    resolved = of(events, ApprovalResolved)
+    assert [(r.approved, r.by) for r in resolved] == [(False, "rule"), (True, "user")]
+    assert of(events, TurnFinished)[-1].reason == "stop" and len(server.requests) == 3
+    tool_msgs = [m["content"] for m in agent.history if m["role"] == "tool"]
+    assert tool_msgs[0].startswith("refused: only in the sandbox")
+    assert not (workspace / "x").exists() and (workspace / "y").exists()
