@@ -59,6 +59,8 @@ class AcpOptions:
     endpoint: str | None = None
     model: str | None = None
     api_key_env: str | None = None
+    vision: bool = False
+    """``--vision`` with ``--endpoint``: that server's model takes images."""
     session: SessionOptions = SessionOptions(origin=ORIGIN)
     """Per-session defaults (recording, sampling, a forced first tool in tests)."""
 
@@ -98,17 +100,28 @@ class SparkcodeAcpAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
-        # Images: the profiles declare no vision model yet, so none are offered.
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(image=False, audio=False,
+                prompt_capabilities=PromptCapabilities(image=self._vision(), audio=False,
                                                        embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False)),
             agent_info=Implementation(name="sparkcode", title="sparkcode",
                                       version=__version__),
         )
+
+    def _vision(self) -> bool:
+        """Image prompts are offered when the model takes images: the profile's
+        ``[model] vision`` (or ``--vision`` with ``--endpoint``). A profile that cannot
+        be read offers none here; ``session/new`` then names the problem."""
+        opts = self.options
+        try:
+            return resolve_target(Path.cwd(), self.paths, profile=opts.profile,
+                                  endpoint=opts.endpoint, model=opts.model,
+                                  vision=opts.vision).vision
+        except UserError:
+            return False
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None  # a local agent: nothing to log in to
@@ -150,7 +163,7 @@ class SparkcodeAcpAgent:
         try:
             target = resolve_target(workspace_of(cwd), self.paths, profile=opts.profile,
                                     endpoint=opts.endpoint, model=opts.model,
-                                    api_key_env=opts.api_key_env)
+                                    api_key_env=opts.api_key_env, vision=opts.vision)
         except UserError as exc:
             raise user_error(str(exc)) from None
         extra = mcp_configs(mcp_servers)

@@ -14,6 +14,8 @@ editor's terminal, so the permission modes and undo snapshots hold.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -47,6 +49,7 @@ from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.agent import AgentError, ApprovalDecision, ApprovalRequested, TurnFinished
 from sparkcode.agent.context_report import context_report
+from sparkcode.agent.images import ImageAttachment, ImageError, image_from_bytes, refuse_text_only
 from sparkcode.agent.settings import ACT_PROMPT
 from sparkcode.agent.undo import UndoError
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
@@ -74,8 +77,9 @@ def user_error(message: str, code: int = -32602) -> RequestError:
 
 def prompt_text(blocks: Sequence[PromptBlock]) -> str:
     """The prompt as the model gets it: text as is, a linked file as ``@path``, an
-    embedded file's text fenced with its name; images and audio are refused (the
-    capabilities do not offer them)."""
+    embedded file's text fenced with its name; images are taken apart by
+    :func:`prompt_images` (and refused here when ``images`` is not allowed), audio is
+    refused (the capabilities do not offer it)."""
     parts: list[str] = []
     for block in blocks:
         if isinstance(block, TextContentBlock):
@@ -88,13 +92,28 @@ def prompt_text(blocks: Sequence[PromptBlock]) -> str:
                 raise user_error(f"{res.uri}: binary attachments are not supported; attach "
                                  "text files or link the file")
             parts.append(f"\n{_path_of(res.uri)}:\n```\n{res.text}\n```\n")
-        else:
+        elif not isinstance(block, ImageContentBlock):
             raise user_error(f"{block.type} prompts are not supported: the model takes text "
-                             "only (initialize advertised image: false, audio: false)")
+                             "and, with a vision profile, images (initialize advertised "
+                             "audio: false)")
     text = "".join(part if part.startswith("\n") else part + " " for part in parts).strip()
-    if not text:
+    if not text and not any(isinstance(block, ImageContentBlock) for block in blocks):
         raise user_error("the prompt is empty")
     return text
+
+
+def prompt_images(blocks: Sequence[PromptBlock]) -> list[tuple[str, bytes]]:
+    """The prompt's images as (name, bytes): the editor sends them base64-encoded; a
+    name (``image 1``...) is given for the transcript and the errors."""
+    out: list[tuple[str, bytes]] = []
+    for block in blocks:
+        if isinstance(block, ImageContentBlock):
+            name = f"image {len(out) + 1}"
+            try:
+                out.append((name, base64.b64decode(block.data, validate=True)))
+            except (binascii.Error, ValueError):
+                raise user_error(f"{name}: its data is not valid base64") from None
+    return out
 
 
 def _path_of(uri: str) -> str:
@@ -243,6 +262,7 @@ class AcpSession:
 
     async def prompt(self, blocks: Sequence[PromptBlock]) -> PromptResponse:
         text = prompt_text(blocks)
+        raw_images = prompt_images(blocks)
         if self._running:
             raise user_error("a prompt is already running in this session; cancel it first",
                              -32600)
@@ -252,18 +272,36 @@ class AcpSession:
             session = await self.ready()
             if session is None:
                 return PromptResponse(stop_reason="cancelled")
-            parsed = parse_command(text)
+            parsed = parse_command(text) if not raw_images else None
             if parsed is not None:
                 return await self._command(session, *parsed)
-            return await self._turn(session, text)
+            return await self._turn(session, text, self._images(session, raw_images))
         finally:
             self._running = False
 
-    async def _turn(self, session: AgentSession, text: str) -> PromptResponse:
+    @staticmethod
+    def _images(session: AgentSession,
+                raw: list[tuple[str, bytes]]) -> tuple[ImageAttachment, ...]:
+        """The prompt's images checked as the TUI checks an attached file: a model
+        without vision, a file that is not PNG/JPEG/WebP or one over the cap is an
+        error that names it (JSON-RPC -32602), and nothing is sent."""
+        if not raw:
+            return ()
+        settings = session.agent.settings
+        try:
+            if not settings.vision:
+                raise refuse_text_only(session.agent.client.model)
+            return tuple(image_from_bytes(data, name, max_bytes=settings.image_max_bytes)
+                         for name, data in raw)
+        except ImageError as exc:
+            raise user_error(str(exc)) from None
+
+    async def _turn(self, session: AgentSession, text: str,
+                    images: tuple[ImageAttachment, ...] = ()) -> PromptResponse:
         assert self.mapper is not None
         finished: TurnFinished | None = None
         error: AgentError | None = None
-        async for event in session.agent.run_turn(text):
+        async for event in session.agent.run_turn(text, images):
             for update in self.mapper.updates(event):
                 await self.send(update)
             if isinstance(event, AgentError):

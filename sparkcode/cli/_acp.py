@@ -32,6 +32,9 @@ def acp_cmd(
     endpoint: EndpointOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
+    vision: Annotated[bool, typer.Option(
+        "--vision", help="With --endpoint: the model takes images (image prompts are "
+        "offered).")] = False,
     no_record: Annotated[bool, typer.Option(
         "--no-record", help="Do not record the sessions (session/load then has nothing "
         "to load).")] = False,
@@ -60,7 +63,7 @@ def acp_cmd(
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="sparkcode acp: %(levelname)s %(name)s: %(message)s")
     options = AcpOptions(profile=profile, endpoint=endpoint, model=model,
-                         api_key_env=api_key_env, session=SessionOptions(
+                         api_key_env=api_key_env, vision=vision, session=SessionOptions(
                              origin="acp", record=not no_record, max_turns=max_turns,
                              force_tool=force_tool, force_tool_parameters=schema,
                              max_tokens=max_tokens, temperature=temperature))

@@ -4,15 +4,17 @@ server over HTTP: the event mapping, approvals, cancel, load, modes, commands.""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError, image_block, text_block
 
 from tests.acp.client import EditorClient, spawn
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply
+from tests.support.images import image_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -206,3 +208,40 @@ async def test_a_malformed_line_gets_a_json_rpc_error_and_the_agent_keeps_runnin
     assert answers[3]["id"] == 8 and answers[3]["result"]["protocolVersion"] == 1
     # Nothing else reached stdout: the pipe held exactly these four answers.
     assert await proc.stdout.read() == b""
+
+
+async def test_an_image_prompt_reaches_a_vision_model_and_is_refused_by_name_otherwise(
+        workspace: Path, sparkcode_home: Path) -> None:
+    # Issue 23: image prompts are offered when the model takes images (here --vision
+    # with --endpoint); the editor's base64 goes to the model as the TUI's data URL.
+    png = image_bytes("PNG", (20, 10))
+    shot = base64.b64encode(png).decode()
+    client = EditorClient(answer="allow_once")
+    with serve([Reply(content=["a red box"])]) as server:
+        async with spawn(client, "--endpoint", url(server), "--vision",
+                         home=sparkcode_home, cwd=workspace) as (conn, _):
+            init = await conn.initialize(protocol_version=1)
+            assert init.agent_capabilities is not None
+            assert init.agent_capabilities.prompt_capabilities is not None
+            assert init.agent_capabilities.prompt_capabilities.image
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            with pytest.raises(RequestError, match="image 1: it is not a PNG, JPEG or WebP"):
+                await conn.prompt(session_id=new.session_id, prompt=[
+                    text_block("what is it?"),
+                    image_block(base64.b64encode(b"GIF89a....").decode(), "image/gif")])
+            done = await conn.prompt(session_id=new.session_id, prompt=[
+                text_block("what is it?"), image_block(shot, "image/png")])
+        assert done.stop_reason == "end_turn" and len(server.requests) == 1
+        content = server.requests[0]["messages"][-1]["content"]
+        assert content[0] == {"type": "text", "text": "what is it?"}
+        assert content[1]["image_url"]["url"] == "data:image/png;base64," + shot
+    # Without vision the same prompt is refused, naming the model; nothing is sent.
+    with serve([]) as server:
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
+                         cwd=workspace) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            with pytest.raises(RequestError, match="model scripted is text-only here"):
+                await conn.prompt(session_id=new.session_id, prompt=[
+                    text_block("what is it?"), image_block(shot, "image/png")])
+        assert server.requests == []

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from acp import RequestError
 from acp.schema import (
+    AudioContentBlock,
     EnvVariable,
     HttpHeader,
     HttpMcpServer,
@@ -20,7 +21,7 @@ from acp.schema import (
 
 from sparkcode.acp import UpdateMapper, history_updates, latest_continuation, mcp_configs
 from sparkcode.acp._commands import parse_command
-from sparkcode.acp._session import prompt_text
+from sparkcode.acp._session import PromptBlock, prompt_images, prompt_text
 from sparkcode.agent import (
     MetricsUpdate,
     TodoItem,
@@ -95,13 +96,20 @@ def test_a_recorded_history_is_shown_again_without_its_system_prompt() -> None:
     assert updates[1].title == "bash: ls" and updates[1].kind == "execute"
 
 
-def test_prompt_blocks_become_text_and_images_are_refused() -> None:
+def test_prompt_blocks_become_text_images_are_decoded_and_audio_is_refused() -> None:
     text = prompt_text([TextContentBlock(type="text", text="look at"),
                         ResourceContentBlock(type="resource_link", name="a",
                                              uri="file:///w/a.py")])
     assert text == "look at @/w/a.py"
-    with pytest.raises(RequestError, match="image prompts are not supported"):
-        prompt_text([ImageContentBlock(type="image", data="AAAA", mime_type="image/png")])
+    blocks: list[PromptBlock] = [
+        TextContentBlock(type="text", text="and"),
+        ImageContentBlock(type="image", data="AAEC", mime_type="image/png")]
+    assert prompt_text(blocks) == "and"
+    assert prompt_images(blocks) == [("image 1", b"\x00\x01\x02")]
+    with pytest.raises(RequestError, match="image 1: its data is not valid base64"):
+        prompt_images([ImageContentBlock(type="image", data="A!!", mime_type="image/png")])
+    with pytest.raises(RequestError, match="audio prompts are not supported"):
+        prompt_text([AudioContentBlock(type="audio", data="AAAA", mime_type="audio/wav")])
     with pytest.raises(RequestError, match="empty"):
         prompt_text([TextContentBlock(type="text", text="  ")])
     assert parse_command("/undo") is not None and parse_command("/etc/passwd?") is None
