@@ -203,3 +203,19 @@ async def test_without_bubblewrap_the_session_says_once_why_and_asks(
     notes = [line for line in err.getvalue().splitlines() if line.startswith("note:")]
     assert notes == ["note: shell commands ask for approval (mode ask): the sandbox mode "
                      "needs bubblewrap, and " + missing.reason]
+
+
+async def test_a_python_installed_under_tmp_stays_visible_read_only(
+        workspace: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clean clone in /tmp has its venv there; the sandbox's private /tmp hid it, so
+    # `python -m pytest` inside failed with "No such file or directory".
+    venv = Path(tempfile.mkdtemp(prefix="sparkcode-venv-", dir="/tmp"))
+    try:
+        (venv / "marker").write_text("here\n")
+        monkeypatch.setattr("sys.prefix", str(venv))
+        out = await run_command(f"cat {venv}/marker && echo x > {venv}/new",
+                                ctx(workspace, sandbox), 20)
+        assert "here" in out.text
+        assert not (venv / "new").exists() and out.sandbox_denied is not None
+    finally:
+        shutil.rmtree(venv)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,8 @@ class Sandbox:
         for path in _READ_ONLY_PROC:
             args += ["--ro-bind-try", path, path]
         args += ["--tmpfs", "/run", "--bind", str(self.tmp), "/tmp"]
+        for hidden in hidden_by_tmp(python_dirs()):
+            args += ["--ro-bind-try", str(hidden), str(hidden)]
         for extra in self.writable:
             args += ["--bind-try", str(extra), str(extra)]
         args += ["--bind", ws, ws]
@@ -119,3 +122,18 @@ class Sandbox:
 def denial_in(output: str) -> str | None:
     """The sandbox-denial marker in a failed command's output, if any."""
     return next((m for m in DENIAL_MARKERS if m in output), None)
+
+
+def python_dirs() -> tuple[Path, ...]:
+    """The Python installation sparkcode runs in (the venv, and the interpreter it was
+    made from): commands in the sandbox call its ``python`` and ``pytest``."""
+    return tuple(dict.fromkeys(Path(p) for p in (sys.prefix, sys.base_prefix)))
+
+
+def hidden_by_tmp(paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Those of ``paths`` under ``/tmp``, which the sandbox's private ``/tmp`` would
+    hide: a checkout in ``/tmp`` then ran no ``python`` inside (``.venv/bin/python:
+    No such file or directory``), so they are bound back, read-only."""
+    tmp = Path("/tmp")
+    return tuple(p for p in paths if p.is_absolute() and p.resolve().is_relative_to(tmp))
+
