@@ -49,7 +49,7 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
     agent = load_profile(name, paths).agent
     assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
             agent.task_reminder, agent.temperature, agent.workspace_files) == \
-        (True, "name", True, True, 0.0, True)
+        (True, "name", True, True, 0.0, False)
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 
