@@ -282,6 +282,8 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
         task_reminder=(options.task_reminder if options.task_reminder is not None
                        else prof.task_reminder),
         workspace_files=prof.workspace_files,
+        results_as_user=prof.results_as_user,
+        loop_nudge=prof.loop_nudge,
     )
 
 

@@ -58,6 +58,11 @@ class AgentDefaults:
     """The built-in tools offered to the model; empty: all of them."""
     task_reminder: bool = False
     """Append the turn's task to every tool result (a small model loses it)."""
+    results_as_user: bool = False
+    """Small-model mode: tool results go to the model as user messages (Qwen read its
+    own steps' results in ``<tool_response>`` tags badly)."""
+    loop_nudge: bool = False
+    """A turn's first loop of repeated calls is told to the model, not asked about."""
     workspace_files: bool = False
     """List the workspace's files in the system prompt (a small model guesses paths)."""
 
@@ -121,7 +126,7 @@ _SECTIONS: dict[str, set[str]] = {
     "endpoint": {"base_url", "model", "api_key_env", "vision"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
               "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
-              "tools", "task_reminder", "workspace_files"},
+              "tools", "task_reminder", "workspace_files", "results_as_user", "loop_nudge"},
 }
 
 
@@ -231,6 +236,8 @@ def parse_profile(text: str, source: Path) -> Profile:
         tools=agent_t.str_list("tools"),
         task_reminder=agent_t.get("task_reminder", bool, False),
         workspace_files=agent_t.get("workspace_files", bool, False),
+        results_as_user=agent_t.get("results_as_user", bool, False),
+        loop_nudge=agent_t.get("loop_nudge", bool, False),
     )
     description = meta.get("description", str, "")
 
