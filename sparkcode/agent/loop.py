@@ -323,10 +323,10 @@ class Agent:
             yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                                  thinking_token_budget=params.get("thinking_token_budget"),
                                  messages=len(self.history))
-            sent = self.history
+            outgoing = self.history
             if self._structured is not None and self.settings.results_as_user:
-                sent = results_as_user(self.history, self.settings.step_name_key)
-            req = Request(self.client, self.settings, sent, tools=tools, choice=choice,
+                outgoing = results_as_user(self.history, self.settings.step_name_key)
+            req = Request(self.client, self.settings, outgoing, tools=tools, choice=choice,
                           params=params, thinking_closed=thinking_closed,
                           cancelled=lambda: self._cancel,
                           structured=self._structured is not None)
