@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from sparkcode.agent import (
     ContentDelta,
@@ -201,7 +202,7 @@ async def test_results_as_user_sends_each_result_as_a_user_message_after_the_ste
 
 
 def test_results_as_user_shows_a_server_parsed_call_as_a_step() -> None:
-    history = [{"role": "assistant", "content": "", "tool_calls": [
+    history: list[dict[str, Any]] = [{"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1", "type": "function",
          "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "a.py"}]
