@@ -16,7 +16,13 @@ from sparkcode.agent import (
     TurnFinished,
     UsageUpdate,
 )
-from sparkcode.agent._structured import read_step, results_as_user, step_schema
+from sparkcode.agent._structured import (
+    WHOLE_FILE_NOTE,
+    read_step,
+    results_as_user,
+    step_schema,
+    tools_prompt,
+)
 from sparkcode.agent.tools import default_tools
 from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
 from tests.agent.http_server import serve, url
@@ -209,3 +215,10 @@ def test_results_as_user_shows_a_server_parsed_call_as_a_step() -> None:
     assert results_as_user(history, "name") == [
         {"role": "assistant", "content": '{"name":"bash","arguments":{"command":"ls"}}'},
         {"role": "user", "content": "Result:\na.py"}]
+
+
+def test_a_tool_list_without_edit_file_asks_for_whole_files() -> None:
+    whole = tools_prompt(default_tools(only=["read_file", "write_file", "bash"]), "name")
+    assert whole.endswith("\n" + WHOLE_FILE_NOTE)
+    edits = tools_prompt(default_tools(only=["read_file", "write_file", "edit_file"]), "name")
+    assert WHOLE_FILE_NOTE not in edits
