@@ -13,11 +13,19 @@ from pathlib import Path
 from engine.errors import ProfileError
 from engine.paths import Paths
 
+from ._knobs import (
+    DEGENERATE_MODES,
+    KNOB_NAMES,
+    REASONING_EFFORTS,
+    AgentKnobs,
+    DegenerateMode,
+    ReasoningEffort,
+    check_knobs,
+    overlay,
+)
 from ._render import LaunchSpec, is_secret_name, model_dir_for, render
 from ._schema import (
     PLUGIN_FEATURES,
-    REASONING_EFFORTS,
-    AgentDefaults,
     Profile,
     SpeculativeSpec,
     load_profile_file,
@@ -25,9 +33,15 @@ from ._schema import (
 )
 
 __all__ = [
+    "DEGENERATE_MODES",
+    "KNOB_NAMES",
     "PLUGIN_FEATURES",
     "REASONING_EFFORTS",
-    "AgentDefaults",
+    "AgentKnobs",
+    "DegenerateMode",
+    "ReasoningEffort",
+    "check_knobs",
+    "overlay",
     "LaunchSpec",
     "Profile",
     "SpeculativeSpec",
