@@ -48,6 +48,7 @@ def acp_cmd(
         "--temperature", hidden=True, min=0.0, max=2.0)] = None,
 ) -> None:
     """Serve ACP v1 on stdin/stdout, for Zed, Neovim, Toad and other editors."""
+    from engine.profiles import AgentKnobs
     from sparkcode.acp import AcpOptions, SparkcodeAcpAgent, protocol_stdout, serve
     from sparkcode.builder import SessionOptions
 
@@ -64,8 +65,9 @@ def acp_cmd(
                         format="sparkcode acp: %(levelname)s %(name)s: %(message)s")
     options = AcpOptions(profile=profile, endpoint=endpoint, model=model,
                          api_key_env=api_key_env, vision=vision, session=SessionOptions(
-                             origin="acp", record=not no_record, max_turns=max_turns,
-                             force_tool=force_tool, force_tool_parameters=schema,
-                             max_tokens=max_tokens, temperature=temperature))
+                             origin="acp", record=not no_record, force_tool=force_tool,
+                             force_tool_parameters=schema, knobs=AgentKnobs(
+                                 max_turns=max_turns, max_tokens=max_tokens,
+                                 temperature=temperature)))
     agent = SparkcodeAcpAgent(options, Paths.from_env())
     asyncio.run(serve(agent, sys.stdin, stdout))
