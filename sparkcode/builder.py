@@ -256,7 +256,7 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
     """The one overlay: the profile's knobs, then ``config.toml``'s, then this
     start's, over :class:`AgentSettings`' defaults."""
     profile = conn.profile_spec.agent if conn.profile_spec is not None else AgentKnobs()
-    started = check_knobs(options.knobs, "the session options:")
+    started = check_knobs(options.knobs, "the settings given for this start:")
     settings = settings_from(
         overlay(profile, config, started),
         seed=session_seed(config.seed if options.seed is None else options.seed),

@@ -16,6 +16,9 @@ Example::
     degenerate_streams = "stop"    # stop | warn | off: a looping or garbled stream
     compact_threshold = 0.8        # share of the context window that compacts the history
     image_max_mib = 5              # size cap per attached image (docs/agent.md, Images)
+    # ... and any other knob of engine.profiles.AgentKnobs (structured_tools,
+    # tools, max_tokens...): a profile's [agent] takes the same keys; config.toml's
+    # value wins over the profile's, a start's (run --temperature) over both.
 
     [permissions]
     # "tool" or "tool:glob"; the glob matches the shell command for bash, the
@@ -69,8 +72,13 @@ from msgspec import Meta
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import DEGENERATE_MODES, AgentKnobs, DegenerateMode
-from engine.profiles._toml import convert_toml, decode_toml
+from engine.profiles import (
+    DEGENERATE_MODES,
+    AgentKnobs,
+    DegenerateMode,
+    convert_toml,
+    decode_toml,
+)
 
 from .hook_specs import HookSpec, parse_hooks_table
 

@@ -31,6 +31,7 @@ from ._schema import (
     load_profile_file,
     parse_profile,
 )
+from ._toml import convert_toml, decode_toml
 
 __all__ = [
     "DEGENERATE_MODES",
@@ -41,6 +42,8 @@ __all__ = [
     "DegenerateMode",
     "ReasoningEffort",
     "check_knobs",
+    "convert_toml",
+    "decode_toml",
     "overlay",
     "LaunchSpec",
     "Profile",
