@@ -21,6 +21,7 @@ from ._knobs import (
     DegenerateMode,
     ReasoningEffort,
     check_knobs,
+    knobs_from,
     overlay,
 )
 from ._render import LaunchSpec, is_secret_name, model_dir_for, render
@@ -44,6 +45,7 @@ __all__ = [
     "check_knobs",
     "convert_toml",
     "decode_toml",
+    "knobs_from",
     "overlay",
     "LaunchSpec",
     "Profile",

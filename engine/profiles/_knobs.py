@@ -17,6 +17,7 @@ completes "must be ..."), and its default under the same name in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 import msgspec
@@ -95,10 +96,19 @@ def knobs_of(value: AgentKnobs) -> AgentKnobs:
 def check_knobs(knobs: AgentKnobs, where: str) -> AgentKnobs:
     """The range check for knobs built in code (per-start options): the same
     types and ranges a TOML file is held to; a bad one is a :class:`UserError`."""
+    return knobs_from(msgspec.to_builtins(knobs_of(knobs)), where)
+
+
+def knobs_from(values: Mapping[str, object], where: str,
+               labels: Mapping[str, str] | None = None) -> AgentKnobs:
+    """Knobs from untyped values (command-line flags; ``None``: not given), held to
+    the types and ranges the TOML files are; ``labels`` name the knobs as the user
+    wrote them (``{"reasoning_effort": "--effort"}``)."""
     from ._toml import describe_error
 
+    said = {name: value for name, value in values.items() if value is not None}
     try:
-        return msgspec.convert(msgspec.to_builtins(knobs_of(knobs)), AgentKnobs, strict=True)
+        return msgspec.convert(said, AgentKnobs, strict=True)
     except msgspec.ValidationError as exc:
-        raise UserError(describe_error(str(exc), AgentKnobs, msgspec.to_builtins(knobs_of(knobs)),
-                                       where, colon=True)) from None
+        raise UserError(describe_error(str(exc), AgentKnobs, said, where, colon=True,
+                                       labels=labels)) from None

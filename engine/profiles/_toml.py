@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import tomllib
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,9 +57,11 @@ def convert_toml(doc: dict[str, Any], kind: type[T], source: Path, error: type[U
 
 
 def describe_error(message: str, root: type, doc: dict[str, Any], where: str, *,
-                   colon: bool, sections: bool = False) -> str:
+                   colon: bool, sections: bool = False,
+                   labels: Mapping[str, str] | None = None) -> str:
     """msgspec's validation ``message`` for ``doc`` held to ``root``, in words;
-    ``sections``: ``root``'s fields are a file's tables."""
+    ``sections``: ``root``'s fields are a file's tables; ``labels``: a key's name
+    as the user wrote it (a command-line flag)."""
     found = _MESSAGE.match(message)
     assert found is not None  # the pattern matches any text
     what = found["what"]
@@ -87,7 +90,7 @@ def describe_error(message: str, root: type, doc: dict[str, Any], where: str, *,
     value = _value_at(doc, steps)
     got = f", got {value!r}" if isinstance(value, str | int | float) else ""
     typed = re.match(r"Expected `([^`]*)`, got `([^`]*)`", what)
-    head = f"{_table(where, table)} {key}"
+    head = f"{_table(where, table)} {(labels or {}).get(key, key)}"
     if colon:
         expected = must or (_expected(typed[1], indexed) if typed else what)
         return f"{head}: must be {expected}{got}"

@@ -23,11 +23,7 @@ import typer
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import (
-    DEGENERATE_MODES,
-    REASONING_EFFORTS,
-    AgentKnobs,
-)
+from engine.profiles import REASONING_EFFORTS, knobs_from
 from sparkcode.agent import (
     AgentError,
     ApprovalDecision,
@@ -57,6 +53,10 @@ from sparkcode.sessions import SessionStore
 from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE = 0, 1, 3, 4
+FLAGS = {"reasoning_effort": "--effort", "thinking_token_budget": "--budget",
+         "max_turns": "--max-turns", "max_tokens": "--max-tokens",
+         "temperature": "--temperature", "top_p": "--top-p", "degenerate_streams": "--degenerate"}
+"""The knobs ``run`` takes as flags, by the flag's name (for error messages)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def run_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per event.")]
     = False,
     max_turns: Annotated[int | None, typer.Option(
-        "--max-turns", min=1, help="Most model requests for this prompt.")] = None,
+        "--max-turns", help="Most model requests for this prompt.")] = None,
     auto: Annotated[bool, typer.Option(
         "--auto", help="Full-auto: run edits and shell commands without asking.")] = False,
     plan: Annotated[bool, typer.Option(
@@ -112,16 +112,16 @@ def run_cmd(
     effort: Annotated[str | None, typer.Option(
         "--effort", help=f"reasoning_effort: {', '.join(REASONING_EFFORTS)}.")] = None,
     budget: Annotated[int | None, typer.Option(
-        "--budget", min=-1, help="thinking_token_budget (-1 = unlimited).")] = None,
+        "--budget", help="thinking_token_budget (-1 = unlimited).")] = None,
     force_tool: Annotated[str | None, typer.Option("--force-tool", hidden=True)] = None,
     force_tool_schema: Annotated[str | None, typer.Option(
         "--force-tool-schema", hidden=True)] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True, min=1)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True)] = None,
     temperature: Annotated[float | None, typer.Option(
-        "--temperature", min=0.0, max=2.0, help="Sampling temperature (default: config.toml "
+        "--temperature", help="Sampling temperature (default: config.toml "
         "[agent], then the profile, then the server).")] = None,
     top_p: Annotated[float | None, typer.Option(
-        "--top-p", min=0.0, max=1.0, help="Nucleus sampling top_p.")] = None,
+        "--top-p", help="Nucleus sampling top_p.")] = None,
     seed: Annotated[str | None, typer.Option(
         "--seed", help="Session seed: an integer, 'random' or 'off' (default: config.toml "
         "[agent] seed, else random; recorded, so `replay --rerun` reproduces the run).")]
@@ -151,10 +151,11 @@ def run_cmd(
         "--vision", help="With --endpoint: the model takes images.")] = False,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
-    if effort is not None and effort not in REASONING_EFFORTS:
-        raise UserError(f"--effort must be one of {', '.join(REASONING_EFFORTS)}")
-    if degenerate is not None and degenerate not in DEGENERATE_MODES:
-        raise UserError(f"--degenerate must be one of {', '.join(DEGENERATE_MODES)}")
+    # The flags are held to the knobs' types and ranges, as config.toml is.
+    knobs = knobs_from(
+        {"reasoning_effort": effort, "thinking_token_budget": budget, "max_turns": max_turns,
+         "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+         "degenerate_streams": degenerate}, "sparkcode run:", FLAGS)
     if auto and plan:
         raise UserError("--auto and --plan exclude each other; pass one")
     schema = None
@@ -165,10 +166,6 @@ def run_cmd(
             raise UserError(f"--force-tool-schema is not JSON: {exc}") from None
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
-    knobs = AgentKnobs(
-        reasoning_effort=effort, thinking_token_budget=budget,
-        max_turns=max_turns, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-        degenerate_streams=degenerate)
     request = RunRequest(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, endpoint=endpoint,
         model=model, api_key_env=api_key_env, profile=profile, vision=vision, resume=resume,
