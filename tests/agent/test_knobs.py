@@ -57,7 +57,9 @@ def candidates(kind: mi.Type) -> list[Any]:
 
 def two_values(name: str) -> tuple[Any, Any]:
     """Two different valid values, the first unlike AgentSettings' default."""
-    kind = next(f.type for f in mi.type_info(AgentKnobs).fields if f.name == name)
+    info = mi.type_info(AgentKnobs)
+    assert isinstance(info, mi.StructType)
+    kind = next(f.type for f in info.fields if f.name == name)
     default = getattr(DEFAULTS, field_of(name))
     values = [v for v in candidates(kind) if landed(name, v) != default]
     other = next(v for v in candidates(kind) if v != values[0])
