@@ -94,9 +94,10 @@ def describe_error(message: str, root: type, doc: dict[str, Any], where: str, *,
     if colon:
         expected = must or (_expected(typed[1], indexed) if typed else what)
         return f"{head}: must be {expected}{got}"
-    if typed and not dict_value and not (must and typed[2] in typed[1].split(" | ")):
-        return f"{head}: expected {_expected(typed[1], indexed)}, got {typed[2]}"
-    if typed and not must:
+    # A wrong type is said as one, unless a description says more (a range, or
+    # the values of a key-value table).
+    wrong_type = typed is not None and typed[2] not in typed[1].split(" | ")
+    if typed and (not must or (wrong_type and not dict_value)):
         return f"{head}: expected {_expected(typed[1], indexed)}, got {typed[2]}"
     return f"{head} must be {must or what}{got}"
 
