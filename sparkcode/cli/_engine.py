@@ -67,17 +67,25 @@ def command_cmd(
     prof = load_profile(profile or default_profile_name(paths), paths)
     spec = render(prof, paths, port=port)
     if as_json:
-        typer.echo(json.dumps({"argv": spec.argv, "env": spec.redacted_env(),
-                               "base_url": spec.base_url, "model": spec.model}, indent=2))
+        typer.echo(json.dumps({
+            "argv": spec.argv, "env": spec.redacted_env(), "base_url": spec.base_url,
+            "model": spec.model,
+            "nodes": [{"node": w.node, "node_rank": w.node_rank, "ssh": w.ssh, "argv": w.argv,
+                       "env": w.redacted_env()} for w in spec.workers],
+        }, indent=2))
         return
     if prof.kind == "endpoint":
         typer.echo(f"# profile {prof.name}: no local engine; requests go to {spec.base_url}")
         if spec.api_key_env:
             typer.echo(f"# API key read from ${spec.api_key_env}")
         return
-    for key, value in sorted(spec.redacted_env().items()):
-        typer.echo(f"export {key}={_quote(value)}")
-    typer.echo(" \\\n  ".join(_argv_lines(spec.argv)))
+    for launch in (spec, *spec.workers):
+        if spec.workers:
+            where = f"ssh {launch.ssh}" if launch.ssh else "this machine"
+            typer.echo(f"# {launch.node} node (rank {launch.node_rank}, {where})")
+        for key, value in sorted(launch.redacted_env().items()):
+            typer.echo(f"export {key}={_quote(value)}")
+        typer.echo(" \\\n  ".join(_argv_lines(launch.argv)))
 
 
 def _argv_lines(argv: list[str]) -> list[str]:
