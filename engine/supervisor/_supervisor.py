@@ -301,13 +301,7 @@ class Supervisor:
                     node = transport.status(30)
                     if node.state in ("exited", "stopped"):
                         self._fail_boot_for_node(node)
-            offset, new_lines = _read_new(log, offset)
-            for line in new_lines:
-                new_phase = phase_of((line,), phase)
-                if new_phase != phase and new_phase is not None:
-                    phase = new_phase
-                    if on_phase:
-                        on_phase(phase)
+            offset, phase = _follow_phases(log, offset, phase, on_phase)
             if not self._alive(record):
                 reap(record.pid)
                 status = self.status(tail=30)
@@ -325,6 +319,9 @@ class Supervisor:
                 )
             if self.healthy(record.base_url, timeout=0.5) and all(
                     t.status(0).state == "running" for t in transports):
+                # Lines written between the last read and /health answering (a loaded
+                # machine) still report their phases before "ready".
+                offset, phase = _follow_phases(log, offset, phase, on_phase)
                 if on_phase and phase != "ready":
                     on_phase("ready")
                 return self.status()
@@ -399,6 +396,19 @@ def likely_cause(lines: list[str]) -> str | None:
             text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", text)
             return text[:300]
     return None
+
+
+def _follow_phases(log: Path, offset: int, phase: str | None,
+                   on_phase: PhaseCallback | None) -> tuple[int, str | None]:
+    """Read the log's new lines and report each boot phase they reach, in order."""
+    offset, new_lines = _read_new(log, offset)
+    for line in new_lines:
+        new_phase = phase_of((line,), phase)
+        if new_phase != phase and new_phase is not None:
+            phase = new_phase
+            if on_phase:
+                on_phase(phase)
+    return offset, phase
 
 
 def _read_new(path: Path, offset: int) -> tuple[int, list[str]]:
