@@ -144,9 +144,11 @@ def start_cmd(
 def stop_cmd() -> None:
     """Stop the engine (SIGINT, then SIGTERM, then SIGKILL) and leave no process."""
     sup = Supervisor(Paths.from_env())
-    before = sup.status()
-    sup.stop()
-    if before.state == "crashed":
+    before = sup.stop()
+    if before.state == "stopped":  # only a worker node an earlier engine left running
+        pids = ", ".join(str(n.pid) for n in before.nodes)
+        typer.echo(f"stopped a worker node left without its head (pid {pids})")
+    elif before.state == "crashed":
         code = before.exit_code if before.exit_code is not None else "unknown"
         typer.echo(f"engine had already exited (code {code}); record cleared")
     else:

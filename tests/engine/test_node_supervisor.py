@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -147,7 +148,11 @@ def test_stale_worker_is_refused_before_the_head_starts(paths: Paths, model: Pat
         sup.start(_profile(), _spec(model), timeout=30)
     assert sup.record() is None
     # `engine stop` clears a worker left without its head.
-    sup.stop(grace=(2, 2))
+    stop = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "stop"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert stop.returncode == 0, stop.stderr
+    assert f"stopped a worker node left without its head (pid {stale.pid})" in stop.stdout
     assert stale.pid is not None and _group_gone(stale.pid)
 
 

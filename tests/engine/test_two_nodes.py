@@ -2,9 +2,10 @@
 
 One two-node boot for the module (3-3.5 min and ~5.4 GB on a 2-core box), through the
 CLI as a user would: ready with both nodes shown, greedy tokens equal to transformers'
-on the same weights, then the worker killed mid-stream (the client gets an error event,
-the supervisor reports the dead worker) and ``engine stop`` leaving no process in
-either group. A stale real headless worker is then refused at the next start.
+on the same weights, a ``sparkcode run`` through both, then the worker killed
+mid-stream (the client gets an error event, the supervisor reports the dead worker) and
+``engine stop`` leaving no process in either group. A stale real headless worker is
+then refused at the next start.
 """
 
 from __future__ import annotations
@@ -105,6 +106,21 @@ def test_greedy_tokens_equal_transformers(booted: dict[str, object], model_dir: 
     assert got == out[0, ids.shape[1]:].tolist()
 
 
+def test_a_sparkcode_run_goes_through_both_nodes(home: Path, booted: dict[str, object],
+                                                 tmp_path: Path) -> None:
+    """``sparkcode run --profile`` reuses the running two-node engine and gets its reply
+    (a random model never finishes a task: the turn stops at --max-tokens)."""
+    result = sparkcode(home, "run", "Say hello.", "--profile", "tiny2", "--max-turns", "1",
+                       "--max-tokens", "12", "-w", str(tmp_path), "--json", timeout=300)
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    finished = [e for e in events if e["type"] == "TurnFinished"]
+    assert finished and finished[-1]["requests"] == 1, (result.stderr[-2000:], events[-3:])
+    usage = [e for e in events if e["type"] == "UsageUpdate" and e["final"]]
+    assert usage and usage[-1]["completion_tokens"] == 12
+    assert result.returncode in (0, 3, 4)  # ok, stopped (length) or degenerate text
+    assert "starting engine" not in result.stderr  # it used the running engine
+
+
 def test_worker_killed_mid_stream(home: Path, booted: dict[str, object]) -> None:
     worker = LocalNode(node_dir(Paths(home / "config", home / "data", home / "state")
                                 .engine_dir))
@@ -165,4 +181,5 @@ def test_stale_real_worker_is_refused(home: Path) -> None:
             "state"] == "stopped"
     finally:
         stop = sparkcode(home, "engine", "stop")
-    assert stop.returncode == 0 and stale.pid is not None and _group(stale.pid) == []
+    assert stop.returncode == 0 and "stopped a worker node left without its head" in stop.stdout
+    assert stale.pid is not None and _group(stale.pid) == []
