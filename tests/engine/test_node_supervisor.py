@@ -179,6 +179,7 @@ def test_worker_dying_during_boot_stops_the_head(paths: Paths, model: Path) -> N
     assert sup.record() is None
 
 
+@pytest.mark.slow  # about ten `sparkcode engine node` processes, 3-4 s each on 2 loaded cores
 def test_ssh_transport_runs_the_node_commands_on_the_other_box(
         paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other_home = tmp_path / "other-box"
