@@ -13,7 +13,8 @@ from pathlib import Path
 from engine.errors import ProfileError
 from engine.paths import Paths
 
-from ._render import LaunchSpec, is_secret_name, model_dir_for, render
+from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
+from ._render import LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
 from ._schema import (
     PLUGIN_FEATURES,
     REASONING_EFFORTS,
@@ -28,7 +29,10 @@ __all__ = [
     "PLUGIN_FEATURES",
     "REASONING_EFFORTS",
     "AgentDefaults",
+    "PARALLEL_MODES",
     "LaunchSpec",
+    "NodeSpec",
+    "NodesSpec",
     "Profile",
     "SpeculativeSpec",
     "cpu_coder_name",
@@ -40,6 +44,7 @@ __all__ = [
     "model_dir_for",
     "parse_profile",
     "render",
+    "render_nodes",
 ]
 
 

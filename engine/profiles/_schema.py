@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from engine.errors import ProfileError
 
+from ._nodes import NodesSpec, parse_nodes
+
 ProfileKind = Literal["vllm", "endpoint"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -103,6 +105,8 @@ class Profile:
     endpoint_model: str | None = None
     api_key_env: str | None = None
     agent: AgentDefaults = field(default_factory=AgentDefaults)
+    # multi-node profiles: the [nodes] table (engine/profiles/_nodes.py)
+    nodes: NodesSpec | None = None
 
 
 _SECTIONS: dict[str, set[str]] = {
@@ -114,6 +118,7 @@ _SECTIONS: dict[str, set[str]] = {
         "model_runner_v2", "gpu_memory_utilization", "extra_args",
     },
     "env": set(),
+    "nodes": set(),  # checked by engine/profiles/_nodes.py
     "speculative": {"method", "model", "num_speculative_tokens", "draft_block_size"},
     "plugin": {"enabled", "features"},
     "cpu": {"kvcache_space_gib", "bind_all_cores"},
@@ -235,6 +240,9 @@ def parse_profile(text: str, source: Path) -> Profile:
     description = meta.get("description", str, "")
 
     if kind == "endpoint":
+        if "nodes" in doc:
+            raise ProfileError(
+                f"{source}: [nodes] is for vllm profiles; an endpoint runs no engine")
         ep = table("endpoint")
         base_url = ep.get("base_url", str)
         if not base_url or not base_url.startswith(("http://", "https://")):
@@ -298,6 +306,9 @@ def parse_profile(text: str, source: Path) -> Profile:
     if need is not None and need <= 0:
         raise ProfileError(f"{source}: [memory] need_gib must be positive")
 
+    extra_args = server.str_list("extra_args")
+    nodes = parse_nodes(source, doc.get("nodes"), extra_args)
+
     return Profile(
         name=name, kind="vllm", description=description, source=source,
         model_path=path, model_builtin=builtin,
@@ -311,11 +322,12 @@ def parse_profile(text: str, source: Path) -> Profile:
         tool_call_parser=tool_parser, enable_auto_tool_choice=auto_tool,
         reasoning_config=rc, model_runner_v2=server.get("model_runner_v2", bool, False),
         gpu_memory_utilization=float(gmu) if gmu is not None else None,
-        extra_args=server.str_list("extra_args"), env=env, speculative=speculative,
+        extra_args=extra_args, env=env, speculative=speculative,
         plugin_enabled=plugin.get("enabled", bool, False), plugin_features=features,
         cpu_kvcache_space_gib=cpu.positive_int("kvcache_space_gib"),
         cpu_bind_all_cores=cpu.get("bind_all_cores", bool, False),
         memory_need_gib=float(need) if need is not None else None, agent=agent,
+        nodes=nodes,
     )
 
 
