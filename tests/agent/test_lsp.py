@@ -178,6 +178,20 @@ async def test_a_server_killed_mid_session_is_a_notice_and_is_started_again(
         await hub.aclose()
 
 
+@shared_loop
+async def test_a_bug_in_the_client_is_a_notice_and_the_edit_stands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: Any) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(_hub.LanguageServer, "start", broken)
+    hub = Diagnostics(DiagnosticsConfig(), tmp_path)
+    out = await tool("write_file", tmp_path, hub, path="a.py", content="x = 1\n")
+    assert out.text == "created a.py (1 lines)" and (tmp_path / "a.py").is_file()
+    assert out.notice == "diagnostics after edits failed: ValueError: a bug"
+    await hub.aclose()
+
+
 def fake(*flags: str, **settings: Any) -> LanguageServerConfig:
     return LanguageServerConfig(name="fake", command=FAKE[0], args=(FAKE[1], *flags),
                                 extensions=(".txt",), settings=settings)

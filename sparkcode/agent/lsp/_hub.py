@@ -100,6 +100,10 @@ class Diagnostics:
         except (ServerGone, RpcError, OSError) as exc:
             notices.append(await self._lost(slot, exc))
             return EditFeedback(notice="; ".join(notices))
+        except Exception as exc:  # noqa: BLE001 - a client bug must not fail a written edit
+            log.exception("diagnostics for %s failed", shown)
+            notices.append(f"diagnostics after edits failed: {type(exc).__name__}: {exc}")
+            return EditFeedback(notice="; ".join(notices))
         slot.timeouts = 0
         slot.answered = True
         moved = moved_lines(before, after) if old else None
