@@ -24,7 +24,16 @@ import pytest
 import pytest_asyncio
 
 from engine.paths import Paths
-from sparkcode.agent.lsp import Diagnostics, ServerGone, _hub, _rpc, confined, introduced, render
+from sparkcode.agent.lsp import (
+    Diagnostics,
+    LanguageServer,
+    ServerGone,
+    _hub,
+    _rpc,
+    confined,
+    introduced,
+    render,
+)
 from sparkcode.agent.tools import ToolContext, ToolOutput, default_tools, find_bwrap
 from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
 from sparkcode.config import (
@@ -184,7 +193,7 @@ async def test_a_bug_in_the_client_is_a_notice_and_the_edit_stands(
     async def broken(*args: Any) -> None:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(_hub.LanguageServer, "start", broken)
+    monkeypatch.setattr(LanguageServer, "start", broken)
     hub = Diagnostics(DiagnosticsConfig(), tmp_path)
     out = await tool("write_file", tmp_path, hub, path="a.py", content="x = 1\n")
     assert out.text == "created a.py (1 lines)" and (tmp_path / "a.py").is_file()
