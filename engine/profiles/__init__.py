@@ -24,7 +24,8 @@ from ._knobs import (
     knobs_from,
     overlay,
 )
-from ._render import LaunchSpec, is_secret_name, model_dir_for, render
+from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
+from ._render import LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
 from ._schema import (
     PLUGIN_FEATURES,
     Profile,
@@ -47,7 +48,10 @@ __all__ = [
     "decode_toml",
     "knobs_from",
     "overlay",
+    "PARALLEL_MODES",
     "LaunchSpec",
+    "NodeSpec",
+    "NodesSpec",
     "Profile",
     "SpeculativeSpec",
     "cpu_coder_name",
@@ -59,6 +63,7 @@ __all__ = [
     "model_dir_for",
     "parse_profile",
     "render",
+    "render_nodes",
 ]
 
 

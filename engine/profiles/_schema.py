@@ -16,6 +16,7 @@ from msgspec import Meta
 from engine.errors import ProfileError
 
 from ._knobs import AgentKnobs
+from ._nodes import NodesSpec, parse_nodes
 from ._toml import decode_toml
 
 ProfileKind = Literal["vllm", "endpoint"]
@@ -78,6 +79,8 @@ class Profile:
     api_key_env: str | None = None
     agent: AgentKnobs = field(default_factory=AgentKnobs)
     """The ``[agent]`` table: the agent's knobs this profile sets (unset: ``None``)."""
+    nodes: NodesSpec | None = None
+    """Multi-node profiles: the ``[nodes]`` table (``engine/profiles/_nodes.py``)."""
 
 
 class _Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -161,6 +164,8 @@ class _ProfileFile(_Table, frozen=True):
     memory: _MemoryTable = _MemoryTable()
     endpoint: _EndpointTable = _EndpointTable()
     agent: AgentKnobs = AgentKnobs()
+    nodes: dict[str, Any] | None = None
+    """Checked by ``engine/profiles/_nodes.py`` (its messages name each key)."""
 
 
 def _given(table: _Table, **renamed: str) -> dict[str, Any]:
@@ -178,6 +183,9 @@ def parse_profile(text: str, source: Path) -> Profile:
     common: dict[str, Any] = {"name": meta.name, "description": meta.description,
                               "source": source, "agent": doc.agent}
     if meta.kind == "endpoint":
+        if doc.nodes is not None:
+            raise ProfileError(
+                f"{source}: [nodes] is for vllm profiles; an endpoint runs no engine")
         ep = doc.endpoint
         if not ep.base_url.startswith(("http://", "https://")):
             raise ProfileError(f"{source}: [endpoint] base_url must be an http(s) URL")
@@ -207,6 +215,8 @@ def parse_profile(text: str, source: Path) -> Profile:
             raise ProfileError(
                 f"{source}: [plugin] unknown feature {feat!r} (known: {', '.join(PLUGIN_FEATURES)})"
             )
+    nodes = parse_nodes(source, doc.nodes, server.extra_args or ())
+
     return Profile(
         kind="vllm", **common,
         **_given(model, path="model_path", builtin="model_builtin"), **_given(server),
@@ -215,7 +225,7 @@ def parse_profile(text: str, source: Path) -> Profile:
         **_given(doc.plugin, enabled="plugin_enabled", features="plugin_features"),
         **_given(doc.cpu, kvcache_space_gib="cpu_kvcache_space_gib",
                  bind_all_cores="cpu_bind_all_cores"),
-        **_given(doc.memory, need_gib="memory_need_gib"),
+        **_given(doc.memory, need_gib="memory_need_gib"), nodes=nodes,
     )
 
 

@@ -242,6 +242,46 @@ def test_the_real_engine_loads_a_project_skill(engine: RunningEngine, tmp_path: 
     assert "Write three lines of 5, 7 and 5 syllables." in result
 
 
+def test_an_edit_through_the_real_engine_returns_the_type_error_it_introduced(
+        engine: RunningEngine, tmp_path: Path) -> None:
+    # Issue 23: the edit's result carries basedpyright's diagnostic, and the next request
+    # sends it to the model. SmolLM2 is forced to the call with the content held to one
+    # value by guided decoding, so the test is about the diagnostics, not the model.
+    content = "def double(x: int) -> int:\n    return x * 2\n\n\nhalf: str = double(2)\n"
+    schema = {"type": "object", "required": ["path", "content"], "properties": {
+        "path": {"type": "string", "enum": ["calc.py"]},
+        "content": {"type": "string", "enum": [content]}}}
+    config = Paths.from_env().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[diagnostics]\ntimeout_s = 30\n")  # a cold start on a busy CI box
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    code = asyncio.run(run_headless(RunRequest(
+        prompt="Write calc.py.", workspace=workspace, as_json=True, endpoint=engine.base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", seed=1, force_tool="write_file",
+            force_tool_parameters=schema,
+            knobs=AgentKnobs(temperature=0.0, max_turns=2, max_tokens=128))),
+        out=out, err=err))
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code != EXIT_ERROR, (err.getvalue(), events)
+    assert (workspace / "calc.py").read_text() == content
+    result = [e for e in events if e["type"] == "ToolCallFinished"][0]["result"]
+    head, block = result.split("\n\n")
+    assert head == "created calc.py (5 lines)"
+    assert block.splitlines()[0] == "[basedpyright found 1 new problem in calc.py after this edit:]"
+    assert block.splitlines()[1].startswith("calc.py:5:13: error: Type \"int\" is not "
+                                            "assignable to declared type \"str\"")
+    from sparkcode.sessions import load_session
+
+    (recorded,) = Paths.from_env().sessions_dir.rglob("*.jsonl")
+    bodies = [e.body_json for e in load_session(recorded).exchanges
+              if e.body_json and "messages" in e.body_json]
+    tool_messages = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
+    assert tool_messages[0]["content"] == result
+
+
 async def test_compact_restates_the_open_todo_list_and_the_next_request_is_served(
         engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
     """SmolLM2-135M writes the summary (poorly: whatever it writes passes); the open todo

@@ -18,7 +18,8 @@ def _parse(text: str) -> object:
 
 def test_shipped_profiles_load(paths: Paths) -> None:
     names = [p.name for p in list_profiles(paths)]
-    assert names == ["cpu-coder", "cpu-coder-small", "cpu-demo", "endpoint", "glm53-flash-spark"]
+    assert names == ["cpu-coder", "cpu-coder-small", "cpu-demo", "endpoint", "glm53-flash-2spark",
+                     "glm53-flash-spark", "glm53-flash-spark-mtp"]
 
 
 def test_cpu_demo_renders_eager_cpu_command(paths: Paths) -> None:
