@@ -42,10 +42,11 @@ from typing import Any
 
 from engine.models import prepare_model
 from engine.paths import Paths
-from engine.profiles import load_profile, render
+from engine.profiles import AgentKnobs, load_profile, render
 from engine.supervisor import Supervisor
 from sparkcode.agent.tools import default_tools
-from sparkcode.cli._run import RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import RunRequest, run_headless
 
 
 @dataclass(frozen=True)
@@ -119,13 +120,15 @@ async def one_try(task: Task, ws: Path, base_url: str, structured: bool, args: A
                   tally: Tally) -> bool:
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    await run_headless(RunOptions(
-        prompt=task.prompt, workspace=ws, as_json=True, auto=True, endpoint=base_url,
-        max_turns=args.max_turns, max_tokens=args.max_tokens, record=False,
-        structured_tools=structured, step_name_key=args.step_name_key,
-        first_step_tool=args.first_step_tool or None, temperature=args.temperature,
-        tools=tuple(args.tools) if args.tools else None,
-    ), out=out, err=err)
+    await run_headless(RunRequest(
+        prompt=task.prompt, workspace=ws, as_json=True, endpoint=base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", record=False,
+            knobs=AgentKnobs(
+                max_turns=args.max_turns, max_tokens=args.max_tokens, structured_tools=structured,
+                step_name_key=args.step_name_key, first_step_tool=args.first_step_tool or None,
+                temperature=args.temperature, tools=tuple(args.tools) if args.tools else None))),
+        out=out, err=err)
     tally.seconds += time.monotonic() - started
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     if args.events:

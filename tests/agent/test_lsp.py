@@ -35,7 +35,8 @@ from sparkcode.agent.lsp import (
     render,
 )
 from sparkcode.agent.tools import ToolContext, ToolOutput, default_tools, find_bwrap
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import (
     PYTHON_SERVER,
     ConfigError,
@@ -333,9 +334,10 @@ async def test_a_headless_run_sends_the_new_error_to_the_model(
         "total =", "total: str =")}))
     with serve([Reply(tool_calls=[write]), Reply(content=["done"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="write calc.py", workspace=workspace,
-                                             as_json=True, auto=True, endpoint=url(server),
-                                             record=False), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="write calc.py", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(permission_mode="full-auto", record=False)),
+            out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     finished = [e for e in events if e["type"] == "ToolCallFinished"][0]
@@ -354,9 +356,10 @@ async def test_a_headless_run_tells_the_user_of_a_missing_server(workspace: Path
               for n in "ab"]
     with serve([Reply(tool_calls=writes), Reply(content=["done"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="write", workspace=workspace,
-                                             as_json=True, auto=True, endpoint=url(server),
-                                             record=False), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="write", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(permission_mode="full-auto", record=False)),
+            out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     notices = [e for e in events if e["type"] == "Notice" and e["code"] == "diagnostics"]

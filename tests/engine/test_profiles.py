@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import ProfileError
 from engine.paths import Paths
-from engine.profiles import list_profiles, load_profile, parse_profile, render
+from engine.profiles import AgentKnobs, list_profiles, load_profile, parse_profile, render
 
 
 def _parse(text: str) -> object:
@@ -166,7 +166,7 @@ def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
         return _settings(Config(), conn, options).structured_tools
 
     assert structured(SessionOptions()) is True
-    assert structured(SessionOptions(structured_tools=False)) is False
+    assert structured(SessionOptions(knobs=AgentKnobs(structured_tools=False))) is False
 
 
 def test_small_model_profiles_start_the_engine_without_free_whitespace(paths: Paths) -> None:
