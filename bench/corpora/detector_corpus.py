@@ -13,11 +13,11 @@ Degenerate samples are a normal prefix (0-3000 characters, sometimes none)
 followed by a degenerate tail: looping subwords, character runs, phrase and
 sentence loops, symbol soup, mixed-script identifiers, multilingual token
 salad, control-character garbage, and word salad (real words in meaningless
-order: ``bench/detector_salad.py``); some recover with a little normal text after.
+order: ``bench/corpora/detector_salad.py``); some recover with a little normal text after.
 
 Usage::
 
-    python bench/detector_corpus.py [OUT_DIR] [--seed 7] [--normal 2000] [--degenerate 1100]
+    python -m bench.corpora.detector_corpus [OUT_DIR] [--seed 7] [--normal 2000] [--degenerate 1100]
 
 writes ``OUT_DIR/manifest.jsonl`` (one line per sample: file, label, kind,
 detail) and the samples under ``OUT_DIR/normal/`` and ``OUT_DIR/degenerate/``.
@@ -32,16 +32,13 @@ import json
 import math
 import os
 import random
-import sys
 import sysconfig
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.detector_salad import SALAD_KINDS  # noqa: E402
+from bench.corpora.detector_salad import SALAD_KINDS
 
 MIN_CHARS, MAX_CHARS = 200, 4000
 

@@ -1,14 +1,14 @@
 """False-positive and detection rates of the degeneration detector.
 
 Runs :func:`sparkcode.detect.detect_text` over the corpus of
-``bench/detector_corpus.py`` and prints, in one run: the false-positive rate on
+``bench/corpora/detector_corpus.py`` and prints, in one run: the false-positive rate on
 normal samples (target at most 1%), the detection rate on degenerate samples
 (target at least 95%), both per kind, which patterns fired, and throughput in
 characters per second for whole texts and for a stream of 4-character deltas.
 
 Usage::
 
-    python bench/detector_rates.py [CORPUS_DIR] [--seed 7] [--normal 2000]
+    python -m bench.studies.detector_rates [CORPUS_DIR] [--seed 7] [--normal 2000]
         [--degenerate 1100] [--show 5] [--json]
 
 Without CORPUS_DIR the corpus is built in memory from the seed.
@@ -18,70 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.detector_corpus import Sample, build, load  # noqa: E402
-from sparkcode.detect import DegenerationDetector, Verdict, detect_text  # noqa: E402
-
-FP_TARGET = 0.01
-DETECTION_TARGET = 0.95
-
-
-@dataclass
-class Rates:
-    """Outcome of running the detector over a corpus."""
-
-    normal: int = 0
-    false_positives: int = 0
-    degenerate: int = 0
-    detected: int = 0
-    by_kind: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
-    patterns: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    flagged_normal: list[tuple[Sample, Verdict]] = field(default_factory=list)
-    missed: list[Sample] = field(default_factory=list)
-    chars: int = 0
-    seconds: float = 0.0
-
-    @property
-    def fp_rate(self) -> float:
-        return self.false_positives / self.normal if self.normal else 0.0
-
-    @property
-    def detection_rate(self) -> float:
-        return self.detected / self.degenerate if self.degenerate else 0.0
-
-
-def evaluate(samples: list[Sample]) -> Rates:
-    """Run the detector on every sample; count hits per label, kind and pattern."""
-    rates = Rates()
-    for sample in samples:
-        start = time.perf_counter()
-        verdict = detect_text(sample.text)
-        rates.seconds += time.perf_counter() - start
-        rates.chars += len(sample.text)
-        counts = rates.by_kind[f"{sample.label}/{sample.kind}"]
-        counts[1] += 1
-        if verdict.degenerate:
-            counts[0] += 1
-            rates.patterns[sample.label][verdict.pattern] += 1
-        if sample.label == "normal":
-            rates.normal += 1
-            if verdict.degenerate:
-                rates.false_positives += 1
-                rates.flagged_normal.append((sample, verdict))
-        else:
-            rates.degenerate += 1
-            if verdict.degenerate:
-                rates.detected += 1
-            else:
-                rates.missed.append(sample)
-    return rates
+from bench.corpora.detector_corpus import Sample, build, load
+from bench.corpora.detector_scoring import DETECTION_TARGET, FP_TARGET, Rates, evaluate
+from sparkcode.detect import DegenerationDetector
 
 
 def streamed_throughput(samples: list[Sample], delta: int = 4, limit: int = 300_000) -> float:

@@ -23,9 +23,9 @@ difference of the losses. Default shapes: SmolLM2-135M's MLP (gate/up 1536x576, 
 576x1536) and a GLM-5.3-Flash expert (gate/up 2048x4096, down 4096x2048).
 ``--smollm2 12,13,14`` instead quantizes the real MLP matrices of those SmolLM2-135M layers
 with Hessians from one pass of the fidelity bench's calibration text
-(``bench/quant_fidelity_smollm2.py``: 64 x 256 tokens), the 9 matrices of its mild setting.
+(``bench/studies/quant_fidelity_smollm2.py``: 64 x 256 tokens), the 9 matrices of its mild setting.
 
-    .venv/bin/python bench/gptq_speed.py [--shapes 1536x576,2048x4096] [--threads 1]
+    .venv/bin/python -m bench.studies.gptq_speed [--shapes 1536x576,2048x4096] [--threads 1]
                                          [--against previous,textbook] [--device cpu]
                                          [--smollm2 12,13,14] [--expert 4096x2048]
 """
@@ -33,17 +33,13 @@ with Hessians from one pass of the fidelity bench's calibration text
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.quant.gptq import (  # noqa: E402
+from engine.quant.gptq import (
     GPTQResult,
     HessianFactor,
     factor_hessian,
@@ -51,7 +47,7 @@ from engine.quant.gptq import (  # noqa: E402
     gptq_reference,
     output_error,
 )
-from tests.quant.gptq_previous import gptq_quantize_reference  # noqa: E402
+from tests.quant.gptq_previous import gptq_quantize_reference
 
 T = TypeVar("T")
 DEFAULT_SHAPES = "1536x576,576x1536,2048x4096,4096x2048"
@@ -74,7 +70,8 @@ def smollm2_problems(layers: list[int], dev: torch.device
     """The real MLP weights of ``layers`` with their calibration Hessians."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bench.quant_fidelity_smollm2 import hessians_of_pass, mlp_weights, model_dir, protocol
+    from bench.corpora.fidelity_protocol import protocol
+    from bench.studies.quant_fidelity_smollm2 import hessians_of_pass, mlp_weights, model_dir
 
     path = model_dir(None)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

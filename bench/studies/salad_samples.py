@@ -7,7 +7,7 @@ the regression fixture of the detector's ``word_salad`` pattern.
 
 Usage::
 
-    python bench/salad_samples.py OUT.jsonl [--home DIR] [--per-prompt 2]
+    python -m bench.studies.salad_samples OUT.jsonl [--home DIR] [--per-prompt 2]
         [--temperatures 1.0 1.3 1.6]
 
 writes one JSON line per answer: ``temperature``, ``prompt``, ``text``. The
@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PROMPTS = [
     "Explain what a Python decorator is and when to use one.",

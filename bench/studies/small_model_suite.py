@@ -14,7 +14,7 @@ workspace and the final answer. The table prints completions, well-formed tool
 calls (the named tool exists and its required arguments are there), runs
 stopped as degenerate, and tokens.
 
-Usage: flock /tmp/sparkcode-test-engine.lock python bench/small_model_suite.py
+Usage: flock /tmp/sparkcode-test-engine.lock python -m bench.studies.small_model_suite
        [--tries 3] [--profile cpu-demo] [--max-turns 5] [--max-tokens 256]
        [--modes plain structured] [--tasks read fix ...] [--events tries.jsonl]
 

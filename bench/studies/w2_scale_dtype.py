@@ -5,7 +5,7 @@ For each candidate storage of the per-32 group scales, the fp32 least-squares sc
 scales (as the quantizer does). Prints the relative Frobenius error of the weights, its excess
 over fp32 scales, the bits per weight and what the routed experts of GLM-5.3-Flash would take.
 
-    .venv/bin/python bench/w2_scale_dtype.py [--rows 1024] [--cols 2048]
+    .venv/bin/python -m bench.studies.w2_scale_dtype [--rows 1024] [--cols 2048]
 """
 
 from __future__ import annotations

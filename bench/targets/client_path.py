@@ -12,7 +12,7 @@ bytes through httpx.MockTransport to both:
 Prints both throughputs and the ratio bare_time / client_time (target >= 0.5),
 for wall time and for this process's CPU time (steadier on a shared machine);
 each is the best of --repeat interleaved runs.
-Usage: python bench/client_path.py [--tokens N] [--repeat R]
+Usage: python -m bench.targets.client_path [--tokens N] [--repeat R]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Boots the same tiny model both ways, alternating, several times, in one run,
 and prints the ratio of median times (target: at most 1.05).
 
-    .venv/bin/python bench/engine_boot.py [--rounds 3]
+    .venv/bin/python -m bench.targets.engine_boot [--rounds 3]
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.paths import Paths  # noqa: E402
-from engine.profiles import load_profile, render  # noqa: E402
-from tests.support.engine import engine_lock, free_port  # noqa: E402
-from tests.support.tiny_models import build_tiny_llama, write_profile  # noqa: E402
+from engine.paths import Paths
+from engine.profiles import load_profile, render
+from tests.support.engine import engine_lock, free_port
+from tests.support.tiny_models import build_tiny_llama, write_profile
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, limit: float = 900) -> None:

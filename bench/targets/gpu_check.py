@@ -1,8 +1,8 @@
 """The prepared GPU check: every kernel, CUDA graphs in vLLM, bandwidth, speed. One command.
 
-Run on one CUDA GPU: ``PYTHONPATH=. python bench/gpu_check.py`` (its time on a GPU is not
-measured; it is meant to fit 10 minutes). It prints one ``PASS``/``FAIL`` line per check and
-exits 0 only if all pass:
+Run on one CUDA GPU, from the repository root: ``python -m bench.targets.gpu_check`` (its
+time on a GPU is not measured; it is meant to fit 10 minutes). It prints one
+``PASS``/``FAIL`` line per check and exits 0 only if all pass:
 
 1. correctness of every Triton kernel against its PyTorch reference at GLM-5.3-Flash shapes
    (W2 dequant, W2 GEMV and matmul, P12 unpack and GEMV, NVFP4 dequant, the fused MoE on
@@ -17,12 +17,13 @@ exits 0 only if all pass:
 
    3 and 4 are GB10 targets, judged only on a GB10 (compute capability 12.1). On any other
    GPU (an H100/H200, sm_90) the figures are printed as ``INFO`` lines labelled with that
-   device's name and count neither way: the static check (``python -m bench.kernel_static``)
+   device's name and count neither way: the static check (``python -m bench.targets.kernel_static``)
    predicts the same kernels issue-bound at about a fifth of an H100's bandwidth, so an H200
    figure says little about a GB10 (issue 21);
-5. the GPTQ conversion on CUDA (``bench/quantize_layer_budget.py --device cuda``, 3 experts
-   at GLM-5.3-Flash's widths): per-expert time, the projection for the whole checkpoint, and
-   peak device memory: PASS when it runs and the projected conversion fits 128 GB.
+5. the GPTQ conversion on CUDA (``python -m bench.targets.quantize_layer_budget --device
+   cuda``, 3 experts at GLM-5.3-Flash's widths): per-expert time, the projection for the
+   whole checkpoint, and peak device memory: PASS when it runs and the projected conversion
+   fits 128 GB.
 
 Without a CUDA device it says so and exits 2; ``--interpret`` runs the correctness harness
 on tiny shapes in Triton's interpreter on a CPU instead (what CI does, so this is not dead).
@@ -40,9 +41,8 @@ from pathlib import Path
 
 if "--interpret" in sys.argv and os.environ.get("TRITON_INTERPRET") != "1":
     os.environ["TRITON_INTERPRET"] = "1"  # must be set before Triton is imported
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+    os.execv(sys.executable, [sys.executable, "-m", "bench.targets.gpu_check", *sys.argv[1:]])
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
@@ -264,7 +264,7 @@ def check_bandwidth_and_speed(dev: torch.device) -> None:
 
 def _bandwidth_at(w: object, sets: list[torch.Tensor], copy_gbps: float,
                   bf16_moe: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]) -> None:
-    from bench.moe_traffic import minimum_bytes
+    from bench.targets.moe_traffic import minimum_bytes
     from kernels.w2_moe import w2_fused_moe
     from kernels.w2_moe_layout import MoEWeights
 
@@ -307,8 +307,9 @@ def check_conversion_budget() -> None:
     """The real converter's GPTQ at GLM width on CUDA, in a child (its own memory peak)."""
     import subprocess
 
-    script = Path(__file__).with_name("quantize_layer_budget.py")
-    proc = subprocess.run([sys.executable, str(script), "--device", "cuda", "--experts", "3"],
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "bench.targets.quantize_layer_budget",
+                           "--device", "cuda", "--experts", "3"], cwd=root,
                           capture_output=True, text=True, timeout=420, check=False)
     for line in proc.stdout.splitlines():
         if line.strip():

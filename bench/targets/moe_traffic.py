@@ -1,6 +1,6 @@
 """Memory traffic and launches of the fused W2 MoE per decode step, measured on a CPU.
 
-Run: ``TRITON_INTERPRET=1 PYTHONPATH=. python bench/moe_traffic.py`` (about a minute).
+Run: ``python -m bench.targets.moe_traffic`` from the repository root (about a minute).
 
 1. **Measured** in Triton's interpreter at scaled-down widths: every ``tl.load`` of every
    program is recorded (address, mask, element size). Two counts:
@@ -17,7 +17,7 @@ Run: ``TRITON_INTERPRET=1 PYTHONPATH=. python bench/moe_traffic.py`` (about a mi
    usable (peers measured 231-240), labelled as an estimate: nothing here ran on a GPU. Twice:
    a ceiling (every byte at full bandwidth) and a prediction that reads the routed experts
    at the fused MoE's predicted share of bandwidth from the static kernel check
-   (``python -m bench.kernel_static``; its report for the current ``kernels/`` sources, or
+   (``python -m bench.targets.kernel_static``; its report for the current ``kernels/`` sources, or
    ``--static-json``), at 1 token and for a k=7 verify step (its 8-token figure). What the
    projection leaves out is printed with it (attention, the host step, the drafter's passes).
 
@@ -40,9 +40,8 @@ from typing import Any
 if __name__ == "__main__" and os.environ.get("TRITON_INTERPRET") != "1":
     # The interpreter must be chosen before Triton is imported.
     os.environ["TRITON_INTERPRET"] = "1"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+    os.execv(sys.executable, [sys.executable, "-m", "bench.targets.moe_traffic", *sys.argv[1:]])
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -276,12 +275,12 @@ def static_shares(path: Path | None) -> tuple[dict[int, float] | None, str]:
     """The fused MoE's predicted share of GB10 bandwidth for a decode step at 1 and 8 tokens
     (W2 experts), from the static check's figures for the current ``kernels/`` sources:
     ``({tokens: share}, where from)``, or ``(None, why not)``."""
-    from bench.kernel_static.build import kernels_hash, report_path
+    from bench.targets.kernel_static.build import kernels_hash, report_path
 
     path = path or report_path()
     if not path.exists():
         return None, (f"no static-check figures for the current kernels at {path}: run "
-                      "`python -m bench.kernel_static` first")
+                      "`python -m bench.targets.kernel_static` first")
     data = json.loads(path.read_text())
     if data.get("kernels_hash") != kernels_hash():
         return None, f"{path} was made from other kernels/ sources (rerun the static check)"
@@ -338,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny widths (for the test)")
     ap.add_argument("--static-json", type=Path,
                     help="the static check's figures (default: its report for the current "
-                         "kernels in its cache, written by `python -m bench.kernel_static`)")
+                         "kernels in its cache, written by "
+                         "`python -m bench.targets.kernel_static`)")
     args = ap.parse_args(argv)
     if args.quick:
         args.hidden, args.inter, args.experts = 128, 64, 16

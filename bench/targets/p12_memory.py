@@ -25,7 +25,7 @@ value in both columns (on disk it is P12, 12 bits per value).
 
 The escape rate of the real weights is unknown here (no GLM-5.3-Flash weights on this
 machine); ``--escape-rate`` sets it (default 1/13,000, the rate measured on Gaussian matrices,
-``docs/quant-format.md`` §4). Run: ``.venv/bin/python bench/p12_memory.py``.
+``docs/quant-format.md`` §4). Run: ``.venv/bin/python -m bench.targets.p12_memory``.
 """
 
 from __future__ import annotations

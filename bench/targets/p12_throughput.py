@@ -11,7 +11,7 @@ A last row runs over every tensor of a real model, the cpu-demo's SmolLM2-135M-I
 Where the compiled loops are built (``p12.BACKEND == "c"``) the numpy fallback is
 measured beside them. Each table ends with PASS or FAIL against the target.
 
-    .venv/bin/python bench/p12_throughput.py [--rows 4096] [--cols 4096] [--repeat 7]
+    .venv/bin/python -m bench.targets.p12_throughput [--rows 4096] [--cols 4096] [--repeat 7]
                                                    [--no-real]
 """
 

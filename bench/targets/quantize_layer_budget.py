@@ -17,15 +17,14 @@ The routing is top-1 over the bench's experts, so each expert gets ``tokens / ex
 for its down_proj Hessian (4096 at the defaults) where the real model routes about
 16384 x 8 / 288 = 455: the per-expert time is an upper bound by that step.
 
-    .venv/bin/python bench/quantize_layer_budget.py [--experts 4] [--tokens 16384] [--method rtn]
-                                                    [--device cuda] [--threads N]
+    .venv/bin/python -m bench.targets.quantize_layer_budget [--experts 4] [--tokens 16384]
+                                        [--method rtn] [--device cuda] [--threads N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
@@ -33,12 +32,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.quant.calib import save_calibration  # noqa: E402
-from engine.quant.checkpoint import ShardInfo  # noqa: E402
-from engine.quant.pipeline import ConvertOptions, SilentProgress, convert  # noqa: E402
-from tests.quant.glm_fixture import Dims, build_tiny_glm, calibration_inputs  # noqa: E402
+from engine.quant.calib import save_calibration
+from engine.quant.checkpoint import ShardInfo
+from engine.quant.pipeline import ConvertOptions, SilentProgress, convert
+from tests.quant.glm_fixture import Dims, build_tiny_glm, calibration_inputs
 
 GLM_EXPERTS, GLM_MOE_LAYERS = 288, 42
 

@@ -11,7 +11,7 @@ It prints, per checkpoint, its size, its largest shard and the peak, then the ra
 peaks against the ratio of the checkpoint sizes. Flat peaks (ratio near 1 while the
 checkpoint grows 4x) mean memory is bounded by a shard, not by the model.
 
-    .venv/bin/python bench/quantize_memory.py [--layers 2 8] [--method rtn]
+    .venv/bin/python -m bench.targets.quantize_memory [--layers 2 8] [--method rtn]
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.quant.glm_fixture import Dims, build_tiny_glm  # noqa: E402
+from tests.quant.glm_fixture import Dims, build_tiny_glm
 
 
 def rss_anon(pid: int) -> int:

@@ -25,7 +25,7 @@ live path the client's CPU per token varies by tens of percent from read to
 read on a shared machine, so a second estimate is printed: the recording's own
 work per token, measured on the memory path, over the live client's CPU per
 token.
-Usage: python bench/recording_overhead.py [--tokens N] [--rounds R] [--pace-us US]
+Usage: python -m bench.targets.recording_overhead [--tokens N] [--rounds R] [--pace-us US]
 """
 
 from __future__ import annotations

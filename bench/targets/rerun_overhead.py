@@ -14,7 +14,7 @@ For each rerun, side by side in one run:
 
 Prints the medians and the ratios rerun / engine (target <= 1.05) and
 rerun / plain. Takes a minute or two, most of it the engine's boot.
-Usage: python bench/rerun_overhead.py [--rounds R] [--max-tokens N]
+Usage: python -m bench.targets.rerun_overhead [--rounds R] [--max-tokens N]
 """
 
 from __future__ import annotations
@@ -25,20 +25,17 @@ import os
 import re
 import secrets
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from sparkcode.agent.client import ChatClient  # noqa: E402
-from sparkcode.replay import Target, model_turns, prepare_body, rerun  # noqa: E402
-from sparkcode.sessions import Session, load_session, start_recording  # noqa: E402
-from tests.support.engine import free_port, run_engine  # noqa: E402
-from tests.support.tiny_models import build_tiny_llama, write_profile  # noqa: E402
+from sparkcode.agent.client import ChatClient
+from sparkcode.replay import Target, model_turns, prepare_body, rerun
+from sparkcode.sessions import Session, load_session, start_recording
+from tests.support.engine import free_port, run_engine
+from tests.support.tiny_models import build_tiny_llama, write_profile
 
 PROMPTS = ("write a python function that parses a csv file",
            "now add error handling for missing columns",

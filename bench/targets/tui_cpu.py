@@ -10,7 +10,7 @@ over the wall time of the streaming parts (the approval wait is left out); the
 idle app over the same clock is printed beside it, and the load average with
 every figure (the machine is shared).
 
-    .venv/bin/python bench/tui_cpu.py [--rate 100] [--seconds 15] [--runs 3]
+    .venv/bin/python -m bench.targets.tui_cpu [--rate 100] [--seconds 15] [--runs 3]
 
 ``--compare`` also runs the drawing path from before the extra layout passes
 were removed (``legacy_drawing``), interleaved with today's run for run, and

@@ -1,4 +1,4 @@
-"""Run the static kernel check: ``python -m bench.kernel_static [--jobs 2] [--json PATH]``.
+"""Run the static kernel check: ``python -m bench.targets.kernel_static [--jobs 2] [--json PATH]``.
 
 Compiles every ``kernels/`` entry point for sm_121 (GB10) and sm_90 (H100/H200) at
 GLM-5.3-Flash shapes, as each wrapper launches it, and prints per kernel and target:
@@ -21,9 +21,9 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from bench.kernel_static import build, model  # noqa: E402
-from bench.kernel_static.analyze import Report, analyze  # noqa: E402
-from bench.kernel_static.launches import MOE_CASES, record_launches  # noqa: E402
+from bench.targets.kernel_static import build, model  # noqa: E402
+from bench.targets.kernel_static.analyze import Report, analyze  # noqa: E402
+from bench.targets.kernel_static.launches import MOE_CASES, record_launches  # noqa: E402
 
 MIN_SHARE = 0.80
 JUDGED_TOKENS = (1, 8)
@@ -119,7 +119,7 @@ def print_report(reports: list[Report]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.kernel_static",
+    ap = argparse.ArgumentParser(prog="python -m bench.targets.kernel_static",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2, help="compile processes (CI has 2 cores)")
     ap.add_argument("--cache-dir", default=str(build.DEFAULT_CACHE),

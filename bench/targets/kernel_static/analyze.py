@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.kernel_static import model, sass
-from bench.kernel_static.build import Built
-from bench.kernel_static.launches import EXPERTS, TOP_K, Launch
+from bench.targets.kernel_static import model, sass
+from bench.targets.kernel_static.build import Built
+from bench.targets.kernel_static.launches import EXPERTS, TOP_K, Launch
 
 _BYTE_TYPES = ("uint8", "int8", "float8_e4m3fn", "float8_e5m2")
 WEIGHT_MIN_ELEMENTS = 65536

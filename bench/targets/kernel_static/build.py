@@ -29,11 +29,11 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from bench.kernel_static.launches import Launch
+from bench.targets.kernel_static.launches import Launch
 
 #: The Triton version whose private compile APIs (binder, ``_pack_args``) this check uses.
 TRITON_VERSION = "3.9.0"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _FORMAT = 1  # bump when the cached fields change
 
 _PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -68,7 +68,7 @@ def check_triton_version() -> None:
         raise SystemExit(
             f"kernel_static: written for triton=={TRITON_VERSION} (it uses the JIT's private "
             f"binder and _pack_args), found {triton.__version__}; pin it (pyproject.toml) or "
-            "port bench/kernel_static/build.py to the new version")
+            "port bench/targets/kernel_static/build.py to the new version")
 
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
@@ -84,7 +84,7 @@ def kernels_hash() -> str:
 
 
 def report_path(cache_dir: Path = DEFAULT_CACHE) -> Path:
-    """Where a run leaves its figures for the current kernels (``bench/moe_traffic.py``)."""
+    """Where a run leaves its figures for the current kernels (``bench/targets/moe_traffic.py``)."""
     return cache_dir / f"report-{kernels_hash()}.json"
 
 
