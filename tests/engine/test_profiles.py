@@ -59,7 +59,7 @@ def test_spark_profile_renders_recipe(paths: Paths) -> None:
     assert spec.env["VLLM_PLUGINS"] == "sparkcode"
     assert "scheduler_fix" in spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
     # GLM-5.3-Flash is multimodal: the profile serves the vision tower (no text-only switch,
-    # no zero image limit), and its budget counts it (bench/p12_memory.py: 1.05 GiB).
+    # no zero image limit), and its budget counts it (bench/targets/p12_memory.py: 1.05 GiB).
     assert "--language-model-only" not in argv
     assert not any(a.startswith("--limit-mm-per-prompt") for a in argv)
 
@@ -148,7 +148,7 @@ def test_secret_env_is_redacted_in_shell_line(paths: Paths) -> None:
 
 def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
         paths: Paths) -> None:
-    # Measured (docs/agent.md, bench/small_model_suite.py): SmolLM2 completed 2/18
+    # Measured (docs/agent.md, bench/studies/small_model_suite.py): SmolLM2 completed 2/18
     # tasks in small-model mode and 0/18 without, so cpu-demo keeps it on; the
     # Spark model drives the API's tools itself.
     from sparkcode.builder import SessionOptions, _settings
