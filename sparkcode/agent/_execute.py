@@ -233,6 +233,8 @@ async def execute_call(
     text = output.text if output is not None else f"error: {error}"
     if output is not None:
         diff = output.diff
+        if output.notice is not None:
+            yield Notice(message=output.notice, code="diagnostics")
         if hooks:
             runs = await hooks.run("PostToolUse", {"tool_name": call.name,
                                                    "tool_input": call.args,

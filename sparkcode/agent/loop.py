@@ -71,7 +71,14 @@ from .settings import (
     TASK_REMINDER,
     AgentSettings,
 )
-from .tools import TodoList, ToolContext, ToolRegistry, default_tools, workspace_listing
+from .tools import (
+    EditChecker,
+    TodoList,
+    ToolContext,
+    ToolRegistry,
+    default_tools,
+    workspace_listing,
+)
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -95,6 +102,7 @@ class Agent:
         approver: Approver | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         hooks: Hooks | None = None,
+        checker: EditChecker | None = None,
     ) -> None:
         self.client = client
         self.workspace = workspace.resolve()
@@ -135,7 +143,8 @@ class Agent:
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
         self._ctx = ToolContext(workspace=self.workspace,
-                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos)
+                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
+                                checker=checker)
 
     # -- public API ----------------------------------------------------------
 

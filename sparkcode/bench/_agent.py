@@ -36,6 +36,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from engine.supervisor import Supervisor
 from sparkcode.agent import (
     AgentError,
@@ -202,8 +203,9 @@ async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
         session = await build_session(start(ws), SessionOptions(
             origin="bench-agent", record=True,
             permission_mode="sandbox" if s["sandbox"] else "full-auto", approver=approve,
-            max_turns=s["max_turns"], max_tokens=s["max_tokens"], seed=seed,
-            structured_tools=s["structured_tools"], start_engine=False, mcp=False), paths)
+            seed=seed, knobs=AgentKnobs(max_turns=s["max_turns"], max_tokens=s["max_tokens"],
+                                        structured_tools=s["structured_tools"]),
+            start_engine=False, mcp=False), paths)
         tally = Tally(session.agent.tools)
         began = time.monotonic()
         try:

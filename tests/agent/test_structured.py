@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.profiles import AgentKnobs
 from sparkcode.agent import (
     ContentDelta,
     Event,
@@ -24,7 +25,8 @@ from sparkcode.agent._structured import (
     tools_prompt,
 )
 from sparkcode.agent.tools import default_tools
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
 from tests.agent.test_loop import make_agent, of, run
@@ -114,16 +116,18 @@ async def test_sparkcode_run_prints_the_answer_not_the_step(workspace: Path) -> 
     step = '{"answer": "line one\\nline two"}'
     with serve([Reply(content=[step[:14], step[14:]])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="hi", workspace=workspace,
-                                             endpoint=url(server), record=False,
-                                             structured_tools=True), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="hi", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False, knobs=AgentKnobs(structured_tools=True))),
+            out=out, err=err)
         assert code == EXIT_OK, err.getvalue()
         assert out.getvalue() == "line one\nline two\n"
         out = io.StringIO()
         server.replies.append(Reply(content=[step[:14], step[14:]]))
-        code = await run_headless(RunOptions(prompt="hi", workspace=workspace, as_json=True,
-                                             endpoint=url(server), record=False,
-                                             structured_tools=True), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="hi", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(record=False, knobs=AgentKnobs(structured_tools=True))),
+            out=out, err=err)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert "".join(e["text"] for e in events if e["type"] == "ContentDelta") == \
         "line one\nline two"
