@@ -65,6 +65,11 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Append the turn's task to every tool result (a small model loses it)."""
     workspace_files: bool | None = None
     """List the workspace's files in the system prompt (a small model guesses paths)."""
+    results_as_user: bool | None = None
+    """Small-model mode: tool results go to the model as user messages (Qwen read its
+    own steps' results in ``<tool_response>`` tags badly)."""
+    loop_nudge: bool | None = None
+    """A turn's first loop of repeated calls is told to the model, not asked about."""
     bash_timeout_s: Annotated[float, Meta(
         gt=0, description="a positive number of seconds")] | None = None
     degenerate_streams: DegenerateMode | None = None

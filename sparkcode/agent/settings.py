@@ -105,6 +105,13 @@ class AgentSettings:
     """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
     task_reminder: bool = False
     """Append the turn's task to every tool result (for models that lose it)."""
+    results_as_user: bool = False
+    """Small-model mode: send each tool result as a user message after the step as the
+    model wrote it, not as the API's tool message (``_structured.results_as_user``)."""
+    loop_nudge: bool = False
+    """A turn's first loop of calls (``loop_guard``) is not asked about: the call is not
+    run and its result tells the model to stop repeating it (``_execute.LOOP_NUDGE``);
+    a second loop in the turn asks as usual."""
     workspace_files: bool = False
     """End the system prompt with the workspace's files as they are when the session
     starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B
