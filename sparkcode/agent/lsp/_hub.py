@@ -123,7 +123,7 @@ class Diagnostics:
             server.kill()
             slot.server = server = None
         if server is not None and not server.alive:
-            why = server.why_gone()
+            why = await server.why_gone()
             slot.server = None
             await server.aclose(polite=False)
             notices.append(self._restart_note(slot, why, now=True))
@@ -173,7 +173,7 @@ class Diagnostics:
 
     async def _lost(self, slot: _Slot, exc: Exception) -> str:
         server, slot.server, slot.starting = slot.server, None, None
-        why = server.why_gone() if server is not None else str(exc)
+        why = await server.why_gone() if server is not None else str(exc)
         if server is not None:
             await server.aclose(polite=False)
         if isinstance(exc, OSError):

@@ -90,8 +90,13 @@ class LanguageServer:
     def alive(self) -> bool:
         return self.rpc.gone is None and self.process.returncode is None
 
-    def why_gone(self) -> str:
-        """The exit code and the end of stderr, for a notice."""
+    async def why_gone(self) -> str:
+        """The exit code and the end of stderr, for a notice. A server that closed its
+        output is given up to 1 s to be reaped, so a crash is named by its exit code
+        rather than by the closed pipe it is seen by first."""
+        if self.process.returncode is None and self.rpc.gone is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.process.wait(), timeout=1.0)
         code = self.process.returncode
         how = f"exited with code {code}" if code is not None and code >= 0 else \
             f"was killed by signal {-code}" if code is not None else \
