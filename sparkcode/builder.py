@@ -40,6 +40,7 @@ from .agent.instructions import Instructions, load_instructions
 from .agent.mcp_tools import McpHub
 from .agent.sampling import new_session_seed
 from .agent.skills import load_skills, skill_tools
+from .agent.subagent import TaskTool
 from .agent.tools import Tool, WebFetch, default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
@@ -140,6 +141,9 @@ class SessionOptions:
     """Repeat the task after each tool result (the profile's ``[agent] task_reminder``)."""
     first_step_tool: bool | None = None
     """Small-model mode's forced first call (the profile's ``[agent] first_step_tool``)."""
+    task_tool: bool | None = None
+    """Offer the ``task`` explore subagent (the profile's ``[agent] task_tool``; on for
+    ``--endpoint``)."""
     start_engine: bool = True
     """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
     progress: Progress | None = None
@@ -227,8 +231,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
     agent = Agent(
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
-        tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
-                             *(hub.tools if hub else [])],
+        tools=default_tools([*_task_tools(conn, options), *skill_tools(skills),
+                             *_web_tools(target.config), *(hub.tools if hub else [])],
                             only=options.tools or (
             conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),
         undo=UndoStore(target.workspace, paths.data_dir),
@@ -283,6 +287,14 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
                        else prof.task_reminder),
         workspace_files=prof.workspace_files,
     )
+
+
+def _task_tools(conn: Connection, options: SessionOptions) -> list[Tool]:
+    """The ``task`` tool unless the profile (``[agent] task_tool``) or the start says no."""
+    wanted = options.task_tool
+    if wanted is None:
+        wanted = conn.profile_spec.agent.task_tool if conn.profile_spec is not None else True
+    return [TaskTool()] if wanted else []
 
 
 def _web_tools(config: Config) -> list[Tool]:

@@ -60,6 +60,9 @@ class AgentDefaults:
     """Append the turn's task to every tool result (a small model loses it)."""
     workspace_files: bool = False
     """List the workspace's files in the system prompt (a small model guesses paths)."""
+    task_tool: bool = True
+    """Offer the ``task`` tool (a read-only explore sub-conversation that returns a
+    summary); the small-model profiles turn it off."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ _SECTIONS: dict[str, set[str]] = {
     "endpoint": {"base_url", "model", "api_key_env", "vision"},
     "agent": {"reasoning_effort", "thinking_token_budget", "temperature", "top_p",
               "thinking_history", "structured_tools", "step_name_key", "first_step_tool",
-              "tools", "task_reminder", "workspace_files"},
+              "tools", "task_reminder", "workspace_files", "task_tool"},
 }
 
 
@@ -231,6 +234,7 @@ def parse_profile(text: str, source: Path) -> Profile:
         tools=agent_t.str_list("tools"),
         task_reminder=agent_t.get("task_reminder", bool, False),
         workspace_files=agent_t.get("workspace_files", bool, False),
+        task_tool=agent_t.get("task_tool", bool, True),
     )
     description = meta.get("description", str, "")
 

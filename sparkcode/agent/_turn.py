@@ -35,7 +35,6 @@ from .events import (
 )
 from .hooks import STOP_CONTINUES, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
-from .settings import PLAN_NOTE
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -71,7 +70,7 @@ async def turn_events(self: Agent, user_text: str,
     # prompt prefix stays the same in both modes.
     planning = self.permissions.mode == "plan"
     self._task = user_text
-    text = sent + PLAN_NOTE if planning else sent
+    text = sent + self.permissions.plan_note if planning else sent
     self.history.append({"role": "user", "content": user_content(text, images)})
     yield TurnStarted(turn=turn, user_text=user_text,
                       images=tuple(image.describe() for image in images))

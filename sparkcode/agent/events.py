@@ -19,6 +19,12 @@ Order within one turn::
     [ContextCompacted] [AgentError]
     TurnFinished
 
+A ``task`` call (:mod:`~sparkcode.agent.subagent`) runs a read-only
+sub-conversation between its ``ToolCallStarted`` and ``ToolCallFinished``; each
+of that conversation's events (its own ``TurnStarted`` ... ``TurnFinished``)
+comes wrapped in a :class:`TaskEvent` naming the call, so a consumer that does
+not know it shows the call as any other.
+
 ``HookRan`` also comes before the first request (``SessionStart``,
 ``UserPromptSubmit``) and after the last reply (``Stop``); a call's hooks
 carry its ``call_id`` (``PreToolUse`` before the approval, ``PostToolUse``
@@ -360,14 +366,27 @@ class TurnFinished(Event):
     """Times the loop guard asked, by pattern (``repeat``, ``cycle``, ``failing``)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class TaskEvent(Event):
+    """One event of the sub-conversation that the ``task`` call ``call_id`` runs
+    (:mod:`~sparkcode.agent.subagent`): shown nested under that call, recorded
+    as ``{"call_id": ..., "event": {"type": ..., ...}}``."""
+
+    call_id: str
+    event: Event
+
+
 def event_to_json(event: Event) -> dict[str, Any]:
-    """A JSON-ready dict: ``{"type": <event_type>, ...fields}`` (futures left out)."""
+    """A JSON-ready dict: ``{"type": <event_type>, ...fields}`` (futures left out; a
+    :class:`TaskEvent`'s inner event as such a dict too)."""
     out: dict[str, Any] = {"type": event.event_type}
     for f in dataclasses.fields(event):
         if f.name == "future":
             continue
         value = getattr(event, f.name)
-        if isinstance(value, tuple):
+        if isinstance(value, Event):
+            value = event_to_json(value)
+        elif isinstance(value, tuple):
             value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v)
                      and not isinstance(v, type) else v for v in value]
         out[f.name] = value
@@ -395,6 +414,7 @@ __all__ = [
     "SnapshotTaken",
     "SteerDelivered",
     "TODO_STATUSES",
+    "TaskEvent",
     "TodoItem",
     "TodoStatus",
     "TodoUpdated",

@@ -65,6 +65,7 @@ from .settings import (
     TASK_REMINDER,
     AgentSettings,
 )
+from .subagent import TASK_TOOL, Explorer
 from .tools import TodoList, ToolContext, ToolRegistry, default_tools, workspace_listing
 from .undo import UndoError, UndoStore
 
@@ -128,8 +129,12 @@ class Agent:
         """Messages handed to the running turn (:meth:`steer`), not delivered yet."""
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
+        self.explorer: Explorer | None = (
+            Explorer(self) if TASK_TOOL in self.tools.names else None)
+        """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
         self._ctx = ToolContext(workspace=self.workspace,
-                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos)
+                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
+                                explore=self.explorer)
 
     # -- public API ----------------------------------------------------------
 
@@ -139,8 +144,16 @@ class Agent:
         return lambda: self._subscribers.remove(callback)
 
     def cancel(self) -> None:
-        """Stop the running turn at the next stream frame or tool boundary."""
+        """Stop the running turn at the next stream frame or tool boundary (a running
+        ``task`` sub-conversation too)."""
         self._cancel = True
+        if self.explorer is not None:
+            self.explorer.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        """The running turn was asked to stop."""
+        return self._cancel
 
     def steer(self, text: str) -> None:
         """Give the running turn a user message at its next safe point: once the

@@ -8,7 +8,9 @@ agent's own :class:`~sparkcode.agent.client.StreamParser` (content and tool call
 and :func:`~sparkcode.agent._calls.check_call`, tool results come from the
 recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
 applied. The first request of the resumed session therefore repeats the
-recorded prefix byte for byte, and the engine's prefix cache hits. The todo
+recorded prefix byte for byte, and the engine's prefix cache hits. The requests
+of a ``task`` call's sub-conversation (:attr:`Exchange.task`) are not the
+conversation's: only the task's result, its ``ToolCallFinished``, is. The todo
 list is the last recorded ``TodoUpdated`` of the session and its parents, as it
 stood after the turn resumed from.
 
@@ -31,6 +33,7 @@ from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
+from sparkcode.agent.subagent import TaskTool
 from sparkcode.agent.tools import default_tools
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
@@ -79,11 +82,13 @@ def user_turns(history: list[Message]) -> list[int]:
 
 
 def accepted_requests(session: Session) -> list[Exchange]:
-    """Model requests the server accepted, with a JSON body holding messages."""
+    """The conversation's model requests the server accepted, with a JSON body holding
+    messages (a ``task`` call's sub-conversation has its own history: left out)."""
     out = []
     for e in session.exchanges:
         body = e.body_json
-        if (is_model_call(e) and body is not None and isinstance(body.get("messages"), list)
+        if (is_model_call(e) and e.task is None and body is not None
+                and isinstance(body.get("messages"), list)
                 and e.status is not None and e.status < 400):
             out.append(e)
     return out
@@ -173,7 +178,7 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
     if finished in ("error", "cancelled"):
         # The agent keeps only the text of a failed or stopped stream.
         return [{"role": "assistant", "content": content}] if content else []
-    registry = default_tools()
+    registry = default_tools([TaskTool()])
     after = [e for e in session.events if e.t_ns > last.t_ns]
     started = [e for e in after if e.type == "ToolCallStarted"]
     if started and not calls:

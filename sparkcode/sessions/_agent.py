@@ -26,13 +26,16 @@ FSYNC_EVENTS: frozenset[str] = frozenset({"TurnFinished", "ApprovalResolved", "U
 
 
 def event_recorder(recorder: SessionRecorder) -> Callable[[Event], None]:
-    """An ``Agent.subscribe`` callback writing tool calls, results, approvals, undo..."""
-    from sparkcode.agent.events import event_to_json
+    """An ``Agent.subscribe`` callback writing tool calls, results, approvals, undo...
+    (a ``task`` call's sub-conversation as ``TaskEvent`` records)."""
+
+    from sparkcode.agent.events import TaskEvent, event_to_json
 
     def on_event(event: Event) -> None:
         kind = event.event_type
-        if kind in STREAM_EVENTS or recorder.closed:
-            return
+        inner = event.event.event_type if isinstance(event, TaskEvent) else kind
+        if inner in STREAM_EVENTS or recorder.closed:
+            return  # a task's stream is recorded as its own exchanges
         data = event_to_json(event)
         data.pop("type", None)
         recorder.event(kind, data)
