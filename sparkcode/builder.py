@@ -40,7 +40,6 @@ from .agent.instructions import Instructions, load_instructions
 from .agent.mcp_tools import McpHub
 from .agent.sampling import new_session_seed
 from .agent.skills import load_skills, skill_tools
-from .agent.subagent import TaskTool
 from .agent.tools import Tool, WebFetch, default_tools
 from .config import Config, DegenerateMode, PermissionMode, load_config
 from .connection import Connection, Progress, normalise_base_url, resolve_connection
@@ -231,8 +230,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
     agent = Agent(
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
-        tools=default_tools([*_task_tools(conn, options), *skill_tools(skills),
-                             *_web_tools(target.config), *(hub.tools if hub else [])],
+        tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
+                             *(hub.tools if hub else [])], task=_task_tool(conn, options),
                             only=options.tools or (
             conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),
         undo=UndoStore(target.workspace, paths.data_dir),
@@ -289,12 +288,12 @@ def _settings(config: Config, conn: Connection, options: SessionOptions) -> Agen
     )
 
 
-def _task_tools(conn: Connection, options: SessionOptions) -> list[Tool]:
-    """The ``task`` tool unless the profile (``[agent] task_tool``) or the start says no."""
-    wanted = options.task_tool
-    if wanted is None:
-        wanted = conn.profile_spec.agent.task_tool if conn.profile_spec is not None else True
-    return [TaskTool()] if wanted else []
+def _task_tool(conn: Connection, options: SessionOptions) -> bool:
+    """Offer the ``task`` tool unless the profile (``[agent] task_tool``) or the start
+    says no (on for ``--endpoint``)."""
+    if options.task_tool is not None:
+        return options.task_tool
+    return conn.profile_spec.agent.task_tool if conn.profile_spec is not None else True
 
 
 def _web_tools(config: Config) -> list[Tool]:

@@ -15,15 +15,17 @@ It was ``Agent._turn``; it keeps ``self`` for the agent so the move from
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ._calls import CheckedCall
 from ._execute import TurnCalls
 from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
-from .client import ChatError, EngineGone
-from .context import Message
+from .client import ChatClient, ChatError, EngineGone
+from .context import ContextMeter, Message
 from .events import (
     AgentError,
+    ApprovalDecision,
     BudgetExceeded,
     Event,
     FinishReason,
@@ -31,13 +33,56 @@ from .events import (
     Notice,
     RequestStarted,
     SteerDelivered,
+    TurnFinished,
     TurnStarted,
 )
-from .hooks import STOP_CONTINUES, before_prompt, blocked_reason
+from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
+from .metrics import MetricsPoller
+from .permissions import Permissions
+from .rewind import Rewind
+from .settings import AgentSettings
+from .tools import ToolContext, ToolRegistry
+from .undo import UndoStore
 
-if TYPE_CHECKING:
-    from .loop import Agent
+
+class Agent(Protocol):
+    """What a turn reads and changes of the agent (``loop.Agent``), named here so this
+    module does not import the loop that calls it."""
+
+    client: ChatClient
+    settings: AgentSettings
+    permissions: Permissions
+    tools: ToolRegistry
+    hooks: Hooks | None
+    metrics: MetricsPoller | None
+    undo_store: UndoStore | None
+    history: list[Message]
+    context: ContextMeter
+    rewind: Rewind
+    turns: int
+    steering: list[str]
+    _ctx: ToolContext
+    _cancel: bool
+    _loops: dict[str, int]
+    _session_started: bool
+    _structured: dict[str, Any] | None
+    _structured_first: dict[str, Any] | None
+    _task: str
+
+    def _drop_thinking(self) -> None: ...
+
+    def _sampling(self) -> dict[str, Any]: ...
+
+    def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]: ...
+
+    def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
+                  completion: int) -> TurnFinished: ...
+
+    def _tool_result(self, call: CheckedCall, text: str) -> None: ...
+
+    def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,
+             box: list[ApprovalDecision]) -> AsyncIterator[Event]: ...
 
 
 async def turn_events(self: Agent, user_text: str,

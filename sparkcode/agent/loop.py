@@ -65,8 +65,15 @@ from .settings import (
     TASK_REMINDER,
     AgentSettings,
 )
-from .subagent import TASK_TOOL, Explorer
-from .tools import TodoList, ToolContext, ToolRegistry, default_tools, workspace_listing
+from .subagent import Explorer
+from .tools import (
+    TASK_TOOL,
+    TodoList,
+    ToolContext,
+    ToolRegistry,
+    default_tools,
+    workspace_listing,
+)
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -90,7 +97,10 @@ class Agent:
         approver: Approver | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         hooks: Hooks | None = None,
+        explore: bool = True,
     ) -> None:
+        """``explore``: run the ``task`` tool's sub-conversations when the tools have it
+        (False for such a sub-conversation itself)."""
         self.client = client
         self.workspace = workspace.resolve()
         self.settings = settings or AgentSettings()
@@ -130,7 +140,8 @@ class Agent:
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
         self.explorer: Explorer | None = (
-            Explorer(self) if TASK_TOOL in self.tools.names else None)
+            Explorer(self, self._task_agent) if explore and TASK_TOOL in self.tools.names
+            else None)
         """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
@@ -230,6 +241,15 @@ class Agent:
             repair_history(self.history)
 
     # -- internals -----------------------------------------------------------
+
+    def _task_agent(self, client: ChatClient, settings: AgentSettings,
+                    permissions: Permissions, approver: Approver) -> Agent:
+        """A ``task`` call's sub-conversation (``subagent.py``): this conversation's
+        tools and system prompt as it is (the shared prefix), no task of its own."""
+        child = Agent(client, self.workspace, settings=settings, permissions=permissions,
+                      tools=self.tools, approver=approver, explore=False)
+        child.history = [dict(self.history[0])]
+        return child
 
     def _notify(self, event: Event) -> None:
         for callback in list(self._subscribers):

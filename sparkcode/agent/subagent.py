@@ -1,8 +1,9 @@
-"""The ``task`` tool: a read-only explore sub-conversation that returns a summary.
+"""The ``task`` tool's read-only explore sub-conversation, which returns a summary.
 
 Exploring a large repository fills the context the task needs; the model can
 instead hand a question to a sub-conversation (``task(prompt=...)``) and get
-back only its answer. The sub-conversation is another :class:`~.loop.Agent`
+back only its answer (the tool is ``tools/_task.py``; this module runs what
+it asks for). The sub-conversation is another :class:`~.loop.Agent`
 on the same engine and client, with:
 
 - the same system prompt and the same tool list, byte for byte, so its first
@@ -28,17 +29,41 @@ answer, or an error naming why there is none.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
+from .client import ChatClient
 from .events import AgentError, ApprovalDecision, ApprovalRequested, Event, TurnFinished
-from .tools import Tool, ToolContext, ToolError, ToolOutput, cap_output
+from .images import ImageAttachment
+from .permissions import Permissions
+from .settings import AgentSettings
+from .tools import TASK_TOOL, ToolError, ToolOutput
 
-if TYPE_CHECKING:
-    from .loop import Agent
 
-TASK_TOOL = "task"
+class Conversation(Protocol):
+    """What a task needs of an agent (``loop.Agent``), the conversation's and its own,
+    named here so this module does not import the loop."""
+
+    client: ChatClient
+    settings: AgentSettings
+    permissions: Permissions
+    requests_sent: int
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def cancel(self) -> None: ...
+
+    def run_turn(self, user_text: str,
+                 images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]: ...
+
+
+Spawn = Callable[[ChatClient, AgentSettings, Permissions,
+                  Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]], Conversation]
+"""Makes the sub-conversation: the conversation's system prompt and tools with this
+client, settings, permissions and approver, and no task of its own."""
+
 TASK_NOTE = (
     "\n\n[You are an explore subagent working for another agent, which sees only your "
     "final answer. Only read-only tools run: read, search and list files, read-only shell "
@@ -59,49 +84,6 @@ _REASONS = {
 }
 
 
-class TaskTool(Tool):
-    """``task``: hand a question to a read-only sub-conversation (:class:`Explorer`)."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            name=TASK_TOOL,
-            description="Run a read-only explore subagent on a question about the workspace "
-                        "(where something is defined, how a part works, which files matter) "
-                        "and get back only its summary, keeping your own context small. It "
-                        "can read, search and run read-only commands, never change anything. "
-                        "One task at a time.",
-            parameters={
-                "description": {"type": "string",
-                                "description": "A few words naming the task (shown to the "
-                                               "user)."},
-                "prompt": {"type": "string",
-                           "description": "The question or investigation, with all the "
-                                          "context the subagent needs: it does not see "
-                                          "this conversation."},
-            },
-            kind="read", required=("prompt",))
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        output: ToolOutput | None = None
-        async for item in self.stream(args, ctx):
-            if isinstance(item, ToolOutput):
-                output = item
-        assert output is not None  # stream ends with the output or raises
-        return output
-
-    async def stream(self, args: dict[str, Any],
-                     ctx: ToolContext) -> AsyncIterator[Event | ToolOutput]:
-        prompt = args.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ToolError("prompt must be a non-empty string: the question for the subagent")
-        if ctx.explore is None:
-            raise ToolError("task is not available inside an explore task; investigate with "
-                            "the read-only tools yourself")
-        async for item in ctx.explore(prompt.strip(), ctx.call_id):
-            yield ToolOutput(cap_output(item.text, ctx.output_cap)) \
-                if isinstance(item, ToolOutput) else item
-
-
 async def _no_one_to_ask(request: ApprovalRequested) -> ApprovalDecision:
     """Inside a task nothing asks the user: a question is answered no, by rule."""
     return ApprovalDecision(approved=False, by="rule",
@@ -112,30 +94,23 @@ async def _no_one_to_ask(request: ApprovalRequested) -> ApprovalDecision:
 class Explorer:
     """Runs the ``task`` tool's sub-conversations for one agent, one at a time."""
 
-    def __init__(self, parent: Agent) -> None:
+    def __init__(self, parent: Conversation, spawn: Spawn) -> None:
         self.parent = parent
-        self.child: Agent | None = None
+        self.spawn = spawn
+        self.child: Conversation | None = None
         """The sub-conversation running now, if any."""
 
     def cancel(self) -> None:
         if self.child is not None:
             self.child.cancel()
 
-    def _child(self, call_id: str) -> Agent:
+    def _child(self, call_id: str) -> Conversation:
         parent = self.parent
         settings = replace(parent.settings, max_turns=parent.settings.task_max_requests,
                            force_tool=None, force_tool_parameters=None, workspace_files=False)
-        child = type(parent)(
-            parent.client.for_task(call_id), parent.workspace, settings=settings,
-            permissions=parent.permissions.read_only(TASK_REFUSAL, TASK_NOTE),
-            tools=parent.tools,
-            approver=_no_one_to_ask)
-        # The conversation's system prompt as it is (skills, instructions, tools prompt
-        # and file list included): the shared prefix.
-        child.history = [dict(parent.history[0])]
+        child = self.spawn(parent.client.for_task(call_id), settings,
+                           parent.permissions.read_only(TASK_REFUSAL, TASK_NOTE), _no_one_to_ask)
         child.requests_sent = parent.requests_sent  # one sequence of derived seeds
-        child.explorer = None  # one at a time: no task inside a task
-        child._ctx.explore = None
         return child
 
     async def __call__(self, prompt: str, call_id: str) -> AsyncIterator[Event | ToolOutput]:
@@ -179,4 +154,4 @@ def _result(finished: TurnFinished | None, error: AgentError | None, cap: int) -
     raise ToolError(f"the explore task has no summary: {why}{said}")
 
 
-__all__ = ["TASK_NOTE", "TASK_REFUSAL", "TASK_TOOL", "Explorer", "TaskTool"]
+__all__ = ["TASK_NOTE", "TASK_REFUSAL", "TASK_TOOL", "Explorer"]

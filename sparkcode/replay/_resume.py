@@ -33,7 +33,6 @@ from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
-from sparkcode.agent.subagent import TaskTool
 from sparkcode.agent.tools import default_tools
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
@@ -178,7 +177,7 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
     if finished in ("error", "cancelled"):
         # The agent keeps only the text of a failed or stopped stream.
         return [{"role": "assistant", "content": content}] if content else []
-    registry = default_tools([TaskTool()])
+    registry = default_tools()
     after = [e for e in session.events if e.t_ns > last.t_ns]
     started = [e for e in after if e.type == "ToolCallStarted"]
     if started and not calls:

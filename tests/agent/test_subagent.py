@@ -26,7 +26,7 @@ from sparkcode.agent import (
     default_tools,
     event_to_json,
 )
-from sparkcode.agent.subagent import TASK_NOTE, TaskTool
+from sparkcode.agent.subagent import TASK_NOTE
 from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
 from sparkcode.config import Config
@@ -44,7 +44,7 @@ def make_agent(server: ScriptedServer, workspace: Path, **settings: Any) -> Agen
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
     return Agent(client, workspace, settings=AgentSettings(**settings),
                  permissions=Permissions(Config(), mode="full-auto"),
-                 tools=default_tools([TaskTool()]))
+                 tools=default_tools())
 
 
 async def run(agent: Agent, text: str = "explain greet") -> list[Event]:
