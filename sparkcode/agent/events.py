@@ -354,6 +354,14 @@ class SteerDelivered(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModeChanged(Event):
+    """The permission mode is now ``mode`` (``Agent.set_mode``: the TUI's /approve, an
+    editor's session mode). Recorded, so a loaded session gets its mode back."""
+
+    mode: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     """The turn ended. ``content`` is the final assistant answer (may be empty)."""
 
@@ -407,6 +415,7 @@ __all__ = [
     "FinishReason",
     "HookRan",
     "MetricsUpdate",
+    "ModeChanged",
     "Notice",
     "ReasoningDelta",
     "RedoApplied",

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as _config
+from ..config import PermissionMode
 from ._calls import CheckedCall
 from ._compaction import compact_when_needed
 from ._execute import stop_note
@@ -47,6 +48,7 @@ from .events import (
     ApprovalResolved,
     Event,
     FinishReason,
+    ModeChanged,
     RedoApplied,
     TodoUpdated,
     TurnFinished,
@@ -173,6 +175,13 @@ class Agent:
         next one's prefix and the engine's prefix cache holds. A turn that ends
         before that point leaves it in :attr:`steering` for the caller to send."""
         self.steering.append(text)
+
+    def set_mode(self, mode: PermissionMode | None) -> str | None:
+        """Switch the permission mode (:meth:`Permissions.set_mode`: returns the notice
+        when the sandbox is missing and ``ask`` is used) and record the mode in use."""
+        notice = self.permissions.set_mode(mode)
+        self._notify(ModeChanged(mode=self.permissions.mode))
+        return notice
 
     def take_steering(self) -> list[str]:
         """The steered messages no turn delivered (emptied)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from engine.errors import UserError
 from sparkcode.agent._calls import check_call
@@ -34,6 +34,7 @@ from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
 from sparkcode.agent.tools import default_tools
+from sparkcode.config import PERMISSION_MODES, PermissionMode
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
 from ._play import recorded_reads, todo_items
@@ -65,6 +66,9 @@ class Rebuilt:
     """Turns the recording holds (more than :attr:`turns` when forked earlier)."""
     todos: tuple[TodoItem, ...] = ()
     """The todo list as the agent held it after :attr:`turns`."""
+    mode: PermissionMode | None = None
+    """The permission mode in use when the recording ends (its last ``ModeChanged``, or
+    the header's ``permission_mode``); None when it did not record one."""
 
     @property
     def system_prompt(self) -> str:
@@ -154,7 +158,17 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
                       history=history, turns=len(user_turns(history)), notes=notes)
     rebuilt.marks = _marks(session, store, history, depth)
     rebuilt.todos = _todos(session, store, depth, drop_last_turn=unfinished)
+    rebuilt.mode = recorded_mode(session)
     return rebuilt
+
+
+def recorded_mode(session: Session) -> PermissionMode | None:
+    """The permission mode the session was in when its recording ends."""
+    modes = [e.data.get("mode") for e in session.events if e.type == "ModeChanged"]
+    for mode in [*reversed(modes), session.header.get("permission_mode")]:
+        if mode in PERMISSION_MODES:
+            return cast(PermissionMode, mode)
+    return None
 
 
 def _turn_finished_after(session: Session, exchange: Exchange) -> str | None:

@@ -23,6 +23,9 @@ STREAM_EVENTS: frozenset[str] = frozenset({"ContentDelta", "ReasoningDelta", "Us
 
 FSYNC_EVENTS: frozenset[str] = frozenset({"TurnFinished", "ApprovalResolved", "UndoApplied",
                                           "AgentError"})
+HELD_EVENTS: frozenset[str] = frozenset({"ModeChanged"})
+"""Events that do not start the file themselves (a mode switched and no prompt sent
+leaves no session); held until something does, then written in order."""
 
 
 def event_recorder(recorder: SessionRecorder) -> Callable[[Event], None]:
@@ -38,7 +41,7 @@ def event_recorder(recorder: SessionRecorder) -> Callable[[Event], None]:
             return  # a task's stream is recorded as its own exchanges
         data = event_to_json(event)
         data.pop("type", None)
-        recorder.event(kind, data)
+        recorder.event(kind, data, opens=kind not in HELD_EVENTS)
         if kind in FSYNC_EVENTS:
             recorder.sync()
 

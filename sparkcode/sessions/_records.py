@@ -10,7 +10,8 @@ Every record has a ``kind``:
     also ``sampling`` (``seed``: the session seed every request's ``seed`` is
     derived from, null when none was sent; ``temperature``, ``top_p``) and, for
     a resumed or forked session, ``parent`` (its session ID) and
-    ``parent_turn`` (the turns it took over).
+    ``parent_turn`` (the turns it took over); ``permission_mode``, the mode
+    the session started in (a later switch is a ``ModeChanged`` event).
 ``request``
     ``req`` (0-based index), ``t_ns``, ``method``, ``url``, ``headers`` (pairs,
     redacted; a request of a ``task`` call's sub-conversation has

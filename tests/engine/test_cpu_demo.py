@@ -320,9 +320,11 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
         later = EditorClient(answer="reject_once")
         async with spawn(later, *args, home=home, cwd=workspace) as (conn, _):
             await conn.initialize(protocol_version=1)
-            await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
-            # A mode is the editor's choice, not recorded: ask again (sandbox lets edits run).
-            await conn.set_session_mode(session_id=sid, mode_id="ask")
+            loaded = await conn.load_session(cwd=str(workspace), session_id=sid,
+                                             mcp_servers=[])
+            # The mode (ask) is recorded and comes back with the load; the load's answer
+            # says so (sandbox would let the edit run without asking).
+            assert loaded.modes is not None and loaded.modes.current_mode_id == "ask"
             again = await conn.prompt(session_id=sid, prompt=[text_block("Once more.")])
         return client, later, sid, done, cancelled, again
 
