@@ -348,3 +348,64 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
     assert any(u.title == "write_file notes.md" for u in later.of("tool_call"))
     assert again.field_meta["sparkcode"]["requests"] == 1, again  # the forced call, refused
     assert again.field_meta["sparkcode"]["recording"] != sid
+
+
+async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
+        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    """Issue 23: the ``task`` tool's read-only sub-conversation runs on the real engine.
+    SmolLM2 is forced to the call (its prompt held to one string by guided decoding);
+    what the sub-conversation does with it is SmolLM2's business: its answer, or why
+    there is none, is the tool's result. Its first request shares the conversation's
+    prefix, which the engine reports as cached prompt tokens."""
+    from sparkcode.replay import rebuild_conversation
+    from sparkcode.sessions import SessionStore, is_model_call
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "README.md").write_text("The secret word is pelican.\n")
+    question = "What is the secret word in README.md?"
+    schema = {"type": "object", "additionalProperties": False, "required": ["prompt"],
+              "properties": {"prompt": {"type": "string", "enum": [question]}}}
+    target = resolve_target(tmp_path, paths, endpoint=engine.base_url)
+    session = await build_session(target, SessionOptions(
+        origin="run", permission_mode="full-auto", max_turns=2, max_tokens=48,
+        temperature=0.0, seed=1, start_engine=False, mcp=False, force_tool="task",
+        force_tool_parameters=schema), paths)
+    agent = session.agent
+    agent.settings.task_max_requests = 2  # two requests of SmolLM2 are enough to show it
+    try:
+        events = [e async for e in agent.run_turn("Find the secret word.")]
+    finally:
+        await session.aclose()
+    assert not [e for e in events if isinstance(e, ev.AgentError)], events
+    call = next(e for e in events if isinstance(e, ev.ToolCallStarted))
+    assert call.name == "task" and call.arguments == {"prompt": question}
+    nested = [e.event for e in events if isinstance(e, ev.TaskEvent)]
+    assert all(e.call_id == call.call_id for e in events if isinstance(e, ev.TaskEvent))
+    sub_requests = [e for e in nested if isinstance(e, ev.RequestStarted)]
+    [sub_end] = [e for e in nested if isinstance(e, ev.TurnFinished)]
+    assert 1 <= len(sub_requests) <= 2 and sub_end.completion_tokens > 0
+    result = next(e for e in events if isinstance(e, ev.ToolCallFinished))
+    if sub_end.reason == "stop" and sub_end.content.strip():
+        assert result.error is None and result.result == sub_end.content.strip()
+    else:
+        assert result.error is not None and "explore task" in result.error, result
+    # Nothing in the sub-conversation changed the workspace (read-only).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "README.md"]
+    # The engine served the sub-conversation's first request from the shared prefix.
+    first_usage = next(e for e in nested if isinstance(e, ev.UsageUpdate) and e.final)
+    assert first_usage.cached_tokens and first_usage.cached_tokens > 0, first_usage
+    print(f"task's first request: {first_usage.cached_tokens} of "
+          f"{first_usage.prompt_tokens} prompt tokens cached")
+    # Recorded: the sub-conversation's requests are marked with the call, and the
+    # conversation rebuilt from the recording is the agent's own.
+    assert session.session_id is not None
+    store = SessionStore(paths.sessions_dir)
+    recorded = store.load(session.session_id)
+    calls = [e for e in recorded.exchanges if is_model_call(e)]
+    assert [e.task for e in calls].count(call.call_id) == len(sub_requests)
+    main, sub = calls[0].body_json or {}, next(e for e in calls if e.task).body_json or {}
+    assert sub["messages"][0] == main["messages"][0]
+    assert [t["function"]["name"] for t in sub["tools"]] == \
+        [t["function"]["name"] for t in main["tools"]]
+    rebuilt = await rebuild_conversation(recorded, store=store)
+    assert rebuilt.history == agent.history and rebuilt.turns == 1
