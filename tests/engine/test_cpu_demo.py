@@ -360,12 +360,14 @@ async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
     from sparkcode.replay import rebuild_conversation
     from sparkcode.sessions import SessionStore, is_model_call
 
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    (tmp_path / "README.md").write_text("The secret word is pelican.\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    (workspace / "README.md").write_text("The secret word is pelican.\n")
     question = "Read README.md"
     schema = {"type": "object", "additionalProperties": False, "required": ["prompt"],
               "properties": {"prompt": {"type": "string", "enum": [question]}}}
-    target = resolve_target(tmp_path, paths, endpoint=engine.base_url)
+    target = resolve_target(workspace, paths, endpoint=engine.base_url)
     session = await build_session(target, SessionOptions(
         origin="run", permission_mode="full-auto", max_turns=2, max_tokens=48,
         temperature=0.0, seed=1, start_engine=False, mcp=False, force_tool="task",
@@ -395,7 +397,7 @@ async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
     else:
         assert result.error is not None and "explore task" in result.error, result
     # Nothing in the sub-conversation changed the workspace (read-only).
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "README.md"]
+    assert sorted(p.name for p in workspace.iterdir()) == [".git", "README.md"]
     # The engine served the sub-conversation's first request from the shared prefix.
     first_usage = next(e for e in nested if isinstance(e, ev.UsageUpdate) and e.final)
     assert first_usage.cached_tokens and first_usage.cached_tokens > 0, first_usage
