@@ -355,8 +355,8 @@ async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
     """Issue 23: the ``task`` tool's read-only sub-conversation runs on the real engine.
     SmolLM2 is forced to the call (its prompt held to one string by guided decoding);
     what the sub-conversation does with it is SmolLM2's business: its answer, or why
-    there is none, is the tool's result. Its first request shares the conversation's
-    prefix, which the engine reports as cached prompt tokens."""
+    there is none, is the tool's result. Its first request starts with the
+    conversation's system prompt and tools."""
     from sparkcode.replay import rebuild_conversation
     from sparkcode.sessions import SessionStore, is_model_call
 
@@ -398,11 +398,9 @@ async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
         assert result.error is not None and "explore task" in result.error, result
     # Nothing in the sub-conversation changed the workspace (read-only).
     assert sorted(p.name for p in workspace.iterdir()) == [".git", "README.md"]
-    # The engine served the sub-conversation's first request from the shared prefix.
-    first_usage = next(e for e in nested if isinstance(e, ev.UsageUpdate) and e.final)
-    assert first_usage.cached_tokens and first_usage.cached_tokens > 0, first_usage
-    print(f"task's first request: {first_usage.cached_tokens} of "
-          f"{first_usage.prompt_tokens} prompt tokens cached")
+    # SmolLM2's template renders no tools: the shared prefix (the system prompt, ~100
+    # tokens) is under one KV block here (measured: 0 of 185 prompt tokens cached), so
+    # the cache hit is not asserted on this engine; the identical prefix is, below.
     # Recorded: the sub-conversation's requests are marked with the call, and the
     # conversation rebuilt from the recording is the agent's own.
     assert session.session_id is not None
