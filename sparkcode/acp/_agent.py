@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.schema import (
     AcpMcpServer,
@@ -171,7 +172,7 @@ class SparkcodeAcpAgent:
             raise user_error(str(exc)) from None
         extra = mcp_configs(mcp_servers)
         if extra:
-            target = replace(target, config=replace(
+            target = replace(target, config=msgspec.structs.replace(
                 target.config, mcp_servers=target.config.mcp_servers + extra))
         # A new recording for a loaded session: its parent is the one loaded; the mode
         # it was left in comes back with it.

@@ -21,6 +21,7 @@ from ._calls import CheckedCall
 from ._execute import TurnCalls
 from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
+from ._structured import results_as_user
 from .client import ChatClient, ChatError, EngineGone
 from .context import ContextMeter, Message
 from .events import (
@@ -128,7 +129,8 @@ async def turn_events(self: Agent, user_text: str,
     calls = TurnCalls(turn=turn, permissions=self.permissions, ctx=self._ctx,
                       undo_store=self.undo_store, ask=self._ask, record=self._tool_result,
                       snapshot_taken=self.rewind.snapshot_taken,
-                      cancelled=lambda: self._cancel, hooks=self.hooks)
+                      cancelled=lambda: self._cancel, hooks=self.hooks,
+                      loop_nudge=self.settings.loop_nudge)
     self._loops = calls.guard.counts
     stops = 0
     prompt_total = completion_total = 0
@@ -155,7 +157,10 @@ async def turn_events(self: Agent, user_text: str,
         yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                              thinking_token_budget=params.get("thinking_token_budget"),
                              messages=len(self.history))
-        req = Request(self.client, self.settings, self.history, tools=tools, choice=choice,
+        outgoing = self.history
+        if self._structured is not None and self.settings.results_as_user:
+            outgoing = results_as_user(self.history, self.settings.step_name_key)
+        req = Request(self.client, self.settings, outgoing, tools=tools, choice=choice,
                       params=params, thinking_closed=thinking_closed,
                       cancelled=lambda: self._cancel,
                       structured=self._structured is not None)

@@ -70,6 +70,7 @@ from .settings import (
 from .subagent import Explorer
 from .tools import (
     TASK_TOOL,
+    EditChecker,
     TodoList,
     ToolContext,
     ToolRegistry,
@@ -100,6 +101,7 @@ class Agent:
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         hooks: Hooks | None = None,
         explore: bool = True,
+        checker: EditChecker | None = None,
     ) -> None:
         """``explore``: run the ``task`` tool's sub-conversations when the tools have it
         (False for such a sub-conversation itself)."""
@@ -147,7 +149,7 @@ class Agent:
         """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
-                                explore=self.explorer)
+                                explore=self.explorer, checker=checker)
 
     # -- public API ----------------------------------------------------------
 

@@ -14,9 +14,10 @@ import httpx
 
 from engine.errors import EngineStateError, UserError
 from engine.paths import Paths
-from engine.profiles import AgentDefaults, load_profile, render
+from engine.profiles import AgentKnobs, load_profile, render
 from engine.supervisor import Supervisor
 from sparkcode.agent._chat_types import ChatError, api_key_headers
+from sparkcode.agent.settings import AgentSettings, settings_from
 from sparkcode.sessions import engine_fingerprint
 
 TargetKind = Literal["profile", "endpoint", "running"]
@@ -51,7 +52,8 @@ class LiveTarget:
     """The API root, ending in ``/v1``."""
     model: str
     api_key_env: str | None
-    agent: AgentDefaults
+    agent: AgentSettings
+    """The agent's settings the profile gives (its knobs over the defaults)."""
     max_model_len: int | None
     fingerprint: dict[str, Any] = field(default_factory=dict)
 
@@ -115,7 +117,7 @@ def _models(base_url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def _live(label: str, base_url: str, model: str | None, api_key_env: str | None,
-          agent: AgentDefaults, paths: Paths) -> LiveTarget:
+          agent: AgentKnobs, paths: Paths) -> LiveTarget:
     if api_key_env and not os.environ.get(api_key_env):
         raise UserError(f"environment variable {api_key_env} (the API key) is not set")
     headers = api_key_headers(api_key_env)
@@ -135,7 +137,8 @@ def _live(label: str, base_url: str, model: str | None, api_key_env: str | None,
     except (httpx.HTTPError, ValueError):
         pass
     return LiveTarget(label=label, base_url=base_url, model=chosen, api_key_env=api_key_env,
-                      agent=agent, max_model_len=max_len if isinstance(max_len, int) else None,
+                      agent=settings_from(agent),
+                      max_model_len=max_len if isinstance(max_len, int) else None,
                       fingerprint=fingerprint)
 
 
@@ -147,7 +150,7 @@ def open_target(spec: TargetSpec, paths: Paths, *, label: str | None = None,
     supervisor = Supervisor(paths)
     if spec.kind == "endpoint":
         yield _live(label or spec.name, _api_base(spec.name), spec.model, spec.api_key_env,
-                    AgentDefaults(), paths)
+                    AgentKnobs(), paths)
         return
     if spec.kind == "running":
         status = supervisor.status()
@@ -155,7 +158,7 @@ def open_target(spec: TargetSpec, paths: Paths, *, label: str | None = None,
             raise EngineStateError(
                 f"the managed engine is {status.state}: start it with `sparkcode engine start`, "
                 "or name a target with --profile NAME or --endpoint URL")
-        agent = AgentDefaults()
+        agent = AgentKnobs()
         if status.profile:
             with contextlib.suppress(UserError):
                 agent = load_profile(status.profile, paths).agent

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
-from engine.profiles import load_profile
+from engine.profiles import AgentKnobs, load_profile
 from sparkcode.agent import (
     Agent,
     AgentSettings,
@@ -228,7 +228,8 @@ async def test_the_task_tool_is_offered_per_profile(workspace: Path, paths: Path
     target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
     for wanted, expected in ((None, True), (False, False)):
         session = await build_session(target, SessionOptions(
-            record=False, transport=server.transport(), task_tool=wanted), paths)
+            record=False, transport=server.transport(),
+            knobs=AgentKnobs(task_tool=wanted)), paths)
         assert ("task" in session.agent.tools.names) is expected
         assert (session.agent.explorer is not None) is expected
         await session.aclose()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..events import Event, TodoItem, TodoStatus
 
@@ -71,6 +71,23 @@ Explore = Callable[[str, str], AsyncIterator["Event | ToolOutput"]]
 task call's ID it yields that conversation's events, then the tool's output
 (:class:`~sparkcode.agent.subagent.Explorer`)."""
 
+@dataclass(frozen=True)
+class EditFeedback:
+    """What a checker says after an edit: text for the model, a notice for the user."""
+
+    text: str = ""
+    """Appended to the edit's result (the problems the edit introduced); empty: none."""
+    notice: str | None = None
+    """Told to the user (a checker that is missing, crashed or slow), not to the model."""
+
+
+class EditChecker(Protocol):
+    """Looks at a file after an edit (``sparkcode.agent.lsp.Diagnostics``)."""
+
+    async def check(self, path: Path, shown: str, before: str, after: str) -> EditFeedback:
+        """The problems ``after`` has that ``before`` had not; never raises."""
+        ...
+
 
 @dataclass
 class ToolContext:
@@ -90,6 +107,9 @@ class ToolContext:
     call_id: str = ""
     """The ID of the call being run (set for each call)."""
 
+    checker: EditChecker | None = None
+    """Checks each edited file (language-server diagnostics); None: no checks."""
+
 
 @dataclass
 class ToolOutput:
@@ -99,6 +119,8 @@ class ToolOutput:
     diff: str | None = None
     sandbox_denied: str | None = None
     """A sandboxed command failed on the sandbox's limits (the output's marker)."""
+    notice: str | None = None
+    """Something to tell the user, not the model (:attr:`EditFeedback.notice`)."""
 
 
 @dataclass
@@ -152,6 +174,16 @@ class Tool:
         """The call's progress events, then its output (last). Most tools have no
         progress: the ``task`` tool yields its sub-conversation's events."""
         yield await self.run(args, ctx)
+
+
+async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: str,
+                       before: str, after: str) -> ToolOutput:
+    """``output`` with what ``ctx.checker`` found in the edited file appended."""
+    if ctx.checker is None:
+        return output
+    feedback = await ctx.checker.check(path, shown, before, after)
+    text = f"{output.text}\n\n{feedback.text}" if feedback.text else output.text
+    return replace(output, text=text, notice=feedback.notice)
 
 
 def _short(args: dict[str, Any], limit: int = 120) -> str:
