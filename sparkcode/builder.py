@@ -199,7 +199,9 @@ async def build_session(target: StartTarget, options: SessionOptions,
     )
     settings = replace(_settings(target.config, conn, options), vision=target.vision)
     resume = options.resume
-    extra: dict[str, Any] = {"sampling": {"seed": settings.seed,
+    permissions = Permissions(target.config, mode=options.permission_mode)
+    extra: dict[str, Any] = {"permission_mode": permissions.mode,
+                             "sampling": {"seed": settings.seed,
                                           "temperature": settings.temperature,
                                           "top_p": settings.top_p}}
     if resume is not None:
@@ -215,7 +217,6 @@ async def build_session(target: StartTarget, options: SessionOptions,
     # Skills are listed once, sorted: the list is part of the byte-stable prefix.
     skills = load_skills(target.workspace, paths.config_dir / "skills")
     prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT) + skills.prompt_section()
-    permissions = Permissions(target.config, mode=options.permission_mode)
     notes = [*target.instructions.notes, *skills.notes, *target.commands.notes]
     if permissions.notice:
         notes.append(permissions.notice)
@@ -235,7 +236,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
         tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
-                             *(hub.tools if hub else [])],
+                             *(hub.tools if hub else [])], task=bool(settings.task_tool),
                             only=settings.tools or None),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,

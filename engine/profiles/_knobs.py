@@ -70,6 +70,9 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     own steps' results in ``<tool_response>`` tags badly)."""
     loop_nudge: bool | None = None
     """A turn's first loop of repeated calls is told to the model, not asked about."""
+    task_tool: bool | None = None
+    """Offer the ``task`` tool (a read-only explore sub-conversation that returns a
+    summary); the small-model profiles turn it off."""
     bash_timeout_s: Annotated[float, Meta(
         gt=0, description="a positive number of seconds")] | None = None
     degenerate_streams: DegenerateMode | None = None

@@ -5,7 +5,9 @@ workspace; ``config.toml`` and the profile are read as ``sparkcode run`` reads
 them) with the editor's MCP servers added to ``config.toml``'s. The ACP session
 ID is the recording's ID, so ``session/load`` of an ID the editor kept finds
 the recording; turns after a load are recorded as a new session naming the old
-one as parent, and a later load follows that chain to its newest recording.
+one as parent, and a later load follows that chain to its newest recording. The
+session mode is recorded (the header's ``permission_mode``, then each
+``ModeChanged``), so a load gets back the mode the session was left in.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from sparkcode import __version__
 from sparkcode.agent.tools import default_tools
 from sparkcode.builder import SessionOptions, resolve_target
 from sparkcode.config import McpServerConfig
+from sparkcode.replay import Rebuilt
 from sparkcode.resume import find_resume
 from sparkcode.sessions import SessionStore, new_session_id
 
@@ -157,7 +160,7 @@ class SparkcodeAcpAgent:
         return LoadSessionResponse(modes=mode_state(self._initial_mode(session)))
 
     def _session(self, session_id: str, cwd: str, mcp_servers: list[McpServer] | None,
-                 resume: Any = None) -> AcpSession:
+                 resume: Rebuilt | None = None) -> AcpSession:
         if self.client is None:
             raise RequestError.internal_error({"details": "not connected"})
         opts = self.options
@@ -171,9 +174,11 @@ class SparkcodeAcpAgent:
         if extra:
             target = replace(target, config=msgspec.structs.replace(
                 target.config, mcp_servers=target.config.mcp_servers + extra))
-        # A new recording for a loaded session: its parent is the one loaded.
+        # A new recording for a loaded session: its parent is the one loaded; the mode
+        # it was left in comes back with it.
+        recorded = resume.mode if isinstance(resume, Rebuilt) else None
         session_options = replace(opts.session, origin=ORIGIN, resume=resume,
-                                  permission_mode=opts.session.permission_mode
+                                  permission_mode=recorded or opts.session.permission_mode
                                   or target.config.permission_mode)
         record_id = new_session_id() if resume is not None else session_id
         session = AcpSession(session_id, self.client, target, session_options, self.paths,

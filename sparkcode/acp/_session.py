@@ -189,7 +189,7 @@ class AcpSession:
         permissions = session.agent.permissions
         wanted = self.mode  # the editor may have switched while the session was built
         if wanted is not None and permissions.mode != wanted:
-            permissions.set_mode(wanted)
+            session.agent.set_mode(wanted)
         if permissions.mode != (wanted or "sandbox"):  # no sandbox here: ask instead
             await self.send(update_current_mode(permissions.mode))
         self.mode = permissions.mode
@@ -337,7 +337,7 @@ class AcpSession:
         permissions = session.agent.permissions
         if permissions.mode != "plan" and mode == "plan":
             self._mode_before_plan = permissions.mode
-        notice = permissions.set_mode(mode)
+        notice = session.agent.set_mode(mode)  # recorded: a load gets it back
         if notice:
             self.mode = permissions.mode
             await self.send(update_current_mode(permissions.mode))

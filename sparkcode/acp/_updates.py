@@ -96,6 +96,8 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
     """One line naming what the call does: ``bash: ls -la``, ``edit_file notes.md``."""
     if name == "bash":
         return f"bash: {str(args.get('command', ''))[:120]}"
+    if name == "task":  # the explore subagent: what it was asked
+        return f"task: {str(args.get('description') or args.get('prompt') or '')[:120]}"
     subject = args.get("path") or args.get("pattern") or args.get("message")
     if subject:
         return f"{name} {str(subject)[:120]}"

@@ -138,6 +138,12 @@ def error_text(error: Any) -> str:
     return str(error)[:500]
 
 
+TASK_HEADER = "X-Sparkcode-Task"
+"""Marks a request of the ``task`` tool's sub-conversation (the value is the task
+call's ID): the server ignores it, the recording keeps it, and resuming or playing
+a session back tells the sub-conversation's requests from the conversation's by it."""
+
+
 def api_key_headers(env_name: str | None) -> dict[str, str]:
     """``Authorization: Bearer`` with the key in variable ``env_name``, read now and
     never stored; no header without a variable name. ChatError if it is unset."""

@@ -23,6 +23,7 @@ from .events import (
     FinishReason,
     Notice,
     SnapshotTaken,
+    TaskEvent,
     TodoUpdated,
     ToolCallFinished,
     ToolCallStarted,
@@ -213,8 +214,11 @@ async def execute_call(
             yield Notice(message=f"could not snapshot the workspace for undo: {exc}",
                          code="snapshot_failed")
     run_ctx = dataclasses.replace(ctx, sandbox=permissions.sandbox if decision.sandboxed
-                                  else None)
-    output, error = await _run(tool, call, run_ctx)
+                                  else None, call_id=call.call_id)
+    outcome: list[tuple[ToolOutput | None, str | None]] = []
+    async for event in _run(tool, call, run_ctx, outcome):
+        yield event
+    output, error = outcome[0]
     if output is not None and output.sandbox_denied is not None:
         # The sandbox stopped it: the user may let it run outside, once.
         again: list[ApprovalDecision] = []
@@ -225,7 +229,11 @@ async def execute_call(
                                again):
             yield event
         if again[0].approved:
-            output, error = await _run(tool, call, dataclasses.replace(ctx, sandbox=None))
+            outcome.clear()
+            async for event in _run(tool, call, dataclasses.replace(run_ctx, sandbox=None),
+                                    outcome):
+                yield event
+            output, error = outcome[0]
         else:
             output = ToolOutput(f"{output.text}\n[the sandbox blocked this "
                                 f"('{output.sandbox_denied}'); the user declined running it "
@@ -250,16 +258,29 @@ async def execute_call(
                            diff=diff, duration_s=time.monotonic() - started)
 
 
-async def _run(tool: Tool, call: CheckedCall, ctx: ToolContext) -> tuple[ToolOutput | None,
-                                                                        str | None]:
-    """The tool's output, or the error message that replaces it."""
+async def _run(tool: Tool, call: CheckedCall, ctx: ToolContext,
+               out: list[tuple[ToolOutput | None, str | None]]) -> AsyncIterator[Event]:
+    """Run the tool: its progress events come wrapped in :class:`TaskEvent` (only the
+    ``task`` tool has any); ``out`` gets its output, or the error message that
+    replaces it."""
+    output: ToolOutput | None = None
     try:
-        return await tool.run(call.args, ctx), None
+        async for item in tool.stream(call.args, ctx):
+            if isinstance(item, ToolOutput):
+                output = item
+            else:
+                yield TaskEvent(call_id=call.call_id, event=item)
     except ToolError as exc:
-        return None, str(exc)
+        out.append((None, str(exc)))
+        return
     except Exception as exc:  # noqa: BLE001 - a tool bug becomes a result, not a crash
         log.exception("tool %s crashed", call.name)
-        return None, f"{call.name} failed: {type(exc).__name__}: {exc}"
+        out.append((None, f"{call.name} failed: {type(exc).__name__}: {exc}"))
+        return
+    if output is None:
+        out.append((None, f"{call.name} ended without a result"))
+    else:
+        out.append((output, None))
 
 
 def preview_line(call: CheckedCall) -> str:

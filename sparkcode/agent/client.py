@@ -18,6 +18,7 @@ drop is reported once through :attr:`ChatStream.notices`.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
@@ -26,6 +27,7 @@ from typing import Any
 import httpx
 
 from ._chat_types import (
+    TASK_HEADER,
     ChatError,
     ChatResult,
     EngineGone,
@@ -80,7 +82,17 @@ class ChatClient:
         self.dropped: set[str] = set()
         """Request fields this server rejected; never sent again."""
         self.tool_choice_supported = True
+        self.extra_headers: dict[str, str] = {}
+        """Sent with every request (:meth:`for_task` sets :data:`TASK_HEADER`)."""
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
+
+    def for_task(self, call_id: str) -> ChatClient:
+        """This client for the sub-conversation of the ``task`` call ``call_id``: the
+        same connection (so the same recording) and the same rejected fields, its
+        requests marked with :data:`TASK_HEADER`. Closing it is the parent's job."""
+        view = copy.copy(self)  # shares _http and the `dropped` set
+        view.extra_headers = {**self.extra_headers, TASK_HEADER: call_id}
+        return view
 
     @property
     def root_url(self) -> str:
@@ -89,7 +101,7 @@ class ChatClient:
 
     def _headers(self) -> dict[str, str]:
         return {"Accept": "text/event-stream", "Accept-Encoding": "identity",
-                **api_key_headers(self.api_key_env)}
+                **api_key_headers(self.api_key_env), **self.extra_headers}
 
     def build_body(
         self,
@@ -309,6 +321,7 @@ class ChatStream:
 
 __all__ = [
     "DROPPABLE_FIELDS",
+    "TASK_HEADER",
     "ChatClient",
     "ChatError",
     "ChatResult",

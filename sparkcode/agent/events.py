@@ -19,6 +19,12 @@ Order within one turn::
     [ContextCompacted] [AgentError]
     TurnFinished
 
+A ``task`` call (:mod:`~sparkcode.agent.subagent`) runs a read-only
+sub-conversation between its ``ToolCallStarted`` and ``ToolCallFinished``; each
+of that conversation's events (its own ``TurnStarted`` ... ``TurnFinished``)
+comes wrapped in a :class:`TaskEvent` naming the call, so a consumer that does
+not know it shows the call as any other.
+
 ``HookRan`` also comes before the first request (``SessionStart``,
 ``UserPromptSubmit``) and after the last reply (``Stop``); a call's hooks
 carry its ``call_id`` (``PreToolUse`` before the approval, ``PostToolUse``
@@ -348,6 +354,14 @@ class SteerDelivered(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModeChanged(Event):
+    """The permission mode is now ``mode`` (``Agent.set_mode``: the TUI's /approve, an
+    editor's session mode). Recorded, so a loaded session gets its mode back."""
+
+    mode: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     """The turn ended. ``content`` is the final assistant answer (may be empty)."""
 
@@ -360,14 +374,27 @@ class TurnFinished(Event):
     """Times the loop guard asked, by pattern (``repeat``, ``cycle``, ``failing``)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class TaskEvent(Event):
+    """One event of the sub-conversation that the ``task`` call ``call_id`` runs
+    (:mod:`~sparkcode.agent.subagent`): shown nested under that call, recorded
+    as ``{"call_id": ..., "event": {"type": ..., ...}}``."""
+
+    call_id: str
+    event: Event
+
+
 def event_to_json(event: Event) -> dict[str, Any]:
-    """A JSON-ready dict: ``{"type": <event_type>, ...fields}`` (futures left out)."""
+    """A JSON-ready dict: ``{"type": <event_type>, ...fields}`` (futures left out; a
+    :class:`TaskEvent`'s inner event as such a dict too)."""
     out: dict[str, Any] = {"type": event.event_type}
     for f in dataclasses.fields(event):
         if f.name == "future":
             continue
         value = getattr(event, f.name)
-        if isinstance(value, tuple):
+        if isinstance(value, Event):
+            value = event_to_json(value)
+        elif isinstance(value, tuple):
             value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v)
                      and not isinstance(v, type) else v for v in value]
         out[f.name] = value
@@ -388,6 +415,7 @@ __all__ = [
     "FinishReason",
     "HookRan",
     "MetricsUpdate",
+    "ModeChanged",
     "Notice",
     "ReasoningDelta",
     "RedoApplied",
@@ -395,6 +423,7 @@ __all__ = [
     "SnapshotTaken",
     "SteerDelivered",
     "TODO_STATUSES",
+    "TaskEvent",
     "TodoItem",
     "TodoStatus",
     "TodoUpdated",

@@ -18,6 +18,7 @@ elsewhere, with :attr:`Permissions.notice` saying why.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 from sparkcode.config import Config, PermissionMode
 
+from .settings import PLAN_NOTE
 from .tools import Tool
 from .tools._sandbox import BwrapStatus, Sandbox, find_bwrap
 
@@ -72,6 +74,20 @@ class Permissions:
         self.set_mode(mode or config.permission_mode)
         self.always: set[str] = set()
         """Tools the user allowed for the rest of the session."""
+        self.refusal = PLAN_REFUSAL
+        """The result of a call that plan mode refuses."""
+        self.plan_note = PLAN_NOTE
+        """Appended to the user's message in plan mode (the system prompt stays)."""
+
+    def read_only(self, refusal: str, note: str) -> Permissions:
+        """These rules held to plan mode's read-only rule, refusing with ``refusal``
+        and saying ``note`` after the user's message: for the ``task`` tool's
+        sub-conversation. The config's rules and the sandbox are shared; the
+        "always" answers do not apply (plan mode comes first)."""
+        view = copy.copy(self)
+        view.mode, view.refusal, view.plan_note = "plan", refusal, note
+        view.notice, view.always = None, set()
+        return view
 
     def set_mode(self, mode: PermissionMode | None) -> str | None:
         """Switch mode (``None`` = the default here); returns the notice when
@@ -97,7 +113,7 @@ class Permissions:
             if read_only:
                 return Decision("allow", "mode", "read-only (plan mode)",
                                 sandboxed=shell and self.sandbox is not None)
-            return Decision("deny", "mode", PLAN_REFUSAL)
+            return Decision("deny", "mode", self.refusal)
         for rule in self.config.allow:
             if rule.matches(tool.name, subject):
                 return Decision("allow", "rule", f"allowed by rule '{rule}'")

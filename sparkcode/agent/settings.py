@@ -120,6 +120,13 @@ class AgentSettings:
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""
+    task_tool: bool = True
+    """Offer the ``task`` explore subagent (``[agent] task_tool``; on for ``--endpoint``
+    and the Spark profile, off in the small-model profiles)."""
+    task_max_requests: int = 16
+    """Model requests one ``task`` sub-conversation may make (its ``max_turns``). An
+    explore that has read and searched 15 times without answering is better cut
+    off and reported than left to fill the engine's time; the main turn goes on."""
     salvage_calls: bool = True
     """Recover tool calls the server's parser did not return (``_salvage``)."""
     held_back_max_prompt: int = 32768

@@ -35,6 +35,7 @@ from sparkcode.agent import (
     HookRan,
     Notice,
     ReasoningDelta,
+    TaskEvent,
     TodoUpdated,
     ToolCallFinished,
     ToolCallStarted,
@@ -346,7 +347,9 @@ class _Printer:
             self.out.write(json.dumps(event_to_json(event), ensure_ascii=False) + "\n")
             self.out.flush()
             return
-        if isinstance(event, ReasoningDelta):
+        if isinstance(event, TaskEvent):
+            self._task(event.event)
+        elif isinstance(event, ReasoningDelta):
             self.thinking = event.tokens_so_far
         elif isinstance(event, ContentDelta):
             self._thinking_done()
@@ -388,6 +391,19 @@ class _Printer:
             rate = f", {self.rate:.1f} tok/s" if self.rate else ""
             self._note(f"({event.requests} requests, {event.prompt_tokens} prompt + "
                        f"{event.completion_tokens} completion tokens{rate})")
+
+    def _task(self, event: Event) -> None:
+        """A ``task`` call's sub-conversation: its calls, indented under the task."""
+        if isinstance(event, ToolCallStarted):
+            args = json.dumps(event.arguments, ensure_ascii=False)
+            self._note(f"   | -> {event.name} {args[:160]}")
+        elif isinstance(event, ToolCallFinished):
+            first = event.result.strip().splitlines()[0] if event.result.strip() else ""
+            self._note(f"   |    {'failed' if event.error else 'ok'}: {first[:160]}")
+        elif isinstance(event, AgentError | Notice):
+            self._note(f"   | note: {event.message}")
+        elif isinstance(event, TurnFinished):
+            self._note(f"   | ({event.requests} requests, {event.reason})")
 
     def _thinking_done(self) -> None:
         if self.thinking:

@@ -29,6 +29,7 @@ PLAYED_EVENTS: frozenset[str] = frozenset({
     "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
     "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
     "MetricsUpdate", "TodoUpdated", "SteerDelivered", "HookRan", "DegenerationDetected",
+    "TaskEvent",
 })
 
 
@@ -59,6 +60,8 @@ def event_from_record(record: SessionEvent) -> ev.Event | None:
     """Rebuild an agent event from its recorded JSON (None for unknown kinds)."""
     if record.type not in PLAYED_EVENTS:
         return None
+    if record.type == "TaskEvent":
+        return _task_event(record)
     cls = getattr(ev, record.type, None)
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         return None
@@ -74,6 +77,18 @@ def event_from_record(record: SessionEvent) -> ev.Event | None:
     except TypeError:
         return None
     return event if isinstance(event, ev.Event) else None
+
+
+def _task_event(record: SessionEvent) -> ev.TaskEvent | None:
+    """A recorded ``TaskEvent``: its inner event rebuilt as a record of its own."""
+    data, call_id = record.data.get("event"), record.data.get("call_id")
+    if not isinstance(data, dict) or not isinstance(call_id, str) \
+            or data.get("type") in (None, "TaskEvent"):
+        return None
+    inner = event_from_record(SessionEvent(
+        t_ns=record.t_ns, type=str(data["type"]),
+        data={k: v for k, v in data.items() if k != "type"}))
+    return ev.TaskEvent(call_id=call_id, event=inner) if inner is not None else None
 
 
 def todo_items(value: object) -> list[ev.TodoItem]:
@@ -116,6 +131,8 @@ async def play_events(session: Session, *, speed: float = 1.0) -> AsyncIterator[
     turn = 0
     last_user: str | None = None
     requests_in_turn = 0
+    tasks: dict[str, int] = {}
+    """Requests played so far of each task call's sub-conversation."""
     for item in timeline:
         await _pause(item.t_ns - clock, speed)
         if isinstance(item, SessionEvent):
@@ -127,6 +144,12 @@ async def play_events(session: Session, *, speed: float = 1.0) -> AsyncIterator[
                 yield event
             continue
         body = item.body_json or {}
+        if item.task is not None:  # a task call's sub-conversation: shown under the call
+            tasks[item.task] = tasks.get(item.task, 0) + 1
+            async for event in _play_request(base_url, item, body, tasks[item.task], speed):
+                yield ev.TaskEvent(call_id=item.task, event=event)
+            clock = item.end_t_ns or (item.chunks[-1].t_ns if item.chunks else item.t_ns)
+            continue
         user = _last_user_text(body)
         if not recorded_turns and user is not None and user != last_user:
             turn += 1

@@ -8,7 +8,9 @@ agent's own :class:`~sparkcode.agent.client.StreamParser` (content and tool call
 and :func:`~sparkcode.agent._calls.check_call`, tool results come from the
 recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
 applied. The first request of the resumed session therefore repeats the
-recorded prefix byte for byte, and the engine's prefix cache hits. The todo
+recorded prefix byte for byte, and the engine's prefix cache hits. The requests
+of a ``task`` call's sub-conversation (:attr:`Exchange.task`) are not the
+conversation's: only the task's result, its ``ToolCallFinished``, is. The todo
 list is the last recorded ``TodoUpdated`` of the session and its parents, as it
 stood after the turn resumed from.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from engine.errors import UserError
 from sparkcode.agent._calls import check_call
@@ -32,6 +34,7 @@ from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
 from sparkcode.agent.tools import default_tools
+from sparkcode.config import PERMISSION_MODES, PermissionMode
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
 from ._play import recorded_reads, todo_items
@@ -63,6 +66,9 @@ class Rebuilt:
     """Turns the recording holds (more than :attr:`turns` when forked earlier)."""
     todos: tuple[TodoItem, ...] = ()
     """The todo list as the agent held it after :attr:`turns`."""
+    mode: PermissionMode | None = None
+    """The permission mode in use when the recording ends (its last ``ModeChanged``, or
+    the header's ``permission_mode``); None when it did not record one."""
 
     @property
     def system_prompt(self) -> str:
@@ -79,11 +85,13 @@ def user_turns(history: list[Message]) -> list[int]:
 
 
 def accepted_requests(session: Session) -> list[Exchange]:
-    """Model requests the server accepted, with a JSON body holding messages."""
+    """The conversation's model requests the server accepted, with a JSON body holding
+    messages (a ``task`` call's sub-conversation has its own history: left out)."""
     out = []
     for e in session.exchanges:
         body = e.body_json
-        if (is_model_call(e) and body is not None and isinstance(body.get("messages"), list)
+        if (is_model_call(e) and e.task is None and body is not None
+                and isinstance(body.get("messages"), list)
                 and e.status is not None and e.status < 400):
             out.append(e)
     return out
@@ -150,7 +158,17 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
                       history=history, turns=len(user_turns(history)), notes=notes)
     rebuilt.marks = _marks(session, store, history, depth)
     rebuilt.todos = _todos(session, store, depth, drop_last_turn=unfinished)
+    rebuilt.mode = recorded_mode(session)
     return rebuilt
+
+
+def recorded_mode(session: Session) -> PermissionMode | None:
+    """The permission mode the session was in when its recording ends."""
+    modes = [e.data.get("mode") for e in session.events if e.type == "ModeChanged"]
+    for mode in [*reversed(modes), session.header.get("permission_mode")]:
+        if mode in PERMISSION_MODES:
+            return cast(PermissionMode, mode)
+    return None
 
 
 def _turn_finished_after(session: Session, exchange: Exchange) -> str | None:

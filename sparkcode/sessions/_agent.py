@@ -23,19 +23,25 @@ STREAM_EVENTS: frozenset[str] = frozenset({"ContentDelta", "ReasoningDelta", "Us
 
 FSYNC_EVENTS: frozenset[str] = frozenset({"TurnFinished", "ApprovalResolved", "UndoApplied",
                                           "AgentError"})
+HELD_EVENTS: frozenset[str] = frozenset({"ModeChanged"})
+"""Events that do not start the file themselves (a mode switched and no prompt sent
+leaves no session); held until something does, then written in order."""
 
 
 def event_recorder(recorder: SessionRecorder) -> Callable[[Event], None]:
-    """An ``Agent.subscribe`` callback writing tool calls, results, approvals, undo..."""
-    from sparkcode.agent.events import event_to_json
+    """An ``Agent.subscribe`` callback writing tool calls, results, approvals, undo...
+    (a ``task`` call's sub-conversation as ``TaskEvent`` records)."""
+
+    from sparkcode.agent.events import TaskEvent, event_to_json
 
     def on_event(event: Event) -> None:
         kind = event.event_type
-        if kind in STREAM_EVENTS or recorder.closed:
-            return
+        inner = event.event.event_type if isinstance(event, TaskEvent) else kind
+        if inner in STREAM_EVENTS or recorder.closed:
+            return  # a task's stream is recorded as its own exchanges
         data = event_to_json(event)
         data.pop("type", None)
-        recorder.event(kind, data)
+        recorder.event(kind, data, opens=kind not in HELD_EVENTS)
         if kind in FSYNC_EVENTS:
             recorder.sync()
 

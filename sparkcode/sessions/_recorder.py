@@ -237,12 +237,13 @@ class SessionRecorder:
         }), opens=False)
         self.sync()
 
-    def event(self, type_: str, data: Mapping[str, Any]) -> None:
-        """An agent event: tool call, tool result, approval, undo, turn end..."""
+    def event(self, type_: str, data: Mapping[str, Any], *, opens: bool = True) -> None:
+        """An agent event: tool call, tool result, approval, undo, turn end... Without
+        ``opens`` a lazy recorder holds it until a record that opens the file."""
         self._write(_dumps({
             "kind": "event", "t_ns": time.monotonic_ns(), "type": type_,
             "data": self._redact_obj(_jsonable(dict(data))),
-        }))
+        }), opens=opens)
 
 
 def _dumps(record: Mapping[str, Any]) -> str:

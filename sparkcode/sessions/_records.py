@@ -10,13 +10,16 @@ Every record has a ``kind``:
     also ``sampling`` (``seed``: the session seed every request's ``seed`` is
     derived from, null when none was sent; ``temperature``, ``top_p``) and, for
     a resumed or forked session, ``parent`` (its session ID) and
-    ``parent_turn`` (the turns it took over).
+    ``parent_turn`` (the turns it took over); ``permission_mode``, the mode
+    the session started in (a later switch is a ``ModeChanged`` event).
 ``request``
     ``req`` (0-based index), ``t_ns``, ``method``, ``url``, ``headers`` (pairs,
-    redacted) and the exact ``body`` (text, or ``body_b64`` if not UTF-8); a
-    body that carried images has ``blobs`` (``[[offset, sha256], ...]``): each
-    image's base64 was cut out at that byte offset and its bytes are stored once
-    in ``<id>.blobs/<sha256>`` (:mod:`._blobs`); loading puts them back.
+    redacted; a request of a ``task`` call's sub-conversation has
+    ``X-Sparkcode-Task: <call id>``, :attr:`Exchange.task`) and the exact
+    ``body`` (text, or ``body_b64`` if not UTF-8); a body that carried images
+    has ``blobs`` (``[[offset, sha256], ...]``): each image's base64 was cut
+    out at that byte offset and its bytes are stored once in
+    ``<id>.blobs/<sha256>`` (:mod:`._blobs`); loading puts them back.
 ``response``
     ``req``, ``t_ns``, ``status``, ``headers``.
 ``chunk``
@@ -37,6 +40,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sparkcode.agent._chat_types import TASK_HEADER
 
 FORMAT_VERSION = 2
 SUFFIX = ".jsonl"
@@ -107,6 +112,15 @@ class Exchange:
     @property
     def response_bytes(self) -> bytes:
         return b"".join(c.data for c in self.chunks)
+
+    @property
+    def task(self) -> str | None:
+        """The ``task`` call whose sub-conversation sent this request (its
+        ``X-Sparkcode-Task`` header); None for the conversation's own requests."""
+        for key, value in self.request_headers:
+            if key.lower() == TASK_HEADER.lower():
+                return value
+        return None
 
     def response_header(self, name: str) -> str | None:
         lower = name.lower()

@@ -72,7 +72,7 @@ class LiveAgent:
     def set_approval_mode(self, mode: str) -> str | None:
         if mode not in PERMISSION_MODES:
             raise ValueError(f"unknown approval mode {mode!r}")
-        return self.agent.permissions.set_mode(mode)
+        return self.agent.set_mode(mode)
 
     def set_degenerate_mode(self, mode: str) -> None:
         if mode not in DEGENERATE_MODES:

@@ -92,6 +92,10 @@ class TurnRenderer:
             case ev.ToolCallStarted(call_id=call_id, name=name):
                 args: dict[str, Any] | str = event.arguments or event.raw_arguments
                 await conv.add_tool_card(call_id, name, args)
+            case ev.TaskEvent(call_id=call_id, event=inner):
+                card = conv.tool_card(call_id)
+                if card is not None:
+                    await card.task_event(inner)
             case ev.HookRan():
                 card = conv.tool_card(event.call_id) if event.call_id else None
                 if card is not None:

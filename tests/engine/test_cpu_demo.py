@@ -370,9 +370,11 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
         later = EditorClient(answer="reject_once")
         async with spawn(later, *args, home=home, cwd=workspace) as (conn, _):
             await conn.initialize(protocol_version=1)
-            await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
-            # A mode is the editor's choice, not recorded: ask again (sandbox lets edits run).
-            await conn.set_session_mode(session_id=sid, mode_id="ask")
+            loaded = await conn.load_session(cwd=str(workspace), session_id=sid,
+                                             mcp_servers=[])
+            # The mode (ask) is recorded and comes back with the load; the load's answer
+            # says so (sandbox would let the edit run without asking).
+            assert loaded.modes is not None and loaded.modes.current_mode_id == "ask"
             again = await conn.prompt(session_id=sid, prompt=[text_block("Once more.")])
         return client, later, sid, done, cancelled, again
 
@@ -396,3 +398,69 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
     assert any(u.title == "write_file notes.md" for u in later.of("tool_call"))
     assert again.field_meta["sparkcode"]["requests"] == 1, again  # the forced call, refused
     assert again.field_meta["sparkcode"]["recording"] != sid
+
+
+async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
+        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    """Issue 23: the ``task`` tool's read-only sub-conversation runs on the real engine.
+    SmolLM2 is forced to the call (its prompt held to one string by guided decoding);
+    what the sub-conversation does with it is SmolLM2's business: its answer, or why
+    there is none, is the tool's result. Its first request starts with the
+    conversation's system prompt and tools."""
+    from sparkcode.replay import rebuild_conversation
+    from sparkcode.sessions import SessionStore, is_model_call
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    (workspace / "README.md").write_text("The secret word is pelican.\n")
+    question = "Read README.md"
+    schema = {"type": "object", "additionalProperties": False, "required": ["prompt"],
+              "properties": {"prompt": {"type": "string", "enum": [question]}}}
+    target = resolve_target(workspace, paths, endpoint=engine.base_url)
+    session = await build_session(target, SessionOptions(
+        origin="run", permission_mode="full-auto", max_turns=2, max_tokens=48,
+        temperature=0.0, seed=1, start_engine=False, mcp=False, force_tool="task",
+        force_tool_parameters=schema), paths)
+    agent = session.agent
+    agent.settings.task_max_requests = 2  # two requests of SmolLM2 are enough to show it
+    try:
+        # Greedy SmolLM2 may end a forced call before its JSON does (see the ACP test
+        # below); it is asked again, as a user would, until a call parses (three times).
+        for _ in range(3):
+            events = [e async for e in agent.run_turn("Find the secret word.")]
+            call = next(e for e in events if isinstance(e, ev.ToolCallStarted))
+            if call.arguments:
+                break
+    finally:
+        await session.aclose()
+    assert not [e for e in events if isinstance(e, ev.AgentError)], events
+    assert call.name == "task" and call.arguments == {"prompt": question}, call
+    nested = [e.event for e in events if isinstance(e, ev.TaskEvent)]
+    assert all(e.call_id == call.call_id for e in events if isinstance(e, ev.TaskEvent))
+    sub_requests = [e for e in nested if isinstance(e, ev.RequestStarted)]
+    [sub_end] = [e for e in nested if isinstance(e, ev.TurnFinished)]
+    assert 1 <= len(sub_requests) <= 2 and sub_end.completion_tokens > 0
+    result = next(e for e in events if isinstance(e, ev.ToolCallFinished))
+    if sub_end.reason == "stop" and sub_end.content.strip():
+        assert result.error is None and result.result == sub_end.content.strip()
+    else:
+        assert result.error is not None and "explore task" in result.error, result
+    # Nothing in the sub-conversation changed the workspace (read-only).
+    assert sorted(p.name for p in workspace.iterdir()) == [".git", "README.md"]
+    # SmolLM2's template renders no tools: the shared prefix (the system prompt, ~100
+    # tokens) is under one KV block here (measured: 0 of 185 prompt tokens cached), so
+    # the cache hit is not asserted on this engine; the identical prefix is, below.
+    # Recorded: the sub-conversation's requests are marked with the call, and the
+    # conversation rebuilt from the recording is the agent's own.
+    assert session.session_id is not None
+    store = SessionStore(paths.sessions_dir)
+    recorded = store.load(session.session_id)
+    calls = [e for e in recorded.exchanges if is_model_call(e)]
+    assert [e.task for e in calls].count(call.call_id) == len(sub_requests)
+    main, sub = calls[0].body_json or {}, next(e for e in calls if e.task).body_json or {}
+    assert sub["messages"][0] == main["messages"][0]
+    assert [t["function"]["name"] for t in sub["tools"]] == \
+        [t["function"]["name"] for t in main["tools"]]
+    rebuilt = await rebuild_conversation(recorded, store=store)
+    assert rebuilt.history == agent.history

@@ -26,6 +26,7 @@ from ._git import GitCommit, GitDiff, GitLog, GitStatus
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
 from ._shell import Bash
+from ._task import TASK_TOOL, TaskTool
 from ._todo import Todo
 from ._web import WebFetch
 
@@ -50,12 +51,13 @@ class ToolRegistry:
 
 
 def default_tools(extra: Sequence[Tool] | None = None,
-                  only: Sequence[str] | None = None) -> ToolRegistry:
-    """The built-in tools (those named in ``only``, if given), then ``extra`` (a
-    session's MCP tools), in a fixed order."""
+                  only: Sequence[str] | None = None, *, task: bool = True) -> ToolRegistry:
+    """The built-in tools (those named in ``only``, if given; ``task`` unless
+    ``task`` is False), then ``extra`` (a session's skills, web and MCP tools), in a
+    fixed order."""
     builtin: list[Tool] = [
         ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
-        GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(),
+        GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(), *([TaskTool()] if task else []),
     ]
     if only:
         unknown = sorted(set(only) - {t.name for t in builtin})
@@ -82,6 +84,8 @@ __all__ = [
     "Preview",
     "ReadFile",
     "Sandbox",
+    "TASK_TOOL",
+    "TaskTool",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -5,11 +5,12 @@ list, which lives here because the context holds it and the todo tool in
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ..events import TodoItem, TodoStatus
+from ..events import Event, TodoItem, TodoStatus
 
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
@@ -65,6 +66,11 @@ class TodoList:
         return "\n".join(lines)
 
 
+Explore = Callable[[str, str], AsyncIterator["Event | ToolOutput"]]
+"""Runs a read-only sub-conversation for the ``task`` tool: given the prompt and the
+task call's ID it yields that conversation's events, then the tool's output
+(:class:`~sparkcode.agent.subagent.Explorer`)."""
+
 @dataclass(frozen=True)
 class EditFeedback:
     """What a checker says after an edit: text for the model, a notice for the user."""
@@ -96,6 +102,11 @@ class ToolContext:
     """Where shell commands run; ``None`` = directly (approved or not sandboxing)."""
     todos: TodoList = field(default_factory=lambda: TodoList())
     """The session's todo list (the todo tool's state)."""
+    explore: Explore | None = None
+    """The ``task`` tool's sub-conversations; None where there are none (inside one)."""
+    call_id: str = ""
+    """The ID of the call being run (set for each call)."""
+
     checker: EditChecker | None = None
     """Checks each edited file (language-server diagnostics); None: no checks."""
 
@@ -157,6 +168,12 @@ class Tool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError
+
+    async def stream(self, args: dict[str, Any],
+                     ctx: ToolContext) -> AsyncIterator[Event | ToolOutput]:
+        """The call's progress events, then its output (last). Most tools have no
+        progress: the ``task`` tool yields its sub-conversation's events."""
+        yield await self.run(args, ctx)
 
 
 async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: str,

@@ -1,4 +1,5 @@
-"""A tool call as a card: the tool, its arguments, its result; edits as a diff."""
+"""A tool call as a card: the tool, its arguments, its result; edits as a diff; a
+``task`` call's sub-conversation folded inside it (:class:`TaskActivity`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
-from textual.widgets import Static
+from textual.widgets import Collapsible, Static
+
+from sparkcode.agent import events as ev
 
 ToolState = Literal["running", "waiting", "done", "failed", "denied"]
 
@@ -93,6 +96,8 @@ class ToolCard(Vertical):
         self._hooks.display = False
         self.hook_lines: list[str] = []
         """What the call's hooks reported, one line each (``HookRan``)."""
+        self.activity: TaskActivity | None = None
+        """A ``task`` call's sub-conversation, once its first event came."""
 
     def compose(self) -> ComposeResult:
         yield self._header
@@ -114,6 +119,13 @@ class ToolCard(Vertical):
         self._result.display = bool(result.strip())
         self.state = "done" if ok else "failed"
 
+    async def task_event(self, event: ev.Event) -> None:
+        """One event of this ``task`` call's sub-conversation (``TaskEvent``)."""
+        if self.activity is None:
+            self.activity = TaskActivity()
+            await self.mount(self.activity, after=self._args)
+        await self.activity.handle(event)
+
     def add_hook(self, line: str, *, ok: bool = True) -> None:
         """Show one hook's outcome under the result (red when it failed)."""
         self.hook_lines.append(line)
@@ -132,3 +144,48 @@ class ToolCard(Vertical):
         header.append(self.tool, style="bold")
         header.append(f"  {_STATE_LABEL[self.state]}", style="italic")
         self._header.update(header)
+
+
+class TaskActivity(Collapsible):
+    """A ``task`` call's read-only sub-conversation, folded (collapsed by default)
+    inside the call's card: its own tool calls as cards; the title counts them."""
+
+    def __init__(self) -> None:
+        super().__init__(title="explore: starting", collapsed=True, classes="task-activity")
+        self.cards: dict[str, ToolCard] = {}
+        """The sub-conversation's tool calls by call ID."""
+        self.requests = 0
+        self.ended: str | None = None
+        """How the sub-conversation ended (its ``TurnFinished`` reason)."""
+
+    async def handle(self, event: ev.Event) -> None:
+        match event:
+            case ev.RequestStarted():
+                self.requests += 1
+            case ev.ToolCallStarted(call_id=call_id, name=name):
+                card = ToolCard(call_id, name, event.arguments or event.raw_arguments)
+                self.cards[call_id] = card
+                await self.query_one(Collapsible.Contents).mount(card)
+            case ev.ApprovalResolved(call_id=call_id, approved=False):
+                if call_id in self.cards:
+                    self.cards[call_id].state = "denied"
+            case ev.ToolCallFinished(call_id=call_id):
+                done = self.cards.get(call_id)
+                if done is not None:
+                    denied = done.state == "denied"
+                    done.set_result(event.result, ok=event.error is None)
+                    if denied:
+                        done.state = "denied"
+            case ev.TurnFinished(reason=reason):
+                self.ended = reason
+            case _:
+                return
+        self.title = self.describe()
+
+    def describe(self) -> str:
+        calls = len(self.cards)
+        text = (f"explore: {self.requests} request{'s' if self.requests != 1 else ''}, "
+                f"{calls} tool call{'s' if calls != 1 else ''}")
+        if self.ended is not None:
+            text += ", done" if self.ended == "stop" else f", ended: {self.ended}"
+        return text

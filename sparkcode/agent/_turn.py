@@ -1,0 +1,264 @@
+"""One turn of the conversation: when to send, compact, retry, stop or end.
+
+:func:`turn_events` is what :meth:`Agent.run_turn <.loop.Agent.run_turn>` runs:
+the hooks before the prompt, then request after request until the model answers
+(or the turn must end: an error, a cancel, a degenerate stream, a refused call,
+``max_turns``). One request's stream and what watching it decides is
+``_request.py``; what a reply asks for (its calls, salvaged or read as a
+structured step) ``_reply.py``; running the calls ``_execute.py``. The agent's
+state between turns and its public API stay in ``loop.py``.
+
+It was ``Agent._turn``; it keeps ``self`` for the agent so the move from
+``loop.py`` is line for line (``git diff --color-moved`` shows it unchanged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from ._calls import CheckedCall
+from ._execute import TurnCalls
+from ._reply import empty_answer_note, read_reply
+from ._request import Request, context_overflow, forced_specs, request_params
+from ._structured import results_as_user
+from .client import ChatClient, ChatError, EngineGone
+from .context import ContextMeter, Message
+from .events import (
+    AgentError,
+    ApprovalDecision,
+    BudgetExceeded,
+    Event,
+    FinishReason,
+    HookRan,
+    Notice,
+    RequestStarted,
+    SteerDelivered,
+    TurnFinished,
+    TurnStarted,
+)
+from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
+from .images import ImageAttachment, user_content
+from .metrics import MetricsPoller
+from .permissions import Permissions
+from .rewind import Rewind
+from .settings import AgentSettings
+from .tools import ToolContext, ToolRegistry
+from .undo import UndoStore
+
+
+class Agent(Protocol):
+    """What a turn reads and changes of the agent (``loop.Agent``), named here so this
+    module does not import the loop that calls it."""
+
+    client: ChatClient
+    settings: AgentSettings
+    permissions: Permissions
+    tools: ToolRegistry
+    hooks: Hooks | None
+    metrics: MetricsPoller | None
+    undo_store: UndoStore | None
+    history: list[Message]
+    context: ContextMeter
+    rewind: Rewind
+    turns: int
+    steering: list[str]
+    _ctx: ToolContext
+    _cancel: bool
+    _loops: dict[str, int]
+    _session_started: bool
+    _structured: dict[str, Any] | None
+    _structured_first: dict[str, Any] | None
+    _task: str
+
+    def _drop_thinking(self) -> None: ...
+
+    def _sampling(self) -> dict[str, Any]: ...
+
+    def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]: ...
+
+    def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
+                  completion: int) -> TurnFinished: ...
+
+    def _tool_result(self, call: CheckedCall, text: str) -> None: ...
+
+    def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,
+             box: list[ApprovalDecision]) -> AsyncIterator[Event]: ...
+
+
+async def turn_events(self: Agent, user_text: str,
+                      images: tuple[ImageAttachment, ...]) -> AsyncIterator[Event]:
+    self._cancel = False
+    runs: list[HookRan] = []
+    refused: str | None = None
+    context = ""
+    if self.hooks:
+        source = None
+        if not self._session_started:
+            source = "resume" if len(self.history) > 1 else "startup"
+        runs, refused, context = await before_prompt(self.hooks, user_text, source)
+    self._session_started = True
+    if refused is not None:
+        # Nothing of this turn enters the conversation: it is as if not sent.
+        yield TurnStarted(turn=self.turns + 1, user_text=user_text)
+        for ran in runs:
+            yield ran
+        yield Notice(message=f"the prompt was not sent: a UserPromptSubmit hook blocked "
+                     f"it: {refused}", code="prompt_blocked")
+        yield self._finished("blocked", "", 0, 0, 0)
+        return
+    sent = f"{user_text}\n\n{context}" if context else user_text
+    self.turns += 1
+    turn = self.turns
+    self._drop_thinking()
+    self.rewind.begin(turn, len(self.history))
+    # Plan mode is said in the user message, not the system prompt, so the
+    # prompt prefix stays the same in both modes.
+    planning = self.permissions.mode == "plan"
+    self._task = user_text
+    text = sent + self.permissions.plan_note if planning else sent
+    self.history.append({"role": "user", "content": user_content(text, images)})
+    yield TurnStarted(turn=turn, user_text=user_text,
+                      images=tuple(image.describe() for image in images))
+    for ran in runs:
+        yield ran
+    if self.metrics is not None:
+        await self.metrics.poll()  # baseline for this turn's deltas
+    thinking_closed = False
+    overflowed = False
+    calls = TurnCalls(turn=turn, permissions=self.permissions, ctx=self._ctx,
+                      undo_store=self.undo_store, ask=self._ask, record=self._tool_result,
+                      snapshot_taken=self.rewind.snapshot_taken,
+                      cancelled=lambda: self._cancel, hooks=self.hooks,
+                      loop_nudge=self.settings.loop_nudge)
+    self._loops = calls.guard.counts
+    stops = 0
+    prompt_total = completion_total = 0
+    content = ""
+    for request in range(1, self.settings.max_turns + 1):
+        async for event in self._maybe_compact():
+            yield event
+        params = request_params(self.settings, self._sampling(),
+                                thinking_closed=thinking_closed,
+                                prompt_estimate=self.context.estimate(self.history))
+        choice: Any = "auto"
+        tools = self.tools.specs()
+        if self._structured is not None:
+            # The tools are in the system prompt; the schema is the only call format.
+            tools = []
+            params["structured_outputs"] = (
+                self._structured_first if request == 1 and self._structured_first
+                else self._structured)
+        elif self.settings.force_tool and request == 1:
+            choice = {"type": "function", "function": {"name": self.settings.force_tool}}
+            tools = forced_specs(tools, self.settings)
+        elif self.settings.first_step_tool and request == 1:
+            choice = "required"
+        yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
+                             thinking_token_budget=params.get("thinking_token_budget"),
+                             messages=len(self.history))
+        outgoing = self.history
+        if self._structured is not None and self.settings.results_as_user:
+            outgoing = results_as_user(self.history, self.settings.step_name_key)
+        req = Request(self.client, self.settings, outgoing, tools=tools, choice=choice,
+                      params=params, thinking_closed=thinking_closed,
+                      cancelled=lambda: self._cancel,
+                      structured=self._structured is not None)
+        try:
+            async for event in req.events():
+                yield event
+        except (ChatError, OSError) as exc:
+            if context_overflow(exc) and not overflowed:
+                # The server counted more than our estimate: compact now and retry once.
+                overflowed = True
+                async for event in self._maybe_compact(force=True):
+                    yield event
+                continue
+            partial = req.result.content if req.result is not None else ""
+            if partial:
+                self.history.append({"role": "assistant", "content": partial})
+            code = "engine_gone" if isinstance(exc, EngineGone) else "request_failed"
+            yield AgentError(message=f"{exc}. The conversation so far is kept; send a "
+                             "message to retry.", code=code)
+            yield self._finished("error", req.shown, request, prompt_total,
+                                 completion_total)
+            return
+        result = req.result
+        assert result is not None  # set when the stream ends, also when it is cut
+        prompt_total += result.stats.prompt_tokens
+        completion_total += result.stats.completion_tokens
+        if req.stopped_degenerate:
+            # The stream was closed on the detector's verdict: keep what came
+            # (the history stays valid) and end the turn saying why.
+            if result.content:
+                self.history.append({"role": "assistant", "content": result.content})
+            yield self._finished("degenerate", req.shown, request, prompt_total,
+                                 completion_total)
+            return
+        if self.metrics is not None:
+            update = await self.metrics.poll()
+            if update is not None:
+                yield update
+        if self._cancel:
+            if result.content:
+                self.history.append({"role": "assistant", "content": result.content})
+            yield self._finished("cancelled", req.shown, request, prompt_total,
+                                 completion_total)
+            return
+        if result.cut and not result.tool_calls and not result.content:
+            # Thinking ran past the budget: go on with thinking closed.
+            yield BudgetExceeded(used=result.stats.reasoning_tokens,
+                                 budget=self.settings.thinking_token_budget)
+            thinking_closed = True
+            continue
+        reply = await read_reply(result, self.tools, self.client,
+                                 structured=self._structured is not None,
+                                 salvage=self.settings.salvage_calls,
+                                 stamp=f"{turn}_{request}")
+        if reply.notice is not None:
+            yield reply.notice
+        checked, content = reply.calls, reply.answer
+        message: Message = {"role": "assistant", "content": reply.said}
+        if checked:
+            message["tool_calls"] = [c.history_entry() for c in checked]
+            if self.settings.thinking_history and result.reasoning:
+                # Read back by the template within this turn only (see _turn).
+                message[self.settings.thinking_field] = result.reasoning
+        self.history.append(message)
+        self.context.record(result.stats.prompt_tokens, result.stats.completion_tokens,
+                            len(self.history))
+        if not checked:
+            reason: FinishReason = "length" if result.finish_reason == "length" else "stop"
+            if self.hooks and reason == "stop":
+                ended = await self.hooks.run("Stop", {"stop_hook_active": stops > 0})
+                for ran in ended:
+                    yield ran
+                why = blocked_reason(ended)
+                if why is not None and stops < STOP_CONTINUES:
+                    stops += 1  # bounded: a hook that always says "go on" cannot loop
+                    self.history.append({"role": "user", "content": "[A Stop hook says "
+                                         f"the task is not finished:]\n{why}"})
+                    continue
+                if why is not None:
+                    yield Notice(message=f"the Stop hooks asked {stops} times to go on; "
+                                 "the turn ends here", code="stop_hook_limit")
+            if not content.strip():
+                yield Notice(message=empty_answer_note(result.stats.completion_tokens),
+                             code="empty_answer")
+            yield self._finished(reason, content, request, prompt_total, completion_total)
+            return
+        async for event in calls.run(checked):
+            yield event
+        if calls.stop is not None:
+            yield self._finished(calls.stop, content, request, prompt_total,
+                                 completion_total)
+            return
+        while self.steering:  # the safe point: every call has its result
+            text = self.steering.pop(0)
+            self.history.append({"role": "user", "content": text})
+            yield SteerDelivered(text=text, request=request + 1)
+    yield Notice(message=f"stopped after {self.settings.max_turns} model requests in one "
+                 "turn (max_turns); send a message to let it continue", code="max_turns")
+    yield self._finished("max_turns", content, self.settings.max_turns, prompt_total,
+                         completion_total)
+
