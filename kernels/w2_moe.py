@@ -285,12 +285,13 @@ if HAVE_TRITON:
         ok = cols < hidden
         take = ok
         if LOCAL_ONLY:  # a pair routed to another rank's expert has no row here: it adds 0
-            take = ok & (tl.load(ids_ptr + t * TOP_K) >= 0)
+            take = ok & (tl.full([BLOCK], 0, tl.int32) + tl.load(ids_ptr + t * TOP_K) >= 0)
         acc = tl.load(y_ptr + t * TOP_K * hidden + cols, mask=take, other=0.0).to(tl.float32)
         for k in tl.static_range(1, TOP_K):
             take = ok
             if LOCAL_ONLY:
-                take = ok & (tl.load(ids_ptr + t * TOP_K + k) >= 0)
+                take = ok & (tl.full([BLOCK], 0, tl.int32) + tl.load(ids_ptr + t * TOP_K + k)
+                             >= 0)
             acc += tl.load(y_ptr + (t * TOP_K + k) * hidden + cols, mask=take,
                            other=0.0).to(tl.float32)
         tl.store(out_ptr + t * hidden + cols, acc.to(out_ptr.dtype.element_ty), mask=ok)
