@@ -152,7 +152,9 @@ class ExpertPool:
         return load
 
     def missing(self) -> list[str]:
-        return [f"experts.{self.global_of.get(self.experts[s], self.experts[s])}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
+        name = self.global_of.get
+        return [f"experts.{name(self.experts[s], self.experts[s])}.{PROJ_NAMES[p]}."
+                f"weight_{_KINDS[k]}"
                 for s, p, k in (~self.loaded).nonzero().tolist()] + self.host.missing()
 
     @staticmethod

@@ -251,7 +251,9 @@ class W2ExpertsMethod(FusedMoEMethodBase):
                 f"{shown}{more}")
         layer.w2q_weights = moe_weights(layer)
         COVERAGE.start()
-        if layer.w2q_pool is not None and layer.w2q_pool.host.experts:
+        # Every rank registers every layer the checkpoint gives candidates (the ranks'
+        # all-reduce needs the same rows), also one whose candidates are on other ranks.
+        if self.candidates:
             from ._pool_live import RESELECT
 
             RESELECT.register(self.index if self.index is not None else -1, layer)
