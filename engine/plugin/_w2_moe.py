@@ -203,9 +203,11 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             "expert_tokens", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
         layer.w2q_pool = None
         # Expert parallelism: the checkpoint names global experts; this rank pools its own.
+        # A rank holding none of them still gets the (empty) slot tensors: the checkpoint's
+        # FP4 copies of other ranks' experts need a parameter to be refused by.
         to_local = local_expert_id(layer)
         pooled = [e for e in self.pooled if to_local(e) >= 0]
-        if pooled:
+        if self.pooled:
             layer.w2q_pool = ExpertPool(
                 layer, pooled, inter, hidden, num_experts, to_local=to_local, tp=tp,
                 candidates=[e for e in self.candidates if to_local(e) >= 0])

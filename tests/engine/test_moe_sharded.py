@@ -129,3 +129,13 @@ def test_a_checkpoint_tensor_that_does_not_split_is_named() -> None:
     with pytest.raises(ValueError, match="expert intermediate size per tensor-parallel rank "
                                          "divisible by 32, got 16"):
         method_and_layer(EXPERTS, HIDDEN, 64, tp=(0, 4))
+
+
+def test_a_rank_holding_no_pooled_expert_refuses_the_other_ranks_fp4_copies() -> None:
+    # Expert 6 is pooled and lives on rank 1: rank 0 has no slot, yet its layer must take the
+    # checkpoint's FP4 tensors of expert 6 (and say they are not its own), as vLLM's loader
+    # asks every rank for every expert.
+    method, layer = method_and_layer(EXPERTS, HIDDEN, INTER, (6,), ep=(0, 2))
+    load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=(6,))
+    method.process_weights_after_loading(layer)
+    assert layer.w2q_weights.slots == 0 and layer.expert_slot.tolist() == [-1] * 4
