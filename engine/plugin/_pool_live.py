@@ -136,7 +136,7 @@ def tp_group_reduce() -> Reduce | None:
     try:
         from vllm.distributed import parallel_state
 
-        if not parallel_state.model_parallel_is_initialized():
+        if not parallel_state.model_parallel_is_initialized():  # type: ignore[no-untyped-call]
             return None
         group = parallel_state.get_tp_group()
     except Exception:  # noqa: BLE001 - no distributed state: one rank

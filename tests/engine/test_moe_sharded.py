@@ -121,7 +121,7 @@ def test_sharded_apply_has_no_host_sync_and_routing_free_shapes(
 
 def test_a_checkpoint_tensor_that_does_not_split_is_named() -> None:
     _, layer = method_and_layer(EXPERTS, HIDDEN, INTER, tp=(0, 2))
-    p = layer.w2_weight_packed
+    p: Any = layer.w2_weight_packed
     with pytest.raises(ValueError, match=r"experts.3.down_proj.weight_packed: expert 3 has "
                                          r"shape \(64, 16\); at tensor parallel size 2"):
         p.weight_loader(p, torch.zeros(HIDDEN, INTER // 8, dtype=torch.uint8),
@@ -135,7 +135,8 @@ def test_a_rank_holding_no_pooled_expert_refuses_the_other_ranks_fp4_copies() ->
     # Expert 6 is pooled and lives on rank 1: rank 0 has no slot, yet its layer must take the
     # checkpoint's FP4 tensors of expert 6 (and say they are not its own), as vLLM's loader
     # asks every rank for every expert.
-    method, layer = method_and_layer(EXPERTS, HIDDEN, INTER, (6,), ep=(0, 2))
-    load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=(6,))
-    method.process_weights_after_loading(layer)
+    method, built = method_and_layer(EXPERTS, HIDDEN, INTER, (6,), ep=(0, 2))
+    load_experts(built, EXPERTS, HIDDEN, INTER, pooled=(6,))
+    method.process_weights_after_loading(built)
+    layer: Any = built
     assert layer.w2q_weights.slots == 0 and layer.expert_slot.tolist() == [-1] * 4

@@ -153,11 +153,11 @@ def _rank_decides(rank: int, init: str, reduced: bool, out: Any) -> None:
         from engine.plugin import _fp4_pool, _w2_moe
         from engine.plugin._pool_live import LiveReselection
 
-        _w2_moe.COVERAGE = _fp4_pool.LiveCoverage(interval_s=3600)
+        setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))  # noqa: B010
         moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(
             tp_size=2, tp_rank=rank, use_ep=False), activation="silu", swiglu_limit=None)
         method = _w2_moe.W2ExpertsMethod(moe, [1], candidates=[2, 3])
-        layer = torch.nn.Module()
+        layer: Any = torch.nn.Module()
         method.create_weights(layer, EXPERTS, HIDDEN, 2 * INTER // 2, torch.bfloat16)
         moe_layers.load_experts(layer, EXPERTS, HIDDEN, 2 * INTER, pooled=(1, 2, 3))
 

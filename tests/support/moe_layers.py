@@ -39,8 +39,8 @@ def method_and_layer(experts: int, hidden: int, inter: int, pooled: tuple[int, .
         expert_map = torch.full((experts,), -1, dtype=torch.int32)
         expert_map[ep[0] * local:(ep[0] + 1) * local] = torch.arange(local, dtype=torch.int32)
         layer.register_buffer("expert_map", expert_map, persistent=False)
-        layer._map_global_expert_id_to_local_expert_id = (  # type: ignore[assignment]
-            lambda e: int(expert_map[e]))
+        setattr(layer, "_map_global_expert_id_to_local_expert_id",  # noqa: B010 (a method)
+                lambda e: int(expert_map[e]))
     method.create_weights(layer, local, hidden, inter // tp[1], torch.bfloat16)
     return method, layer
 
