@@ -57,11 +57,11 @@ def _rank(rank: int, init: str, ident: str, out: Any) -> None:
 
         cfg = SparkcodeW2Config.from_config({  # what a sparkcode checkpoint's config builds
             "format_version": FORMAT_VERSION, "routed_experts": {"bits": 2, "group_size": 32}})
-        qkv = QKVParallelLinear(HIDDEN, HEAD, HEADS, KV_HEADS, bias=False, quant_config=cfg,
+        qkv: Any = QKVParallelLinear(HIDDEN, HEAD, HEADS, KV_HEADS, bias=False, quant_config=cfg,
                                 prefix="qkv")
-        row = RowParallelLinear(HIDDEN, HIDDEN, bias=False, reduce_results=False,
+        row: Any = RowParallelLinear(HIDDEN, HIDDEN, bias=False, reduce_results=False,
                                 quant_config=cfg, prefix="o")
-        emb = VocabParallelEmbedding(VOCAB, HIDDEN, quant_config=cfg, prefix="embed")
+        emb: Any = VocabParallelEmbedding(VOCAB, HIDDEN, quant_config=cfg, prefix="embed")
     q, k, v = (_dense(n * HEAD, HIDDEN, seed=i) for i, n in enumerate((HEADS, KV_HEADS,
                                                                         KV_HEADS)))
     o, table = _dense(HIDDEN, HIDDEN, seed=3), _dense(VOCAB, HIDDEN, seed=4)
