@@ -27,14 +27,21 @@ def max_padded(n_pairs: int, num_experts: int, block_m: int) -> int:
 
 
 def moe_align(
-    topk_ids: torch.Tensor, num_experts: int, block_m: int
+    topk_ids: torch.Tensor, num_experts: int, block_m: int, skip_unmapped: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(sorted_ids, block_expert, num_padded)`` for ``topk_ids [T, top_k]``; see module doc."""
+    """``(sorted_ids, block_expert, num_padded)`` for ``topk_ids [T, top_k]``; see module doc.
+
+    ``skip_unmapped`` (expert parallelism): ids of -1 (another rank's experts) are sorted into
+    a bucket after the last expert, past ``num_padded``, so no program serves them.
+    """
     dev = topk_ids.device
     flat = topk_ids.reshape(-1).to(torch.int64)
     n = int(flat.numel())
-    total = max_padded(n, num_experts, block_m)
-    counts = torch.zeros(num_experts, dtype=torch.int64, device=dev)
+    buckets = num_experts + 1 if skip_unmapped else num_experts
+    if skip_unmapped:
+        flat = torch.where(flat < 0, num_experts, flat)
+    total = max_padded(n, buckets, block_m)
+    counts = torch.zeros(buckets, dtype=torch.int64, device=dev)
     counts.scatter_add_(0, flat, torch.ones_like(flat))
     padded = (counts + block_m - 1) // block_m * block_m
     pad_end = torch.cumsum(padded, 0)
@@ -48,5 +55,5 @@ def moe_align(
     block_first = torch.arange(0, total, block_m, device=dev)
     block_expert = torch.searchsorted(pad_end, block_first, right=True)
     block_expert = torch.where(block_expert < num_experts, block_expert, -1).to(torch.int32)
-    num_padded = pad_end[-1:].to(torch.int32)
+    num_padded = pad_end[num_experts - 1 : num_experts].to(torch.int32)
     return sorted_ids, block_expert, num_padded

@@ -124,7 +124,7 @@ if HAVE_TRITON:
         act_ptr, counts_ptr, n_pairs, hidden, inter, limit,
         TOP_K: tl.constexpr, ALIGNED: tl.constexpr, HAS_LIMIT: tl.constexpr,
         ON_INPUT: tl.constexpr, HAS_POOL: tl.constexpr, COUNT: tl.constexpr,
-        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr,
+        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr, LOCAL_ONLY: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ):
         # Which pairs this program serves (inlined in both kernels: a nested jit call costs
@@ -140,6 +140,9 @@ if HAVE_TRITON:
         else:  # the first pair of each expert's program serves all of that expert's pairs
             ids = tl.load(ids_ptr + p, mask=p < n_pairs, other=-1).to(tl.int32)
             expert = tl.load(ids_ptr + pid_m).to(tl.int32)
+            if LOCAL_ONLY:  # another rank's expert (-1): that rank adds its output
+                if expert < 0:
+                    return
             match = ids == expert
             if tl.min(tl.where(match, p, PAIRS), 0) != pid_m:
                 return
@@ -210,7 +213,7 @@ if HAVE_TRITON:
         w_packed_ptr, w_scale_ptr, slot_ptr, f_packed_ptr, f_scale_ptr, f_global_ptr,
         y_ptr, n_pairs, hidden, inter,
         ALIGNED: tl.constexpr, ON_INPUT: tl.constexpr, HAS_POOL: tl.constexpr,
-        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr,
+        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr, LOCAL_ONLY: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ):
         # Which pairs this program serves: as in _gate_up_kernel.
@@ -225,6 +228,9 @@ if HAVE_TRITON:
         else:
             ids = tl.load(ids_ptr + p, mask=p < n_pairs, other=-1).to(tl.int32)
             expert = tl.load(ids_ptr + pid_m).to(tl.int32)
+            if LOCAL_ONLY:  # another rank's expert (-1): that rank adds its output
+                if expert < 0:
+                    return
             match = ids == expert
             if tl.min(tl.where(match, p, PAIRS), 0) != pid_m:
                 return
@@ -272,13 +278,21 @@ if HAVE_TRITON:
             tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & row_ok[None, :])
 
     @triton.jit
-    def _sum_kernel(y_ptr, out_ptr, hidden, TOP_K: tl.constexpr, BLOCK: tl.constexpr):
+    def _sum_kernel(y_ptr, ids_ptr, out_ptr, hidden, TOP_K: tl.constexpr,
+                    LOCAL_ONLY: tl.constexpr, BLOCK: tl.constexpr):
         t = tl.program_id(0).to(tl.int64)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         ok = cols < hidden
-        acc = tl.load(y_ptr + t * TOP_K * hidden + cols, mask=ok, other=0.0).to(tl.float32)
+        take = ok
+        if LOCAL_ONLY:  # a pair routed to another rank's expert has no row here: it adds 0
+            take = ok & (tl.full([BLOCK], 0, tl.int32) + tl.load(ids_ptr + t * TOP_K) >= 0)
+        acc = tl.load(y_ptr + t * TOP_K * hidden + cols, mask=take, other=0.0).to(tl.float32)
         for k in tl.static_range(1, TOP_K):
-            acc += tl.load(y_ptr + (t * TOP_K + k) * hidden + cols, mask=ok,
+            take = ok
+            if LOCAL_ONLY:
+                take = ok & (tl.full([BLOCK], 0, tl.int32) + tl.load(ids_ptr + t * TOP_K + k)
+                             >= 0)
+            acc += tl.load(y_ptr + (t * TOP_K + k) * hidden + cols, mask=take,
                            other=0.0).to(tl.float32)
         tl.store(out_ptr + t * hidden + cols, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
@@ -308,11 +322,16 @@ def w2_fused_moe(
     weight_on_input: bool = False,
     expert_tokens: torch.Tensor | None = None,
     config: TileConfig | None = None,
+    expert_map: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The routed experts' output ``[T, H]`` for ``x [T, H]`` (``kernels.w2_moe_layout``).
 
     ``expert_tokens`` (int64 ``[E]``), if given, grows by each expert's routed pairs. Nothing
     is read back by the host, and every shape depends on ``T`` and ``top_k`` only.
+
+    Expert parallelism: ``topk_ids`` are then global ids and ``expert_map`` (int32
+    ``[global E]``, vLLM's) gives each one's local expert or -1; the output is this rank's
+    partial sum (pairs on other ranks' experts add nothing), which vLLM all-reduces.
     """
     if x.dim() != 2 or x.shape[1] != w.hidden:
         raise ValueError(f"x must be [tokens, {w.hidden}], got {tuple(x.shape)}")
@@ -320,6 +339,8 @@ def w2_fused_moe(
             topk_ids.shape[0] != x.shape[0]:
         raise ValueError(f"topk ids {tuple(topk_ids.shape)} and weights "
                          f"{tuple(topk_weights.shape)} must both be [{x.shape[0]}, top_k]")
+    if expert_map is not None:  # a device gather: global -> local id or -1, no host read
+        topk_ids = expert_map[topk_ids.to(torch.int64)]
     if not kernels_launchable(x.device):
         return w2_moe_reference(x, topk_weights, topk_ids, w, swiglu_limit, weight_on_input,
                                 expert_tokens)
@@ -329,11 +350,13 @@ def w2_fused_moe(
     hidden, inter = w.hidden, w.inter
     cfg = config or tile_config(n, top_k)
     bk_up, bk_down = fit_block_k(cfg.block_k, hidden), fit_block_k(cfg.block_k, inter)
+    local_only = expert_map is not None
     x = x.contiguous()
     ids = topk_ids.contiguous().reshape(-1)
     wts = topk_weights.contiguous().reshape(-1)
     if cfg.aligned:
-        sorted_ids, block_expert, num_padded = moe_align(topk_ids, w.num_experts, cfg.block_m)
+        sorted_ids, block_expert, num_padded = moe_align(
+            topk_ids, w.num_experts, cfg.block_m, skip_unmapped=local_only)
         grid_m = int(block_expert.shape[0])
     else:
         sorted_ids = block_expert = num_padded = ids  # unused by the decode path
@@ -348,6 +371,7 @@ def w2_fused_moe(
     y = torch.empty(n, hidden, dtype=x.dtype, device=x.device)
     out = torch.empty(t, hidden, dtype=x.dtype, device=x.device)
     common = dict(ALIGNED=cfg.aligned, ON_INPUT=weight_on_input, HAS_POOL=pool,
+                  LOCAL_ONLY=local_only,
                   SCALE_OFFSET=SCALE_FP32_OFFSET, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                   PAIRS=16 if cfg.aligned else max(16, triton_next_pow2(n)),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
@@ -362,5 +386,6 @@ def w2_fused_moe(
         w.w2_packed, w.w2_scale, w.expert_slot, *f2,
         y, n, hidden, inter, BLOCK_K=bk_down, **common)
     block = min(1024, triton_next_pow2(hidden))
-    _sum_kernel[(t, triton.cdiv(hidden, block))](y, out, hidden, TOP_K=top_k, BLOCK=block)
+    _sum_kernel[(t, triton.cdiv(hidden, block))](y, ids, out, hidden, TOP_K=top_k,
+                                                 LOCAL_ONLY=local_only, BLOCK=block)
     return out

@@ -12,7 +12,9 @@ weight ``w``::
     out[t] = sum over k of y, in order k = 0, 1, ...           (float32, then x's dtype)
 
 With the router weight on the input, ``x[t]`` is multiplied by ``w`` first and ``y`` is not.
-``expert_tokens[e]`` (int64) grows by the pairs routed to ``e``. The reference computes this
+``expert_tokens[e]`` (int64) grows by the pairs routed to ``e``. Under expert parallelism an
+id of -1 is another rank's expert: its pair adds nothing here and is not counted, so the
+output is this rank's partial sum. The reference computes this
 with tensor ops whose shapes depend only on the batch's shape: no value is read by the host,
 so it is CUDA-graph-safe and is what a CPU engine runs.
 """
@@ -131,11 +133,12 @@ def w2_moe_reference(
     """The module docstring's computation for ``x [T, H]``, ``topk_* [T, top_k]``."""
     t, top_k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
     i = w.inter
-    ids = topk_ids.to(torch.int64)
+    local = topk_ids >= 0  # False: another rank's expert (expert parallelism)
+    ids = topk_ids.to(torch.int64).clamp(min=0)
     wts = topk_weights.to(torch.float32)
     if expert_tokens is not None:
         flat = ids.reshape(-1)
-        expert_tokens.index_add_(0, flat, torch.ones_like(flat))
+        expert_tokens.index_add_(0, flat, local.reshape(-1).to(torch.int64))
     w13, w2 = dequant_experts_reference(w)
     xf = x.to(torch.float32)
     # Every expert on every token, then each pair's own: shapes fixed by T, E and top_k.
@@ -154,7 +157,7 @@ def w2_moe_reference(
     y = picked.squeeze(2)
     if not weight_on_input:
         y = y * wts[..., None]
-    y = y.to(x.dtype).to(torch.float32)
+    y = torch.where(local[..., None], y.to(x.dtype).to(torch.float32), 0.0)
     out = y[:, 0]
     for k in range(1, top_k):  # fixed order, as the kernel sums
         out = out + y[:, k]

@@ -13,6 +13,8 @@ Run: ``python -m bench.targets.moe_traffic`` from the repository root (about a m
 2. **Model**: the same counts computed from the grid and the kernels' loads
    (:func:`model_traffic`), checked equal to the measurement, then evaluated at
    GLM-5.3-Flash's widths (hidden 4096, experts 2048 wide, 288 experts, top-8).
+Also per rank at TP=2 and EP=2 (:func:`sharded`): measured against the rank's minimum at the
+bench's widths, and the bytes per MoE layer and rank at GLM-5.3-Flash's.
 3. **Estimate**: the decode rate on a GB10 from GLM-5.3-Flash's per-token bytes at 233 GB/s
    usable (peers measured 231-240), labelled as an estimate: nothing here ran on a GPU. Twice:
    a ceiling (every byte at full bandwidth) and a prediction that reads the routed experts
@@ -236,13 +238,64 @@ def decode_routing(tokens: int, experts: int, top_k: int, seed: int) -> torch.Te
                         for _ in range(tokens)]).to(torch.int32)
 
 
-def measure(w: MoEWeights, ids: torch.Tensor) -> Traffic:
+def measure(w: MoEWeights, ids: torch.Tensor,
+            expert_map: torch.Tensor | None = None) -> Traffic:
     x = torch.randn(ids.shape[0], w.hidden)
     wts = torch.rand(ids.shape, dtype=torch.float32)
     counts = torch.zeros(w.num_experts, dtype=torch.int64)
     with recorded() as traffic:
-        w2_moe.w2_fused_moe(x, wts, ids, w, 10.0, False, counts)
+        w2_moe.w2_fused_moe(x, wts, ids, w, 10.0, False, counts, expert_map=expert_map)
     return traffic
+
+
+def sharded(hidden: int, inter: int, experts: int, quick: bool = False) -> list[str]:
+    """Per-rank traffic at TP=2 and EP=2 (decode, 1 token and a k=7 verify step, no pool):
+    measured in the interpreter at the bench's widths against that rank's minimum, and the
+    minimum bytes per token per rank at GLM-5.3-Flash's widths. TP: every routed expert,
+    half its width on each rank. EP: rank 0 holds experts [0, E/2) (vLLM's linear
+    placement); the step waits for the busier rank, so GLM's figure is E[max over ranks]
+    over 200 random routings. ``quick``: the verify step at GLM's widths only."""
+    lines = []
+    half = experts // 2
+    for tokens, label in ((1, "1 token"), (8, "k=7 verify")):
+        ids = decode_routing(tokens, experts, GLM_TOPK, seed=tokens)
+        if quick and tokens > 1:
+            lines += _glm_sharded(tokens, label)
+            continue
+        tp = random_moe_weights(experts, hidden, inter // 2, (), seed=tokens)
+        got = measure(tp, ids)
+        low = minimum_bytes(ids, tp.expert_slot, hidden, inter // 2)
+        lines.append(f"  TP=2 {label:11} rank 0: launch bytes {got.launch_bytes / low:.3f}x "
+                     f"its minimum {low:,}; {len(got.launches)} launches")
+        ep = random_moe_weights(half, hidden, inter, (), seed=tokens)
+        expert_map = torch.full((experts,), -1, dtype=torch.int32)
+        expert_map[:half] = torch.arange(half, dtype=torch.int32)
+        got = measure(ep, ids, expert_map)
+        local = ids[ids < half]
+        low = minimum_bytes(local, ep.expert_slot, hidden, inter)
+        lines.append(f"  EP=2 {label:11} rank 0 ({len(set(local.tolist()))} of "
+                     f"{len(set(ids.reshape(-1).tolist()))} distinct experts local): launch "
+                     f"bytes {got.launch_bytes / max(low, 1):.3f}x its minimum {low:,}; "
+                     f"{len(got.launches)} launches")
+        lines += _glm_sharded(tokens, label)
+    return lines
+
+
+def _glm_sharded(tokens: int, label: str) -> list[str]:
+    """GLM-5.3-Flash's routed-expert bytes per MoE layer and rank (no pool), 200 routings."""
+    one = expert_bytes(GLM_HIDDEN, GLM_INTER, False)
+    distinct, busier = [], []
+    for seed in range(200):
+        glm = set(decode_routing(tokens, GLM_EXPERTS, GLM_TOPK, seed=1000 + seed)
+                  .reshape(-1).tolist())
+        low0 = sum(e < GLM_EXPERTS // 2 for e in glm)
+        distinct.append(len(glm))
+        busier.append(max(low0, len(glm) - low0))
+    d, b = float(np.mean(distinct)), float(np.mean(busier))
+    return [f"  GLM-5.3-Flash {label:11} routed-expert bytes per MoE layer and rank: one rank "
+            f"{d * one / 1e6:.2f} MB; TP=2 "
+            f"{d * expert_bytes(GLM_HIDDEN, GLM_INTER // 2, False) / 1e6:.2f} MB; EP=2 busier "
+            f"rank {b * one / 1e6:.2f} MB (E[max] {b:.2f} of {d:.2f} experts)"]
 
 
 def pooled_for(ids: torch.Tensor, experts: int, n_pool: int) -> tuple[int, ...]:
@@ -391,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{launch_ratio:.4f}x; program bytes {model.program_bytes / minimum:.4f}x; "
               f"3 launches")
         ok &= launch_ratio <= 1.1
+    print("\nsharded over 2 ranks (per rank; the model above is one rank's):")
+    print("\n".join(sharded(args.hidden, args.inter, args.experts, args.quick)))
     print_projection(*static_shares(args.static_json))
     print("\nPASS" if ok else "\nFAIL")
     return 0 if ok else 1

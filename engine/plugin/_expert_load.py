@@ -31,10 +31,27 @@ def check_shape(loaded: torch.Tensor, want: tuple[int, int], weight_name: str,
 
 
 def copy_rows(target: torch.Tensor, loaded: torch.Tensor, shard: int, inter: int,
-              weight_name: str, expert_id: int) -> None:
-    """Copy ``loaded`` into this expert's slice of ``target`` (gate or up rows of w13)."""
+              weight_name: str, expert_id: int, tp: tuple[int, int] = (0, 1)) -> None:
+    """Copy ``loaded`` into this expert's slice of ``target`` (gate or up rows of w13).
+
+    Tensor parallelism ``tp = (rank, size)``: ``inter`` is this rank's share of the expert
+    width and ``loaded`` the whole checkpoint tensor, narrowed here to the rank's part of the
+    intermediate dimension: gate/up rows ``[r*I/tp, (r+1)*I/tp)``, down columns the same
+    range in that tensor's unit (a byte holds 4 W2 codes or 2 FP4 codes; a scale covers 32
+    W2 or 16 FP4 weights). Whole groups split as long as ``I/tp`` is a multiple of 32, which
+    the method checks, so every rank's scales belong to its own codes only.
+    """
     if shard < 2:
         target = target[shard * inter : (shard + 1) * inter]
+    rank, size = tp
+    if size > 1:
+        dim = 0 if shard < 2 else 1
+        part = int(target.shape[dim])
+        if loaded.dim() != target.dim() or int(loaded.shape[dim]) != part * size:
+            raise ValueError(
+                f"{weight_name}: expert {expert_id} has shape {tuple(loaded.shape)}; at tensor "
+                f"parallel size {size} its dimension {dim} must be {size} x {part}")
+        loaded = loaded.narrow(dim, rank * part, part)
     if tuple(loaded.shape) != tuple(target.shape):
         raise ValueError(f"{weight_name}: expert {expert_id} has shape {tuple(loaded.shape)}, "
                          f"expected {tuple(target.shape)}")

@@ -58,13 +58,25 @@ class ExpertPool:
     """FP4 slots for ``experts`` on ``layer`` (one slot each), and the layer's slot table."""
 
     def __init__(self, layer: Any, experts: list[int], inter: int, hidden: int,
-                 num_experts: int, candidates: list[int] | None = None) -> None:
+                 num_experts: int, candidates: list[int] | None = None,
+                 to_local: Callable[[int], int] | None = None,
+                 tp: tuple[int, int] = (0, 1)) -> None:
+        """``experts`` and ``candidates`` are the checkpoint's (global) ids; under expert
+        parallelism ``to_local`` maps them to this rank's (all must be local), and slots and
+        the table are indexed by local ids. Under tensor parallelism ``tp = (rank, size)`` and
+        ``inter`` is this rank's share: the loaders narrow the FP4 copies as the W2 codes."""
         from ._pool_live import HostCopies
 
-        self.experts = sorted(set(experts))  # slot -> expert (host mirror of the table)
-        if any(not 0 <= e < num_experts for e in [*self.experts, *(candidates or [])]):
-            raise ValueError(f"fp4_pool lists experts {self.experts} (candidates "
+        self.to_local = to_local or (lambda e: e)
+        self.tp = tp
+        local = [self.to_local(e) for e in experts]
+        local_candidates = [self.to_local(e) for e in candidates or []]
+        self.experts = sorted(set(local))  # slot -> expert (host mirror of the table)
+        if any(not 0 <= e < num_experts for e in [*self.experts, *local_candidates]):
+            raise ValueError(f"fp4_pool lists experts {sorted(set(experts))} (candidates "
                              f"{candidates or []}) for a layer of {num_experts} experts")
+        candidates = local_candidates
+        self.global_of = dict(zip(local, experts, strict=True))  # for the checkpoint's names
         #: FP4 copies of candidates beyond the slots, kept on the host for live swaps.
         self.host = HostCopies([e for e in candidates or [] if e not in self.experts])
         self.slot = {e: i for i, e in enumerate(self.experts)}  # expert -> slot
@@ -109,8 +121,11 @@ class ExpertPool:
 
         def load(param: torch.nn.Parameter, loaded_weight: torch.Tensor, weight_name: str,
                  shard_id: str, expert_id: int, return_success: bool = False) -> bool:
-            slot = self.slot.get(expert_id)
-            if slot is None and expert_id not in self.host:
+            local = self.to_local(expert_id)
+            if local < 0:
+                return False  # another rank's expert (expert parallelism)
+            slot = self.slot.get(local)
+            if slot is None and local not in self.host:
                 raise ValueError(
                     f"{weight_name}: expert {expert_id} has an FP4 copy but the checkpoint's "
                     f"fp4_pool does not list it for this layer")
@@ -118,17 +133,18 @@ class ExpertPool:
             half = shard if shard < 2 else 0  # w13's global scales and shapes: one per half
             if slot is None:  # a candidate: its bytes wait on the host for a live swap
                 target = (param.data[0].clone() if kind == 3 else
-                          self.host.target(expert_id, name, param.data))
-                self.host.mark(expert_id, shard, kind)
+                          self.host.target(local, name, param.data))
+                self.host.mark(local, shard, kind)
             else:
                 target = param.data[slot]
-            if kind == 3:
-                want = matrix_shape(shard, self.inter, self.hidden)
+            if kind == 3:  # the checkpoint's whole matrix
+                want = matrix_shape(shard, self.inter * self.tp[1], self.hidden)
                 target[half] = check_shape(loaded_weight, want, weight_name, expert_id)
-            elif kind == 2:
+            elif kind == 2:  # one global scale per matrix: every rank's part shares it
                 target[half] = loaded_weight.reshape(())
             else:
-                copy_rows(target, loaded_weight, shard, self.inter, weight_name, expert_id)
+                copy_rows(target, loaded_weight, shard, self.inter, weight_name, expert_id,
+                          self.tp)
             if slot is not None:
                 self.loaded[slot, shard, kind] = True
             return True
@@ -136,7 +152,9 @@ class ExpertPool:
         return load
 
     def missing(self) -> list[str]:
-        return [f"experts.{self.experts[s]}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
+        name = self.global_of.get
+        return [f"experts.{name(self.experts[s], self.experts[s])}.{PROJ_NAMES[p]}."
+                f"weight_{_KINDS[k]}"
                 for s, p, k in (~self.loaded).nonzero().tolist()] + self.host.missing()
 
     @staticmethod

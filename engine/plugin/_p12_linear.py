@@ -11,6 +11,7 @@ exponent table and escapes as buffers, in row blocks of at most ``BLOCK_VALUES``
   (``kernels.p12_unpack``) and multiplied, so the transient stays one block;
 * an embedding lookup gather-decodes the requested rows (``kernels.p12_embed``).
 
+Under tensor parallelism each rank packs its own part, cut by the layer's vLLM loader.
 On a CPU the PyTorch references of those kernels stand in. Every op has a fixed output shape
 and none reads a tensor value on the host, so the forward can be captured in a CUDA graph.
 The loader (``engine.codecs.p12_stream``) hands each weight over decoded, with its packed form
@@ -115,9 +116,6 @@ class P12LinearMethod(LinearMethodBase):
         params_dtype: torch.dtype,
         **extra_weight_attrs: Any,
     ) -> None:
-        if int(getattr(layer, "tp_size", 1)) > 1:
-            raise ValueError("P12-packed weights are served on one device; tensor parallelism "
-                             "is not supported (turn the p12_packed feature off)")
         # vLLM's loaders look the weight up by name; it holds nothing once loaded.
         weight = torch.nn.Parameter(torch.empty(0, dtype=params_dtype), requires_grad=False)
         layer.register_parameter("weight", weight)
@@ -141,15 +139,43 @@ class P12LinearMethod(LinearMethodBase):
     def _expected_rows(self, layer: Any, part: int) -> int:
         return int(layer.p12_rows[part])
 
+    def _rank_part(self, layer: Any, part: int, loaded: torch.Tensor,
+                   shard_id: Any) -> torch.Tensor:
+        """Under tensor parallelism: this rank's rows (column-parallel, merged, QKV with its
+        KV-head replicas, vocab shards with their padding) or columns (row-parallel) of
+        ``loaded``, cut by the layer's own vLLM loader into a scratch tensor of the rank's
+        shape, so every sharding rule stays vLLM's. The scratch is one layer's rank part as
+        BF16, freed once the part is packed; the packed form the stream attached describes
+        the whole tensor, so the part is packed here (lossless)."""
+        rows = sum(int(r) for r in layer.p12_rows)
+        scratch = torch.nn.Parameter(torch.zeros(rows, int(layer.p12_in), dtype=loaded.dtype),
+                                     requires_grad=False)
+        set_weight_attrs(scratch, {"output_dim": 0, "input_dim": 1})
+        loader = type(layer).weight_loader
+        try:
+            if shard_id is None:
+                loader(layer, scratch, loaded)
+            else:
+                loader(layer, scratch, loaded, shard_id)
+        except (AssertionError, RuntimeError, IndexError) as exc:
+            raise ValueError(
+                f"{getattr(layer, 'prefix', '') or 'layer'}: weight shard {part} of shape "
+                f"{tuple(loaded.shape)} does not split over {layer.tp_size} tensor-parallel "
+                f"ranks into {tuple(scratch.shape)} ({exc or type(exc).__name__})") from None
+        start = sum(int(r) for r in layer.p12_rows[:part])
+        return scratch.data[start:start + int(layer.p12_rows[part])]
+
     def _block_values(self, layer: Any) -> int:
         return BLOCK_VALUES
 
     def _loader(self, layer: Any) -> Any:
         def load(param: torch.nn.Parameter, loaded_weight: torch.Tensor,
                  shard_id: Any = None) -> None:
-            part = self._part(layer, getattr(loaded_weight, "shard_id", shard_id)
-                              if shard_id is None else shard_id)
+            sid = getattr(loaded_weight, "shard_id", shard_id) if shard_id is None else shard_id
+            part = self._part(layer, sid)
             name = getattr(layer, "prefix", "") or "layer"
+            if _tp_size(layer) > 1:
+                loaded_weight = self._rank_part(layer, part, loaded_weight, sid)
             want = (self._expected_rows(layer, part), int(layer.p12_in))
             if tuple(loaded_weight.shape) != want:
                 raise ValueError(f"{name}: weight shard {part} is {tuple(loaded_weight.shape)}, "
@@ -201,6 +227,8 @@ class P12EmbeddingMethod(P12LinearMethod):
     """An embedding table (or lm_head) kept as P12: lookups gather-decode the rows."""
 
     def _expected_rows(self, layer: Any, part: int) -> int:
+        if _tp_size(layer) > 1:  # the rank's shard, padded by vLLM's loader
+            return int(layer.p12_rows[part])
         return int(layer.org_vocab_size)  # vLLM pads the table; the checkpoint has no padding
 
     def _block_values(self, layer: Any) -> int:
@@ -230,6 +258,13 @@ class P12EmbeddingMethod(P12LinearMethod):
         layer.weight = embed_tokens.weight
         layer.p12_tied = (embed_tokens,)  # a tuple, so torch does not adopt it as a child
         return layer
+
+
+def _tp_size(layer: Any) -> int:
+    """The layer's tensor-parallel size (1 for a replicated layer)."""
+    from vllm.model_executor.layers.linear import ReplicatedLinear
+
+    return 1 if isinstance(layer, ReplicatedLinear) else int(getattr(layer, "tp_size", 1))
 
 
 def _source(layer: Any) -> Any:

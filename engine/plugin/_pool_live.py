@@ -11,6 +11,16 @@ bytes are copied into the evicted expert's slot and the expert->slot table is up
 place. Slots and table keep their addresses, so captured CUDA graphs stay valid; an evicted
 expert's bytes are kept on the host first, so it can come back.
 
+Several ranks (tensor or expert parallelism): each worker process has its own pool (its part
+of each pooled expert's width, or its own experts), and a wall clock would fire on different
+steps on different ranks. So there the check runs every ``SPARKCODE_FP4_RESELECT_STEPS``
+model steps (default 256; every rank runs every step) and the counts are all-reduced over the
+tensor-parallel group (gloo, host tensors; one collective per check) in global expert ids,
+one row per layer that the checkpoint gives candidates, whether or not this rank holds any:
+so the ranks call the collective with the same shape at the same step, and from the same
+counts every rank of a tensor-parallel layer takes the same decision (no rank swaps alone);
+under expert parallelism each rank decides for its own experts from the same global counts.
+
 The hook is ``Worker.execute_model`` of vLLM 0.32's V1 worker (``vllm.v1.worker.gpu_worker``,
 which the CPU worker inherits): it runs once per scheduled step in the process that holds the
 model, between one step's forward and the next, never inside a CUDA graph capture (those run
@@ -24,6 +34,7 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +45,8 @@ from engine.codecs.hotpool import HotPoolSelector, PoolChange
 from ._expert_load import PROJ_NAMES
 from ._registry import FEATURE_MARK, MARKER
 
-__all__ = ["RESELECT", "HostCopies", "LiveReselection", "install_step_hook"]
+__all__ = ["RESELECT", "HostCopies", "LiveReselection", "global_ids", "install_step_hook",
+           "tp_group_reduce"]
 
 #: Names of the slot tensors a candidate has on the host (``_fp4_pool.SLOT_TENSORS``).
 _SLOT_TENSORS = ("w13_weight_fp4", "w13_weight_fp4_scale", "w13_weight_fp4_global_scale",
@@ -90,13 +102,53 @@ class HostCopies:
                    for t in per.values())
 
 
+Reduce = Callable[[torch.Tensor], torch.Tensor]
+"""Sums a host tensor over the ranks (in place) and returns it."""
+
+
 @dataclass
 class _Layer:
     index: int
     ref: weakref.ref[Any]
-    selector: HotPoolSelector
+    selector: HotPoolSelector | None  # None: this rank holds none of the layer's candidates
     available: torch.Tensor  # float64 [E]: 1 where FP4 bytes exist (slot or host)
     seen: torch.Tensor  # float64 [E]: counters at the last read
+    global_ids: torch.Tensor  # int64 [E]: each local expert's global id
+    global_experts: int
+
+
+def global_ids(layer: Any) -> tuple[torch.Tensor, int]:
+    """``(global id of each local expert, number of global experts)`` of a MoE layer: vLLM's
+    ``expert_map`` inverted under expert parallelism, the identity otherwise."""
+    local = int(layer.expert_slot.shape[0])
+    emap = getattr(layer, "expert_map", None)
+    if emap is None:
+        return torch.arange(local, dtype=torch.int64), local
+    emap = emap.detach().to("cpu", torch.int64)
+    ids = torch.full((local,), -1, dtype=torch.int64)
+    held = emap >= 0
+    ids[emap[held]] = torch.arange(int(emap.numel()), dtype=torch.int64)[held]
+    return ids, int(emap.numel())
+
+
+def tp_group_reduce() -> Reduce | None:
+    """A sum over vLLM's tensor-parallel group (its gloo group), or None on one rank."""
+    try:
+        from vllm.distributed import parallel_state
+
+        if not parallel_state.model_parallel_is_initialized():  # type: ignore[no-untyped-call]
+            return None
+        group = parallel_state.get_tp_group()
+    except Exception:  # noqa: BLE001 - no distributed state: one rank
+        return None
+    if group.world_size <= 1:
+        return None
+
+    def reduce(t: torch.Tensor) -> torch.Tensor:
+        torch.distributed.all_reduce(t, group=group.cpu_group)
+        return t
+
+    return reduce
 
 
 @dataclass
@@ -111,6 +163,11 @@ class LiveReselection:
     checks: int = 0
     last: tuple[int, int, int] | None = None  # (layer, expert in, expert out)
     layers: list[_Layer] = field(default_factory=list)
+    every_steps: int = 256  # with several ranks: check every this many steps
+    #: sums counts over the ranks; resolved at the first step (None: one rank)
+    reduce: Reduce | None = None
+    _resolved: bool = False
+    _steps: int = 0
     _next: float = 0.0
     _failed: bool = False
 
@@ -118,34 +175,54 @@ class LiveReselection:
     def from_env(cls) -> LiveReselection:
         env = os.environ.get
         return cls(interval_s=float(env("SPARKCODE_FP4_RESELECT_INTERVAL_S", "10")),
-                   hysteresis=float(env("SPARKCODE_FP4_RESELECT_HYSTERESIS", "0.1")))
+                   hysteresis=float(env("SPARKCODE_FP4_RESELECT_HYSTERESIS", "0.1")),
+                   every_steps=max(1, int(env("SPARKCODE_FP4_RESELECT_STEPS", "256"))))
 
     def register(self, index: int, layer: Any) -> None:
-        """Re-choose ``layer``'s pool (``layer.w2q_pool`` with host candidates) from now on."""
+        """Re-choose ``layer``'s pool (``layer.w2q_pool`` with host candidates) from now on.
+
+        With several ranks every rank registers every layer the checkpoint gives candidates,
+        in the same order; a layer whose candidates all live on other ranks only takes part
+        in the all-reduce."""
         pool = layer.w2q_pool
         experts = int(layer.expert_slot.shape[0])
+        ids, total = global_ids(layer)
         available = torch.zeros(experts, dtype=torch.float64)
-        available[pool.experts + pool.host.experts] = 1.0
-        size = sum(int(getattr(layer, n)[0].numel()) * getattr(layer, n).element_size()
-                   for n in _SLOT_TENSORS)
-        selector = HotPoolSelector(budget_bytes=size * len(pool.experts), expert_bytes=size,
-                                   hysteresis=self.hysteresis, decay=self.decay,
-                                   max_swaps=self.max_swaps,
-                                   initial={(0, e) for e in pool.experts})
+        selector = None
+        if pool is not None and pool.host.experts:
+            available[pool.experts + pool.host.experts] = 1.0
+            size = sum(int(getattr(layer, n)[0].numel()) * getattr(layer, n).element_size()
+                       for n in _SLOT_TENSORS)
+            selector = HotPoolSelector(budget_bytes=size * len(pool.experts), expert_bytes=size,
+                                       hysteresis=self.hysteresis, decay=self.decay,
+                                       max_swaps=self.max_swaps,
+                                       initial={(0, e) for e in pool.experts})
         self.layers.append(_Layer(index, weakref.ref(layer), selector, available,
-                                  torch.zeros(experts, dtype=torch.float64)))
+                                  torch.zeros(experts, dtype=torch.float64), ids, total))
         install_step_hook()
 
-    def step(self, now: float | None = None) -> int:
-        """Between steps: if the interval passed, re-choose and swap; returns swaps made."""
-        if not self.layers or self._failed:
-            return 0
+    def due(self, now: float | None = None) -> bool:
+        """Whether this step checks: every ``every_steps`` steps with several ranks (the same
+        steps on each), else once ``interval_s`` passed."""
+        if not self._resolved:
+            self._resolved = True
+            if self.reduce is None:
+                self.reduce = tp_group_reduce()
+        if self.reduce is not None:
+            self._steps += 1
+            return self._steps % self.every_steps == 0
         now = time.monotonic() if now is None else now
         if now < self._next:
-            return 0
+            return False
         self._next = now + self.interval_s
+        return True
+
+    def step(self, now: float | None = None) -> int:
+        """Between steps: if a check is due, re-choose and swap; returns swaps made."""
+        if not self.layers or self._failed or not self.due(now):
+            return 0
         try:
-            made = sum(self._check(entry) for entry in self.layers)
+            made = self._check_all()
         except Exception as exc:  # noqa: BLE001 - the engine must keep serving
             self._failed = True
             print(f"{MARKER} fp4_reselect: failed ({type(exc).__name__}: {exc}); the pool "
@@ -158,17 +235,34 @@ class LiveReselection:
             print(self.line(), file=sys.stderr, flush=True)
         return made
 
-    def _check(self, entry: _Layer) -> int:
-        layer = entry.ref()
-        if layer is None:
-            return 0
-        counts = layer.expert_tokens.detach().to("cpu", torch.float64)  # the one host read
-        delta = counts - entry.seen
-        entry.seen = counts
-        if not bool((delta > 0).any()):
-            return 0
-        entry.selector.observe((delta * entry.available).reshape(1, -1))
-        return self._apply(layer, entry, entry.selector.reselect())
+    def _check_all(self) -> int:
+        """Read every layer's counters (the one host read), sum them over the ranks in global
+        expert ids, and let each layer's selector decide from the sums."""
+        rows = []
+        for entry in self.layers:
+            layer = entry.ref()
+            row = torch.zeros(entry.global_experts, dtype=torch.float64)
+            if layer is not None:
+                counts = layer.expert_tokens.detach().to("cpu", torch.float64)
+                row[entry.global_ids] = counts - entry.seen
+                entry.seen = counts
+            rows.append(row)
+        total = torch.cat(rows)
+        if self.reduce is not None:
+            total = self.reduce(total)
+        made, start = 0, 0
+        for entry, row in zip(self.layers, rows, strict=True):
+            summed = total[start:start + row.numel()]
+            start += row.numel()
+            layer = entry.ref()
+            if layer is None or entry.selector is None:
+                continue
+            delta = summed[entry.global_ids]
+            if not bool((delta > 0).any()):
+                continue
+            entry.selector.observe((delta * entry.available).reshape(1, -1))
+            made += self._apply(layer, entry, entry.selector.reselect())
+        return made
 
     def _apply(self, layer: Any, entry: _Layer, change: PoolChange) -> int:
         pool = layer.w2q_pool
@@ -187,7 +281,8 @@ class LiveReselection:
         return len(incoming)
 
     def line(self) -> str:
-        hosts = [layer.w2q_pool.host for e in self.layers if (layer := e.ref()) is not None]
+        hosts = [layer.w2q_pool.host for e in self.layers
+                 if (layer := e.ref()) is not None and layer.w2q_pool is not None]
         gib = sum(h.nbytes for h in hosts) / 2**30
         cands = sum(len(h.experts) for h in hosts)
         last = ""

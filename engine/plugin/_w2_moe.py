@@ -44,7 +44,7 @@ from ._expert_load import PROJ_NAMES, SHARDS, check_shape, copy_rows, matrix_sha
 from ._fp4_pool import COVERAGE, ExpertPool
 from ._p12_linear import packed_bf16_method
 
-__all__ = ["SparkcodeW2Config", "W2ExpertsMethod", "layer_index"]
+__all__ = ["SparkcodeW2Config", "W2ExpertsMethod", "layer_index", "local_expert_id"]
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
@@ -160,18 +160,22 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         **extra_weight_attrs: Any,
     ) -> None:
         parallel = self.moe.moe_parallel_config
-        if parallel.tp_size > 1 or parallel.use_ep:
+        if (int(getattr(parallel, "dp_size", 1)) > 1 or int(getattr(parallel, "pcp_size", 1)) > 1
+                or getattr(parallel, "enable_eplb", False)):
             raise ValueError(
-                "sparkcode_w2 serves routed experts on one device; tensor and expert "
-                "parallelism are not supported"
-            )
+                "sparkcode_w2 serves routed experts under tensor parallelism and expert "
+                "parallelism without data parallelism (every rank sees every token); data or "
+                "context parallelism of the experts and EPLB are not supported")
+        tp = (int(getattr(parallel, "tp_rank", 0)), int(parallel.tp_size))
         activation = str(getattr(self.moe.activation, "value", self.moe.activation))
         if activation != "silu":
             raise ValueError(f"sparkcode_w2 experts support the silu activation, not {activation}")
         for dim, what in ((hidden_size, "hidden size"), (intermediate_size_per_partition,
                                                           "expert intermediate size")):
             if dim % GROUP:
-                raise ValueError(f"sparkcode_w2 needs a {what} divisible by {GROUP}, got {dim}")
+                per_rank = " per tensor-parallel rank" if tp[1] > 1 and dim != hidden_size else ""
+                raise ValueError(f"sparkcode_w2 needs a {what}{per_rank} divisible by {GROUP}, "
+                                 f"got {dim}")
         inter, hidden = intermediate_size_per_partition, hidden_size
         shapes = {
             "w13_weight_packed": (num_experts, 2 * inter, hidden // CODES_PER_BYTE),
@@ -182,12 +186,12 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         for name, shape in shapes.items():
             param = torch.nn.Parameter(torch.zeros(shape, dtype=torch.uint8), requires_grad=False)
             layer.register_parameter(name, param)
-            set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter)})
+            set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter, tp)})
         for name in ("w13_weight_shape", "w2_weight_shape"):
             param = torch.nn.Parameter(torch.zeros(num_experts, 2, dtype=torch.int64),
                                        requires_grad=False)
             layer.register_parameter(name, param)
-            set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter)})
+            set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter, tp)})
         # Which (expert, shard, tensor kind) arrived: checked after loading, because vLLM does
         # not track the loading of quantized checkpoints.
         layer.register_buffer(
@@ -198,12 +202,18 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         layer.register_buffer(
             "expert_tokens", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
         layer.w2q_pool = None
+        # Expert parallelism: the checkpoint names global experts; this rank pools its own.
+        # A rank holding none of them still gets the (empty) slot tensors: the checkpoint's
+        # FP4 copies of other ranks' experts need a parameter to be refused by.
+        to_local = local_expert_id(layer)
+        pooled = [e for e in self.pooled if to_local(e) >= 0]
         if self.pooled:
-            layer.w2q_pool = ExpertPool(layer, self.pooled, inter, hidden, num_experts,
-                                        candidates=self.candidates)
-        COVERAGE.register(layer, len(self.pooled))
+            layer.w2q_pool = ExpertPool(
+                layer, pooled, inter, hidden, num_experts, to_local=to_local, tp=tp,
+                candidates=[e for e in self.candidates if to_local(e) >= 0])
+        COVERAGE.register(layer, len(pooled))
 
-    def _loader(self, layer: Any, name: str, inter: int) -> Any:
+    def _loader(self, layer: Any, name: str, inter: int, tp: tuple[int, int]) -> Any:
         kind = 0 if name.endswith("_packed") else 1 if name.endswith("_scale") else 2
 
         def load(
@@ -214,16 +224,16 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             expert_id: int,
             return_success: bool = False,
         ) -> bool:
-            mapper = getattr(layer, "_map_global_expert_id_to_local_expert_id", None)
-            local = mapper(expert_id) if mapper is not None else expert_id
+            local = local_expert_id(layer)(expert_id)
             if local < 0:
                 return False  # another rank's expert
             shard = SHARDS[shard_id]
-            if kind == 2:
-                want = matrix_shape(shard, inter, int(layer.w2q_sizes[1]))
+            if kind == 2:  # the checkpoint's whole matrix, whatever this rank holds of it
+                want = matrix_shape(shard, inter * tp[1], int(layer.w2q_sizes[1]))
                 param.data[local] = check_shape(loaded_weight, want, weight_name, expert_id)
             else:
-                copy_rows(param.data[local], loaded_weight, shard, inter, weight_name, expert_id)
+                copy_rows(param.data[local], loaded_weight, shard, inter, weight_name, expert_id,
+                          tp)
             layer.w2q_loaded[local, shard, kind] = True
             return True
 
@@ -243,7 +253,9 @@ class W2ExpertsMethod(FusedMoEMethodBase):
                 f"{shown}{more}")
         layer.w2q_weights = moe_weights(layer)
         COVERAGE.start()
-        if layer.w2q_pool is not None and layer.w2q_pool.host.experts:
+        # Every rank registers every layer the checkpoint gives candidates (the ranks'
+        # all-reduce needs the same rows), also one whose candidates are on other ranks.
+        if self.candidates:
             from ._pool_live import RESELECT
 
             RESELECT.register(self.index if self.index is not None else -1, layer)
@@ -263,10 +275,24 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         if x.is_cuda and torch.cuda.is_current_stream_capturing():
             COVERAGE.capture_seen = time.monotonic() + 30.0  # host-only: no counter reads now
         weights = getattr(layer, "w2q_weights", None) or moe_weights(layer)
+        # Expert parallelism: ids are global; the map (on the device) sends another rank's
+        # experts to -1, which the kernel and the reference skip: a partial sum, all-reduced
+        # by vLLM's runner like a tensor-parallel one.
+        expert_map = getattr(layer, "expert_map", None) if self.moe.moe_parallel_config.use_ep \
+            else None
         return w2_fused_moe(
             x, topk_weights, topk_ids, weights, swiglu_limit=self.swiglu_limit,
             weight_on_input=bool(getattr(layer, "apply_router_weight_on_input", False)),
-            expert_tokens=layer.expert_tokens)
+            expert_tokens=layer.expert_tokens, expert_map=expert_map)
+
+
+def local_expert_id(layer: Any) -> Any:
+    """``global id -> local id or -1`` for ``layer`` (vLLM's map under expert parallelism;
+    the identity on a layer that holds every expert)."""
+    mapper = getattr(layer, "_map_global_expert_id_to_local_expert_id", None)
+    if mapper is None:
+        return lambda expert: expert
+    return lambda expert: int(mapper(expert))
 
 
 def moe_weights(layer: Any) -> MoEWeights:

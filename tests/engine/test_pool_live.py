@@ -141,3 +141,59 @@ def test_the_step_hook_runs_before_each_worker_step_and_is_installed_once(
     assert Worker.execute_model(object(), "scheduled") == "scheduled"
     assert calls == ["reselect", "step"]
 
+
+
+def _rank_decides(rank: int, init: str, reduced: bool, out: Any) -> None:
+    """One of two tensor-parallel ranks (a gloo process): its half of a layer (experts 64 wide,
+    32 per rank) with expert 1
+    pooled and 2, 3 candidates; rank 0 sees expert 2 hot, rank 1 expert 3 (different local
+    counts, as two ranks would if their routings ever differed); one re-selection check."""
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        from engine.plugin import _fp4_pool, _w2_moe
+        from engine.plugin._pool_live import LiveReselection
+
+        setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))  # noqa: B010
+        moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(
+            tp_size=2, tp_rank=rank, use_ep=False), activation="silu", swiglu_limit=None)
+        method = _w2_moe.W2ExpertsMethod(moe, [1], candidates=[2, 3])
+        layer: Any = torch.nn.Module()
+        method.create_weights(layer, EXPERTS, HIDDEN, 2 * INTER // 2, torch.bfloat16)
+        moe_layers.load_experts(layer, EXPERTS, HIDDEN, 2 * INTER, pooled=(1, 2, 3))
+
+        def reduce(t: torch.Tensor) -> torch.Tensor:
+            torch.distributed.all_reduce(t)
+            return t
+
+        live = LiveReselection(interval_s=3600, every_steps=1,
+                               reduce=reduce if reduced else None)
+        live._resolved = True  # reduce (or one rank) as given, not vLLM's group
+        live.register(0, layer)
+        _route(method, layer, hot=2 if rank == 0 else 3, tokens=12 if rank == 0 else 9)
+        live._next = 0.0
+        made = live.step(now=1.0)
+        out.put((rank, made, layer.expert_slot.tolist()))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("reduced", [True, False], ids=["all-reduced", "alone"])
+def test_tensor_parallel_ranks_reselect_identically_from_all_reduced_counts(
+        tmp_path: Any, reduced: bool) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    init = f"file://{tmp_path / 'rendezvous'}"
+    procs = [ctx.Process(target=_rank_decides, args=(r, init, reduced, queue)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    results = dict((r, (made, table)) for r, made, table in
+                   (queue.get(timeout=10) for _ in procs))
+    if reduced:  # the same sums on both ranks: both swap expert 2 in, at the same check
+        assert results[0] == results[1] == (1, [-1, -1, 0, -1])
+    else:  # what each rank would do alone: different experts in the same slot
+        assert results[0] == (1, [-1, -1, 0, -1]) and results[1] == (1, [-1, -1, -1, 0])

@@ -34,6 +34,10 @@ def test_traffic_bench_model_matches_the_interpreters_loads() -> None:
     assert all(int(r.split()[-7]) == 3 for r in rows), out  # launches per MoE layer
     assert "launches: _gate_up_kernel, _down_kernel, _sum_kernel" in out
     assert "ESTIMATE, not measured" in out and out.rstrip().endswith("PASS")
+    # Per rank at TP=2 / EP=2: measured at 1 token, GLM's bytes per layer and rank.
+    assert "TP=2 1 token     rank 0: launch bytes" in out, out
+    assert "EP=2 1 token     rank 0 (" in out, out
+    assert out.count("GLM-5.3-Flash") >= 2 and "EP=2 busier rank" in out, out
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here")

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -196,3 +197,66 @@ def test_an_empty_batch_gives_an_empty_output() -> None:
                        torch.zeros(0, 2, dtype=torch.int32, device=DEVICE), w, 10.0, False,
                        counts)
     assert out.shape == (0, 64) and int(counts.sum()) == 0
+
+
+def test_alignment_leaves_other_ranks_pairs_past_the_padded_end() -> None:
+    # Expert parallelism: -1 marks another rank's expert; those pairs are served by no block.
+    ids = torch.tensor([[0, -1], [-1, 2], [2, -1]], dtype=torch.int32)
+    sorted_ids, block_expert, num_padded = moe_align(ids, 3, 4, skip_unmapped=True)
+    used = int(num_padded)
+    assert used == 8
+    assert sorted_ids[:used].tolist() == [0, 6, 6, 6, 3, 4, 6, 6]
+    assert block_expert[:2].tolist() == [0, 2]
+    assert sorted(sorted_ids[used:][sorted_ids[used:] < 6].tolist()) == [1, 2, 5]
+
+
+def _ep_split(w: Any, rank: int) -> tuple[Any, torch.Tensor]:
+    """Rank ``rank`` of 2 under expert parallelism: its half of the experts (linear placement,
+    pool slots renumbered) and vLLM's ``expert_map`` (global id -> local id or -1)."""
+    from kernels.w2_moe_layout import MoEWeights
+
+    e = w.num_experts
+    own = torch.arange(rank * e // 2, (rank + 1) * e // 2, device=w.expert_slot.device)
+    expert_map = torch.full((e,), -1, dtype=torch.int32, device=own.device)
+    expert_map[own] = torch.arange(e // 2, dtype=torch.int32, device=own.device)
+    slot = w.expert_slot[own]
+    keep = slot[slot >= 0].to(torch.int64)
+    renum = torch.full_like(slot, -1)
+    renum[slot >= 0] = torch.arange(int(keep.numel()), dtype=torch.int32, device=own.device)
+    local = MoEWeights(w.w13_packed[own], w.w13_scale[own], w.w2_packed[own], w.w2_scale[own],
+                       renum, w.w13_fp4[keep], w.w13_fp4_scale[keep], w.w13_fp4_global[keep],
+                       w.w2_fp4[keep], w.w2_fp4_scale[keep], w.w2_fp4_global[keep])
+    return local, expert_map
+
+
+@needs_triton
+@pytest.mark.parametrize(("tokens", "top_k", "experts", "ids_mode"), [
+    (2, 4, 16, "random"),  # decode: one program per pair, other ranks' pairs exit
+    (8, 8, 16, "random"),  # a k=7 verify step, 64 pairs
+    (24, 4, 16, "random"),  # prefill (aligned path): other ranks' pairs sort past the end
+    (20, 4, 16, "skewed"),  # every token on rank 0's experts: rank 1 outputs exact zeros
+])
+def test_expert_parallel_ranks_sum_to_the_whole_layer(tokens: int, top_k: int, experts: int,
+                                                      ids_mode: str) -> None:
+    w = random_moe_weights(experts, 128, 64, (3, 9, 12), seed=tokens, device=DEVICE)
+    ids, wts = _case(tokens, top_k, experts, seed=tokens, ids_mode=ids_mode)
+    x = torch.randn(tokens, 128, generator=torch.Generator().manual_seed(7)) * 4
+    x, ids, wts = x.to(DEVICE), ids.to(DEVICE), wts.to(DEVICE)
+    whole = w2_moe_reference(x, wts, ids, w, 10.0)
+    partial = []
+    for rank in (0, 1):
+        local, expert_map = _ep_split(w, rank)
+        counts = torch.zeros(experts // 2, dtype=torch.int64, device=DEVICE)
+        want_counts = torch.zeros_like(counts)
+        got = w2_moe.w2_fused_moe(x, wts, ids, local, 10.0, False, counts,
+                                  expert_map=expert_map)
+        want = w2_moe_reference(x, wts, expert_map[ids.long()], local, 10.0, False, want_counts)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * float(whole.abs().max()))
+        assert torch.equal(counts, want_counts)
+        own = slice(rank * experts // 2, (rank + 1) * experts // 2)
+        assert int(counts.sum()) == int(((ids >= own.start) & (ids < own.stop)).sum())
+        partial.append(got)
+    if ids_mode == "skewed":
+        assert torch.equal(partial[1], torch.zeros_like(partial[1]))
+    torch.testing.assert_close(partial[0] + partial[1], whole, rtol=1e-3,
+                               atol=1e-3 * float(whole.abs().max()))

@@ -19,14 +19,29 @@ PROJS = (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2"))
 
 
 def method_and_layer(experts: int, hidden: int, inter: int, pooled: tuple[int, ...] = (),
-                     swiglu_limit: float | None = None) -> tuple[Any, torch.nn.Module]:
+                     swiglu_limit: float | None = None, *, tp: tuple[int, int] = (0, 1),
+                     ep: tuple[int, int] = (0, 1)) -> tuple[Any, torch.nn.Module]:
+    """A method and its layer as vLLM builds them on rank ``tp[0]`` of ``tp[1]`` (``inter``
+    is the whole expert width, each rank gets ``inter / tp``), or on expert-parallel rank
+    ``ep[0]`` of ``ep[1]`` holding the contiguous ``experts / ep`` experts (vLLM's "linear"
+    placement; ``experts`` and ``pooled`` are global)."""
     from engine.plugin._w2_moe import W2ExpertsMethod
 
-    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
-                          activation="silu", swiglu_limit=swiglu_limit)
+    use_ep = ep[1] > 1
+    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(
+        tp_size=tp[1], tp_rank=tp[0], use_ep=use_ep, ep_size=ep[1], ep_rank=ep[0],
+        dp_size=1, pcp_size=1, enable_eplb=False),
+        activation="silu", swiglu_limit=swiglu_limit)
     method = W2ExpertsMethod(moe, list(pooled))
     layer = torch.nn.Module()
-    method.create_weights(layer, experts, hidden, inter, torch.bfloat16)
+    local = experts // ep[1]
+    if use_ep:
+        expert_map = torch.full((experts,), -1, dtype=torch.int32)
+        expert_map[ep[0] * local:(ep[0] + 1) * local] = torch.arange(local, dtype=torch.int32)
+        layer.register_buffer("expert_map", expert_map, persistent=False)
+        setattr(layer, "_map_global_expert_id_to_local_expert_id",  # noqa: B010 (a method)
+                lambda e: int(expert_map[e]))
+    method.create_weights(layer, local, hidden, inter // tp[1], torch.bfloat16)
     return method, layer
 
 
@@ -59,8 +74,10 @@ def load_experts(layer: torch.nn.Module, experts: int, hidden: int, inter: int, 
                 if name == skip:
                     continue
                 p = getattr(layer, f"{param}_weight{kind}")
-                assert p.weight_loader(p, tensor, name, shard_id=shard, expert_id=e,
+                took = p.weight_loader(p, tensor, name, shard_id=shard, expert_id=e,
                                        return_success=True)
+                mapper = getattr(layer, "_map_global_expert_id_to_local_expert_id", None)
+                assert took == (mapper is None or mapper(e) >= 0)  # another rank's: refused
     return dense
 
 

@@ -105,10 +105,10 @@ class _TensorIndexing(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _moe_weights(pool: bool) -> Any:
+def _moe_weights(pool: bool, experts: int = EXPERTS) -> Any:
     from kernels.w2_moe_layout import MoEWeights
 
-    e, h, i, s = EXPERTS, HIDDEN, INTER, POOL_SLOTS if pool else 0
+    e, h, i, s = experts, HIDDEN, INTER, POOL_SLOTS if pool else 0
 
     def t(*shape: int, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
         return torch.empty(*shape, dtype=dtype, device="cuda")
@@ -121,15 +121,20 @@ def _moe_weights(pool: bool) -> Any:
                       t(s, 1, dtype=torch.float32))
 
 
-def _moe(tokens: int, pool: bool) -> Callable[[], object]:
+def _moe(tokens: int, pool: bool, ep: bool = False) -> Callable[[], object]:
+    """One fused MoE call; ``ep``: expert parallelism over 2 ranks (half the experts local,
+    global ids mapped through an expert map: the kernels' LOCAL_ONLY specializations)."""
     def call() -> object:
         from kernels.w2_moe import w2_fused_moe
 
+        local = EXPERTS // 2 if ep else EXPERTS
         x = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16, device="cuda")
         ids = torch.empty(tokens, TOP_K, dtype=torch.int32, device="cuda")
         wts = torch.empty(tokens, TOP_K, dtype=torch.float32, device="cuda")
-        counts = torch.empty(EXPERTS, dtype=torch.int64, device="cuda")
-        return w2_fused_moe(x, wts, ids, _moe_weights(pool), SWIGLU_LIMIT, False, counts)
+        counts = torch.empty(local, dtype=torch.int64, device="cuda")
+        expert_map = torch.empty(EXPERTS, dtype=torch.int32, device="cuda") if ep else None
+        return w2_fused_moe(x, wts, ids, _moe_weights(pool, local), SWIGLU_LIMIT, False, counts,
+                            expert_map=expert_map)
     return call
 
 
@@ -176,6 +181,9 @@ def _codecs() -> list[tuple[str, int, Callable[[], object]]]:
 MOE_CASES = (("moe decode T=1", 1, False), ("moe decode T=1 pool", 1, True),
              ("moe decode T=8", 8, False), ("moe decode T=8 pool", 8, True),
              ("moe prefill T=128 pool", 128, True), ("moe prefill T=512 pool", 512, True))
+#: The same kernels under expert parallelism (2 ranks, 144 of 288 experts each).
+MOE_EP_CASES = (("moe decode T=1 pool ep", 1, True), ("moe decode T=8 pool ep", 8, True),
+                ("moe prefill T=128 pool ep", 128, True))
 
 
 def record_launches() -> list[Launch]:
@@ -189,6 +197,8 @@ def record_launches() -> list[Launch]:
         raise RuntimeError("the static check needs Triton imported without TRITON_INTERPRET")
     cases: list[tuple[str, int, Callable[[], object]]] = [
         (name, tokens, _moe(tokens, pool)) for name, tokens, pool in MOE_CASES]
+    cases += [(name, tokens, _moe(tokens, pool, ep=True))
+              for name, tokens, pool in MOE_EP_CASES]
     cases += _codecs()
     launches: list[Launch] = []
     for case, tokens, call in cases:
