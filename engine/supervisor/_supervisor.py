@@ -30,6 +30,7 @@ from engine.paths import Paths
 from engine.profiles import LaunchSpec, Profile
 
 from ._checks import ensure_memory, ensure_port_free
+from ._messages import already_running, no_engine
 from ._phases import phase_of, plugin_lines
 from ._record import EngineRecord, read_exit, read_record, write_record
 
@@ -209,11 +210,7 @@ class Supervisor:
         with self._lock():
             current = self.record()
             if current is not None and self._alive(current):
-                raise EngineStateError(
-                    f"an engine is already running: pid {current.pid}, profile "
-                    f"{current.profile}, {current.base_url}; stop it first with "
-                    "`sparkcode engine stop`"
-                )
+                raise already_running(current.pid, current.profile, current.base_url)
             if spec.model_path is not None and not (spec.model_path / "config.json").is_file():
                 what = "does not exist" if not spec.model_path.exists() else "has no config.json"
                 raise EngineStateError(f"model directory {spec.model_path} {what}")
@@ -258,7 +255,7 @@ class Supervisor:
         """Block until the engine answers /health, dies, or ``timeout`` passes."""
         record = record or self.record()
         if record is None:
-            raise EngineStateError("no engine is running; start one with `sparkcode engine start`")
+            raise no_engine()
         deadline = time.monotonic() + timeout
         phase: str | None = None
         offset = 0
