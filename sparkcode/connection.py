@@ -92,7 +92,7 @@ async def connect(target: Target, paths: Paths, *, config: Config,
     """Reach ``target`` (booting its managed engine when allowed) and ask ``/v1/models``."""
     say = progress or (lambda _msg: None)
     reached = target
-    if target.endpoint is None:
+    if not target.base_url:
         reached = await asyncio.to_thread(target.reach, paths, start=start_engine,
                                           progress=say, on_phase=lambda p: say(f"  {p}"))
     return await _finish(reached.base_url, reached.model, reached.api_key_env,

@@ -38,9 +38,9 @@ class Target:
 
     label: str
     """What tables and messages call it: the profile name or the URL."""
-    endpoint: str | None = None
+    base_url: str = ""
     """The API root (ends in ``/v1``): given for an endpoint, known for a profile once
-    :meth:`reach` has brought it up."""
+    :meth:`reach` has brought it up (empty until then)."""
     profile: Profile | None = None
     """The profile (its agent defaults apply); None for a bare endpoint."""
     model: str | None = None
@@ -56,7 +56,7 @@ class Target:
     def for_endpoint(cls, url: str, model: str | None = None, api_key_env: str | None = None,
                      *, label: str | None = None) -> Target:
         base = normalise_base_url(url)
-        return cls(label=label or base, endpoint=base, model=model, api_key_env=api_key_env)
+        return cls(label=label or base, base_url=base, model=model, api_key_env=api_key_env)
 
     @classmethod
     def for_profile(cls, profile: Profile | str, paths: Paths, *, reuse: Reuse,
@@ -79,7 +79,7 @@ class Target:
         if status.profile:
             with contextlib.suppress(UserError):
                 profile = load_profile(status.profile, paths)
-        return cls(label=label or status.profile or status.base_url, endpoint=status.base_url,
+        return cls(label=label or status.profile or status.base_url, base_url=status.base_url,
                    profile=profile, model=status.model)
 
     @property
@@ -92,13 +92,6 @@ class Target:
         """True when :meth:`reach` launched the engine behind this target."""
         return self.engine is not None and self.engine.started
 
-    @property
-    def base_url(self) -> str:
-        """The API root of a reached target (ends in ``/v1``)."""
-        if self.endpoint is None:
-            raise UserError(f"target {self.label} is not reached yet (no URL)")
-        return self.endpoint
-
     def reach(self, paths: Paths, *, start: bool = True, wait: bool = True,
               progress: Progress | None = None, on_phase: Progress | None = None,
               timeout: float = 900.0, why: str | None = None) -> Target:
@@ -108,16 +101,16 @@ class Target:
         ``start=False`` only takes an engine that runs; ``why`` says in a refusal why
         this caller starts its own engine (see :func:`engine.supervisor.ensure_running`).
         """
-        if self.endpoint is not None:
+        if self.base_url:
             return self
         assert self.profile is not None  # a target is an endpoint or a profile
         if self.profile.kind == "endpoint":
             spec = render(self.profile, paths)
-            return replace(self, endpoint=spec.base_url, model=self.model or spec.model,
+            return replace(self, base_url=spec.base_url, model=self.model or spec.model,
                            api_key_env=self.api_key_env or spec.api_key_env)
         handle = ensure_running(self.profile, paths, reuse=self.reuse, start=start, wait=wait,
                                 progress=progress, on_phase=on_phase, timeout=timeout, why=why)
-        return replace(self, endpoint=handle.base_url, model=self.model or handle.model,
+        return replace(self, base_url=handle.base_url, model=self.model or handle.model,
                        engine=handle)
 
     @contextlib.contextmanager
