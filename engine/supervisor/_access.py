@@ -27,11 +27,13 @@ from ._messages import (
     already_running,
     crashed_note,
     no_engine,
+    not_an_engine,
     not_ready,
     starting_note,
     use_running_instead,
     waiting_note,
 )
+from ._record import EngineRecord
 from ._supervisor import EngineStatus, PhaseCallback, Supervisor
 
 Progress = Callable[[str], None]
@@ -97,6 +99,8 @@ def ensure_running(
     (``engine.models.prepare_model``). ``why`` says, in a refusal, why this caller
     starts its own engine.
     """
+    if profile.kind != "vllm":
+        raise not_an_engine(profile.name, (spec or render(profile, paths)).base_url)
     say = progress or (lambda _msg: None)
     sup = Supervisor(paths)
     status = sup.status()
@@ -162,14 +166,28 @@ def running(
     why: str | None = None,
 ) -> Iterator[EngineHandle]:
     """:func:`ensure_running` (waiting until ready) for a block: an engine this call
-    started is stopped at its end; an engine it reused keeps running."""
-    handle = ensure_running(profile, paths, reuse=reuse, port=port, spec=spec,
-                            timeout=timeout, on_phase=on_phase, progress=progress,
-                            skip_memory_check=skip_memory_check, prepare=prepare, why=why)
+    started is stopped at its end, or at once if its boot fails (crash, timeout); an
+    engine it reused keeps running."""
+    before = Supervisor(paths).record()
+    try:
+        handle = ensure_running(profile, paths, reuse=reuse, port=port, spec=spec,
+                                timeout=timeout, on_phase=on_phase, progress=progress,
+                                skip_memory_check=skip_memory_check, prepare=prepare, why=why)
+    except BaseException:
+        _stop_launched_since(paths, before)
+        raise
     try:
         yield handle
     finally:
         stop_started(paths, handle)
+
+
+def _stop_launched_since(paths: Paths, before: EngineRecord | None) -> None:
+    """Stop the engine recorded now if it is not the one ``before`` recorded."""
+    sup = Supervisor(paths)
+    record = sup.record()
+    if record is not None and (before is None or record.pid != before.pid):
+        sup.stop()
 
 
 def attach(paths: Paths) -> EngineStatus:

@@ -34,6 +34,12 @@ def use_running_instead(profile: str | None) -> str:
     return f"use the running one with --profile {profile}"
 
 
+def not_an_engine(profile: str, base_url: str) -> EngineStateError:
+    """An endpoint profile names a server sparkcode does not run."""
+    return EngineStateError(
+        f"profile {profile} is an endpoint ({base_url}); there is no engine to start")
+
+
 def no_engine() -> EngineStateError:
     """Nothing runs and the caller may not start an engine."""
     return EngineStateError(NO_ENGINE)

@@ -30,7 +30,7 @@ from engine.paths import Paths
 from engine.profiles import LaunchSpec, Profile
 
 from ._checks import ensure_memory, ensure_port_free
-from ._messages import already_running, no_engine
+from ._messages import already_running, no_engine, not_an_engine
 from ._phases import phase_of, plugin_lines
 from ._record import EngineRecord, read_exit, read_record, write_record
 
@@ -202,10 +202,7 @@ class Supervisor:
     ) -> EngineStatus:
         """Launch the engine; with ``wait``, block until healthy or failed."""
         if profile.kind != "vllm":
-            raise EngineStateError(
-                f"profile {profile.name} is an endpoint ({spec.base_url}); there is no engine "
-                "to start"
-            )
+            raise not_an_engine(profile.name, spec.base_url)
         assert spec.port is not None
         with self._lock():
             current = self.record()

@@ -150,6 +150,37 @@ def test_running_stops_its_engine_when_the_block_fails(paths: Paths) -> None:
     assert sup.status().state == "stopped" and sup.record() is None
 
 
+@pytest.mark.parametrize(("flags", "timeout", "error"), [
+    (("--crash-after", "0.1"), 30, "exited during boot"),
+    (("--never-healthy",), 1, "not healthy after 1s"),
+])
+def test_running_stops_an_engine_whose_boot_failed(paths: Paths, flags: tuple[str, ...],
+                                                   timeout: float, error: str) -> None:
+    with pytest.raises(EngineStateError, match=error), \
+            running(_profile(), paths, spec=_spec("fake", *flags), prepare=False,
+                    timeout=timeout):
+        pytest.fail("the block must not run")
+    assert Supervisor(paths).record() is None
+
+
+def test_running_leaves_the_engine_that_refused_it(paths: Paths) -> None:
+    theirs = ensure_running(_profile(), paths, reuse=Reuse.NEVER, spec=_spec(), prepare=False,
+                            timeout=30)
+    with pytest.raises(EngineStateError, match="already running"), \
+            running(_profile(), paths, spec=_spec(), prepare=False, timeout=30):
+        pytest.fail("the block must not run")
+    assert Supervisor(paths).status().pid == theirs.status.pid
+
+
+def test_an_endpoint_profile_has_no_engine_to_start(paths: Paths) -> None:
+    hosted = Profile(name="hosted", kind="endpoint", description="", source=Path("h.toml"),
+                     base_url="https://api.example.com/v1")
+    with pytest.raises(EngineStateError) as info:
+        ensure_running(hosted, paths, reuse=Reuse.ANY)
+    assert str(info.value) == ("profile hosted is an endpoint (https://api.example.com/v1); "
+                               "there is no engine to start")
+
+
 def test_an_engine_replaced_meanwhile_is_not_stopped(paths: Paths) -> None:
     sup = Supervisor(paths)
     mine = ensure_running(_profile(), paths, reuse=Reuse.NEVER, spec=_spec(), prepare=False,
