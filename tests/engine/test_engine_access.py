@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from engine.errors import EngineStateError
 from engine.paths import Paths
@@ -221,3 +222,26 @@ def test_ensure_idle_names_the_engine_in_the_way(paths: Paths) -> None:
 
 def test_reuse_rules_are_named_as_the_docs_name_them() -> None:
     assert [rule.value for rule in Reuse] == ["any", "same-profile", "never"]
+
+
+def test_engine_start_is_one_call_and_refuses_a_second(
+        paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sparkcode engine start`` through engine access, the stand-in engine as its launch."""
+    import engine.models
+    from engine.supervisor import _access
+    from sparkcode.cli import app
+
+    spec = _spec("cpu-demo")
+    monkeypatch.setattr(_access, "render", lambda profile, paths, port=None: spec)
+    monkeypatch.setattr(engine.models, "prepare_model", lambda *args, **kwargs: None)
+    runner = CliRunner()
+    first = runner.invoke(app, ["engine", "start", "--profile", "cpu-demo"])
+    assert first.exit_code == 0, first.output
+    status = Supervisor(paths).status()
+    assert f"starting engine cpu-demo on {spec.base_url} ..." in first.output
+    assert f"ready: cpu-demo at {spec.base_url} (pid {status.pid}," in first.output
+    second = runner.invoke(app, ["engine", "start", "--profile", "cpu-demo"])
+    assert isinstance(second.exception, EngineStateError)
+    assert str(second.exception) == (
+        f"an engine is already running: pid {status.pid}, profile cpu-demo, {spec.base_url}; "
+        "stop it first with `sparkcode engine stop`")
