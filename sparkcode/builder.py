@@ -10,9 +10,10 @@ resume path all start a session here, so a setting lands in one place:
    of ``config.toml`` and assembles the agent: client, settings, permissions,
    tools (built-in, then MCP), undo store, metrics, system prompt.
 
-Adding a knob: put its default in :class:`SessionOptions` (per start) or in the
-profile/``config.toml`` (read in :func:`_settings`), and use it on the built
-:class:`AgentSession`; both fronts then get it.
+Adding a setting: a field of :class:`~engine.profiles.AgentKnobs` (a profile,
+``config.toml`` and a start can then all say it) and its default in
+:class:`~sparkcode.agent.AgentSettings`; :func:`_settings` lays the three over
+the defaults (docs/architecture.md, "Adding a setting").
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import AgentDefaults, Profile, default_profile_name, load_profile
+from engine.profiles import (
+    AgentKnobs,
+    Profile,
+    check_knobs,
+    default_profile_name,
+    load_profile,
+    overlay,
+)
 
 from .agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -37,12 +45,14 @@ from .agent import (
     UndoStore,
 )
 from .agent.instructions import Instructions, load_instructions
+from .agent.lsp import Diagnostics
 from .agent.mcp_tools import McpHub
 from .agent.sampling import new_session_seed
+from .agent.settings import settings_from
 from .agent.skills import load_skills, skill_tools
 from .agent.tools import Tool, WebFetch, default_tools
-from .config import Config, DegenerateMode, PermissionMode, load_config
-from .connection import Connection, Progress, connect
+from .config import Config, PermissionMode, load_config
+from .connection import Connection, Progress, budget_to_send, connect
 from .custom_commands import CustomCommands, load_commands
 from .replay import Rebuilt
 from .session_hooks import AskTrust, session_hooks
@@ -128,30 +138,15 @@ class SessionOptions:
     permission_mode: PermissionMode | None = None
     approver: Approver | None = None
     """Answers approvals instead of the consumer (headless runs)."""
-    reasoning_effort: str | None = None
-    thinking_token_budget: int | None = None
-    max_turns: int | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
+    knobs: AgentKnobs = AgentKnobs()
+    """The agent's settings this start says (the ``run`` command's flags...), over
+    ``config.toml``'s and the profile's; checked as those files are."""
     seed: int | Literal["random", "off"] | None = None
-    thinking_history: bool | None = None
+    """The session seed (``--seed``); None: ``config.toml``'s."""
     force_tool: str | None = None
     force_tool_parameters: dict[str, Any] | None = None
     resume: Rebuilt | None = None
     """Continue this recorded conversation (a new recording names it as parent)."""
-    degenerate: DegenerateMode | None = None
-    """What a degenerate stream does (``config.toml``'s ``degenerate_streams``)."""
-    structured_tools: bool | None = None
-    """Small-model mode (the profile's ``[agent] structured_tools``)."""
-    step_name_key: str | None = None
-    """Small-model mode's call key (the profile's ``[agent] step_name_key``)."""
-    tools: tuple[str, ...] | None = None
-    """The built-in tools offered (the profile's ``[agent] tools``; None/empty: all)."""
-    task_reminder: bool | None = None
-    """Repeat the task after each tool result (the profile's ``[agent] task_reminder``)."""
-    first_step_tool: bool | None = None
-    """Small-model mode's forced first call (the profile's ``[agent] first_step_tool``)."""
     start_engine: bool = True
     """Boot the managed engine when it is not running (the TUI's panel does it itself)."""
     progress: Progress | None = None
@@ -180,6 +175,8 @@ class AgentSession:
     """The MCP servers that started (their tools are in the agent's registry)."""
     notes: list[str] = field(default_factory=list)
     """Things to tell the user once at start (shown by the TUI, printed by run)."""
+    diagnostics: Diagnostics | None = None
+    """The language servers that check edits (started at the first edit, closed here)."""
 
     @property
     def session_id(self) -> str | None:
@@ -189,6 +186,8 @@ class AgentSession:
         await self.agent.client.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.diagnostics is not None:
+            await self.diagnostics.aclose()
         if self.agent.permissions.sandbox is not None:
             self.agent.permissions.sandbox.cleanup()  # the session's private /tmp
         if self.recorder is not None:
@@ -233,16 +232,17 @@ async def build_session(target: StartTarget, options: SessionOptions,
         ask=options.ask_trust, session_id=recorder.session_id if recorder else None,
         transcript=recorder.path if recorder else None)
     notes += hook_notes
+    diagnostics = (Diagnostics(target.config.diagnostics, target.workspace)
+                   if target.config.diagnostics.enabled else None)
     agent = Agent(
         client, target.workspace, settings=settings, hooks=hooks,
         permissions=permissions,
         tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
                              *(hub.tools if hub else [])],
-                            only=options.tools or (
-            conn.profile_spec.agent.tools if conn.profile_spec is not None else None)),
+                            only=settings.tools or None),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
-        system_prompt=prompt,
+        system_prompt=prompt, checker=diagnostics,
     )
     if resume is not None:
         # The recorded history, system prompt included, byte for byte: the first
@@ -259,39 +259,26 @@ async def build_session(target: StartTarget, options: SessionOptions,
     if recorder is not None:
         agent.subscribe(event_recorder(recorder))
     return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder,
-                        mcp=hub, notes=notes)
+                        mcp=hub, notes=notes, diagnostics=diagnostics)
 
 
 def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:
-    prof = conn.profile_spec.agent if conn.profile_spec is not None else AgentDefaults()
-    structured = options.structured_tools
-    if structured is None:
-        structured = prof.structured_tools
-    return AgentSettings(
-        reasoning_effort=options.reasoning_effort or conn.reasoning_effort,
-        thinking_token_budget=(options.thinking_token_budget
-                               if options.thinking_token_budget is not None
-                               else conn.thinking_token_budget),
-        max_turns=options.max_turns or config.max_turns,
-        max_tokens=options.max_tokens,
-        temperature=_first(options.temperature, config.temperature, prof.temperature),
-        top_p=_first(options.top_p, config.top_p, prof.top_p),
+    """The one overlay: the profile's knobs, then ``config.toml``'s, then this
+    start's, over :class:`AgentSettings`' defaults."""
+    profile = conn.profile_spec.agent if conn.profile_spec is not None else AgentKnobs()
+    started = check_knobs(options.knobs, "the settings given for this start:")
+    settings = settings_from(
+        overlay(profile, config, started),
         seed=session_seed(config.seed if options.seed is None else options.seed),
-        thinking_history=(options.thinking_history if options.thinking_history is not None
-                          else prof.thinking_history),
         force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
-        context_limit=conn.max_model_len, bash_timeout_s=config.bash_timeout_s,
-        compact_threshold=config.compact_threshold,
-        image_max_bytes=int(config.image_max_mib * 1024 * 1024),
-        degenerate=options.degenerate or config.degenerate_streams,
-        structured_tools=structured,
-        step_name_key=options.step_name_key or prof.step_name_key,
-        first_step_tool=(options.first_step_tool if options.first_step_tool is not None
-                         else prof.first_step_tool),
-        task_reminder=(options.task_reminder if options.task_reminder is not None
-                       else prof.task_reminder),
-        workspace_files=prof.workspace_files,
+        context_limit=conn.max_model_len,
     )
+    if started.thinking_token_budget is None:
+        # A budget given for this start is sent as given; the files' one only
+        # where the engine can honour it.
+        settings.thinking_token_budget = budget_to_send(
+            conn.profile_spec, conn.managed, settings.thinking_token_budget)
+    return settings
 
 
 def _web_tools(config: Config) -> list[Tool]:
@@ -306,10 +293,6 @@ def session_seed(setting: int | Literal["random", "off"]) -> int | None:
     if setting == "random":
         return new_session_seed()
     return setting
-
-
-def _first(*values: float | None) -> float | None:
-    return next((v for v in values if v is not None), None)
 
 
 __all__ = [

@@ -5,8 +5,8 @@ managed local engine (started here when it is not running).
 model (asked from ``/v1/models`` when not given), the name of the environment
 variable holding the API key (the key itself is read at request time and never
 stored), the engine's ``max_model_len`` and the agent defaults
-(``reasoning_effort``, ``thinking_token_budget``) from the profile, overridden
-by ``config.toml``.
+(``reasoning_effort``, ``thinking_token_budget``) the profile and ``config.toml``
+give (the session builder's overlay, without a start's own choices).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import AgentDefaults, Profile, default_profile_name
+from engine.profiles import AgentKnobs, Profile, default_profile_name, overlay
 
 from .agent.client import ChatClient, ChatError
+from .agent.settings import settings_from
 from .config import Config, load_config
 from .target import Progress, Reuse, Target, normalise_base_url
 
@@ -132,13 +133,11 @@ async def _finish(base: str, model: str | None, api_key_env: str | None,
             known = ", ".join(c.id for c in cards)
             raise EndpointError(f"{base} does not serve model {model!r} (it serves: {known})")
         card = found[0]
-    defaults = prof.agent if prof is not None else AgentDefaults()
-    effort = config.reasoning_effort or defaults.reasoning_effort
-    budget = (config.thinking_token_budget if config.thinking_token_budget is not None
-              else defaults.thinking_token_budget)
-    budget = budget_to_send(prof, managed, budget)
+    said = settings_from(overlay(prof.agent if prof is not None else AgentKnobs(), config))
+    budget = budget_to_send(prof, managed, said.thinking_token_budget)
     return Connection(base_url=base, model=card.id, api_key_env=api_key_env,
-                      max_model_len=card.max_model_len, reasoning_effort=effort,
+                      max_model_len=card.max_model_len,
+                      reasoning_effort=said.reasoning_effort,
                       thinking_token_budget=budget,
                       profile=prof.name if prof is not None else None, managed=managed,
                       profile_spec=prof)

@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from engine.errors import UserError
+from engine.profiles import convert_toml
 
 HookEvent = Literal["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart"]
 HOOK_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop",
@@ -50,7 +53,13 @@ CLAUDE_TOOL_NAMES: dict[str, str] = {
 }
 """Claude Code's name for each sparkcode tool, so its matchers (``Edit|Write``) fit."""
 
-_ENTRY_KEYS = {"matcher", "command", "timeout_s"}
+class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One ``[[hooks.EVENT]]`` table (checked further by :func:`_spec`, which
+    Claude Code's JSON hooks share)."""
+
+    command: str = ""
+    matcher: str = ""
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
 
 class HookConfigError(UserError):
@@ -92,12 +101,9 @@ def parse_hooks_table(doc: Any, where: str) -> tuple[HookSpec, ...]:
             here = f"{where}: {event}[{i}]"
             if not isinstance(entry, dict):
                 raise HookConfigError(f"{here} must be a table with a command")
-            unknown = set(entry) - _ENTRY_KEYS
-            if unknown:
-                raise HookConfigError(f"{here}: unknown key {sorted(unknown)[0]!r} "
-                                      f"(known: {', '.join(sorted(_ENTRY_KEYS))})")
-            out.append(_spec(name, entry.get("command"), entry.get("matcher", ""),
-                             entry.get("timeout_s", DEFAULT_TIMEOUT_S), here, where))
+            spec = convert_toml(entry, _Entry, Path(where), HookConfigError, colon=False,
+                                where=here)
+            out.append(_spec(name, spec.command, spec.matcher, spec.timeout_s, here, where))
     return tuple(out)
 
 

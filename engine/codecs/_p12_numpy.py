@@ -21,7 +21,7 @@ __all__ = ["CHUNK_PAIRS", "decode", "encode"]
 
 #: Pairs of values per chunk. Large enough that per-call overhead is small, small enough that a
 #: chunk's scratch (two 512 KiB buffers) stays in the cache; 2^17 measured best (2^15..2^20
-#: tried with bench/p12_throughput.py).
+#: tried with bench/targets/p12_throughput.py).
 CHUNK_PAIRS = 1 << 17
 
 U16 = np.ndarray[Any, np.dtype[np.uint16]]

@@ -8,7 +8,7 @@ bit-exact for every pattern (NaN payloads, infinities, subnormals, -0.0).
 This module owns the format (table choice, escapes, validation); the loops over the values run
 on the CPU in one of two backends with identical output: compiled C (``_p12c``, built when the
 package is installed) or numpy (``_p12_numpy``) where no C compiler was available.
-``BACKEND`` says which one runs; ``bench/p12_throughput.py`` measures both.
+``BACKEND`` says which one runs; ``bench/targets/p12_throughput.py`` measures both.
 """
 
 from __future__ import annotations

@@ -13,22 +13,45 @@ from pathlib import Path
 from engine.errors import ProfileError
 from engine.paths import Paths
 
-from ._render import LaunchSpec, is_secret_name, model_dir_for, render
+from ._knobs import (
+    DEGENERATE_MODES,
+    KNOB_NAMES,
+    REASONING_EFFORTS,
+    AgentKnobs,
+    DegenerateMode,
+    ReasoningEffort,
+    check_knobs,
+    knobs_from,
+    overlay,
+)
+from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
+from ._render import LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
 from ._schema import (
     PLUGIN_FEATURES,
-    REASONING_EFFORTS,
-    AgentDefaults,
     Profile,
     SpeculativeSpec,
     load_profile_file,
     parse_profile,
 )
+from ._toml import convert_toml, decode_toml
 
 __all__ = [
+    "DEGENERATE_MODES",
+    "KNOB_NAMES",
     "PLUGIN_FEATURES",
     "REASONING_EFFORTS",
-    "AgentDefaults",
+    "AgentKnobs",
+    "DegenerateMode",
+    "ReasoningEffort",
+    "check_knobs",
+    "convert_toml",
+    "decode_toml",
+    "knobs_from",
+    "overlay",
+    "PARALLEL_MODES",
     "LaunchSpec",
+    "NodeSpec",
+    "NodesSpec",
     "Profile",
     "SpeculativeSpec",
     "cpu_coder_name",
@@ -40,6 +63,7 @@ __all__ = [
     "model_dir_for",
     "parse_profile",
     "render",
+    "render_nodes",
 ]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.errors import ProfileError
 from engine.paths import Paths
 
+from ._nodes import NodesSpec, check_model_for_nodes, check_pipeline_parallel
 from ._schema import Profile
 
 # Environment variables whose values never leave the process: they are shown
@@ -36,6 +37,15 @@ class LaunchSpec:
     model_path: Path | None = None
     api_key_env: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    node: str = "head"
+    """Which node of a multi-node engine this launch is (``head`` or ``worker``)."""
+    node_rank: int = 0
+    ssh: str | None = None
+    """ssh host alias of the node; None: this machine."""
+    remote_sparkcode: str = "sparkcode"
+    """The ``sparkcode`` command on an ssh node."""
+    workers: tuple[LaunchSpec, ...] = ()
+    """The other nodes' launches (the head's spec only; see :func:`render_nodes`)."""
 
     def redacted_env(self) -> dict[str, str]:
         return {k: ("<redacted>" if is_secret_name(k) else v) for k, v in self.env.items()}
@@ -86,8 +96,11 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         raise ProfileError(f"port must be in 1..65535, got {port}")
     model_dir = model_dir_for(profile, paths)
     served = profile.served_name or model_dir.name
+    # vLLM's api_server module ignores --headless; multi-node profiles go through our
+    # launcher of `vllm serve` (engine/serve.py) on both nodes.
+    entry = "engine.serve" if profile.nodes is not None else "vllm.entrypoints.openai.api_server"
     argv = [
-        python or sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        python or sys.executable, "-m", entry,
         "--model", str(model_dir),
         "--served-model-name", served,
         "--host", profile.host,
@@ -149,11 +162,60 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         # An installed sparkcode plugin must not change engines that did not ask.
         env["SPARKCODE_PLUGIN_FEATURES"] = ""
     env.update(profile.env)
-    return LaunchSpec(
+    head = LaunchSpec(
         profile=profile.name, argv=argv, env=env,
         base_url=f"http://{_url_host(profile.host)}:{port}/v1", model=served,
         host=profile.host, port=port, model_path=model_dir,
     )
+    if profile.nodes is None:
+        check_pipeline_parallel(profile.extra_args, model_dir)
+        return head
+    return node_specs(head, profile.nodes, model_dir)
+
+
+def render_nodes(profile: Profile, paths: Paths, *, port: int | None = None,
+                 python: str | None = None) -> list[LaunchSpec]:
+    """One launch per node, head first (a single-node profile: just the head)."""
+    head = render(profile, paths, port=port, python=python)
+    return [head, *head.workers]
+
+
+def node_specs(head: LaunchSpec, nodes: NodesSpec, model_dir: Path) -> LaunchSpec:
+    """The head's launch with the worker's beside it: the same argv and environment but
+    for the rank, ``--headless``, the host and the node's own ``VLLM_HOST_IP``/NIC."""
+    check_model_for_nodes(nodes, model_dir)
+    check_pipeline_parallel(tuple(head.argv), model_dir)
+    shared = ["--tensor-parallel-size", str(nodes.tensor_parallel), "--nnodes", "2",
+              "--master-addr", nodes.head.address, "--master-port", str(nodes.master_port)]
+    if nodes.decode_context_parallel is not None:
+        shared += ["--decode-context-parallel-size", str(nodes.decode_context_parallel)]
+    if nodes.parallel == "tp+ep":
+        shared.append("--enable-expert-parallel")
+
+    def launch(rank: int) -> tuple[list[str], dict[str, str]]:
+        node = nodes.all[rank]
+        argv = list(head.argv)
+        if rank:
+            argv[argv.index("--host") + 1] = node.address
+        argv += [*shared, "--node-rank", str(rank)]
+        if rank:
+            argv.append("--headless")
+        env = {**head.env, **nodes.nccl, "VLLM_HOST_IP": node.address}
+        if node.nic:
+            env["GLOO_SOCKET_IFNAME"] = node.nic
+            env["NCCL_SOCKET_IFNAME"] = node.nic
+        if node.cpus:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = node.cpus
+        return argv, env
+
+    worker_argv, worker_env = launch(1)
+    worker = replace(
+        head, argv=worker_argv, env=worker_env, host=nodes.worker.address, node="worker",
+        node_rank=1, ssh=nodes.worker.ssh, remote_sparkcode=nodes.worker.sparkcode,
+        base_url="", workers=(),
+    )
+    head_argv, head_env = launch(0)
+    return replace(head, argv=head_argv, env=head_env, workers=(worker,))
 
 
 def _cpu_list() -> str:

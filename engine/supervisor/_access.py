@@ -26,6 +26,7 @@ from engine.profiles import LaunchSpec, Profile, render
 from ._messages import (
     already_running,
     crashed_note,
+    degraded,
     no_engine,
     not_an_engine,
     not_ready,
@@ -38,8 +39,9 @@ from ._supervisor import EngineStatus, PhaseCallback, Supervisor
 
 Progress = Callable[[str], None]
 
-LIVE_STATES = frozenset({"ready", "booting", "unhealthy"})
-"""States in which the engine's processes are up (the record's runner is alive)."""
+LIVE_STATES = frozenset({"ready", "booting", "unhealthy", "degraded"})
+"""States in which the engine's processes are up (the record's runner is alive); a
+``degraded`` two-node engine (worker down) blocks a new start but is never reused."""
 
 
 class Reuse(enum.StrEnum):
@@ -110,6 +112,8 @@ def ensure_running(
         if reuse is Reuse.SAME_PROFILE and status.profile != profile.name:
             raise already_running(status.pid, status.profile, status.base_url, why=why,
                                   instead=use_running_instead(status.profile))
+        if status.state == "degraded":
+            raise degraded(status.pid, status.profile)
         if status.state != "ready" and wait:
             say(waiting_note(status.profile))
             status = sup.wait_ready(timeout=timeout, on_phase=on_phase)

@@ -52,6 +52,14 @@ def not_ready(state: str) -> EngineStateError:
         "or name a target with --profile NAME or --endpoint URL")
 
 
+def degraded(pid: int | None, profile: str | None) -> EngineStateError:
+    """A two-node engine whose worker died: the head still answers /health, but its
+    next request fails, so it is not reused."""
+    return EngineStateError(
+        f"the running engine (pid {pid}, profile {profile}) is degraded: its worker node "
+        f"is down; {STOP_FIRST} and start it again")
+
+
 def crashed_note(exit_code: int | None) -> str:
     return f"the last engine crashed (exit code {exit_code}); starting a new one"
 

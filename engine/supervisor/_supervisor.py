@@ -1,9 +1,16 @@
-"""Start, watch and stop one managed vLLM engine.
+"""Start, watch and stop one managed vLLM engine (one node, or a head and its worker).
 
 The engine runs detached from whoever started it (its own session and process
 group), so the CLI can return and the TUI can quit while it keeps serving. All
 state lives under ``Paths.engine_dir``: the record of the running engine, the
 runner's exit file, and one log file per start.
+
+A multi-node engine (a profile's ``[nodes]`` table) is the head's process tree here
+plus a worker node reached through a transport (:mod:`engine.supervisor._transport`).
+vLLM's ``/health`` never looks at the other node and a headless worker outlives its
+head, so the supervisor watches the worker itself: ready means the head answers
+``/health`` and the worker lives; a dead worker makes the engine ``degraded`` (head
+still up) and every stop ends the worker too.
 """
 
 from __future__ import annotations
@@ -12,9 +19,6 @@ import contextlib
 import fcntl
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -23,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-import psutil
 
 from engine.errors import EngineStateError
 from engine.paths import Paths
@@ -31,10 +34,14 @@ from engine.profiles import LaunchSpec, Profile
 
 from ._checks import ensure_memory, ensure_port_free
 from ._messages import already_running, no_engine, not_an_engine
+from ._node import NodeStatus, model_fingerprint
 from ._phases import phase_of, plugin_lines
+from ._procs import STOP_GRACE_S, alive, group_pids, launch_runner, reap, stop_group, tree_rss
 from ._record import EngineRecord, read_exit, read_record, write_record
+from ._tail import tail_lines
+from ._transport import LocalTransport, NodeTransport, transport_for
 
-EngineState = Literal["stopped", "booting", "ready", "unhealthy", "crashed"]
+EngineState = Literal["stopped", "booting", "ready", "unhealthy", "degraded", "crashed"]
 PhaseCallback = Callable[[str], None]
 
 
@@ -59,6 +66,8 @@ class EngineStatus:
     log_tail: list[str] = field(default_factory=list)
     plugin: list[str] = field(default_factory=list)
     """Lines sparkcode's vLLM plugin wrote to the engine log."""
+    nodes: list[NodeStatus] = field(default_factory=list)
+    """A multi-node engine's other nodes (the worker); empty for one node."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,31 +80,13 @@ def vllm_version() -> str | None:
     return None
 
 
-def tail_lines(path: Path, n: int) -> list[str]:
-    """The last ``n`` lines of a file, reading only its end."""
-    if n <= 0:
-        return []
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            block = min(size, max(4096, n * 400))
-            while True:
-                fh.seek(size - block)
-                data = fh.read(block)
-                if data.count(b"\n") > n or block == size:
-                    break
-                block = min(size, block * 2)
-    except OSError:
-        return []
-    return data.decode("utf-8", "replace").splitlines()[-n:]
-
-
 class Supervisor:
     """Manages the one engine recorded under ``paths.engine_dir``."""
 
-    STOP_GRACE_S: tuple[float, float] = (20.0, 10.0)
+    STOP_GRACE_S: tuple[float, float] = STOP_GRACE_S
     """Seconds to wait after SIGINT, then after SIGTERM, before SIGKILL."""
+    NODE_POLL_S = 2.0
+    """How often ``wait_ready`` asks the worker node whether it lives (an ssh round trip)."""
 
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
@@ -110,29 +101,21 @@ class Supervisor:
         return read_record(self.record_path)
 
     def _alive(self, record: EngineRecord) -> bool:
-        try:
-            proc = psutil.Process(record.pid)
-            if abs(proc.create_time() - record.create_time) > 1.0:
-                return False  # pid reused by another process
-            return bool(proc.status() != psutil.STATUS_ZOMBIE)
-        except psutil.Error:
-            return False
+        return alive(record)
 
     def _group_pids(self, record: EngineRecord) -> list[int]:
         """Every live process of the engine: the runner's group and its tree."""
-        pids: set[int] = set()
-        for proc in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(proc.pid) == record.pid and proc.status() != psutil.STATUS_ZOMBIE:
-                    pids.add(proc.pid)
-            except (OSError, psutil.Error):
-                continue
-        with contextlib.suppress(psutil.Error):
-            if self._alive(record):
-                root = psutil.Process(record.pid)
-                pids.add(root.pid)
-                pids.update(c.pid for c in root.children(recursive=True))
-        return sorted(pids)
+        return group_pids(record)
+
+    def transports(self, record: EngineRecord | None = None) -> list[NodeTransport]:
+        """The worker nodes of the recorded engine (none for a single-node engine)."""
+        record = record or self.record()
+        if record is None:
+            return []
+        return [transport_for(self.dir, ssh=node.get("ssh"),
+                              sparkcode=node.get("sparkcode", "sparkcode"),
+                              name=node.get("name", "worker"))
+                for node in record.extra.get("nodes", [])]
 
     def healthy(self, base_url: str, timeout: float = 1.0) -> bool:
         root = base_url.removesuffix("/v1")
@@ -152,6 +135,7 @@ class Supervisor:
             model=record.model, base_url=record.base_url, vllm_version=record.vllm_version,
             log_path=record.log_path, phase=phase_of(lines), plugin=plugin_lines(lines),
         )
+        base.nodes = [t.status(tail) for t in self.transports(record)]
         if not self._alive(record):
             ended = read_exit(self.exit_path) or {}
             base.state = "crashed"
@@ -162,7 +146,12 @@ class Supervisor:
         base.uptime_s = time.time() - record.started_at
         base.memory_rss_bytes = self._tree_rss(record)
         base.healthy = self.healthy(record.base_url)
-        if base.healthy:
+        if any(node.state in ("exited", "stopped") for node in base.nodes):
+            # The head may still answer /health (vLLM never asks the other node), but
+            # its next request fails: the engine is degraded, not ready.
+            base.state = "degraded"
+            base.log_tail = lines[-tail:]
+        elif base.healthy:
             base.state = "ready"
         elif base.phase == "server up":
             base.state = "unhealthy"
@@ -172,11 +161,7 @@ class Supervisor:
         return base
 
     def _tree_rss(self, record: EngineRecord) -> int:
-        total = 0
-        for pid in self._group_pids(record):
-            with contextlib.suppress(psutil.Error):
-                total += psutil.Process(pid).memory_info().rss
-        return total
+        return tree_rss(record)
 
     # -- start ---------------------------------------------------------------
 
@@ -213,36 +198,80 @@ class Supervisor:
                 raise EngineStateError(f"model directory {spec.model_path} {what}")
             ensure_port_free(spec.host, spec.port)
             ensure_memory(profile.memory_need_gib, profile.name, override=skip_memory_check)
-            record = self._launch(spec)
+            workers = self._check_workers(profile, spec, skip_memory_check=skip_memory_check)
+            started: list[NodeTransport] = []
+            try:
+                for worker_spec, transport in workers:
+                    transport.start(worker_spec)
+                    started.append(transport)
+                record = self._launch(spec, nodes=[
+                    {"name": w.node, "ssh": w.ssh, "address": w.host,
+                     "sparkcode": w.remote_sparkcode} for w, _ in workers])
+            except BaseException:
+                for transport in started:
+                    with contextlib.suppress(EngineStateError):
+                        transport.stop()
+                raise
         if not wait:
             return self.status()
         return self.wait_ready(record, timeout=timeout, on_phase=on_phase)
 
-    def _launch(self, spec: LaunchSpec) -> EngineRecord:
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
+    def _check_workers(self, profile: Profile, spec: LaunchSpec, *,
+                       skip_memory_check: bool) -> list[tuple[LaunchSpec, NodeTransport]]:
+        """Ask each worker node before anything starts: no node of an earlier engine
+        alive there (a new head cannot boot beside a stale headless worker: it hangs in
+        ``init_process_group``), the same model as the head's, and enough memory."""
+        out: list[tuple[LaunchSpec, NodeTransport]] = []
+        if not spec.workers:
+            return out
+        head_print = model_fingerprint(spec.model_path) if spec.model_path else None
+        for worker in spec.workers:
+            transport = transport_for(self.dir, ssh=worker.ssh, sparkcode=worker.remote_sparkcode,
+                                      name=worker.node)
+            check = transport.check(str(worker.model_path) if worker.model_path else None)
+            running = check.running
+            if running.state == "running":
+                raise EngineStateError(
+                    f"the {worker.node} node ({transport.where}) still runs an earlier engine "
+                    f"(pid {running.pid}); a new head would hang joining it; stop it with "
+                    "`sparkcode engine stop` (or `sparkcode engine node stop` there)"
+                )
+            if check.fingerprint is None:
+                raise EngineStateError(
+                    f"the {worker.node} node ({transport.where}) has no model at "
+                    f"{worker.model_path} (no config.json); copy the head's model there"
+                )
+            if check.fingerprint != head_print:
+                raise EngineStateError(
+                    f"the {worker.node} node's model at {worker.model_path} differs from the "
+                    f"head's (fingerprint {check.fingerprint} vs {head_print}: config.json, "
+                    "weight file names, sizes or tensor headers differ); copy the head's model "
+                    "there"
+                )
+            need = profile.memory_need_gib
+            if need is not None and not skip_memory_check and check.available_gib < need:
+                raise EngineStateError(
+                    f"profile {profile.name} needs {need:.0f} GiB of memory on each node but "
+                    f"the {worker.node} node ({transport.where}) has only "
+                    f"{check.available_gib:.1f} GiB available; free memory there or pass "
+                    "--skip-memory-check"
+                )
+            out.append((worker, transport))
+        return out
+
+    def _launch(self, spec: LaunchSpec, *, nodes: list[dict[str, Any]] | None = None
+                ) -> EngineRecord:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = self.logs_dir / f"engine-{stamp}-{os.getpid()}.log"
-        self.exit_path.unlink(missing_ok=True)
-        env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
-        with log_path.open("ab") as log:
-            log.write(f"[sparkcode] {spec.shell_line()}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.supervisor._runner", str(self.exit_path), "--",
-                 *spec.argv],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, close_fds=True,
-            )
-        try:
-            create_time = psutil.Process(proc.pid).create_time()
-        except psutil.Error:
-            create_time = time.time()
+        pid, create_time = launch_runner(spec.argv, spec.env, self.exit_path, log_path,
+                                         spec.shell_line())
         record = EngineRecord(
-            pid=proc.pid, create_time=create_time, port=spec.port or 0, host=spec.host,
+            pid=pid, create_time=create_time, port=spec.port or 0, host=spec.host,
             profile=spec.profile, model=spec.model,
             model_path=str(spec.model_path) if spec.model_path else None,
             base_url=spec.base_url, log_path=str(log_path), argv=spec.argv,
             env=spec.redacted_env(), started_at=time.time(), vllm_version=vllm_version(),
+            extra={"nodes": nodes} if nodes else {},
         )
         write_record(self.record_path, record)
         return record
@@ -257,17 +286,22 @@ class Supervisor:
         phase: str | None = None
         offset = 0
         log = Path(record.log_path)
+        transports = self.transports(record)
+        next_node_check = 0.0
         while True:
-            offset, new_lines = _read_new(log, offset)
-            for line in new_lines:
-                new_phase = phase_of((line,), phase)
-                if new_phase != phase and new_phase is not None:
-                    phase = new_phase
-                    if on_phase:
-                        on_phase(phase)
+            if transports and time.monotonic() >= next_node_check:
+                next_node_check = time.monotonic() + self.NODE_POLL_S
+                for transport in transports:
+                    node = transport.status(30)
+                    if node.state in ("exited", "stopped"):
+                        self._fail_boot_for_node(node)
+            offset, phase = _follow_phases(log, offset, phase, on_phase)
             if not self._alive(record):
-                _reap(record.pid)
+                reap(record.pid)
                 status = self.status(tail=30)
+                for transport in transports:  # a headless worker would wait forever
+                    with contextlib.suppress(EngineStateError):
+                        transport.stop()
                 code = status.exit_code if status.exit_code is not None else "unknown"
                 sig = f" (signal {status.exit_signal})" if status.exit_signal else ""
                 tail = "\n".join(f"  | {line}" for line in status.log_tail[-15:])
@@ -277,7 +311,11 @@ class Supervisor:
                     + (f": {cause}" if cause else "")
                     + f"\nlog {record.log_path}, last lines:\n{tail}"
                 )
-            if self.healthy(record.base_url, timeout=0.5):
+            if self.healthy(record.base_url, timeout=0.5) and all(
+                    t.status(0).state == "running" for t in transports):
+                # Lines written between the last read and /health answering (a loaded
+                # machine) still report their phases before "ready".
+                offset, phase = _follow_phases(log, offset, phase, on_phase)
                 if on_phase and phase != "ready":
                     on_phase("ready")
                 return self.status()
@@ -288,6 +326,21 @@ class Supervisor:
                 )
             time.sleep(poll_s)
 
+    def _fail_boot_for_node(self, node: NodeStatus) -> None:
+        """A worker died during boot: stop the head (it would wait for it until vLLM's
+        600 s ready timeout) and say why, with the worker's own log."""
+        with contextlib.suppress(EngineStateError):
+            self.stop()
+        code = node.exit_code if node.exit_code is not None else "unknown"
+        sig = f" (signal {node.exit_signal})" if node.exit_signal else ""
+        cause = likely_cause(node.log_tail)
+        tail = "\n".join(f"  | {line}" for line in node.log_tail[-15:])
+        raise EngineStateError(
+            f"the {node.name} node ({node.where}) exited during boot with code {code}{sig}"
+            + (f": {cause}" if cause else "")
+            + f"; the head was stopped\nlog {node.log_path}, last lines:\n{tail}"
+        )
+
     # -- stop ----------------------------------------------------------------
 
     def stop(self, *, grace: tuple[float, float] | None = None) -> EngineStatus:
@@ -295,21 +348,24 @@ class Supervisor:
         with self._lock():
             record = self.record()
             if record is None:
-                raise EngineStateError("no engine is running (nothing to stop)")
+                local = LocalTransport(self.dir)
+                if local.status(0).state == "stopped":
+                    raise EngineStateError("no engine is running (nothing to stop)")
+                # A worker node left here by an engine whose head record is gone.
+                node = local.stop()
+                return EngineStatus(state="stopped", nodes=[node])
             before = self.status()
-            int_wait, term_wait = grace or self.STOP_GRACE_S
-            for sig, wait_s in ((signal.SIGINT, int_wait), (signal.SIGTERM, term_wait),
-                                (signal.SIGKILL, 5.0)):
-                pids = self._group_pids(record)
-                if not pids:
-                    break
-                _signal_all(record.pid, pids, sig)
-                if _wait_gone(lambda: self._group_pids(record), wait_s):
-                    break
-            _reap(record.pid)
-            left = self._group_pids(record)
-            if left:
-                raise EngineStateError(f"engine processes survived SIGKILL: {left}")
+            # Head first, then every worker, whatever happened to the head: a headless
+            # worker never exits on its own once its head is gone.
+            left = stop_group(record, grace or self.STOP_GRACE_S)
+            failures = [f"head processes survived SIGKILL: {left}"] if left else []
+            for transport in self.transports(record):
+                try:
+                    transport.stop()
+                except EngineStateError as exc:
+                    failures.append(str(exc))
+            if failures:
+                raise EngineStateError("; ".join(failures))
             self.record_path.unlink(missing_ok=True)
             return before
 
@@ -336,6 +392,19 @@ def likely_cause(lines: list[str]) -> str | None:
     return None
 
 
+def _follow_phases(log: Path, offset: int, phase: str | None,
+                   on_phase: PhaseCallback | None) -> tuple[int, str | None]:
+    """Read the log's new lines and report each boot phase they reach, in order."""
+    offset, new_lines = _read_new(log, offset)
+    for line in new_lines:
+        new_phase = phase_of((line,), phase)
+        if new_phase != phase and new_phase is not None:
+            phase = new_phase
+            if on_phase:
+                on_phase(phase)
+    return offset, phase
+
+
 def _read_new(path: Path, offset: int) -> tuple[int, list[str]]:
     try:
         with path.open("rb") as fh:
@@ -347,27 +416,3 @@ def _read_new(path: Path, offset: int) -> tuple[int, list[str]]:
     if end < 0:
         return offset, []
     return offset + end + 1, data[: end + 1].decode("utf-8", "replace").splitlines()
-
-
-def _signal_all(pgid: int, pids: list[int], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-    # Processes that left the group (a worker calling setsid) still get it.
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def _wait_gone(pids: Callable[[], list[int]], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not pids():
-            return True
-        time.sleep(0.1)
-    return not pids()
-
-
-def _reap(pid: int) -> None:
-    """Collect the runner's exit status if this process started it."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.schema import (
     AcpMcpServer,
@@ -168,7 +169,7 @@ class SparkcodeAcpAgent:
             raise user_error(str(exc)) from None
         extra = mcp_configs(mcp_servers)
         if extra:
-            target = replace(target, config=replace(
+            target = replace(target, config=msgspec.structs.replace(
                 target.config, mcp_servers=target.config.mcp_servers + extra))
         # A new recording for a loaded session: its parent is the one loaded.
         session_options = replace(opts.session, origin=ORIGIN, resume=resume,

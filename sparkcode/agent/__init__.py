@@ -8,10 +8,13 @@ Public surface (used by the TUI, ``sparkcode run`` and the session recorder):
   async generator of events; ``subscribe(cb)`` for observers; ``undo()``.
 - The events (``events.py``), :class:`MetricsPoller` (``metrics.py``),
   :class:`UndoStore` (``undo.py``), :class:`Permissions` (``permissions.py``).
+- :func:`salvage` (``_salvage.py``): tool calls recovered from a reply's text; public
+  for the salvage study (``bench/studies/salvage_rate.py``) that measures it.
 """
 
 from __future__ import annotations
 
+from ._salvage import Salvage, salvage
 from .client import ChatClient, ChatError, ChatResult, EngineGone, ModelCard
 from .events import *  # noqa: F403
 from .events import __all__ as _event_names
@@ -33,10 +36,12 @@ __all__ = [
     "MetricsPoller",
     "ModelCard",
     "Permissions",
+    "Salvage",
     "ToolRegistry",
     "UndoError",
     "UndoStore",
     "default_tools",
     "parse_metrics",
+    "salvage",
     *_event_names,
 ]

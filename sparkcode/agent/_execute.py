@@ -42,6 +42,14 @@ Record = Callable[[CheckedCall, str], None]
 """Appends a tool result to the history."""
 
 
+LOOP_NUDGE = ("you made this call several times in a row and its result, above, was the "
+              "same each time. Do not repeat it: use what it showed (read or edit the file "
+              "it points to), or give your answer.")
+"""The result of a looping call with ``loop_nudge``. Without it the loop question ended
+4 of 24 tries of the agent suite for Qwen2.5-Coder-1.5B (docs/agent.md), 3 of them
+right after the model ran the same test command three times."""
+
+
 def stop_note(reason: str) -> str:
     """Why a call was not run, for its result."""
     return {
@@ -58,8 +66,10 @@ class TurnCalls:
     def __init__(self, *, turn: int, permissions: Permissions, ctx: ToolContext,
                  undo_store: UndoStore | None, ask: Ask, record: Record,
                  snapshot_taken: Callable[[str], None], cancelled: Callable[[], bool],
-                 hooks: Hooks | None = None) -> None:
+                 hooks: Hooks | None = None, loop_nudge: bool = False) -> None:
         self.turn = turn
+        self.loop_nudge = loop_nudge
+        """The turn's first loop gets a result telling the model so, not a question."""
         self.hooks = hooks
         self.permissions = permissions
         self.ctx = ctx
@@ -83,6 +93,14 @@ class TurnCalls:
                                   raw_arguments=call.raw_arguments)
             question = self.guard.check(Call(call.name, call.raw_arguments if call.error
                                              else call.history_arguments))
+            if question is not None and self.loop_nudge:
+                self.loop_nudge = False  # once a turn; the next loop asks as usual
+                self.guard.forgive()
+                msg = f"not run: {LOOP_NUDGE}"
+                self.record(call, msg)
+                yield ToolCallFinished(call_id=call.call_id, name=call.name, result=msg,
+                                       error=msg)
+                continue
             if question is not None:
                 box: list[ApprovalDecision] = []
                 async for event in self.ask(call, "loop", question, call.history_arguments,
@@ -215,6 +233,8 @@ async def execute_call(
     text = output.text if output is not None else f"error: {error}"
     if output is not None:
         diff = output.diff
+        if output.notice is not None:
+            yield Notice(message=output.notice, code="diagnostics")
         if hooks:
             runs = await hooks.run("PostToolUse", {"tool_name": call.name,
                                                    "tool_input": call.args,

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .context import Message
 from .tools import ToolRegistry
 
 NAME_KEYS: tuple[str, ...] = ("tool", "name")
@@ -53,6 +54,12 @@ def structured_outputs(registry: ToolRegistry, name_key: str = "tool", *,
             "disable_any_whitespace": True}
 
 
+WHOLE_FILE_NOTE = ("To change a file: read it, then write_file it with its whole new "
+                   "content, every line of it, changed or not.")
+"""Added when the tools can write a file but not edit one (a profile's ``tools`` without
+``edit_file``): the whole-file edit format, which Aider found weak models use best."""
+
+
 def tools_prompt(registry: ToolRegistry, name_key: str = "tool") -> str:
     """What the system prompt adds: the reply format and each tool's arguments."""
     lines = ["", "", "Reply with exactly one JSON object each time. To use a tool: "
@@ -65,7 +72,52 @@ def tools_prompt(registry: ToolRegistry, name_key: str = "tool") -> str:
         args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
                          for k, v in props.items())
         lines.append(f"- {fn['name']}({args}): {fn['description']}")
+    names = registry.names
+    if "write_file" in names and "edit_file" not in names and "multi_edit" not in names:
+        lines.append(WHOLE_FILE_NOTE)
     return "\n".join(lines)
+
+
+RESULT_PREFIX = "Result:\n"
+"""What a tool result starts with when it is sent as a user message (``results_as_user``)."""
+
+
+def results_as_user(history: list[Message], name_key: str = "tool") -> list[Message]:
+    """The history as a small-model mode request sends it with ``results_as_user``: each
+    step as the model wrote it, its result a user message that begins "Result:".
+
+    Sent as the API's tool messages, Qwen's template renders a step twice (the JSON it
+    wrote, then the call again in ``<tool_call>`` tags) and its result in
+    ``<tool_response>`` tags, a form the schema never lets the model write. Replayed
+    from 5 failed tries of the agent suite (greedy, Qwen2.5-Coder-1.5B, 2026-12-02),
+    the next step was ``{"answer": "}"}`` after one edit of two (2 tries) or the same
+    test run again (2) or a made-up value (1); with the results as user messages it
+    was the missing edit or a read of the file in question in all 5. The history
+    itself stays the API's form (every call with its result); only the request differs,
+    the same way every time, so the prompt prefix stays cacheable.
+    """
+    out: list[Message] = []
+    for msg in history:
+        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+            content = msg.get("content") or ""
+            if not content:  # a call the server parsed: show it as a step
+                content = "\n".join(_step_json(c, name_key) for c in msg["tool_calls"])
+            out.append({k: v for k, v in msg.items() if k != "tool_calls"} | {"content": content})
+        elif msg.get("role") == "tool":
+            out.append({"role": "user", "content": RESULT_PREFIX + str(msg.get("content", ""))})
+        else:
+            out.append(msg)
+    return out
+
+
+def _step_json(call: dict[str, Any], name_key: str) -> str:
+    fn = call.get("function", {})
+    try:
+        args = json.loads(fn.get("arguments") or "{}")
+    except ValueError:
+        args = fn.get("arguments")
+    return json.dumps({name_key: fn.get("name", ""), "arguments": args}, ensure_ascii=False,
+                      separators=(",", ":"))
 
 
 @dataclass(frozen=True)

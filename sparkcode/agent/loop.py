@@ -33,7 +33,7 @@ from ._compaction import compact_when_needed
 from ._execute import TurnCalls, stop_note
 from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
-from ._structured import structured_outputs, tools_prompt
+from ._structured import results_as_user, structured_outputs, tools_prompt
 from .client import ChatClient, ChatError, EngineGone
 from .context import (
     ContextMeter,
@@ -71,7 +71,14 @@ from .settings import (
     TASK_REMINDER,
     AgentSettings,
 )
-from .tools import TodoList, ToolContext, ToolRegistry, default_tools, workspace_listing
+from .tools import (
+    EditChecker,
+    TodoList,
+    ToolContext,
+    ToolRegistry,
+    default_tools,
+    workspace_listing,
+)
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
@@ -95,6 +102,7 @@ class Agent:
         approver: Approver | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         hooks: Hooks | None = None,
+        checker: EditChecker | None = None,
     ) -> None:
         self.client = client
         self.workspace = workspace.resolve()
@@ -135,7 +143,8 @@ class Agent:
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
         self._ctx = ToolContext(workspace=self.workspace,
-                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos)
+                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
+                                checker=checker)
 
     # -- public API ----------------------------------------------------------
 
@@ -295,7 +304,8 @@ class Agent:
         calls = TurnCalls(turn=turn, permissions=self.permissions, ctx=self._ctx,
                           undo_store=self.undo_store, ask=self._ask, record=self._tool_result,
                           snapshot_taken=self.rewind.snapshot_taken,
-                          cancelled=lambda: self._cancel, hooks=self.hooks)
+                          cancelled=lambda: self._cancel, hooks=self.hooks,
+                          loop_nudge=self.settings.loop_nudge)
         self._loops = calls.guard.counts
         stops = 0
         prompt_total = completion_total = 0
@@ -322,7 +332,10 @@ class Agent:
             yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                                  thinking_token_budget=params.get("thinking_token_budget"),
                                  messages=len(self.history))
-            req = Request(self.client, self.settings, self.history, tools=tools, choice=choice,
+            outgoing = self.history
+            if self._structured is not None and self.settings.results_as_user:
+                outgoing = results_as_user(self.history, self.settings.step_name_key)
+            req = Request(self.client, self.settings, outgoing, tools=tools, choice=choice,
                           params=params, thinking_closed=thinking_closed,
                           cancelled=lambda: self._cancel,
                           structured=self._structured is not None)

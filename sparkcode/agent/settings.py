@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.profiles import KNOB_NAMES, AgentKnobs
+
 from .. import config as _config
 from .images import DEFAULT_MAX_MIB
 
@@ -43,7 +45,13 @@ ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking eac
 
 @dataclass
 class AgentSettings:
-    """Per-session knobs; the TUI's /effort, /budget, /approve change them live."""
+    """Per-session knobs; the TUI's /effort, /budget, /approve change them live.
+
+    The only place their defaults are written: a profile, ``config.toml`` and a
+    start say :class:`~engine.profiles.AgentKnobs` (``None``: not said), and
+    :func:`settings_from` lays them over these defaults. A knob lands on the field
+    of its own name, but for those :data:`KNOB_TO_SETTING` converts.
+    """
 
     reasoning_effort: str = "low"
     """Sent with every request (GLM-5.3-Flash treats a missing value as max)."""
@@ -83,6 +91,8 @@ class AgentSettings:
     default's reason is at :data:`~.images.DEFAULT_MAX_MIB`)."""
     compact_threshold: float = 0.8
     bash_timeout_s: float = 120.0
+    tools: tuple[str, ...] = ()
+    """The built-in tools offered to the model; empty: all of them."""
     usage_interval_s: float = 0.1
     """Least time between two :class:`UsageUpdate` events of one stream."""
     degenerate: _config.DegenerateMode = "stop"
@@ -95,6 +105,13 @@ class AgentSettings:
     """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
     task_reminder: bool = False
     """Append the turn's task to every tool result (for models that lose it)."""
+    results_as_user: bool = False
+    """Small-model mode: send each tool result as a user message after the step as the
+    model wrote it, not as the API's tool message (``_structured.results_as_user``)."""
+    loop_nudge: bool = False
+    """A turn's first loop of calls (``loop_guard``) is not asked about: the call is not
+    run and its result tells the model to stop repeating it (``_execute.LOOP_NUDGE``);
+    a second loop in the turn asks as usual."""
     workspace_files: bool = False
     """End the system prompt with the workspace's files as they are when the session
     starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B
@@ -109,3 +126,25 @@ class AgentSettings:
     """Ask vLLM for token ids (``return_token_ids``, to recover calls its streaming
     parser swallowed) only while the prompt is estimated below this many tokens:
     vLLM then also returns the prompt's ids in the first frame."""
+
+
+KNOB_TO_SETTING: dict[str, tuple[str, Any]] = {
+    "degenerate_streams": ("degenerate", lambda mode: mode),
+    "image_max_mib": ("image_max_bytes", lambda mib: int(mib * 1024 * 1024)),
+}
+"""The knobs whose setting has another name or unit: knob -> (field, conversion)."""
+
+
+def settings_from(knobs: AgentKnobs, **fixed: Any) -> AgentSettings:
+    """:class:`AgentSettings` with what ``knobs`` says over the defaults (an
+    :func:`~engine.profiles.overlay` of the layers); ``fixed``: fields no file
+    sets (the session seed, the context limit...)."""
+    said: dict[str, Any] = {}
+    for name in KNOB_NAMES:
+        value = getattr(knobs, name)
+        if value is None:
+            continue
+        field, convert = KNOB_TO_SETTING.get(name, (name, lambda v: v))
+        said[field] = convert(value)
+    return AgentSettings(**said, **fixed)
+

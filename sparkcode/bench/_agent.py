@@ -11,9 +11,10 @@ answered yes except a shell command outside the sandbox and a repeated-call
 loop, the session seed (``--seed`` + try - 1), ``--max-turns`` and
 ``--max-tokens``; a try still running after ``--try-timeout`` seconds is
 stopped (ended by ``timeout``) and checked as it stands, so one runaway
-generation on a slow CPU cannot hold the suite for an hour. Tries run task by
-task for try 1, then try 2..., so a run
-cut short has every task measured once before any twice. A failed try keeps
+generation on a slow CPU cannot hold the suite for an hour. Tries start task by
+task for try 1, then try 2..., so a run cut short has every task measured once
+before any twice; ``--jobs N`` runs N of them at a time (wall times then include
+waiting on the others' requests). A failed try keeps
 its recorded session (``sparkcode replay ID``); passed ones are deleted unless
 ``--keep-sessions``.
 """
@@ -35,6 +36,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from engine.supervisor import Supervisor
 from sparkcode.agent import (
     AgentError,
@@ -67,11 +69,12 @@ and words in it (a grep pattern naming the failing test) are no answer."""
 
 def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, seed: int,
                   max_turns: int, max_tokens: int | None, try_timeout: float,
-                  structured_tools: bool | None, sandbox: bool, keep_sessions: bool
-                  ) -> dict[str, Any]:
+                  structured_tools: bool | None, sandbox: bool, keep_sessions: bool,
+                  jobs: int = 1) -> dict[str, Any]:
     if tries < 1 or max_turns < 1 or (max_tokens is not None and max_tokens < 1) \
-            or try_timeout <= 0:
-        raise UserError("--tries, --max-turns and --max-tokens must be >= 1, --try-timeout > 0")
+            or jobs < 1 or try_timeout <= 0:
+        raise UserError("--tries, --max-turns, --max-tokens and --jobs must be >= 1, "
+                        "--try-timeout > 0")
     if sandbox and find_bwrap().path is None:
         raise UserError(f"the agent suite runs the model's shell commands and the tasks' "
                         f"checks in the bubblewrap sandbox, and {find_bwrap().reason}; pass "
@@ -82,7 +85,7 @@ def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, 
             "tries": tries, "seed": seed, "max_turns": max_turns, "max_tokens": max_tokens,
             "try_timeout_s": try_timeout,
             "structured_tools": structured_tools, "sandbox": sandbox,
-            "keep_sessions": keep_sessions, "python": sys.executable}
+            "keep_sessions": keep_sessions, "jobs": jobs, "python": sys.executable}
 
 
 def check_resumable(settings: dict[str, Any]) -> None:
@@ -200,8 +203,9 @@ async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
         session = await build_session(start(ws), SessionOptions(
             origin="bench-agent", record=True,
             permission_mode="sandbox" if s["sandbox"] else "full-auto", approver=approve,
-            max_turns=s["max_turns"], max_tokens=s["max_tokens"], seed=seed,
-            structured_tools=s["structured_tools"], start_engine=False, mcp=False), paths)
+            seed=seed, knobs=AgentKnobs(max_turns=s["max_turns"], max_tokens=s["max_tokens"],
+                                        structured_tools=s["structured_tools"]),
+            start_engine=False, mcp=False), paths)
         tally = Tally(session.agent.tools)
         began = time.monotonic()
         try:
@@ -261,12 +265,20 @@ async def run(ctx: Context) -> None:
 
     order = keys(ctx.settings)
     bar = ctx.bar("agent", order)
-    with python_first():
-        for key in order:
-            if ctx.result.done(ctx.label, key):
-                continue
+    slots = asyncio.Semaphore(int(ctx.settings.get("jobs", 1)))
+
+    async def one(key: str) -> None:
+        async with slots:
             task_id, _, attempt = key.rpartition("#")
             unit = await one_try(ctx, paths, tasks[task_id], int(attempt), start)
-            ctx.result.put(ctx.label, key, unit)
-            bar.advance(f"{ctx.label}: agent {key} "
-                        + ("pass" if unit["success"] else "fail"))
+        ctx.result.put(ctx.label, key, unit)  # saved at once: Ctrl-C keeps it
+        bar.advance(f"{ctx.label}: agent {key} " + ("pass" if unit["success"] else "fail"))
+
+    with python_first():
+        # --jobs N: N tries at a time against the one target (vLLM batches them; on a
+        # CPU decode is memory-bound, so a few sequences cost little more than one).
+        # They start in try-major order; an error or Ctrl-C cancels the others.
+        async with asyncio.TaskGroup() as group:
+            for key in order:
+                if not ctx.result.done(ctx.label, key):
+                    group.create_task(one(key))

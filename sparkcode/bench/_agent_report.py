@@ -114,6 +114,8 @@ def table(cols: list[Column]) -> str:
         f"at most {settings['max_turns']} model requests per try"
         + (f" of at most {settings['max_tokens']} tokens" if settings["max_tokens"] else "")
         + f", stopped after {settings['try_timeout_s']:g} s"
+        + (f"; {settings['jobs']} tries at a time (wall times include the waiting)"
+           if settings.get("jobs", 1) > 1 else "")
         + f"; small-model mode {mode}; shell commands "
         + ("in the bubblewrap sandbox" if settings["sandbox"] else "unconfined (--no-sandbox)")
         + ". A try succeeds when every condition of its task's check holds (docs/bench.md).",

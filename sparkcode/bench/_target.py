@@ -15,9 +15,10 @@ import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import AgentDefaults
+from engine.profiles import AgentKnobs
 from engine.supervisor import Reuse
 from sparkcode.agent._chat_types import ChatError, api_key_headers
+from sparkcode.agent.settings import AgentSettings, settings_from
 from sparkcode.sessions import engine_fingerprint
 from sparkcode.target import Target
 
@@ -64,7 +65,8 @@ class LiveTarget:
     """The API root, ending in ``/v1``."""
     model: str
     api_key_env: str | None
-    agent: AgentDefaults
+    agent: AgentSettings
+    """The agent's settings the profile gives (its knobs over the defaults)."""
     max_model_len: int | None
     fingerprint: dict[str, Any] = field(default_factory=dict)
 
@@ -123,7 +125,7 @@ def _models(base_url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def _live(label: str, base_url: str, model: str | None, api_key_env: str | None,
-          agent: AgentDefaults, paths: Paths) -> LiveTarget:
+          agent: AgentKnobs, paths: Paths) -> LiveTarget:
     if api_key_env and not os.environ.get(api_key_env):
         raise UserError(f"environment variable {api_key_env} (the API key) is not set")
     headers = api_key_headers(api_key_env)
@@ -143,7 +145,8 @@ def _live(label: str, base_url: str, model: str | None, api_key_env: str | None,
     except (httpx.HTTPError, ValueError):
         pass
     return LiveTarget(label=label, base_url=base_url, model=chosen, api_key_env=api_key_env,
-                      agent=agent, max_model_len=max_len if isinstance(max_len, int) else None,
+                      agent=settings_from(agent),
+                      max_model_len=max_len if isinstance(max_len, int) else None,
                       fingerprint=fingerprint)
 
 
@@ -159,7 +162,7 @@ def open_target(spec: TargetSpec, paths: Paths, *, label: str | None = None,
     target = spec.target(paths, label=label)
     with target.opened(paths, progress=on_phase, on_phase=on_phase, timeout=boot_timeout,
                        why=f"--profile {spec.name} starts its own engine") as up:
-        agent = up.profile.agent if up.profile is not None else AgentDefaults()
+        agent = up.profile.agent if up.profile is not None else AgentKnobs()
         yield _live(up.label, up.base_url, up.model, up.api_key_env, agent, paths)
 
 

@@ -39,17 +39,19 @@ def acp_cmd(
         "--no-record", help="Do not record the sessions (session/load then has nothing "
         "to load).")] = False,
     max_turns: Annotated[int | None, typer.Option(
-        "--max-turns", min=1, help="Most model requests for one prompt.")] = None,
+        "--max-turns", help="Most model requests for one prompt.")] = None,
     force_tool: Annotated[str | None, typer.Option("--force-tool", hidden=True)] = None,
     force_tool_schema: Annotated[str | None, typer.Option(
         "--force-tool-schema", hidden=True)] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True, min=1)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True)] = None,
     temperature: Annotated[float | None, typer.Option(
-        "--temperature", hidden=True, min=0.0, max=2.0)] = None,
+        "--temperature", hidden=True)] = None,
 ) -> None:
     """Serve ACP v1 on stdin/stdout, for Zed, Neovim, Toad and other editors."""
+    from engine.profiles import knobs_from
     from sparkcode.acp import AcpOptions, SparkcodeAcpAgent, protocol_stdout, serve
     from sparkcode.builder import SessionOptions
+    from sparkcode.cli._run import FLAGS
 
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
@@ -64,8 +66,9 @@ def acp_cmd(
                         format="sparkcode acp: %(levelname)s %(name)s: %(message)s")
     options = AcpOptions(profile=profile, endpoint=endpoint, model=model,
                          api_key_env=api_key_env, vision=vision, session=SessionOptions(
-                             origin="acp", record=not no_record, max_turns=max_turns,
-                             force_tool=force_tool, force_tool_parameters=schema,
-                             max_tokens=max_tokens, temperature=temperature))
+                             origin="acp", record=not no_record, force_tool=force_tool,
+                             force_tool_parameters=schema, knobs=knobs_from(
+                                 {"max_turns": max_turns, "max_tokens": max_tokens,
+                                  "temperature": temperature}, "sparkcode acp:", FLAGS)))
     agent = SparkcodeAcpAgent(options, Paths.from_env())
     asyncio.run(serve(agent, sys.stdin, stdout))

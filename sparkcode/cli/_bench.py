@@ -237,6 +237,9 @@ def agent_cmd(
     = False,
     keep_sessions: Annotated[bool, typer.Option(
         "--keep-sessions", help="Keep every try's session, not only failed ones.")] = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", help="Tries run at a time against each target (its engine batches "
+        "them); wall times then include the waiting.")] = 1,
     list_tasks: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")]
     = False,
     boot_timeout: BootTimeout = 900.0,
@@ -253,7 +256,7 @@ def agent_cmd(
     _go("agent", profiles, endpoints, models, key_envs, out, resume, boot_timeout,
         lambda: bench.agent_settings(tasks, kinds, tries, seed, max_turns, max_tokens,
                                      try_timeout, structured_tools, not no_sandbox,
-                                     keep_sessions))
+                                     keep_sessions, jobs))
 
 
 @bench_app.command("report")

@@ -13,9 +13,16 @@ from engine.errors import EngineStateError, UserError
 from engine.pagemath import PageMath, prefix_cache_math
 from engine.paths import Paths
 from engine.profiles import default_profile_name, list_profiles, load_profile, render
-from engine.supervisor import EngineStatus, Reuse, Supervisor, ensure_running, tail_lines
+from engine.supervisor import (
+    EngineStatus,
+    NodeStatus,
+    Reuse,
+    Supervisor,
+    ensure_running,
+    tail_lines,
+)
 
-from . import _patches
+from . import _engine_node, _patches
 from ._format import human_bytes, human_duration
 
 engine_app = typer.Typer(
@@ -30,6 +37,7 @@ ProfileOpt = Annotated[
 
 def register(app: typer.Typer) -> None:
     _patches.register(engine_app)
+    _engine_node.register(engine_app)
     app.add_typer(engine_app, name="engine")
 
 
@@ -66,17 +74,25 @@ def command_cmd(
     prof = load_profile(profile or default_profile_name(paths), paths)
     spec = render(prof, paths, port=port)
     if as_json:
-        typer.echo(json.dumps({"argv": spec.argv, "env": spec.redacted_env(),
-                               "base_url": spec.base_url, "model": spec.model}, indent=2))
+        typer.echo(json.dumps({
+            "argv": spec.argv, "env": spec.redacted_env(), "base_url": spec.base_url,
+            "model": spec.model,
+            "nodes": [{"node": w.node, "node_rank": w.node_rank, "ssh": w.ssh, "argv": w.argv,
+                       "env": w.redacted_env()} for w in spec.workers],
+        }, indent=2))
         return
     if prof.kind == "endpoint":
         typer.echo(f"# profile {prof.name}: no local engine; requests go to {spec.base_url}")
         if spec.api_key_env:
             typer.echo(f"# API key read from ${spec.api_key_env}")
         return
-    for key, value in sorted(spec.redacted_env().items()):
-        typer.echo(f"export {key}={_quote(value)}")
-    typer.echo(" \\\n  ".join(_argv_lines(spec.argv)))
+    for launch in (spec, *spec.workers):
+        if spec.workers:
+            where = f"ssh {launch.ssh}" if launch.ssh else "this machine"
+            typer.echo(f"# {launch.node} node (rank {launch.node_rank}, {where})")
+        for key, value in sorted(launch.redacted_env().items()):
+            typer.echo(f"export {key}={_quote(value)}")
+        typer.echo(" \\\n  ".join(_argv_lines(launch.argv)))
 
 
 def _argv_lines(argv: list[str]) -> list[str]:
@@ -133,9 +149,11 @@ def start_cmd(
 def stop_cmd() -> None:
     """Stop the engine (SIGINT, then SIGTERM, then SIGKILL) and leave no process."""
     sup = Supervisor(Paths.from_env())
-    before = sup.status()
-    sup.stop()
-    if before.state == "crashed":
+    before = sup.stop()
+    if before.state == "stopped":  # only a worker node an earlier engine left running
+        pids = ", ".join(str(n.pid) for n in before.nodes)
+        typer.echo(f"stopped a worker node left without its head (pid {pids})")
+    elif before.state == "crashed":
         code = before.exit_code if before.exit_code is not None else "unknown"
         typer.echo(f"engine had already exited (code {code}); record cleared")
     else:
@@ -156,7 +174,7 @@ def status_cmd(
         typer.echo(json.dumps(doc, indent=2))
         return
     typer.echo(_describe(status, page_math))
-    if status.state == "crashed":
+    if status.state in ("crashed", "degraded"):
         raise typer.Exit(1)
 
 
@@ -195,7 +213,28 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
     if s.log_tail:
         lines.append("  last log lines:")
         lines += [f"  | {line}" for line in s.log_tail]
+    for node in s.nodes:
+        lines.append(f"  {node.name:<8} {_node_line(node)}")
+        lines += [f"  | [{node.name}] {line}" for line in node.log_tail]
     return "\n".join(lines)
+
+
+def _node_line(node: NodeStatus) -> str:
+    """One worker node in `engine status`: state, where, pid, memory, how it ended."""
+    parts = [node.state, node.where]
+    if node.address:
+        parts.append(node.address)
+    if node.pid is not None:
+        parts.append(f"pid {node.pid}")
+    if node.memory_rss_bytes:
+        parts.append(human_bytes(node.memory_rss_bytes))
+    if node.state == "exited":
+        code = node.exit_code if node.exit_code is not None else "unknown"
+        parts.append(f"exit code {code}" + (f", signal {node.exit_signal}"
+                                            if node.exit_signal else ""))
+    if node.error:
+        parts.append(node.error)
+    return ", ".join(str(p) for p in parts)
 
 
 @engine_app.command("logs")
@@ -205,24 +244,30 @@ def logs_cmd(
     ] = False,
     lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines to show.")] = 50,
 ) -> None:
-    """Print the engine log (the running engine's, else the latest)."""
+    """Print the engine log (the running engine's, else the latest); a multi-node
+    engine's lines are tagged [head] and [worker]."""
     sup = Supervisor(Paths.from_env())
     path = sup.log_path()
     if path is None:
         raise EngineStateError("no engine log yet; start an engine first")
+    transports = sup.transports()
+    tag = "[head] " if transports else ""
     for line in tail_lines(path, lines):
-        typer.echo(line)
+        typer.echo(f"{tag}{line}")
+    for transport in transports:
+        for line in transport.logs(lines):
+            typer.echo(f"[{transport.name}] {line}")
     if follow:
-        _follow(sup, path)
+        _follow(sup, path, tag)
 
 
-def _follow(sup: Supervisor, path: Path) -> None:
+def _follow(sup: Supervisor, path: Path, tag: str = "") -> None:
     with path.open("rb") as fh:
         fh.seek(0, 2)
         while True:
             chunk = fh.readline()
             if chunk:
-                typer.echo(chunk.decode("utf-8", "replace").rstrip("\n"))
+                typer.echo(tag + chunk.decode("utf-8", "replace").rstrip("\n"))
                 continue
             if sup.status().state in ("stopped", "crashed"):
                 return

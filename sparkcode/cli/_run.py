@@ -15,15 +15,15 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, TextIO, cast
+from typing import Annotated, Literal, TextIO, cast
 
 import typer
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import REASONING_EFFORTS
+from engine.profiles import REASONING_EFFORTS, knobs_from
 from sparkcode.agent import (
     AgentError,
     ApprovalDecision,
@@ -45,7 +45,6 @@ from sparkcode.agent import (
 from sparkcode.agent.hooks import describe
 from sparkcode.agent.tools import TodoList
 from sparkcode.builder import SessionOptions, build_session, resolve_target
-from sparkcode.config import DEGENERATE_MODES, DegenerateMode
 from sparkcode.hook_specs import HookSpec
 from sparkcode.replay import Rebuilt
 from sparkcode.resume import WorkspaceMismatch, find_resume
@@ -54,53 +53,38 @@ from sparkcode.sessions import SessionStore
 from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE = 0, 1, 3, 4
+FLAGS = {"reasoning_effort": "--effort", "thinking_token_budget": "--budget",
+         "max_turns": "--max-turns", "max_tokens": "--max-tokens",
+         "temperature": "--temperature", "top_p": "--top-p", "degenerate_streams": "--degenerate"}
+"""The knobs ``run`` takes as flags, by the flag's name (for error messages)."""
 
 
-@dataclass
-class RunOptions:
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``sparkcode run`` is asked: the prompts, what to talk to, where, and the
+    output's form. Every setting of the session (recording, permission mode, the
+    agent's knobs, the seed) is in ``session``, as every front passes it."""
+
     prompt: str
     workspace: Path
+    session: SessionOptions = SessionOptions(origin="run")
+    """``origin``, ``approver``, ``ask_trust``, ``progress`` and ``resume`` are the
+    run's own (set by :func:`run_headless`)."""
     as_json: bool = False
-    max_turns: int | None = None
-    auto: bool = False
-    plan: bool = False
-    """Plan mode: only read-only tools; the answer is a plan (and a todo list)."""
     endpoint: str | None = None
     model: str | None = None
     api_key_env: str | None = None
     profile: str | None = None
-    effort: str | None = None
-    budget: int | None = None
-    force_tool: str | None = None
-    force_tool_schema: dict[str, Any] | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | Literal["random", "off"] | None = None
-    record: bool = True
+    vision: bool = False
+    """``--vision``: the ``--endpoint``'s model takes images."""
     resume: str | None = None
     """A session ID to continue (``--resume``)."""
     continue_latest: bool = False
     """Continue the latest session of the workspace (``--continue``)."""
-    degenerate: DegenerateMode | None = None
-    structured_tools: bool | None = None
-    """Small-model mode on or off; None = the profile's setting."""
-    step_name_key: str | None = None
-    """Small-model mode's call key; None = the profile's setting."""
-    first_step_tool: bool | None = None
-    """Small-model mode's forced first call; None = the profile's setting."""
-    tools: tuple[str, ...] | None = None
-    """The built-in tools offered; None = the profile's list (or all)."""
-    task_reminder: bool | None = None
-    """Repeat the task after each tool result; None = the profile's setting."""
     prompt_file: Path | None = None
     """Further prompts, one a line (``-``: standard input, read as lines arrive)."""
-    trust_project: bool = False
-    """Run the project's hooks (and remember the project as trusted)."""
     images: tuple[Path, ...] = ()
     """Images attached to the first prompt (``--image``, repeatable)."""
-    vision: bool = False
-    """``--vision``: the ``--endpoint``'s model takes images."""
 
 
 def register(app: typer.Typer) -> None:
@@ -112,7 +96,7 @@ def run_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per event.")]
     = False,
     max_turns: Annotated[int | None, typer.Option(
-        "--max-turns", min=1, help="Most model requests for this prompt.")] = None,
+        "--max-turns", help="Most model requests for this prompt.")] = None,
     auto: Annotated[bool, typer.Option(
         "--auto", help="Full-auto: run edits and shell commands without asking.")] = False,
     plan: Annotated[bool, typer.Option(
@@ -128,16 +112,16 @@ def run_cmd(
     effort: Annotated[str | None, typer.Option(
         "--effort", help=f"reasoning_effort: {', '.join(REASONING_EFFORTS)}.")] = None,
     budget: Annotated[int | None, typer.Option(
-        "--budget", min=-1, help="thinking_token_budget (-1 = unlimited).")] = None,
+        "--budget", help="thinking_token_budget (-1 = unlimited).")] = None,
     force_tool: Annotated[str | None, typer.Option("--force-tool", hidden=True)] = None,
     force_tool_schema: Annotated[str | None, typer.Option(
         "--force-tool-schema", hidden=True)] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True, min=1)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True)] = None,
     temperature: Annotated[float | None, typer.Option(
-        "--temperature", min=0.0, max=2.0, help="Sampling temperature (default: config.toml "
+        "--temperature", help="Sampling temperature (default: config.toml "
         "[agent], then the profile, then the server).")] = None,
     top_p: Annotated[float | None, typer.Option(
-        "--top-p", min=0.0, max=1.0, help="Nucleus sampling top_p.")] = None,
+        "--top-p", help="Nucleus sampling top_p.")] = None,
     seed: Annotated[str | None, typer.Option(
         "--seed", help="Session seed: an integer, 'random' or 'off' (default: config.toml "
         "[agent] seed, else random; recorded, so `replay --rerun` reproduces the run).")]
@@ -167,8 +151,11 @@ def run_cmd(
         "--vision", help="With --endpoint: the model takes images.")] = False,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
-    if effort is not None and effort not in REASONING_EFFORTS:
-        raise UserError(f"--effort must be one of {', '.join(REASONING_EFFORTS)}")
+    # The flags are held to the knobs' types and ranges, as config.toml is.
+    knobs = knobs_from(
+        {"reasoning_effort": effort, "thinking_token_budget": budget, "max_turns": max_turns,
+         "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+         "degenerate_streams": degenerate}, "sparkcode run:", FLAGS)
     if auto and plan:
         raise UserError("--auto and --plan exclude each other; pass one")
     schema = None
@@ -179,24 +166,23 @@ def run_cmd(
             raise UserError(f"--force-tool-schema is not JSON: {exc}") from None
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
-    if degenerate is not None and degenerate not in DEGENERATE_MODES:
-        raise UserError(f"--degenerate must be one of {', '.join(DEGENERATE_MODES)}")
-    options = RunOptions(
-        prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, max_turns=max_turns,
-        auto=auto, plan=plan, endpoint=endpoint, model=model, api_key_env=api_key_env,
-        profile=profile, effort=effort, budget=budget, force_tool=force_tool,
-        force_tool_schema=schema, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-        seed=parse_seed(seed), record=not no_record, resume=resume,
-        continue_latest=continue_latest, degenerate=degenerate, prompt_file=prompt_file,
-        trust_project=trust_project,
-        images=tuple(p.expanduser().absolute() for p in image or ()), vision=vision,
+    request = RunRequest(
+        prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, endpoint=endpoint,
+        model=model, api_key_env=api_key_env, profile=profile, vision=vision, resume=resume,
+        continue_latest=continue_latest, prompt_file=prompt_file,
+        images=tuple(p.expanduser().absolute() for p in image or ()),
+        session=SessionOptions(
+            origin="run", record=not no_record, knobs=knobs, seed=parse_seed(seed),
+            permission_mode="full-auto" if auto else "plan" if plan else None,
+            force_tool=force_tool, force_tool_parameters=schema,
+            trust_project=True if trust_project else None),
     )
-    code = asyncio.run(run_headless(options))
+    code = asyncio.run(run_headless(request))
     if code:
         raise typer.Exit(code)
 
 
-async def run_headless(options: RunOptions, paths: Paths | None = None,
+async def run_headless(request: RunRequest, paths: Paths | None = None,
                        out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Resolve the engine, run one turn, print it; returns the exit status."""
     paths = paths or Paths.from_env()
@@ -206,30 +192,19 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
     def progress(message: str) -> None:
         print(message, file=err, flush=True)
 
-    further = _further_prompts(options.prompt_file)
-    workspace = options.workspace.expanduser().resolve()
+    further = _further_prompts(request.prompt_file)
+    workspace = request.workspace.expanduser().resolve()
     rebuilt = None
-    if options.resume or options.continue_latest:
-        rebuilt = await resume_here(paths, workspace, options.resume, options.continue_latest,
+    if request.resume or request.continue_latest:
+        rebuilt = await resume_here(paths, workspace, request.resume, request.continue_latest,
                                     err)
         workspace = Path(rebuilt.workspace)
-    target = resolve_target(workspace, paths, profile=options.profile,
-                            endpoint=options.endpoint, model=options.model,
-                            api_key_env=options.api_key_env, vision=options.vision)
-    session = await build_session(target, SessionOptions(
-        origin="run", record=options.record,
-        permission_mode="full-auto" if options.auto else "plan" if options.plan else None,
-        approver=None if sys.stdin.isatty() else _refuse,
-        reasoning_effort=options.effort, thinking_token_budget=options.budget,
-        max_turns=options.max_turns, max_tokens=options.max_tokens,
-        temperature=options.temperature, top_p=options.top_p, seed=options.seed,
-        force_tool=options.force_tool, force_tool_parameters=options.force_tool_schema,
-        progress=progress, resume=rebuilt,
-        degenerate=options.degenerate, structured_tools=options.structured_tools,
-        step_name_key=options.step_name_key, first_step_tool=options.first_step_tool,
-        tools=options.tools, task_reminder=options.task_reminder,
-        trust_project=True if options.trust_project else None,
-        ask_trust=_ask_trust if sys.stdin.isatty() else None,
+    target = resolve_target(workspace, paths, profile=request.profile,
+                            endpoint=request.endpoint, model=request.model,
+                            api_key_env=request.api_key_env, vision=request.vision)
+    session = await build_session(target, replace(
+        request.session, origin="run", approver=None if sys.stdin.isatty() else _refuse,
+        progress=progress, resume=rebuilt, ask_trust=_ask_trust if sys.stdin.isatty() else None,
     ), paths)
     agent = session.agent
     if rebuilt is not None:
@@ -239,13 +214,13 @@ async def run_headless(options: RunOptions, paths: Paths | None = None,
             progress(TodoList(items=rebuilt.todos).render())
     for note in session.notes:
         progress(f"note: {note}")
-    printer = _Printer(out, err, options.as_json)
+    printer = _Printer(out, err, request.as_json)
     reason = "error"
     empty = False
-    prompt: str | None = options.prompt
+    prompt: str | None = request.prompt
     try:
         # Read and checked before the first request: a bad image sends nothing.
-        images = tuple(agent.load_image(path) for path in options.images)
+        images = tuple(agent.load_image(path) for path in request.images)
         while prompt is not None:
             # A custom command (`/review src/`) is sent as its file's prompt.
             prompt = target.commands.expand_line(prompt) or prompt

@@ -14,7 +14,7 @@ Usage::
 A :class:`Verdict` names the ``pattern``, says what was seen in ``detail`` and
 where: ``start`` (first character of the evidence) and ``position`` (just past
 it), as character offsets into the text fed so far. The thresholds below were
-set against ``bench/detector_rates.py`` (normal stdlib code and prose versus
+set against ``bench/studies/detector_rates.py`` (normal stdlib code and prose versus
 constructed garbage); each is a field of :class:`DetectorConfig`.
 
 Patterns (names in :data:`PATTERNS`):
@@ -50,7 +50,7 @@ Patterns (names in :data:`PATTERNS`):
     too hot sampling). Each prose word becomes a class (one of 171 English
     function words, or a content word's shape: ``-ing``, ``-ly``, capitalised,
     ...) and each transition is scored by its pointwise mutual information
-    from a table learned on third-party docstrings (``bench/salad_table.py``).
+    from a table learned on third-party docstrings (``bench/codegen/salad_table.py``).
     Over a window of 64 tokens (about 50 words), 80% of them prose, it fires
     when the mean falls below -0.3 nats (prose averages above 0), or below
     0.1 while at most 3 of the last 30 content words recur (word-pair chains
@@ -63,5 +63,8 @@ Patterns (names in :data:`PATTERNS`):
 
 from ._config import PATTERNS, DetectorConfig, Verdict
 from ._detector import DegenerationDetector, detect_text
+from ._salad import prose_transitions
+from ._salad_tokens import CLASSES as WORD_CLASSES
 
-__all__ = ["PATTERNS", "DegenerationDetector", "DetectorConfig", "Verdict", "detect_text"]
+__all__ = ["PATTERNS", "WORD_CLASSES", "DegenerationDetector", "DetectorConfig", "Verdict",
+           "detect_text", "prose_transitions"]

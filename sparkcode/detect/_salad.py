@@ -9,8 +9,8 @@ What is missing is the dependency between neighbouring words. Each word is
 reduced to a class (:mod:`._salad_tokens`: a function word, or the shape of a
 content word) and every transition between two classes is scored by its
 pointwise mutual information, ``log P(next | prev) / P(next)``, from a table
-learned on English technical prose (``bench/salad_table.py``). In real prose
-the transitions carry information and the mean score is positive (its mean is
+learned on English technical prose (``python -m bench.codegen.salad_table``). In
+real prose the transitions carry information and the mean score is positive (its mean is
 the mutual information of neighbouring classes); in words that follow each
 other at random it is negative (minus the mean divergence of the true
 next-class distributions from the marginal one). The check averages the score
@@ -42,7 +42,7 @@ from ._config import DetectorConfig, Verdict
 from ._salad_table import CLASSES as TABLE_CLASSES
 from ._salad_table import SCALE, TABLE
 from ._salad_tokens import CLASSES, COMMA, CONTENT, INDEX, classify
-from ._words import Word
+from ._words import Word, WordStream
 
 _COMMA = INDEX[COMMA]
 
@@ -55,10 +55,12 @@ Entry = int | None
 def pmi_table() -> tuple[int, ...]:
     """Transition scores in 1/:data:`SCALE` nats, row-major: ``[prev * len(CLASSES) + next]``."""
     if TABLE_CLASSES != CLASSES:
-        raise RuntimeError("the word_salad table is stale: rerun bench/salad_table.py")
+        raise RuntimeError(
+            "the word_salad table is stale: rerun python -m bench.codegen.salad_table")
     raw = zlib.decompress(base64.b64decode(TABLE))
     if len(raw) != len(CLASSES) ** 2:
-        raise RuntimeError("the word_salad table is damaged: rerun bench/salad_table.py")
+        raise RuntimeError(
+            "the word_salad table is damaged: rerun python -m bench.codegen.salad_table")
     return tuple(b - 256 if b > 127 else b for b in raw)
 
 
@@ -68,7 +70,8 @@ class ProseTransitions:
     :meth:`on_word` returns the transitions the word adds, each ``(prev, next)``
     as class indices with ``prev`` -1 where a run of prose starts (a gap's
     punctuation, then the word), or ``None`` when the word is not prose.
-    ``bench/salad_table.py`` learns its table from exactly these transitions.
+    ``bench/codegen/salad_table.py`` learns its table from exactly these transitions
+    (:func:`prose_transitions`).
     """
 
     def __init__(self) -> None:
@@ -215,3 +218,16 @@ class SaladCheck:
                        position=word.end, start=start, chars_seen=word.end,
                        extra={"mean_pmi": round(mean, 3), "tokens": self._scored,
                               "recurring": topic.recurring, "content_words": topic.words})
+
+
+def prose_transitions(text: str) -> list[tuple[int, int]]:
+    """Every class transition ``(prev, next)`` the check scores in a finished ``text``
+    (``prev`` -1 where a run of prose starts), indices into :data:`CLASSES`.
+
+    Public on purpose: ``bench/codegen/salad_table.py`` learns the table from
+    exactly these, so the learner and the check cannot tokenize differently."""
+    words, transitions = WordStream(), ProseTransitions()
+    found: list[tuple[int, int]] = []
+    for word in words.feed(text) + words.finish():
+        found.extend(transitions.on_word(word) or [])
+    return found

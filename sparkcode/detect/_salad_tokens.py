@@ -12,7 +12,7 @@ punctuation class of the gap before it (``","`` or ``"."``) and whether that
 gap breaks the run of prose (blank line, indented or bulleted line, aligned
 columns); to ``None`` when the word is not prose (code, paths, identifiers,
 numbers, other scripts) or to :data:`SKIP` for the ``t`` of ``don't``. The
-same function tokenizes the training text of ``bench/salad_table.py`` and the
+same function tokenizes the training text of ``bench/codegen/salad_table.py`` and the
 stream, so the two always agree.
 """
 

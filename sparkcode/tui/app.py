@@ -16,12 +16,11 @@ from textual.screen import Screen
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.agent.instructions import Instructions
-from sparkcode.config import PERMISSION_MODES, NotifyMode
+from sparkcode.config import NotifyMode
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
 from .agent_port import AgentFactory, AgentPort, SessionRequest
-from .commands import COMMANDS
 from .engine_control import EngineControl
 from .messages import (
     AgentModelChanged,
@@ -33,6 +32,7 @@ from .messages import (
     EngineViewUpdated,
 )
 from .notify import Notifier
+from .palette import slash_commands
 from .screens.main import MainScreen
 from .styles import APP_CSS
 from .widgets.engine_panel import EnginePanel, EngineView
@@ -234,33 +234,13 @@ class SparkcodeApp(App[None]):
     # -- command palette ---------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's own entries, the app's actions, then the slash commands that name a
+        palette title (built from the command list: ``palette.py``)."""
         yield from super().get_system_commands(screen)
         main = self.main
-        yield SystemCommand("Engine panel", "Show or hide the engine panel",
-                            main.action_toggle_engine)
         yield SystemCommand("Start engine", "Start the managed engine", self.start_engine)
         yield SystemCommand("Stop engine", "Stop the managed engine", self.stop_engine)
-        yield SystemCommand("Clear conversation", "Start a new conversation",
-                            main.action_clear)
-        yield SystemCommand("Undo last turn", "Take the last turn back: its messages and its "
-                            "file changes", lambda: main.run_command("/undo"))
-        yield SystemCommand("Redo turn", "Bring the undone turn back",
-                            lambda: main.run_command("/redo"))
-        yield SystemCommand("Project instructions", "Show the AGENTS.md files loaded",
-                            lambda: main.run_command("/instructions"))
         yield SystemCommand("Stop turn", "Stop the running turn", main.action_stop_turn)
         yield SystemCommand("Toggle thinking", "Collapse or expand thinking blocks",
                             main.action_toggle_thinking)
-        for mode in PERMISSION_MODES:
-            yield SystemCommand(f"Approval mode: {mode}", f"/approve {mode}",
-                                lambda mode=mode: main.run_command(f"/approve {mode}"))
-        for effort in ("low", "high", "max"):
-            yield SystemCommand(f"Reasoning effort: {effort}", f"/effort {effort}",
-                                lambda effort=effort: main.run_command(f"/effort {effort}"))
-        for custom in [c for c in COMMANDS.values() if c.custom]:
-            yield SystemCommand(f"/{custom.name}", custom.help,
-                                lambda name=custom.name: main.run_command(f"/{name}"))
-        yield SystemCommand("Sessions", "Browse recorded sessions",
-                            lambda: main.run_command("/sessions"))
-        yield SystemCommand("Help", "Show the commands and key bindings",
-                            lambda: main.run_command("/help"))
+        yield from slash_commands(main)

@@ -1,18 +1,20 @@
 """The slash commands, each declared once together with its handler.
 
 A command is a :class:`SlashCommand` registered with :func:`command` on an
-``async def handler(screen, arg)``; parsing, completion, ``/help`` and the
-main screen's dispatch all read :data:`COMMANDS`. To add one::
+``async def handler(screen, arg)``; parsing, completion, ``/help``, the command
+palette (``palette.py``) and the main screen's dispatch all read :data:`COMMANDS`.
+To add one::
 
     @command("plan", "/plan on|off", "plan before editing", choices=("on", "off"))
-    async def _plan(screen: MainScreen, arg: str) -> None:
+    async def _plan(screen: CommandScreen, arg: str) -> None:
         screen.with_agent(lambda agent: ...)
         await screen.say(f"plan mode: {arg}")
 
-Handlers use the screen's public surface (mostly ``screens.command_surface``:
-``say``, ``with_agent``, ``agent``, ``conversation``...); a handler that raises
-:class:`CommandError` (or anything else) is reported in the conversation as
-``/name failed: ...``.
+Handlers see the screen only through :class:`CommandScreen`, the small protocol of
+what they use (``say``, ``with_agent``, ``agent``...), so this module imports no
+screen and the screen, completion and the prompt can import it without a circle;
+a handler that raises :class:`CommandError` (or anything else) is reported in the
+conversation as ``/name failed: ...``.
 """
 
 from __future__ import annotations
@@ -22,27 +24,95 @@ import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from engine.paths import Paths
 from sparkcode.agent.agents_md import draft_agents_md
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
-from sparkcode.agent.instructions import FILE_NAMES
+from sparkcode.agent.events import ApprovalDecision, ApprovalRequested, Event
+from sparkcode.agent.instructions import FILE_NAMES, Instructions
 from sparkcode.agent.loop import ACT_PROMPT
 from sparkcode.config import PERMISSION_MODES
 from sparkcode.custom_commands import CustomCommand, CustomCommands
 from sparkcode.hook_specs import project_hooks
+from sparkcode.replay import Rebuilt
 from sparkcode.trust import TrustStore
 
-if TYPE_CHECKING:
-    from .agent_port import AgentPort
-    from .screens.main import MainScreen
+from .agent_port import AgentPort
+from .attach import Attachments, Surface
 
 APPROVAL_MODES: tuple[str, ...] = PERMISSION_MODES
 EFFORTS: tuple[str, ...] = ("low", "high", "max")
 DEGENERATE: tuple[str, ...] = ("stop", "warn", "off")
 
-Handler = Callable[["MainScreen", str], Awaitable[None]]
+
+
+class _ModeShown(Protocol):
+    def show_mode(self, mode: str) -> None: ...
+
+
+class _ModelNamed(Protocol):
+    @property
+    def model(self) -> str | None: ...
+
+
+class _EventShown(Protocol):
+    async def handle(self, event: Event) -> None: ...
+
+
+class CommandScreen(Surface, Protocol):
+    """What a slash-command handler needs from the screen (the main screen is one).
+
+    A protocol, not the screen's class: the screen dispatches to the handlers, so
+    naming the screen here would close an import circle through completion and
+    the prompt (the import-rule test forbids any)."""
+
+    workspace: Path
+    """Where the agent's tools work."""
+    resume: Rebuilt | None
+    """The recorded conversation the next agent continues, until it is built."""
+    mode_before_plan: str | None
+    """The approval mode /plan left, for /act to go back to."""
+    agent: AgentPort | None
+    """The agent, once built."""
+
+    @property
+    def engine_view(self) -> _ModelNamed:
+        """The latest engine snapshot (its model, before the agent knows one)."""
+
+    @property
+    def instructions(self) -> Instructions: ...
+
+    @property
+    def attachments(self) -> Attachments: ...
+
+    @property
+    def prompt(self) -> _ModeShown: ...
+
+    @property
+    def renderer(self) -> _EventShown: ...
+
+    def with_agent(self, apply: Callable[[AgentPort], None]) -> None: ...
+
+    async def show_markdown(self, text: str) -> None: ...
+
+    def model_changed(self, model: str) -> None: ...
+
+    def workspace_changed(self) -> None: ...
+
+    async def ask(self, request: ApprovalRequested) -> ApprovalDecision: ...
+
+    async def new_conversation(self) -> None: ...
+
+    async def redraw(self) -> None: ...
+
+    async def open_sessions(self) -> None: ...
+
+    def action_toggle_engine(self) -> None: ...
+
+    def send(self, text: str) -> None: ...
+
+
+Handler = Callable[[CommandScreen, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -61,6 +131,8 @@ class SlashCommand:
     """Refused while a turn runs (it changes the conversation)."""
     custom: bool = False
     """A Markdown file's command (:mod:`sparkcode.custom_commands`): sends its prompt."""
+    palette: str = ""
+    """Its title in the command palette (``palette.py``; empty: ``/name``)."""
 
 
 COMMANDS: dict[str, SlashCommand] = {}
@@ -68,13 +140,15 @@ COMMANDS: dict[str, SlashCommand] = {}
 
 
 def command(name: str, usage: str, help: str, *, choices: tuple[str, ...] = (),
-            integer: bool = False, idle_only: bool = False) -> Callable[[Handler], Handler]:
+            integer: bool = False, idle_only: bool = False,
+            palette: str = "") -> Callable[[Handler], Handler]:
     """Declare a slash command with the decorated coroutine as its handler."""
 
     def register(handler: Handler) -> Handler:
         if name in COMMANDS:
             raise ValueError(f"slash command /{name} is declared twice")
-        COMMANDS[name] = SlashCommand(name, usage, help, handler, choices, integer, idle_only)
+        COMMANDS[name] = SlashCommand(name, usage, help, handler, choices, integer, idle_only,
+                                      palette=palette)
         return handler
 
     return register
@@ -95,7 +169,7 @@ def register_custom(custom: CustomCommands) -> None:
                                 "built-in command")
             continue
 
-        async def send(screen: MainScreen, arg: str, cmd: CustomCommand = cmd) -> None:
+        async def send(screen: CommandScreen, arg: str, cmd: CustomCommand = cmd) -> None:
             screen.send(cmd.expand(arg))
 
         COMMANDS[cmd.name] = SlashCommand(cmd.name, cmd.usage, cmd.description, send,
@@ -152,30 +226,32 @@ def help_markdown() -> str:
 # -- the commands ----------------------------------------------------------------
 
 
-@command("help", "/help", "show the commands and key bindings")
-async def _help(screen: MainScreen, arg: str) -> None:
+@command("help", "/help", "show the commands and key bindings", palette="Help")
+async def _help(screen: CommandScreen, arg: str) -> None:
     await screen.show_markdown(help_markdown())
 
 
-@command("clear", "/clear", "start a new conversation", idle_only=True)
-async def _clear(screen: MainScreen, arg: str) -> None:
+@command("clear", "/clear", "start a new conversation", idle_only=True,
+         palette="Clear conversation")
+async def _clear(screen: CommandScreen, arg: str) -> None:
     await screen.new_conversation()
 
 
-@command("effort", "/effort low|high|max", "set the reasoning effort", choices=EFFORTS)
-async def _effort(screen: MainScreen, arg: str) -> None:
+@command("effort", "/effort low|high|max", "set the reasoning effort", choices=EFFORTS,
+         palette="Reasoning effort")
+async def _effort(screen: CommandScreen, arg: str) -> None:
     screen.with_agent(lambda agent: agent.set_reasoning_effort(arg))
     await screen.say(f"reasoning effort: {arg}")
 
 
 @command("budget", "/budget N", "set the thinking token budget (0: no thinking)", integer=True)
-async def _budget(screen: MainScreen, arg: str) -> None:
+async def _budget(screen: CommandScreen, arg: str) -> None:
     screen.with_agent(lambda agent: agent.set_thinking_token_budget(int(arg)))
     await screen.say(f"thinking budget: {int(arg)} tokens")
 
 
 @command("model", "/model [NAME]", "show or set the model requests ask for")
-async def _model(screen: MainScreen, arg: str) -> None:
+async def _model(screen: CommandScreen, arg: str) -> None:
     if arg:
         screen.with_agent(lambda agent: agent.set_model(arg))
         screen.model_changed(arg)
@@ -186,12 +262,13 @@ async def _model(screen: MainScreen, arg: str) -> None:
 
 
 @command("approve", "/approve " + "|".join(APPROVAL_MODES),
-         "set which tool calls need approval (docs/agent.md)", choices=APPROVAL_MODES)
-async def _approve(screen: MainScreen, arg: str) -> None:
+         "set which tool calls need approval (docs/agent.md)", choices=APPROVAL_MODES,
+         palette="Approval mode")
+async def _approve(screen: CommandScreen, arg: str) -> None:
     await _set_mode(screen, arg)
 
 
-async def _set_mode(screen: MainScreen, mode: str) -> None:
+async def _set_mode(screen: CommandScreen, mode: str) -> None:
     notes: list[str] = []
 
     def apply(agent: AgentPort) -> None:
@@ -207,7 +284,7 @@ async def _set_mode(screen: MainScreen, mode: str) -> None:
 
 @command("plan", "/plan", "plan mode: only read-only tools run; the model answers with a "
          "plan and a todo list (/act carries it out)")
-async def _plan(screen: MainScreen, arg: str) -> None:
+async def _plan(screen: CommandScreen, arg: str) -> None:
     def remember(agent: AgentPort) -> None:
         if agent.approval_mode != "plan":
             screen.mode_before_plan = agent.approval_mode
@@ -218,7 +295,7 @@ async def _plan(screen: MainScreen, arg: str) -> None:
 
 @command("act", "/act", "approve the plan: leave plan mode and let the model carry it out",
          idle_only=True)
-async def _act(screen: MainScreen, arg: str) -> None:
+async def _act(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None or screen.agent.approval_mode != "plan":
         raise CommandError("not in plan mode (/plan enters it)")
     await _set_mode(screen, screen.mode_before_plan or "sandbox")
@@ -229,14 +306,14 @@ async def _act(screen: MainScreen, arg: str) -> None:
 @command("degenerate", "/degenerate stop|warn|off",
          "what a looping or garbled stream does: stop it, only warn, or not watch",
          choices=DEGENERATE)
-async def _degenerate(screen: MainScreen, arg: str) -> None:
+async def _degenerate(screen: CommandScreen, arg: str) -> None:
     screen.with_agent(lambda agent: agent.set_degenerate_mode(arg))
     await screen.say(f"degenerate streams: {arg}")
 
 
 @command("undo", "/undo", "take the last turn back: its messages and its file changes",
-         idle_only=True)
-async def _undo(screen: MainScreen, arg: str) -> None:
+         idle_only=True, palette="Undo last turn")
+async def _undo(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None and screen.resume is None:
         raise CommandError("nothing to undo yet")
     agent = await screen.ensure_agent()  # a resumed conversation's turns can be undone
@@ -247,8 +324,8 @@ async def _undo(screen: MainScreen, arg: str) -> None:
 
 
 @command("redo", "/redo", "bring back the turn /undo took back (messages and files)",
-         idle_only=True)
-async def _redo(screen: MainScreen, arg: str) -> None:
+         idle_only=True, palette="Redo turn")
+async def _redo(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None:
         raise CommandError("nothing to redo")
     text = await screen.agent.redo()
@@ -260,14 +337,15 @@ async def _redo(screen: MainScreen, arg: str) -> None:
 @command("thinking-history", "/thinking-history on|off",
          "send the model's reasoning back between the tool calls of a turn",
          choices=("on", "off"))
-async def _thinking_history(screen: MainScreen, arg: str) -> None:
+async def _thinking_history(screen: CommandScreen, arg: str) -> None:
     screen.with_agent(lambda agent: agent.set_thinking_history(arg == "on"))
     await screen.say(f"thinking history: {arg} (reasoning is "
                      f"{'sent back within a turn' if arg == 'on' else 'not sent back'})")
 
 
-@command("instructions", "/instructions", "show the project instructions (AGENTS.md) loaded")
-async def _instructions(screen: MainScreen, arg: str) -> None:
+@command("instructions", "/instructions", "show the project instructions (AGENTS.md) loaded",
+         palette="Project instructions")
+async def _instructions(screen: CommandScreen, arg: str) -> None:
     loaded = screen.instructions
     if not loaded.files:
         names = " or ".join(FILE_NAMES)
@@ -286,7 +364,7 @@ async def _instructions(screen: MainScreen, arg: str) -> None:
 
 
 @command("init", "/init", "draft an AGENTS.md from the repository, to approve", idle_only=True)
-async def _init(screen: MainScreen, arg: str) -> None:
+async def _init(screen: CommandScreen, arg: str) -> None:
     target = screen.workspace / "AGENTS.md"
     if target.exists():
         raise CommandError(f"{target} already exists; /instructions shows what is loaded")
@@ -308,20 +386,20 @@ async def _init(screen: MainScreen, arg: str) -> None:
                      "keeps its system prompt, so its prefix cache stays warm)")
 
 
-@command("sessions", "/sessions", "browse recorded sessions")
-async def _sessions(screen: MainScreen, arg: str) -> None:
+@command("sessions", "/sessions", "browse recorded sessions", palette="Sessions")
+async def _sessions(screen: CommandScreen, arg: str) -> None:
     await screen.open_sessions()
 
 
-@command("engine", "/engine", "show or hide the engine panel")
-async def _engine(screen: MainScreen, arg: str) -> None:
+@command("engine", "/engine", "show or hide the engine panel", palette="Engine panel")
+async def _engine(screen: CommandScreen, arg: str) -> None:
     screen.action_toggle_engine()
 
 
 @command("compact", "/compact [FOCUS]", "summarise the conversation now to free context "
          "(FOCUS: what the summary must keep); the open todo list is kept word for word",
          idle_only=True)
-async def _compact(screen: MainScreen, arg: str) -> None:
+async def _compact(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None:
         raise CommandError("nothing to compact yet: the conversation is empty")
     await screen.say("compacting the conversation" + (f" (keeping: {arg})" if arg else ""))
@@ -330,7 +408,7 @@ async def _compact(screen: MainScreen, arg: str) -> None:
 
 
 @command("context", "/context", "show what fills the context window, part by part")
-async def _context(screen: MainScreen, arg: str) -> None:
+async def _context(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None:
         raise CommandError("no conversation yet: /context shows the parts once the agent "
                            "is connected (after the first prompt)")
@@ -339,7 +417,7 @@ async def _context(screen: MainScreen, arg: str) -> None:
 
 @command("trust", "/trust", "trust this project: its hooks (.sparkcode/hooks.toml, "
          ".claude/settings.json) run in sessions started from now on")
-async def _trust(screen: MainScreen, arg: str) -> None:
+async def _trust(screen: CommandScreen, arg: str) -> None:
     hooks = project_hooks(screen.workspace)
     TrustStore(Paths.from_env().state_dir).trust(screen.workspace)
     listed = "\n".join(f"- `{h.event}` [{h.matcher or '*'}] `{h.command}` ({h.source})"
@@ -351,7 +429,7 @@ async def _trust(screen: MainScreen, arg: str) -> None:
 
 @command("image", "/image [PATH|clear]", "attach an image (PNG, JPEG or WebP) to the next "
          "message; alone: list the attached ones; clear: drop them")
-async def _image(screen: MainScreen, arg: str) -> None:
+async def _image(screen: CommandScreen, arg: str) -> None:
     attachments = screen.attachments
     if arg == "clear":
         count = attachments.clear()

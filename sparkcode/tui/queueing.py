@@ -4,18 +4,45 @@ remove one. The widget is :class:`~.widgets.queue.MessageQueue`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from .agent_port import AgentPort
+from .widgets.prompt import PromptInput
 from .widgets.queue import MessageQueue, QueueAction, Queued
 
-if TYPE_CHECKING:
-    from .screens.main import MainScreen
+
+class QueueScreen(Protocol):
+    """What queueing needs of the screen (the main screen is one): its prompt, agent,
+    queue widget, whether a turn runs, and a way to send, tell and run in the
+    background. A protocol, so this module does not import the screen that owns it."""
+
+    @property
+    def queue(self) -> MessageQueue: ...
+
+    @property
+    def prompt(self) -> PromptInput: ...
+
+    @property
+    def agent(self) -> AgentPort | None: ...
+
+    @property
+    def turn_running(self) -> bool: ...
+
+    def refresh_bindings(self) -> None: ...
+
+    def send(self, text: str) -> None: ...
+
+    def notice(self, text: str) -> None: ...
+
+    def error(self, text: str) -> None: ...
+
+    def run_worker(self, work: Any, name: str | None = "", group: str = "default") -> Any: ...
 
 
 class Queueing:
     """The queue's behaviour, over the screen's prompt, agent and queue widget."""
 
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: QueueScreen) -> None:
         self.screen = screen
 
     @property

@@ -19,7 +19,15 @@ from acp.schema import (
     TextContentBlock,
 )
 
-from sparkcode.acp import UpdateMapper, history_updates, latest_continuation, mcp_configs
+from engine.paths import Paths
+from sparkcode.acp import (
+    AcpOptions,
+    SparkcodeAcpAgent,
+    UpdateMapper,
+    history_updates,
+    latest_continuation,
+    mcp_configs,
+)
 from sparkcode.acp._commands import parse_command
 from sparkcode.acp._session import PromptBlock, prompt_images, prompt_text
 from sparkcode.agent import (
@@ -128,6 +136,17 @@ def test_the_editors_mcp_servers_join_under_their_own_names() -> None:
                                    headers=[HttpHeader(name="A", value="b")])])
     with pytest.raises(RequestError, match="stdio and HTTP"):
         mcp_configs([SseMcpServer(type="sse", name="s", url="http://x/sse", headers=[])])
+
+
+def test_the_editors_mcp_servers_are_added_to_config_tomls(workspace: Path) -> None:
+    paths = Paths.from_env()
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text('[mcp.servers.mine]\ncommand = "/bin/mine"\n')
+    agent = SparkcodeAcpAgent(AcpOptions(endpoint="http://127.0.0.1:9"), paths)
+    agent.client = object()  # type: ignore[assignment]  # only checked for None
+    session = agent._session("s1", str(workspace), [
+        McpServerStdio(name="fs", command="/bin/mcp", args=[], env=[])])
+    assert [s.name for s in session.target.config.mcp_servers] == ["mine", "editor-fs"]
 
 
 def test_a_load_follows_the_chain_of_acp_continuations(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from sparkcode.agent import (
     ApprovalDecision,
     ApprovalRequested,
@@ -39,7 +40,7 @@ from sparkcode.agent import (
     default_tools,
 )
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
-from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunOptions, run_headless
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest, run_headless
 from sparkcode.replay import Target, model_turns, rerun
 from sparkcode.sessions import Exchange, Session, SessionStore
 from tests.support.agent_model import (
@@ -120,7 +121,7 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-async def run(options: RunOptions) -> tuple[int, list[dict[str, Any]], str]:
+async def run(options: RunRequest) -> tuple[int, list[dict[str, Any]], str]:
     out, err = io.StringIO(), io.StringIO()
     code = await run_headless(options, out=out, err=err)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
@@ -147,16 +148,20 @@ def messages_bytes(exchange: Exchange) -> bytes:
 async def test_run_resume_in_a_git_repo_hits_the_prefix_cache(
         engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
     repo = make_repo(tmp_path / "repo")
-    code, events, err = await run(RunOptions(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=engine.base_url,
-        max_turns=3, temperature=0.0, budget=-1))
+    code, events, err = await run(RunRequest(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, endpoint=engine.base_url,
+        session=SessionOptions(
+            permission_mode="full-auto",
+            knobs=AgentKnobs(max_turns=3, temperature=0.0, thinking_token_budget=-1))))
     assert code == EXIT_OK, (err, events)
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     [(first_id, first)] = recorded(paths).items()
 
-    code, events, err = await run(RunOptions(
-        prompt="Thanks.", workspace=repo, as_json=True, endpoint=engine.base_url,
-        resume=first_id, max_turns=1, max_tokens=8, temperature=0.0, budget=-1))
+    code, events, err = await run(RunRequest(
+        prompt="Thanks.", workspace=repo, as_json=True, endpoint=engine.base_url, resume=first_id,
+        session=SessionOptions(
+            knobs=AgentKnobs(
+                max_turns=1, max_tokens=8, temperature=0.0, thinking_token_budget=-1))))
     assert code != EXIT_ERROR, (err, events)
     assert f"resuming session {first_id} after turn 1" in err
     [(second_id, second)] = [(k, v) for k, v in recorded(paths).items() if k != first_id]
@@ -175,13 +180,15 @@ async def test_run_resume_in_a_git_repo_hits_the_prefix_cache(
     assert cached >= 0.9 * shared
 
 
-async def start(engine: RunningEngine, workspace: Path, paths: Paths,
-                **options: Any) -> AgentSession:
+async def start(engine: RunningEngine, workspace: Path, paths: Paths, *,
+                seed: Any = None, permission_mode: Any = "full-auto", approver: Any = None,
+                **knobs: Any) -> AgentSession:
     target = resolve_target(workspace, paths, endpoint=engine.base_url)
-    options.setdefault("permission_mode", "full-auto")
     # No reasoning parser on this engine: a thinking budget would be refused (and resent).
-    options.setdefault("thinking_token_budget", -1)
-    return await build_session(target, SessionOptions(origin="run", **options), paths)
+    knobs.setdefault("thinking_token_budget", -1)
+    return await build_session(target, SessionOptions(
+        origin="run", seed=seed, permission_mode=permission_mode, approver=approver,
+        knobs=AgentKnobs(**knobs)), paths)
 
 
 async def refuse(request: ApprovalRequested) -> ApprovalDecision:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.paths import Paths
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.custom_commands import load_commands
 from sparkcode.tui import commands as tui_commands
 from sparkcode.tui.completion import suggest_completion
@@ -85,8 +86,9 @@ async def test_custom_commands_appear_in_help_completion_and_send_their_prompt(
 async def test_run_sends_a_custom_command_as_its_prompt(workspace: Path) -> None:
     write(workspace / ".claude/commands", "summarise", "Summarise $ARGUMENTS in one line.\n")
     with serve([Reply(content=["ok"])]) as server:
-        code = await run_headless(RunOptions(prompt="/summarise README.md", workspace=workspace,
-                                             endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="/summarise README.md", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False)),
                                   out=io.StringIO(), err=io.StringIO())
     assert code == EXIT_OK
     assert server.requests[0]["messages"][-1]["content"] == "Summarise README.md in one line."

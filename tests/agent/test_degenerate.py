@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from engine.profiles import AgentKnobs
 from sparkcode.agent import DegenerationDetected, TurnFinished
-from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_OK, RunRequest, run_headless
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
 from tests.agent.test_loop import make_agent, of, run
@@ -56,15 +58,17 @@ async def test_off_does_not_watch(workspace: Path) -> None:
 async def test_sparkcode_run_exits_4_and_says_why(workspace: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     with serve([Reply(content=LOOP)]) as server:
-        code = await run_headless(RunOptions(prompt="fix it", workspace=workspace,
-                                             endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="fix it", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False)),
                                   out=out, err=err)
     assert code == EXIT_DEGENERATE
     assert "degenerate content after" in err.getvalue()
     assert "stopped the stream" in err.getvalue() and "stopped: degenerate" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
     with serve([Reply(content=LOOP)]) as server:
-        code = await run_headless(RunOptions(prompt="fix it", workspace=workspace,
-                                             endpoint=url(server), record=False,
-                                             degenerate="warn"), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="fix it", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False, knobs=AgentKnobs(degenerate_streams="warn"))),
+            out=out, err=err)
     assert code == EXIT_OK and "warning only" in err.getvalue()

@@ -26,10 +26,12 @@ import git
 import pytest
 
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from engine.supervisor import Supervisor
 from sparkcode.agent import UndoStore
 from sparkcode.agent.undo import UndoError
-from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest, run_headless
 from sparkcode.sessions import load_session, model_turns_count
 from tests.support.agent_model import (
     FINAL_ANSWER,
@@ -117,7 +119,7 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-async def run(options: RunOptions) -> tuple[int, list[dict[str, Any]], str]:
+async def run(options: RunRequest) -> tuple[int, list[dict[str, Any]], str]:
     out, err = io.StringIO(), io.StringIO()
     code = await run_headless(options, out=out, err=err)
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
@@ -147,10 +149,10 @@ def task_run(home: Path, tmp_path_factory: pytest.TempPathFactory) -> TaskRun:
     (repo / "README.md").write_text(USER_EDIT)
     head = git.Repo(repo).head.commit.hexsha
     index = (repo / ".git" / "index").read_bytes()
-    code, events, err = asyncio.run(run(RunOptions(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, profile="tiny-agent",
-        max_turns=3, temperature=0.0,
-    )))
+    code, events, err = asyncio.run(run(RunRequest(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, profile="tiny-agent",
+        session=SessionOptions(
+            permission_mode="full-auto", knobs=AgentKnobs(max_turns=3, temperature=0.0)))))
     return TaskRun(repo, head, index, code, events, err)
 
 
@@ -219,9 +221,9 @@ async def test_the_default_sandbox_mode_and_plan_mode_on_the_real_engine(
 
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no one to approve anything
     repo = make_repo(tmp_path / "sandboxed")
-    code, events, err = await run(RunOptions(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, profile="tiny-agent", max_turns=3,
-        temperature=0.0, record=False))
+    code, events, err = await run(RunRequest(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, profile="tiny-agent",
+        session=SessionOptions(record=False, knobs=AgentKnobs(max_turns=3, temperature=0.0))))
     # Without --auto the default mode (sandbox: bwrap is installed) runs the edit.
     assert code == EXIT_OK, (err, events)
     resolved = of(events, "ApprovalResolved")
@@ -229,9 +231,10 @@ async def test_the_default_sandbox_mode_and_plan_mode_on_the_real_engine(
         [("write_file", True, "mode", "sandbox")]
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     planned = make_repo(tmp_path / "planned")
-    code, events, err = await run(RunOptions(
-        prompt=TASK_PROMPT, workspace=planned, as_json=True, plan=True, profile="tiny-agent",
-        max_turns=3, temperature=0.0, record=False))
+    code, events, err = await run(RunRequest(
+        prompt=TASK_PROMPT, workspace=planned, as_json=True, profile="tiny-agent",
+        session=SessionOptions(
+            permission_mode="plan", record=False, knobs=AgentKnobs(max_turns=3, temperature=0.0))))
     # Whatever the model tries in plan mode, nothing in the workspace changes.
     assert not (planned / NOTE_PATH).exists()
     # Under the plan-mode prompt this model writes a broken call (ending in a
@@ -246,10 +249,11 @@ async def test_a_forced_strict_call_leaves_a_conforming_model_alone(base_url: st
     """``--force-tool`` names write_file and marks it strict: vLLM's grammar for
     the call (envelope and argument schema) admits the trained call unchanged."""
     repo = make_repo(tmp_path / "repo")
-    code, events, err = await run(RunOptions(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=base_url,
-        force_tool="write_file", max_turns=3, temperature=0.0, record=False,
-    ))
+    code, events, err = await run(RunRequest(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, endpoint=base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", force_tool="write_file", record=False,
+            knobs=AgentKnobs(max_turns=3, temperature=0.0))))
     assert code == EXIT_OK, (err, events)
     assert [s["arguments"] for s in of(events, "ToolCallStarted")] == [tool_arguments()]
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
@@ -267,11 +271,11 @@ async def test_a_forced_strict_call_is_held_to_the_forced_schema(base_url: str,
     schema = {"type": "object", "additionalProperties": False, "required": ["path", "content"],
               "properties": {"path": {"type": "string", "enum": ["OTHER.md"]},
                              "content": {"type": "string"}}}
-    code, events, err = await run(RunOptions(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=base_url,
-        force_tool="write_file", force_tool_schema=schema, max_turns=1, max_tokens=64,
-        temperature=0.0, record=False,
-    ))
+    code, events, err = await run(RunRequest(
+        prompt=TASK_PROMPT, workspace=repo, as_json=True, endpoint=base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", force_tool="write_file", force_tool_parameters=schema,
+            record=False, knobs=AgentKnobs(max_turns=1, max_tokens=64, temperature=0.0))))
     assert code == EXIT_STOPPED, (err, events)  # max_turns=1: the result is not answered
     started = of(events, "ToolCallStarted")
     assert [s["name"] for s in started] == ["write_file"]
@@ -283,10 +287,12 @@ async def test_engine_metrics_and_thinking_budget_handling(base_url: str,
                                                            tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    code, events, err = await run(RunOptions(
+    code, events, err = await run(RunRequest(
         prompt="Say hello.", workspace=ws, as_json=True, endpoint=base_url,
-        max_tokens=16, max_turns=1, temperature=0.0, record=False, budget=32,
-    ))
+        session=SessionOptions(
+            record=False,
+            knobs=AgentKnobs(
+                max_tokens=16, max_turns=1, temperature=0.0, thinking_token_budget=32))))
     assert code != EXIT_ERROR, err
     # No reasoning parser on this engine: vLLM rejects thinking_token_budget; the
     # client drops it, says so, and the turn still completes.
@@ -305,10 +311,11 @@ async def test_a_call_the_servers_parser_drops_is_salvaged(base_url: str, tmp_pa
     answer. The frames still carry their token ids (``return_token_ids``); the agent
     turns them back into text with ``/detokenize``, reads the GLM call and runs it."""
     repo = make_repo(tmp_path / "repo")
-    code, events, err = await run(RunOptions(
-        prompt=GLM_PROMPT, workspace=repo, as_json=True, auto=True, endpoint=base_url,
-        max_turns=1, temperature=0.0, record=False,
-    ))
+    code, events, err = await run(RunRequest(
+        prompt=GLM_PROMPT, workspace=repo, as_json=True, endpoint=base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", record=False,
+            knobs=AgentKnobs(max_turns=1, temperature=0.0))))
     assert code == EXIT_STOPPED, (err, events)  # max_turns=1: the result is not answered
     assert not of(events, "ContentDelta")  # the server streamed nothing of the call
     notices = [n for n in of(events, "Notice") if n["code"] == "tool_call_salvaged"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.edit_drift import DRIFTS, build, evaluate
+from bench.corpora.edit_drift import DRIFTS, build, evaluate
 from sparkcode.agent.tools import ToolContext, ToolError, ToolOutput, default_tools
 
 TOOLS = default_tools()
@@ -113,7 +113,7 @@ async def test_multi_edit_applies_all_or_nothing(workspace: Path) -> None:
 
 
 async def test_drift_corpus_sample_applies_correctly_and_never_wrongly() -> None:
-    """A slice of bench/edit_drift.py's corpus (the bench runs 900)."""
+    """A slice of bench/corpora/edit_drift.py's corpus (the bench runs 900)."""
     cases = build(len(DRIFTS) * 20, seed=7)
     results = await evaluate(cases)
     assert sum(r.wrong for r in results.values()) == 0, results

@@ -25,7 +25,7 @@ from sparkcode.agent.images import (
     user_content,
 )
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import ConfigError, parse_config
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
@@ -166,12 +166,12 @@ async def test_run_attaches_images_and_refuses_a_bad_one_before_sending(
     (workspace / "notes.png").write_text("text")
     with serve([Reply(content=["a red bar"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(
+        code = await run_headless(RunRequest(
             prompt="describe it", workspace=workspace, as_json=True, endpoint=url(server),
             vision=True, images=(workspace / "shot.webp",)), out=out, err=err)
         assert code == EXIT_OK, err.getvalue()
         with pytest.raises(UserError, match="notes.png: it is not a PNG, JPEG or WebP"):
-            await run_headless(RunOptions(
+            await run_headless(RunRequest(
                 prompt="again", workspace=workspace, endpoint=url(server), vision=True,
                 images=(workspace / "notes.png",)), out=io.StringIO(), err=io.StringIO())
     assert len(server.requests) == 1

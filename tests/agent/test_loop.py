@@ -29,6 +29,7 @@ from sparkcode.agent import (
     UndoStore,
     UsageUpdate,
 )
+from sparkcode.agent._execute import LOOP_NUDGE
 from sparkcode.config import Config, PermissionRule
 from tests.agent.scripted import Reply, ScriptedServer, assistant_messages
 
@@ -145,6 +146,24 @@ async def test_three_identical_calls_stop_the_loop_and_ask(workspace: Path) -> N
     assert of(events, TurnFinished)[-1].reason == "loop"
     assert len(server.requests) == 3
     assert agent.history[-1]["role"] == "tool"  # the history stays valid
+
+
+async def test_loop_nudge_tells_the_model_once_then_asks(workspace: Path) -> None:
+    """``loop_nudge``: the turn's first loop is not run and its result says why, the turn
+    goes on; a second loop in the same turn asks the user as before."""
+    (workspace / "a.py").write_text("x\n")
+    call = ("read_file", json.dumps({"path": "a.py"}))
+    server = ScriptedServer([Reply(tool_calls=[call]) for _ in range(6)] + [Reply(content=["?"])])
+    agent = make_agent(server, workspace, loop_nudge=True)
+    events = await run(agent, "loop", answers=[False])
+    finished = of(events, ToolCallFinished)
+    assert [f.error is None for f in finished] == [True, True, False, True, True, False]
+    assert finished[2].result == f"not run: {LOOP_NUDGE}"
+    assert server.requests[3]["messages"][-1]["content"] == f"not run: {LOOP_NUDGE}"
+    asks = of(events, ApprovalRequested)
+    assert len(asks) == 1 and asks[0].kind == "loop"
+    assert of(events, TurnFinished)[-1].reason == "loop"
+    assert of(events, TurnFinished)[-1].loops == {"repeat": 2}
 
 
 async def test_thinking_over_budget_is_cut_and_the_turn_continues_without_thinking(

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from sparkcode.agent.loop_guard import Call, LoopGuard, similar
-from sparkcode.cli._run import EXIT_STOPPED, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_STOPPED, RunRequest, run_headless
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply
 
@@ -68,8 +69,9 @@ async def test_run_json_reports_the_cycle_and_stops(workspace: Path) -> None:
     replies = [Reply(tool_calls=[call]) for call in (a, b, a, b, a)] + [Reply(content=["x"])]
     out, err = io.StringIO(), io.StringIO()
     with serve(replies) as server:
-        code = await run_headless(RunOptions(prompt="look", workspace=workspace, as_json=True,
-                                             endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="look", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(record=False)),
                                   out=out, err=err)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code == EXIT_STOPPED, err.getvalue()

@@ -20,7 +20,8 @@ from sparkcode.agent import Agent, AgentSettings, ChatClient, Permissions
 from sparkcode.agent.events import ApprovalRequested, Event, ToolCallFinished
 from sparkcode.agent.mcp_tools import McpHub, McpTool
 from sparkcode.agent.tools import BwrapStatus, ToolContext, ToolError, default_tools
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config, ConfigError, McpServerConfig, PermissionRule, parse_config
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
@@ -164,8 +165,9 @@ async def test_sparkcode_run_uses_configured_servers_and_reports_a_failing_one(
     call = ("mcp__t__add", json.dumps({"a": 20, "b": 22}))
     with serve([Reply(tool_calls=[call]), Reply(content=["42"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="add", workspace=workspace, as_json=True,
-                                             auto=True, endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="add", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(permission_mode="full-auto", record=False)),
                                   out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]

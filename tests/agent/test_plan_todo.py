@@ -18,7 +18,8 @@ from sparkcode.agent.events import (
 )
 from sparkcode.agent.loop import ACT_PROMPT, PLAN_NOTE
 from sparkcode.agent.tools import BwrapStatus
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config, PermissionRule
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
@@ -127,8 +128,9 @@ async def test_run_plan_prints_todo_events_and_changes_nothing(workspace: Path) 
     with serve([Reply(tool_calls=[todo(action="add", items=["write x.txt"]), write]),
                 Reply(content=["The plan: write x.txt"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="make x", workspace=workspace, as_json=True,
-                                             plan=True, endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="make x", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(permission_mode="plan", record=False)),
                                   out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -11,14 +11,16 @@ import pytest
 
 from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunOptions, run_headless
+from engine.profiles import AgentKnobs
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest, run_headless
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply
 
 WRITE = ("write_file", json.dumps({"path": "notes/todo.txt", "content": "ship it\n"}))
 
 
-async def run(options: RunOptions) -> tuple[int, str, str]:
+async def run(options: RunRequest) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = await run_headless(options, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -26,8 +28,9 @@ async def run(options: RunOptions) -> tuple[int, str, str]:
 
 async def test_json_run_writes_a_file_and_records_the_session(workspace: Path) -> None:
     with serve([Reply(tool_calls=[WRITE]), Reply(content=["Done: ", "wrote it."])]) as server:
-        code, out, err = await run(RunOptions(prompt="write a todo", workspace=workspace,
-                                              as_json=True, auto=True, endpoint=url(server)))
+        code, out, err = await run(RunRequest(
+            prompt="write a todo", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(permission_mode="full-auto")))
     assert code == EXIT_OK, err
     events = [json.loads(line) for line in out.splitlines()]
     types = [e["type"] for e in events]
@@ -42,8 +45,9 @@ async def test_json_run_writes_a_file_and_records_the_session(workspace: Path) -
 
 async def test_plain_output_streams_the_answer(workspace: Path) -> None:
     with serve([Reply(reasoning=["hmm"], content=["Hello", " world"])]) as server:
-        code, out, err = await run(RunOptions(prompt="hi", workspace=workspace,
-                                              endpoint=url(server), record=False))
+        code, out, err = await run(RunRequest(
+            prompt="hi", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False)))
     assert code == EXIT_OK and out == "Hello world\n"
     assert "(thought for 1 tokens)" in err
 
@@ -56,8 +60,9 @@ async def test_non_interactive_run_refuses_edits_without_auto(workspace: Path,
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text('[agent]\npermission_mode = "ask"\n')
     with serve([Reply(tool_calls=[WRITE]), Reply(content=["ok"])]) as server:
-        code, out, err = await run(RunOptions(prompt="write", workspace=workspace,
-                                              endpoint=url(server), record=False))
+        code, out, err = await run(RunRequest(
+            prompt="write", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False)))
     assert code == EXIT_STOPPED
     assert not (workspace / "notes").exists()
     assert "stopped: denied" in err
@@ -72,8 +77,9 @@ async def test_the_default_sandbox_mode_edits_and_runs_shell_but_asks_to_commit(
     shell = ("bash", json.dumps({"command": "cat notes/todo.txt > copy.txt"}))
     commit = ("git_commit", json.dumps({"message": "notes"}))
     with serve([Reply(tool_calls=[WRITE, shell, commit]), Reply(content=["ok"])]) as server:
-        code, out, err = await run(RunOptions(prompt="write", workspace=repo,
-                                              endpoint=url(server), record=False))
+        code, out, err = await run(RunRequest(
+            prompt="write", workspace=repo, endpoint=url(server),
+            session=SessionOptions(record=False)))
     assert code == EXIT_STOPPED and "stopped: denied" in err
     assert (repo / "copy.txt").read_text() == "ship it\n"
     assert len(server.requests) == 1
@@ -82,28 +88,30 @@ async def test_the_default_sandbox_mode_edits_and_runs_shell_but_asks_to_commit(
 async def test_max_turns_stops_with_status_3(workspace: Path) -> None:
     read = ("list_files", "{}")
     with serve([Reply(tool_calls=[read]), Reply(tool_calls=[read])]) as server:
-        code, _, err = await run(RunOptions(prompt="look", workspace=workspace,
-                                            endpoint=url(server), max_turns=1, record=False))
+        code, _, err = await run(RunRequest(
+            prompt="look", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False, knobs=AgentKnobs(max_turns=1))))
     assert code == EXIT_STOPPED and "max_turns" in err
 
 
 async def test_an_answer_swallowed_by_the_server_exits_1_and_says_why(workspace: Path) -> None:
     with serve([Reply(unstreamed=38)]) as server:
-        code, out, err = await run(RunOptions(prompt="write a note", workspace=workspace,
-                                              endpoint=url(server), record=False))
+        code, out, err = await run(RunRequest(
+            prompt="write a note", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False)))
     assert code == EXIT_ERROR
     assert "generated 38 tokens" in err and out.strip() == ""
 
 
 async def test_unreachable_endpoint_is_a_user_error(workspace: Path) -> None:
     with pytest.raises(UserError, match="cannot list the models at http://127.0.0.1:9/v1"):
-        await run(RunOptions(prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9"))
+        await run(RunRequest(prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9"))
 
 
 async def test_missing_workspace_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="is not a directory"):
-        await run(RunOptions(prompt="x", workspace=tmp_path / "nope",
-                             endpoint="http://127.0.0.1:9"))
+        await run(RunRequest(
+            prompt="x", workspace=tmp_path / "nope", endpoint="http://127.0.0.1:9"))
 
 
 def test_cli_prints_one_error_line(monkeypatch: pytest.MonkeyPatch,
@@ -138,9 +146,9 @@ async def test_prompt_file_lines_are_further_turns(workspace: Path, tmp_path: Pa
     prompts.write_text("and now this\n\n  and last  \n")
     with serve([Reply(content=["one"]), Reply(content=["two"]),
                 Reply(content=["three"])]) as server:
-        code, out, err = await run(RunOptions(prompt="first", workspace=workspace,
-                                              endpoint=url(server), record=False,
-                                              prompt_file=prompts))
+        code, out, err = await run(RunRequest(
+            prompt="first", workspace=workspace, endpoint=url(server), prompt_file=prompts,
+            session=SessionOptions(record=False)))
     assert code == EXIT_OK, err
     assert out == "one\ntwo\nthree\n"
     users = [[m["content"] for m in r["messages"] if m["role"] == "user"]
@@ -150,10 +158,11 @@ async def test_prompt_file_lines_are_further_turns(workspace: Path, tmp_path: Pa
     # Standard input, line by line; a turn that does not answer stops the run there.
     monkeypatch.setattr(sys, "stdin", io.StringIO("second\nnever sent\n"))
     with serve([Reply(content=["one"]), Reply(content=["cut"], finish="length")]) as server:
-        code, out, err = await run(RunOptions(prompt="first", workspace=workspace,
-                                              endpoint=url(server), record=False,
-                                              prompt_file=Path("-")))
+        code, out, err = await run(RunRequest(
+            prompt="first", workspace=workspace, endpoint=url(server), prompt_file=Path("-"),
+            session=SessionOptions(record=False)))
     assert code == EXIT_STOPPED and len(server.requests) == 2
     with pytest.raises(UserError, match="--prompt-file .*missing.txt: cannot read it"):
-        await run(RunOptions(prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9",
-                             prompt_file=tmp_path / "missing.txt"))
+        await run(RunRequest(
+            prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9",
+            prompt_file=tmp_path / "missing.txt"))

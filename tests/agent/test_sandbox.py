@@ -186,7 +186,8 @@ async def test_without_bubblewrap_the_session_says_once_why_and_asks(
 
     from sparkcode.agent import permissions
     from sparkcode.agent.tools import BwrapStatus
-    from sparkcode.cli._run import EXIT_STOPPED, RunOptions, run_headless
+    from sparkcode.builder import SessionOptions
+    from sparkcode.cli._run import EXIT_STOPPED, RunRequest, run_headless
     from tests.agent.http_server import serve, url
 
     missing = BwrapStatus(None, "bubblewrap (bwrap) is not installed (apt-get install "
@@ -196,8 +197,9 @@ async def test_without_bubblewrap_the_session_says_once_why_and_asks(
     with serve([Reply(tool_calls=[("bash", json.dumps({"command": "make"}))]),
                 Reply(content=["ok"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="build", workspace=workspace,
-                                             endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="build", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False)),
                                   out=out, err=err)
     assert code == EXIT_STOPPED  # `make` asked, and no one could answer
     notes = [line for line in err.getvalue().splitlines() if line.startswith("note:")]

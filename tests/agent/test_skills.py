@@ -8,7 +8,8 @@ from pathlib import Path
 
 from engine.paths import Paths
 from sparkcode.agent.skills import load_skills
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply
 
@@ -53,8 +54,9 @@ async def test_the_model_loads_a_skill_with_the_skill_tool(workspace: Path,
                 Reply(tool_calls=[("skill", json.dumps({"name": "nope"}))]),
                 Reply(content=["done"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="write the notes", workspace=workspace,
-                                             as_json=True, endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="write the notes", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(record=False)),
                                   out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     first = server.requests[0]
@@ -73,8 +75,9 @@ async def test_the_model_loads_a_skill_with_the_skill_tool(workspace: Path,
 
 async def test_without_skills_the_prompt_and_tools_are_unchanged(workspace: Path) -> None:
     with serve([Reply(content=["hi"])]) as server:
-        code = await run_headless(RunOptions(prompt="hi", workspace=workspace, as_json=True,
-                                             endpoint=url(server), record=False),
+        code = await run_headless(RunRequest(
+            prompt="hi", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(record=False)),
                                   out=io.StringIO(), err=io.StringIO())
     assert code == EXIT_OK
     body = server.requests[0]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
+from engine.profiles import AgentKnobs
 from sparkcode.agent import (
     ContentDelta,
     Event,
@@ -15,9 +17,16 @@ from sparkcode.agent import (
     TurnFinished,
     UsageUpdate,
 )
-from sparkcode.agent._structured import read_step, step_schema
+from sparkcode.agent._structured import (
+    WHOLE_FILE_NOTE,
+    read_step,
+    results_as_user,
+    step_schema,
+    tools_prompt,
+)
 from sparkcode.agent.tools import default_tools
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
 from tests.agent.test_loop import make_agent, of, run
@@ -107,16 +116,18 @@ async def test_sparkcode_run_prints_the_answer_not_the_step(workspace: Path) -> 
     step = '{"answer": "line one\\nline two"}'
     with serve([Reply(content=[step[:14], step[14:]])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="hi", workspace=workspace,
-                                             endpoint=url(server), record=False,
-                                             structured_tools=True), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="hi", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False, knobs=AgentKnobs(structured_tools=True))),
+            out=out, err=err)
         assert code == EXIT_OK, err.getvalue()
         assert out.getvalue() == "line one\nline two\n"
         out = io.StringIO()
         server.replies.append(Reply(content=[step[:14], step[14:]]))
-        code = await run_headless(RunOptions(prompt="hi", workspace=workspace, as_json=True,
-                                             endpoint=url(server), record=False,
-                                             structured_tools=True), out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="hi", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(record=False, knobs=AgentKnobs(structured_tools=True))),
+            out=out, err=err)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert "".join(e["text"] for e in events if e["type"] == "ContentDelta") == \
         "line one\nline two"
@@ -172,3 +183,46 @@ async def test_workspace_files_lists_the_files_in_the_system_prompt(workspace: P
     plain = make_agent(server, workspace, structured_tools=True, step_name_key="name")
     await run(plain, "which files are there?")
     assert "calc.py" not in server.requests[1]["messages"][0]["content"]
+
+
+async def test_results_as_user_sends_each_result_as_a_user_message_after_the_step(
+        workspace: Path) -> None:
+    """``results_as_user``: the request shows the step as written (no tool_calls, which
+    Qwen's template would render a second time in <tool_call> tags) and its result as a
+    user message; the history keeps the API's form, every call with its tool result."""
+    (workspace / "a.py").write_text("x = 1\n")
+    step = json.dumps({"name": "read_file", "arguments": {"path": "a.py"}})
+    server = ScriptedServer([Reply(content=[step]), Reply(content=['{"answer": "x is 1"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       results_as_user=True)
+    await run(agent, "what is x in a.py?")
+    sent = server.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[2] == {"role": "assistant", "content": step}
+    assert sent[3]["content"].startswith("Result:\n") and "x = 1" in sent[3]["content"]
+    assert [m["role"] for m in agent.history] == \
+        ["system", "user", "assistant", "tool", "assistant"]
+    assert agent.history[2]["tool_calls"][0]["function"]["name"] == "read_file"
+    # Without it (cpu-demo's setting) the request is the API's form, as before.
+    plain = ScriptedServer([Reply(content=[step]), Reply(content=['{"answer": "x is 1"}'])])
+    await run(make_agent(plain, workspace, structured_tools=True, step_name_key="name"),
+              "what is x in a.py?")
+    assert [m["role"] for m in plain.requests[1]["messages"]] == \
+        ["system", "user", "assistant", "tool"]
+
+
+def test_results_as_user_shows_a_server_parsed_call_as_a_step() -> None:
+    history: list[dict[str, Any]] = [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"}]
+    assert results_as_user(history, "name") == [
+        {"role": "assistant", "content": '{"name":"bash","arguments":{"command":"ls"}}'},
+        {"role": "user", "content": "Result:\na.py"}]
+
+
+def test_a_tool_list_without_edit_file_asks_for_whole_files() -> None:
+    whole = tools_prompt(default_tools(only=["read_file", "write_file", "bash"]), "name")
+    assert whole.endswith("\n" + WHOLE_FILE_NOTE)
+    edits = tools_prompt(default_tools(only=["read_file", "write_file", "edit_file"]), "name")
+    assert WHOLE_FILE_NOTE not in edits

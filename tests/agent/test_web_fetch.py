@@ -18,7 +18,8 @@ from sparkcode.agent import ApprovalRequested, ChatClient, ToolCallFinished
 from sparkcode.agent.loop import Agent, AgentSettings
 from sparkcode.agent.permissions import Permissions
 from sparkcode.agent.tools import ToolContext, ToolError, WebFetch, default_tools
-from sparkcode.cli._run import RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import RunRequest, run_headless
 from sparkcode.config import Config, ConfigError, WebFetchConfig, parse_config
 from tests.agent.http_server import serve, url
 from tests.agent.scripted import Reply, ScriptedServer
@@ -136,8 +137,9 @@ async def test_the_session_offers_web_fetch_only_when_enabled(workspace: Path,
                                                               paths: Paths) -> None:
     async def tools() -> list[str]:
         with serve([Reply(content=["hi"])]) as server:
-            await run_headless(RunOptions(prompt="hi", workspace=workspace,
-                                          endpoint=url(server), record=False),
+            await run_headless(RunRequest(
+                prompt="hi", workspace=workspace, endpoint=url(server),
+                session=SessionOptions(record=False)),
                                out=io.StringIO(), err=io.StringIO())
         return [t["function"]["name"] for t in server.requests[0]["tools"]]
 

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,28 @@ def test_ctrl_c_keeps_finished_tries_and_resume_runs_the_rest(tmp_path: Path) ->
             if k.startswith("create-hello")] == [1234, 1235]
 
 
+def test_jobs_runs_tries_at_the_same_time(tmp_path: Path) -> None:
+    """--jobs 3: the three create tries' first requests are in flight together (each
+    waits at a barrier of three, which one try at a time would never pass)."""
+    meet = threading.Barrier(3, timeout=60)
+
+    def together(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "user":
+            meet.wait()
+        return solver(body)
+
+    out = tmp_path / "jobs"
+    with serve(together) as server:
+        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server),
+                                          "--kind", "create", "-n", "1", "--jobs", "3",
+                                          "-o", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    data = json.loads((out / "results.json").read_text())
+    summary = next(iter(data["summary"].values()))
+    assert summary["success"] == summary["tries"] == 3 and data["settings"]["jobs"] == 3
+    assert "3 tries at a time" in (out / "table.md").read_text()
+
+
 def test_a_try_past_its_timeout_is_stopped_and_checked_as_it_stands(tmp_path: Path) -> None:
     def slow(body: dict[str, Any]) -> Reply:
         if body["messages"][-1]["role"] == "tool":
@@ -191,7 +214,7 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
         in str(changed.exception)
 
 
-@pytest.mark.parametrize("extra", [["--tries", "0"], ["--max-turns", "0"]])
+@pytest.mark.parametrize("extra", [["--tries", "0"], ["--max-turns", "0"], ["--jobs", "0"]])
 def test_counts_must_be_positive(extra: list[str]) -> None:
     result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", "http://x:1", *extra])
     assert "must be >= 1" in str(result.exception)

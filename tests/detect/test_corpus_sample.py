@@ -1,4 +1,4 @@
-"""A small, fast version of ``bench/detector_rates.py``: catches rate regressions in CI.
+"""A small, fast version of ``bench/studies/detector_rates.py``: catches rate regressions in CI.
 
 The full benchmark runs 2000 normal and 1000 degenerate samples; this runs a
 seeded sample from the same corpus builder with the same targets, with a
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.detector_corpus import DEGENERATE_KINDS, MIN_CHARS, build, load, write
-from bench.detector_rates import Rates, evaluate
+from bench.corpora.detector_corpus import DEGENERATE_KINDS, MIN_CHARS, build, load, write
+from bench.corpora.detector_scoring import Rates, evaluate
 
 
 @pytest.fixture(scope="module")

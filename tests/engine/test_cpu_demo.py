@@ -17,12 +17,13 @@ import pytest
 
 from engine.models import convert_gguf, smollm2_gguf_path
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from sparkcode.agent import events as ev
 from sparkcode.agent._structured import structured_outputs
 from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.tools import default_tools
 from sparkcode.builder import SessionOptions, build_session, resolve_target
-from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunOptions, run_headless
+from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunRequest, run_headless
 from tests.support.engine import RunningEngine, run_engine
 from tests.support.mcp_config import stdio_server_toml
 
@@ -41,14 +42,16 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
         yield running
 
 
-def run(engine: RunningEngine, workspace: Path, prompt: str,
-        **options: Any) -> tuple[int, list[dict[str, Any]], str]:
+def run(engine: RunningEngine, workspace: Path, prompt: str, force_tool: str | None = None,
+        **knobs: Any) -> tuple[int, list[dict[str, Any]], str]:
     """One ``sparkcode run --auto --json`` turn, greedy, against the engine."""
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
     out, err = io.StringIO(), io.StringIO()
-    code = asyncio.run(run_headless(RunOptions(
-        prompt=prompt, workspace=workspace, as_json=True, auto=True,
-        endpoint=engine.base_url, record=False, temperature=0.0, seed=1, **options),
+    code = asyncio.run(run_headless(RunRequest(
+        prompt=prompt, workspace=workspace, as_json=True, endpoint=engine.base_url,
+        session=SessionOptions(permission_mode="full-auto", record=False, seed=1,
+                               force_tool=force_tool,
+                               knobs=AgentKnobs(temperature=0.0, **knobs))),
         out=out, err=err))
     return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
@@ -87,10 +90,13 @@ def test_cpu_demo_knows_the_capital_of_france_and_steps_in_small_model_mode(
     workspace.mkdir()
     (workspace / "README.md").write_text("The secret word is pelican.\n")
     out, err = io.StringIO(), io.StringIO()
-    code = asyncio.run(run_headless(RunOptions(
-        prompt="What is the secret word in README.md?", workspace=workspace,
-        as_json=True, auto=True, endpoint=engine.base_url, max_turns=3, max_tokens=96,
-        record=False, structured_tools=True), out=out, err=err))
+    code = asyncio.run(run_headless(RunRequest(
+        prompt="What is the secret word in README.md?", workspace=workspace, as_json=True,
+        endpoint=engine.base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", record=False,
+            knobs=AgentKnobs(max_turns=3, max_tokens=96, structured_tools=True))),
+        out=out, err=err))
     assert "Paris" in answer
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code != EXIT_ERROR, (err.getvalue(), events)
@@ -129,7 +135,7 @@ def test_a_looping_stream_is_stopped_on_the_real_engine(engine: RunningEngine,
     assert finished[-1]["completion_tokens"] < 256
     # Only warned: the same stream runs to its end and the run is not marked degenerate.
     code, events, _ = run(engine, tmp_path, prompt, max_turns=1, max_tokens=256,
-                          structured_tools=True, degenerate="warn")
+                          structured_tools=True, degenerate_streams="warn")
     warned = [e for e in events if e["type"] == "DegenerationDetected"]
     assert code != EXIT_DEGENERATE and warned and not warned[0]["stopped"]
 
@@ -195,10 +201,13 @@ def test_a_project_hook_blocks_a_call_made_by_the_real_engine(engine: RunningEng
                                                            "enum": ["touch made.txt"]}},
               "required": ["command"]}
     out, err = io.StringIO(), io.StringIO()
-    code = asyncio.run(run_headless(RunOptions(
-        prompt="Create made.txt with touch.", workspace=workspace, as_json=True, auto=True,
-        endpoint=engine.base_url, temperature=0.0, seed=1, max_turns=2, max_tokens=48,
-        force_tool="bash", force_tool_schema=schema, trust_project=True), out=out, err=err))
+    code = asyncio.run(run_headless(RunRequest(
+        prompt="Create made.txt with touch.", workspace=workspace, as_json=True,
+        endpoint=engine.base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", seed=1, force_tool="bash", force_tool_parameters=schema,
+            trust_project=True, knobs=AgentKnobs(temperature=0.0, max_turns=2, max_tokens=48))),
+        out=out, err=err))
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code != EXIT_ERROR, (err.getvalue(), events)
     hooks = [e for e in events if e["type"] == "HookRan"]
@@ -233,6 +242,46 @@ def test_the_real_engine_loads_a_project_skill(engine: RunningEngine, tmp_path: 
     assert "Write three lines of 5, 7 and 5 syllables." in result
 
 
+def test_an_edit_through_the_real_engine_returns_the_type_error_it_introduced(
+        engine: RunningEngine, tmp_path: Path) -> None:
+    # Issue 23: the edit's result carries basedpyright's diagnostic, and the next request
+    # sends it to the model. SmolLM2 is forced to the call with the content held to one
+    # value by guided decoding, so the test is about the diagnostics, not the model.
+    content = "def double(x: int) -> int:\n    return x * 2\n\n\nhalf: str = double(2)\n"
+    schema = {"type": "object", "required": ["path", "content"], "properties": {
+        "path": {"type": "string", "enum": ["calc.py"]},
+        "content": {"type": "string", "enum": [content]}}}
+    config = Paths.from_env().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[diagnostics]\ntimeout_s = 30\n")  # a cold start on a busy CI box
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    code = asyncio.run(run_headless(RunRequest(
+        prompt="Write calc.py.", workspace=workspace, as_json=True, endpoint=engine.base_url,
+        session=SessionOptions(
+            permission_mode="full-auto", seed=1, force_tool="write_file",
+            force_tool_parameters=schema,
+            knobs=AgentKnobs(temperature=0.0, max_turns=2, max_tokens=128))),
+        out=out, err=err))
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code != EXIT_ERROR, (err.getvalue(), events)
+    assert (workspace / "calc.py").read_text() == content
+    result = [e for e in events if e["type"] == "ToolCallFinished"][0]["result"]
+    head, block = result.split("\n\n")
+    assert head == "created calc.py (5 lines)"
+    assert block.splitlines()[0] == "[basedpyright found 1 new problem in calc.py after this edit:]"
+    assert block.splitlines()[1].startswith("calc.py:5:13: error: Type \"int\" is not "
+                                            "assignable to declared type \"str\"")
+    from sparkcode.sessions import load_session
+
+    (recorded,) = Paths.from_env().sessions_dir.rglob("*.jsonl")
+    bodies = [e.body_json for e in load_session(recorded).exchanges
+              if e.body_json and "messages" in e.body_json]
+    tool_messages = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
+    assert tool_messages[0]["content"] == result
+
+
 async def test_compact_restates_the_open_todo_list_and_the_next_request_is_served(
         engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
     """SmolLM2-135M writes the summary (poorly: whatever it writes passes); the open todo
@@ -242,8 +291,9 @@ async def test_compact_restates_the_open_todo_list_and_the_next_request_is_serve
     (tmp_path / "README.md").write_text("# calc\n\nA calculator with add and mul.\n")
     target = resolve_target(tmp_path, paths, endpoint=engine.base_url)
     session = await build_session(target, SessionOptions(
-        origin="run", record=False, permission_mode="full-auto", max_turns=1, max_tokens=48,
-        temperature=0.0, seed=1, thinking_token_budget=-1, start_engine=False, mcp=False),
+        origin="run", record=False, permission_mode="full-auto", seed=1, start_engine=False,
+        mcp=False, knobs=AgentKnobs(max_turns=1, max_tokens=48, temperature=0.0,
+                                    thinking_token_budget=-1)),
         paths)
     agent = session.agent
     try:

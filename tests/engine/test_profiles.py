@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import ProfileError
 from engine.paths import Paths
-from engine.profiles import list_profiles, load_profile, parse_profile, render
+from engine.profiles import AgentKnobs, list_profiles, load_profile, parse_profile, render
 
 
 def _parse(text: str) -> object:
@@ -18,7 +18,8 @@ def _parse(text: str) -> object:
 
 def test_shipped_profiles_load(paths: Paths) -> None:
     names = [p.name for p in list_profiles(paths)]
-    assert names == ["cpu-coder", "cpu-coder-small", "cpu-demo", "endpoint", "glm53-flash-spark"]
+    assert names == ["cpu-coder", "cpu-coder-small", "cpu-demo", "endpoint", "glm53-flash-2spark",
+                     "glm53-flash-spark", "glm53-flash-spark-mtp"]
 
 
 def test_cpu_demo_renders_eager_cpu_command(paths: Paths) -> None:
@@ -58,7 +59,7 @@ def test_spark_profile_renders_recipe(paths: Paths) -> None:
     assert spec.env["VLLM_PLUGINS"] == "sparkcode"
     assert "scheduler_fix" in spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
     # GLM-5.3-Flash is multimodal: the profile serves the vision tower (no text-only switch,
-    # no zero image limit), and its budget counts it (bench/p12_memory.py: 1.05 GiB).
+    # no zero image limit), and its budget counts it (bench/targets/p12_memory.py: 1.05 GiB).
     assert "--language-model-only" not in argv
     assert not any(a.startswith("--limit-mm-per-prompt") for a in argv)
 
@@ -147,7 +148,7 @@ def test_secret_env_is_redacted_in_shell_line(paths: Paths) -> None:
 
 def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
         paths: Paths) -> None:
-    # Measured (docs/agent.md, bench/small_model_suite.py): SmolLM2 completed 2/18
+    # Measured (docs/agent.md, bench/studies/small_model_suite.py): SmolLM2 completed 2/18
     # tasks in small-model mode and 0/18 without, so cpu-demo keeps it on; the
     # Spark model drives the API's tools itself.
     from sparkcode.builder import SessionOptions, _settings
@@ -165,7 +166,7 @@ def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
         return _settings(Config(), conn, options).structured_tools
 
     assert structured(SessionOptions()) is True
-    assert structured(SessionOptions(structured_tools=False)) is False
+    assert structured(SessionOptions(knobs=AgentKnobs(structured_tools=False))) is False
 
 
 def test_small_model_profiles_start_the_engine_without_free_whitespace(paths: Paths) -> None:

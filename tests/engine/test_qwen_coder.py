@@ -35,7 +35,9 @@ import pytest
 
 from engine.models import BUILTINS, install_builtin
 from engine.paths import APP_NAME, Paths
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from engine.profiles import AgentKnobs
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from tests.support.engine import RunningEngine, run_engine
 
 pytestmark = pytest.mark.engine
@@ -80,11 +82,13 @@ def test_qwen_fixes_a_bug_a_failing_test_shows(engine: RunningEngine, tmp_path: 
     monkeypatch.setenv("SPARKCODE_HOME", str(engine.paths.data_dir.parent))
     out, err = io.StringIO(), io.StringIO()
     began = time.monotonic()
-    code = asyncio.run(run_headless(RunOptions(
+    code = asyncio.run(run_headless(RunRequest(
         prompt="test_calc.py fails. Run the tests with `python -m pytest -q`, fix the bug "
-               "in calc.py, then run the tests again.",
-        workspace=ws, as_json=True, auto=True, profile=PROFILE, record=False,
-        temperature=0.0, seed=1, max_turns=8, max_tokens=256), out=out, err=err))
+        "in calc.py, then run the tests again.",
+        workspace=ws, as_json=True, profile=PROFILE,
+        session=SessionOptions(
+            permission_mode="full-auto", record=False, seed=1,
+            knobs=AgentKnobs(temperature=0.0, max_turns=8, max_tokens=256))), out=out, err=err))
     wall = time.monotonic() - began
     events: list[dict[str, Any]] = [json.loads(line) for line in out.getvalue().splitlines()]
     calls = [(e["name"], e.get("error")) for e in events if e["type"] == "ToolCallFinished"]

@@ -48,8 +48,9 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
         "disable_any_whitespace"] is True
     agent = load_profile(name, paths).agent
     assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
-            agent.task_reminder, agent.temperature, agent.workspace_files) == \
-        (True, "name", True, True, 0.0, False)
+            agent.task_reminder, agent.temperature, agent.workspace_files,
+            agent.results_as_user, agent.loop_nudge) == \
+        (True, "name", True, True, 0.7, False, True, True)
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 

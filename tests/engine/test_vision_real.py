@@ -118,6 +118,7 @@ async def test_an_image_attached_through_sparkcode_reaches_the_model(
     from transformers import AutoTokenizer
 
     from engine.paths import Paths
+    from engine.profiles import AgentKnobs
     from sparkcode.builder import SessionOptions, build_session, resolve_target
     from sparkcode.sessions import blobs_dir, load_session
     from tests.support.images import write_image
@@ -131,8 +132,9 @@ async def test_an_image_attached_through_sparkcode_reaches_the_model(
 
     async def first_prompt_tokens(image: bool) -> tuple[int, Path]:
         session = await build_session(target, SessionOptions(
-            start_engine=False, mcp=False, permission_mode="full-auto", max_turns=1,
-            max_tokens=2, temperature=0.0, seed=0, tools=("read_file",)), paths)
+            start_engine=False, mcp=False, permission_mode="full-auto", seed=0,
+            knobs=AgentKnobs(max_turns=1, max_tokens=2, temperature=0.0,
+                             tools=("read_file",))), paths)
         try:
             images = [session.agent.load_image(Path("shot.png"))] if image else []
             async for _ in session.agent.run_turn("What is in this picture?", images):
@@ -164,7 +166,9 @@ async def test_run_image_with_a_vision_profile_reaches_the_model(
     without it."""
     from transformers import AutoTokenizer
 
-    from sparkcode.cli._run import RunOptions, run_headless
+    from engine.profiles import AgentKnobs
+    from sparkcode.builder import SessionOptions
+    from sparkcode.cli._run import RunRequest, run_headless
     from tests.support.images import write_image
 
     workspace = tmp_path / "ws"
@@ -174,10 +178,14 @@ async def test_run_image_with_a_vision_profile_reaches_the_model(
         out, err = io.StringIO(), io.StringIO()
         # The exit status is not the point: a random model's two tokens may be blank, which
         # run reports as an empty answer (status 1). An AgentError event would be a failure.
-        await run_headless(RunOptions(
+        await run_headless(RunRequest(
             prompt="What is in this picture?", workspace=workspace, as_json=True,
-            profile=vlm.profile, images=images, max_turns=1, max_tokens=2, temperature=0.0,
-            budget=-1, record=False), vlm.paths, out=out, err=err)
+            profile=vlm.profile, images=images,
+            session=SessionOptions(
+                record=False,
+                knobs=AgentKnobs(
+                    max_turns=1, max_tokens=2, temperature=0.0, thinking_token_budget=-1))),
+            vlm.paths, out=out, err=err)
         events = [json.loads(line) for line in out.getvalue().splitlines()]
         types = [e["type"] for e in events]
         assert "AgentError" not in types and "TurnFinished" in types, (out.getvalue(),

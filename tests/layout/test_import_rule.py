@@ -1,5 +1,5 @@
 """The import rule: ``sparkcode`` -> ``engine`` -> ``kernels``, never the reverse;
-and no import circle inside ``sparkcode`` (but the ones :data:`KNOWN_CIRCLES` names).
+and no import circle inside ``sparkcode`` (:data:`KNOWN_CIRCLES` is empty).
 
 Read from the source (every ``import`` statement, also inside functions and
 under ``if TYPE_CHECKING:``, and ``importlib.import_module("...")`` with a
@@ -77,16 +77,10 @@ def test_the_checker_sees_backward_imports(tmp_path: Path) -> None:
 
 # -- import circles inside sparkcode/ ------------------------------------------------
 
-KNOWN_CIRCLES: tuple[frozenset[str], ...] = (
-    # Issue 24 names it: the slash commands take the main screen, the screen parses
-    # commands, completion lists the commands, the prompt completes. Breaking it
-    # (handlers on a small protocol, not the screen) touches the TUI's core files.
-    frozenset({"sparkcode.tui.commands", "sparkcode.tui.completion",
-               "sparkcode.tui.queueing", "sparkcode.tui.screens.command_surface",
-               "sparkcode.tui.screens.main", "sparkcode.tui.widgets.prompt"}),
-)
-"""Circles left for later: a circle found must lie inside one of these (so one that
-grows, or a new one, fails); delete an entry once its circle is broken."""
+KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
+"""Circles left for later: none. The last one (the TUI's slash commands, main screen,
+completion, queueing and prompt) was broken by giving the command handlers and the
+queue a protocol of what they need from the screen; any circle now fails."""
 
 
 def _module(path: Path, root: Path) -> str:

@@ -3,8 +3,9 @@
 A frozen copy of ``engine.quant.gptq.gptq_quantize`` with its helpers (the ue5m3 scale search
 ``weighted_scales``, the least-squares ``refit_scales``, the three-factorization
 ``inverse_cholesky`` and the column sweep) at commit bea3d22, renamed ``*_reference``.
-``tests/quant/test_gptq_fast.py`` checks the fast code against it and ``bench/gptq_speed.py``
-times both side by side. Do not optimise this file: its point is to stay what was measured.
+``tests/quant/test_gptq_fast.py`` checks the fast code against it and
+``bench/studies/gptq_speed.py`` times both side by side. Do not optimise this file: its
+point is to stay what was measured.
 """
 
 from __future__ import annotations

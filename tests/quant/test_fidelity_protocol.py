@@ -1,4 +1,5 @@
-"""The fidelity bench's held-out protocol (bench/fidelity_protocol.py): readings and intervals."""
+"""The fidelity bench's held-out protocol (bench/corpora/fidelity_protocol.py): readings and
+intervals."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import torch
 
-from bench.fidelity_protocol import SEQ, protocol, spread
+from bench.corpora.fidelity_protocol import SEQ, protocol, spread
 
 
 class _Words:

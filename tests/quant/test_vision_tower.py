@@ -108,18 +108,12 @@ def test_vllm_maps_model_visual_to_its_unquantized_tower() -> None:
 
 
 def test_the_memory_table_counts_the_real_vision_tower() -> None:
-    """``bench/p12_memory.py`` (the docs' memory table and the Spark profile's budget) lists
-    exactly the tensors of transformers' ``Glm5NextVisionModel`` at GLM-5.3-Flash's sizes."""
-    import importlib.util
-
+    """``bench/targets/p12_memory.py`` (the docs' memory table and the Spark profile's budget)
+    lists exactly the tensors of transformers' ``Glm5NextVisionModel`` at GLM-5.3-Flash's sizes."""
     from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
     from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
 
-    path = Path(__file__).resolve().parents[2] / "bench" / "p12_memory.py"
-    spec = importlib.util.spec_from_file_location("p12_memory", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from bench.targets import p12_memory as bench
     listed = {name.removeprefix(VISUAL): shape for name, shape, _, _ in bench.vision_tensors()}
     v = bench.VISION
     config = Glm5NextVisionConfig(

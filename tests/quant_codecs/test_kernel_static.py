@@ -1,6 +1,6 @@
-"""The static kernel check (``python -m bench.kernel_static``): its parsing and arithmetic on
-small inputs, tiny kernels compiled for sm_121 whose faults it must flag, and the whole check
-on ``kernels/`` at GLM-5.3-Flash shapes, which must pass (issue 21's criteria)."""
+"""The static kernel check (``python -m bench.targets.kernel_static``): its parsing and
+arithmetic on small inputs, tiny kernels compiled for sm_121 whose faults it must flag, and
+the whole check on ``kernels/`` at GLM-5.3-Flash shapes, which must pass (issue 21's criteria)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.kernel_static import model, sass
-from bench.kernel_static.build import parse_ptxas_log
+from bench.targets.kernel_static import model, sass
+from bench.targets.kernel_static.build import parse_ptxas_log
 from kernels import _triton
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,10 +149,10 @@ def _child(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
 
 FIXTURE = """
 import json, sys
-from bench.kernel_static.build import _worker_env, compile_one
+from bench.targets.kernel_static.build import _worker_env, compile_one
 _worker_env(sys.argv[1])  # TRITON_INTERPRET off, ptxas log on, a private Triton cache
-from bench.kernel_static.analyze import analyze
-from bench.kernel_static.launches import Arg, Launch
+from bench.targets.kernel_static.analyze import analyze
+from bench.targets.kernel_static.launches import Arg, Launch
 M = "tests.quant_codecs.static_fixture_kernels"
 u8, i32, f32 = (lambda n: Arg("uint8", (n,))), (lambda n: Arg("int32", (n,))), \\
     (lambda n: Arg("float32", (n,)))
@@ -204,7 +204,7 @@ def test_static_check_passes_on_the_kernels(tmp_path: Path) -> None:
     sm_90, nothing spills, packed weight/scale loads are at least 32 bits wide, and a decode
     step of the fused MoE is predicted at >= 80% of GB10's bandwidth at 1 and 8 tokens."""
     out = tmp_path / "static.json"
-    proc = _child("-m", "bench.kernel_static", "--json", str(out), timeout=1200)
+    proc = _child("-m", "bench.targets.kernel_static", "--json", str(out), timeout=1200)
     text = proc.stdout + proc.stderr[-2000:]
     assert "launch specializations x 2 targets" in proc.stdout, text
     data = json.loads(out.read_text())

@@ -20,14 +20,13 @@ needs_triton = pytest.mark.skipif(not _triton.HAVE_TRITON, reason="no Triton")
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
 @needs_triton
 def test_traffic_bench_model_matches_the_interpreters_loads() -> None:
-    proc = _run("bench/moe_traffic.py", "--quick")
+    proc = _run("-m", "bench.targets.moe_traffic", "--quick")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     out = proc.stdout
     rows = [line for line in out.splitlines() if line.startswith(("decode, 1", "k=7 verify"))]
@@ -39,7 +38,7 @@ def test_traffic_bench_model_matches_the_interpreters_loads() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here")
 def test_gpu_check_says_it_needs_a_gpu() -> None:
-    proc = _run("bench/gpu_check.py")
+    proc = _run("-m", "bench.targets.gpu_check")
     assert proc.returncode == 2
     assert "no CUDA device here; this check needs one CUDA GPU (nothing was checked)" in \
         proc.stderr
@@ -47,7 +46,7 @@ def test_gpu_check_says_it_needs_a_gpu() -> None:
 
 @needs_triton
 def test_gpu_check_correctness_harness_runs_interpreted() -> None:
-    proc = _run("bench/gpu_check.py", "--interpret")
+    proc = _run("-m", "bench.targets.gpu_check", "--interpret")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     names = [line.split(":")[0] for line in lines if line.startswith(("PASS", "FAIL"))]
@@ -62,8 +61,8 @@ def test_decode_projection_reads_the_static_checks_share(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The projection reads the routed experts at the share the static check predicted for
     the current kernels (and refuses figures made from other sources)."""
-    from bench import moe_traffic as mt
-    from bench.kernel_static.build import kernels_hash
+    from bench.targets import moe_traffic as mt
+    from bench.targets.kernel_static.build import kernels_hash
 
     path = tmp_path / "static.json"
     shares = {"moe decode T=1": {"w2": 0.5}, "moe decode T=8": {"w2": 0.25, "fp4": 0.9}}

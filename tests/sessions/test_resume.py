@@ -13,6 +13,7 @@ import pytest
 
 from engine.errors import UserError
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.replay import ResumeError, rebuild_conversation
 from sparkcode.resume import WorkspaceMismatch, find_resume, latest_session, write_fork
@@ -182,7 +183,7 @@ async def test_rerun_says_when_it_cannot_be_exact(ws: Path, paths: Paths) -> Non
     store = SessionStore(paths.sessions_dir)
     assert seed_note(store.load(seeded_id)) is None
     server = ScriptedServer([Reply(content=["x"])])
-    session = await start(server, ws, paths, seed="off", temperature=1.0)
+    session = await start(server, ws, paths, seed="off", knobs=AgentKnobs(temperature=1.0))
     await turn(session, "hi")
     await session.aclose()
     assert session.session_id is not None
@@ -205,7 +206,7 @@ async def test_a_salvaged_call_at_the_end_is_rebuilt_as_the_agent_held_it(
     salvaged it; the rebuilt tail has the same call, id and answer text."""
     text = '<tool_call>\n{"name": "list_files", "arguments": {}}\n</tool_call>'
     server = ScriptedServer([Reply(content=[text]), Reply(content=["listed"])])
-    session = await start(server, ws, paths, max_turns=1)
+    session = await start(server, ws, paths, knobs=AgentKnobs(max_turns=1))
     await turn(session, "list")
     history = [dict(m) for m in session.agent.history]
     await session.aclose()

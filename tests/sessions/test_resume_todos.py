@@ -11,7 +11,8 @@ from typing import Any
 
 from engine.paths import Paths
 from sparkcode.agent.events import TodoItem
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.builder import SessionOptions
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.replay import rebuild_conversation
 from sparkcode.resume import find_resume, write_fork
 from sparkcode.sessions import SessionStore, load_session
@@ -94,8 +95,9 @@ async def test_run_resume_goes_on_with_the_recorded_list(ws: Path, paths: Paths)
                Reply(content=["all done"])]
     with serve(replies) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="do step 2", workspace=ws, as_json=True,
-                                             auto=True, endpoint=url(server), resume=sid),
+        code = await run_headless(RunRequest(
+            prompt="do step 2", workspace=ws, as_json=True, endpoint=url(server), resume=sid,
+            session=SessionOptions(permission_mode="full-auto")),
                                   paths, out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     # The restored list is said before the turn...

@@ -9,7 +9,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Log, Markdown
 
-from engine.supervisor import EngineStatus
+from engine.supervisor import EngineStatus, NodeStatus
 from sparkcode.agent import events as ev
 from sparkcode.tui import SparkcodeApp
 from sparkcode.tui.screens.main import MainScreen
@@ -388,6 +388,24 @@ async def test_crashed_engine_shows_exit_code_and_log_tail(app_factory: AppFacto
         await type_line(pilot, "hello")
         await until(pilot, lambda: bool(app.main.query(ErrorMessage)))
         assert "engine is crashed" in texts(app, ErrorMessage)[0]
+
+
+async def test_the_engine_panel_shows_a_dead_worker_node(app_factory: AppFactory) -> None:
+    degraded = EngineStatus(
+        state="degraded", profile="tiny2", healthy=True, log_tail=["head line"],
+        nodes=[NodeStatus(name="worker", state="exited", where="ssh spark2", exit_code=None,
+                          exit_signal=9, log_tail=["Connection reset by peer"])])
+    app, _, _ = app_factory(engine=ScriptedEngine(current=degraded), show_engine_panel=True)
+    async with app.run_test(size=(110, 30)) as pilot:
+        panel = app.main.query_one(EnginePanel)
+        await until(pilot, lambda: panel.view is not None
+                    and panel.view.status.state == "degraded")
+        facts = str(panel.query_one("#engine-facts").render())
+        assert "degraded (a node is down)" in facts
+        assert "worker  exited (exit unknown, signal 9) · ssh spark2" in facts
+        assert list(panel.query_one("#engine-log", Log).lines)[-2:] == [
+            "head line", "[worker] Connection reset by peer"]
+        assert panel.has_class("-crashed")
 
 
 async def test_auto_start_and_a_prompt_queued_while_booting(app_factory: AppFactory) -> None:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from engine.paths import Paths
+from engine.profiles import AgentKnobs
 from sparkcode.agent import events as ev
 from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.replay import play_events
@@ -41,7 +42,7 @@ async def test_steps_show_as_a_tool_card_and_the_answer_as_prose(workspace: Path
     async def factory(request: SessionRequest) -> AgentPort:
         session = await build_session(target, SessionOptions(
             origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            structured_tools=True, permission_mode="full-auto"), paths)
+            knobs=AgentKnobs(structured_tools=True), permission_mode="full-auto"), paths)
         built.append(LiveAgent(session))
         return built[-1]
 

@@ -7,7 +7,18 @@ from typing import Any
 
 from engine.errors import UserError
 
-from ._base import Preview, TodoList, Tool, ToolContext, ToolError, ToolKind, ToolOutput, cap_output
+from ._base import (
+    EditChecker,
+    EditFeedback,
+    Preview,
+    TodoList,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    ToolOutput,
+    cap_output,
+)
 from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
 from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff, workspace_listing
@@ -58,6 +69,8 @@ def default_tools(extra: Sequence[Tool] | None = None,
 __all__ = [
     "Bash",
     "BwrapStatus",
+    "EditChecker",
+    "EditFeedback",
     "EditFile",
     "GitCommit",
     "GitDiff",

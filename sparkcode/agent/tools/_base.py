@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..events import TodoItem, TodoStatus
 
@@ -65,6 +65,24 @@ class TodoList:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class EditFeedback:
+    """What a checker says after an edit: text for the model, a notice for the user."""
+
+    text: str = ""
+    """Appended to the edit's result (the problems the edit introduced); empty: none."""
+    notice: str | None = None
+    """Told to the user (a checker that is missing, crashed or slow), not to the model."""
+
+
+class EditChecker(Protocol):
+    """Looks at a file after an edit (``sparkcode.agent.lsp.Diagnostics``)."""
+
+    async def check(self, path: Path, shown: str, before: str, after: str) -> EditFeedback:
+        """The problems ``after`` has that ``before`` had not; never raises."""
+        ...
+
+
 @dataclass
 class ToolContext:
     """What every tool call may use."""
@@ -78,6 +96,8 @@ class ToolContext:
     """Where shell commands run; ``None`` = directly (approved or not sandboxing)."""
     todos: TodoList = field(default_factory=lambda: TodoList())
     """The session's todo list (the todo tool's state)."""
+    checker: EditChecker | None = None
+    """Checks each edited file (language-server diagnostics); None: no checks."""
 
 
 @dataclass
@@ -88,6 +108,8 @@ class ToolOutput:
     diff: str | None = None
     sandbox_denied: str | None = None
     """A sandboxed command failed on the sandbox's limits (the output's marker)."""
+    notice: str | None = None
+    """Something to tell the user, not the model (:attr:`EditFeedback.notice`)."""
 
 
 @dataclass
@@ -135,6 +157,16 @@ class Tool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError
+
+
+async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: str,
+                       before: str, after: str) -> ToolOutput:
+    """``output`` with what ``ctx.checker`` found in the edited file appended."""
+    if ctx.checker is None:
+        return output
+    feedback = await ctx.checker.check(path, shown, before, after)
+    text = f"{output.text}\n\n{feedback.text}" if feedback.text else output.text
+    return replace(output, text=text, notice=feedback.notice)
 
 
 def _short(args: dict[str, Any], limit: int = 120) -> str:

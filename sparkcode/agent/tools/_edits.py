@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
+from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, checked_edit
 from ._confine import display, resolve_in_workspace
 from ._files import _read_text, unified_diff
 from ._match import MatchError, exact_matches, plan_replacement
@@ -83,7 +83,9 @@ class EditFile(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path, shown, old, new, how = self._plan(args, ctx)
         _write(path, shown, new)
-        return ToolOutput(f"edited {shown}{_note([how])}", diff=unified_diff(old, new, shown))
+        return await checked_edit(ctx, ToolOutput(f"edited {shown}{_note([how])}",
+                                                  diff=unified_diff(old, new, shown)),
+                                  path, shown, old, new)
 
 
 class MultiEdit(Tool):
@@ -136,5 +138,6 @@ class MultiEdit(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path, shown, old, new, note = self._plan(args, ctx)
         _write(path, shown, new)
-        return ToolOutput(f"edited {shown} ({len(args['edits'])} edits){note}",
-                          diff=unified_diff(old, new, shown))
+        return await checked_edit(ctx, ToolOutput(
+            f"edited {shown} ({len(args['edits'])} edits){note}",
+            diff=unified_diff(old, new, shown)), path, shown, old, new)

@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
+from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output, checked_edit
 from ._confine import display, resolve_in_workspace
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
@@ -171,7 +171,9 @@ class WriteFile(Tool):
             raise ToolError(f"cannot write {shown}: {exc.strerror}") from None
         lines = new.count("\n") + (0 if new.endswith("\n") or not new else 1)
         verb = "overwrote" if existed else "created"
-        return ToolOutput(f"{verb} {shown} ({lines} lines)", diff=unified_diff(old, new, shown))
+        return await checked_edit(ctx, ToolOutput(f"{verb} {shown} ({lines} lines)",
+                                                  diff=unified_diff(old, new, shown)),
+                                  path, shown, old, new)
 
 
 def walk_files(root: Path, base: Path) -> Iterator[Path]:

@@ -1,11 +1,12 @@
 """The main screen's conversation side: the surface slash-command handlers use.
 
-:class:`CommandSurface` holds the agent (built on first use; a setting given
-before is applied once it is), notices, and which conversation is shown: a new
-one, a resumed recording, the history redrawn after undo. The handlers in
-``..commands`` work through it. :class:`~sparkcode.tui.screens.main.MainScreen`
-adds the layout, the input and command dispatch, the running turn and the key
-bindings.
+:class:`CommandSurface` owns the conversation's state (``..conversation_state``,
+a plain object: the agent, built on first use, a setting given before applied once
+it is, the recording the next agent continues) and shows notices and which
+conversation is shown: a new one, a resumed recording, the history redrawn after
+undo. The handlers in ``..commands`` work through it (as ``CommandScreen``).
+:class:`~sparkcode.tui.screens.main.MainScreen` adds the layout, the input and
+command dispatch, the running turn and the key bindings.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
-from ..agent_port import AgentFactory, AgentPort, SessionRequest
+from ..agent_port import AgentFactory, AgentPort
 from ..completion import WorkspaceFiles
+from ..conversation_state import ConversationState
 from ..messages import AgentModelChanged
 from ..resuming import choose_resume
 from ..stats import StatsTracker
@@ -49,22 +51,47 @@ class CommandSurface(Screen[None]):
         super().__init__()
         self.sessions = sessions
         """The recorded sessions (``/sessions``, resume)."""
-        self.resume = resume
-        """The recorded conversation the next agent continues, until it is built."""
-        self.workspace = workspace
-        """Where the agent's tools work (and @path completion looks)."""
-        self.agent_factory = agent_factory
-        """Builds the agent on the first prompt."""
+        self.state = ConversationState(workspace, agent_factory, resume)
+        """The shown conversation's agent, workspace and what it continues."""
         self.engine_view = engine_view
         """The latest engine snapshot the app showed us."""
-        self.agent: AgentPort | None = None
-        """The agent, built on the first prompt (once the engine answers)."""
         self.stats = StatsTracker()
         """The status bar's figures."""
-        self.mode_before_plan: str | None = None
-        """The approval mode /plan left, for /act to go back to."""
-        self._deferred: list[Callable[[AgentPort], None]] = []
         self._shown_notes: set[str] = set()
+
+    # The state's fields, as the command handlers (``CommandScreen``) and tests read them.
+
+    @property
+    def agent(self) -> AgentPort | None:
+        return self.state.agent
+
+    @agent.setter
+    def agent(self, agent: AgentPort | None) -> None:
+        self.state.agent = agent
+
+    @property
+    def resume(self) -> Rebuilt | None:
+        return self.state.resume
+
+    @resume.setter
+    def resume(self, resume: Rebuilt | None) -> None:
+        self.state.resume = resume
+
+    @property
+    def workspace(self) -> Path:
+        return self.state.workspace
+
+    @workspace.setter
+    def workspace(self, workspace: Path) -> None:
+        self.state.workspace = workspace
+
+    @property
+    def mode_before_plan(self) -> str | None:
+        return self.state.mode_before_plan
+
+    @mode_before_plan.setter
+    def mode_before_plan(self, mode: str | None) -> None:
+        self.state.mode_before_plan = mode
 
     @property
     def conversation(self) -> Conversation:
@@ -92,25 +119,17 @@ class CommandSurface(Screen[None]):
 
     async def ensure_agent(self) -> AgentPort:
         """The agent, built now if it is not yet (the settings given meanwhile applied)."""
-        if self.agent is None:
-            agent = await self.agent_factory(SessionRequest(self.workspace, self.resume))
-            self.resume = None
-            for apply in self._deferred:
-                apply(agent)
-            self._deferred.clear()
-            self.agent = agent
+        agent, built = await self.state.ensure_agent()
+        if built:
             self.model_changed(agent.model)
             self._notes(agent.notes)
-        return self.agent
+        return agent
 
     # -- what command handlers use -----------------------------------------------------
 
     def with_agent(self, apply: Callable[[AgentPort], None]) -> None:
         """Apply a setting to the agent now, or once it is built."""
-        if self.agent is None:
-            self._deferred.append(apply)
-        else:
-            apply(self.agent)
+        self.state.with_agent(apply)
 
     async def say(self, text: str) -> None:
         """A notice in the conversation."""
@@ -171,9 +190,7 @@ class CommandSurface(Screen[None]):
         if rebuilt is None:
             await self.say(why_not)
             return
-        if self.agent is not None:
-            await self.agent.aclose()
-            self.agent = None
+        await self.state.close_agent()
         if Path(rebuilt.workspace) != self.workspace:
             self.workspace = Path(rebuilt.workspace)
             self.prompt.set_files(WorkspaceFiles(self.workspace))

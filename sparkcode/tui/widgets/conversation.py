@@ -33,7 +33,7 @@ class Conversation(VerticalScroll, can_focus=True):
                       layout: bool = True) -> bool:
         # A growing answer grows this container's virtual size in the layout pass
         # that places it; Textual's reactive would then lay the screen out once
-        # more (6 ms a flush in bench/tui_cpu.py). The scroll bars still follow:
+        # more (6 ms a flush in bench/targets/tui_cpu.py). The scroll bars still follow:
         # ``_scroll_update`` sets them, and a bar that appears asks for its own
         # layout pass.
         return super()._size_updated(size, virtual_size, container_size, layout=False)

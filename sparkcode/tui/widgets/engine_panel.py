@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, Log, Static
 
-from engine.supervisor import EngineStatus
+from engine.supervisor import EngineStatus, NodeStatus
 
 LOG_LINES = 30
 """Log lines the panel keeps."""
@@ -76,13 +76,29 @@ def state_line(view: EngineView) -> Text:
     if view.busy:
         return Text(f"{view.busy}…", style="bold yellow")
     colour = {"ready": "green", "booting": "yellow", "unhealthy": "yellow",
-              "crashed": "red", "stopped": "dim"}[status.state]
+              "degraded": "red", "crashed": "red", "stopped": "dim"}[status.state]
     text = Text(status.state, style=f"bold {colour}")
     if status.state == "booting" and status.phase:
         text.append(f" ({status.phase})", style=colour)
     if status.state == "crashed":
         code = "unknown" if status.exit_code is None else str(status.exit_code)
         text.append(f" (exit {code})", style=colour)
+    if status.state == "degraded":
+        text.append(" (a node is down)", style=colour)
+    return text
+
+
+def node_line(node: NodeStatus) -> Text:
+    """A worker node of a multi-node engine: ``running (ssh spark2)``, ``exited 137``..."""
+    colour = {"running": "green", "exited": "red", "stopped": "dim"}.get(node.state, "yellow")
+    text = Text(node.state, style=f"bold {colour}")
+    if node.state == "exited":
+        code = "unknown" if node.exit_code is None else str(node.exit_code)
+        signal = f", signal {node.exit_signal}" if node.exit_signal else ""
+        text.append(f" (exit {code}{signal})", style=colour)
+    text.append(f" · {node.where}", style="dim")
+    if node.memory_rss_bytes:
+        text.append(f" · {human_gib(node.memory_rss_bytes)}", style="dim")
     return text
 
 
@@ -127,13 +143,15 @@ class EnginePanel(Vertical):
         for selector in ("#engine-buttons", "#engine-log", ".panel-subtitle"):
             self.query_one(selector).display = view.managed
         state = view.status.state
-        running = state in ("ready", "booting", "unhealthy")
+        running = state in ("ready", "booting", "unhealthy", "degraded")
         start.disabled = not view.managed or running or view.busy is not None
         stop.disabled = not view.managed or view.busy is not None or state == "stopped"
         error.update(Text(view.error or "", style="red"))
         error.display = bool(view.error)
-        self.set_class(state == "crashed", "-crashed")
-        self._show_log(view.log_tail)
+        self.set_class(state in ("crashed", "degraded"), "-crashed")
+        # A multi-node engine's worker lines follow the head's, tagged with the node.
+        nodes = tuple(f"[{n.name}] {line}" for n in view.status.nodes for line in n.log_tail)
+        self._show_log(view.log_tail + nodes)
 
     def _facts(self, view: EngineView) -> Text:
         status = view.status
@@ -146,6 +164,8 @@ class EnginePanel(Vertical):
         if view.managed:
             rows.append(("memory", human_gib(status.memory_rss_bytes)
                          if status.memory_rss_bytes else None))
+        for node in status.nodes:
+            rows.append((node.name, node_line(node)))
         if view.pagemath:
             rows.append(("pages", view.pagemath))
         rows.append(("fp4 pool", pool_line(status.plugin)))

@@ -149,7 +149,7 @@ class MarkdownLines(Widget):
         # pass: for a widget that does not scroll, the pass that just placed it
         # already knew that size. Without this every flush that grows an answer
         # laid the screen out twice (10 ms each on a 2-core laptop, see
-        # bench/tui_cpu.py).
+        # bench/targets/tui_cpu.py).
         return super()._size_updated(size, virtual_size, container_size, layout=False)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
