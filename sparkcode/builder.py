@@ -52,17 +52,12 @@ from .agent.settings import settings_from
 from .agent.skills import load_skills, skill_tools
 from .agent.tools import Tool, WebFetch, default_tools
 from .config import Config, PermissionMode, load_config
-from .connection import (
-    Connection,
-    Progress,
-    budget_to_send,
-    normalise_base_url,
-    resolve_connection,
-)
+from .connection import Connection, Progress, budget_to_send, connect
 from .custom_commands import CustomCommands, load_commands
 from .replay import Rebuilt
 from .session_hooks import AskTrust, session_hooks
 from .sessions import SessionRecorder, event_recorder, start_recording
+from .target import Reuse, Target, normalise_base_url
 
 
 @dataclass(frozen=True)
@@ -93,6 +88,17 @@ class StartTarget:
     def managed(self) -> bool:
         """True when sparkcode supervises the engine (a local vllm profile)."""
         return self.profile is not None and self.profile.kind != "endpoint"
+
+    @property
+    def target(self) -> Target:
+        """What this start talks to, as every front names it (:mod:`sparkcode.target`):
+        a named profile uses only an engine of its own, else any running engine."""
+        if self.endpoint is not None:
+            return Target.for_endpoint(self.endpoint, self.model, self.api_key_env)
+        assert self.profile is not None  # resolve_target gives a profile or an endpoint
+        return Target(label=self.profile.name, profile=self.profile, model=self.model,
+                      api_key_env=self.api_key_env,
+                      reuse=Reuse.SAME_PROFILE if self.profile_named else Reuse.ANY)
 
 
 def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
@@ -191,12 +197,9 @@ class AgentSession:
 async def build_session(target: StartTarget, options: SessionOptions,
                         paths: Paths) -> AgentSession:
     """Connect, start recording and assemble the agent for ``target``."""
-    conn = await resolve_connection(
-        endpoint=target.endpoint, model=target.model, api_key_env=target.api_key_env,
-        profile=target.profile, paths=paths, config=target.config,
-        start_engine=options.start_engine, progress=options.progress,
-        profile_named=target.profile_named, transport=options.transport,
-    )
+    conn = await connect(target.target, paths, config=target.config,
+                         start_engine=options.start_engine, progress=options.progress,
+                         transport=options.transport)
     settings = replace(_settings(target.config, conn, options), vision=target.vision)
     resume = options.resume
     permissions = Permissions(target.config, mode=options.permission_mode)

@@ -12,28 +12,18 @@ give (the session builder's overlay, without a start's own choices).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
 
-from engine.errors import EngineStateError, UserError
+from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import (
-    AgentKnobs,
-    Profile,
-    default_profile_name,
-    load_profile,
-    overlay,
-    render,
-)
-from engine.supervisor import Supervisor
+from engine.profiles import AgentKnobs, Profile, default_profile_name, overlay
 
 from .agent.client import ChatClient, ChatError
 from .agent.settings import settings_from
 from .config import Config, load_config
-
-Progress = Callable[[str], None]
+from .target import Progress, Reuse, Target, normalise_base_url
 
 
 class EndpointError(UserError):
@@ -62,14 +52,6 @@ class Connection:
         return ChatClient(self.base_url, self.model, self.api_key_env, transport=transport)
 
 
-def normalise_base_url(url: str) -> str:
-    """``http://host:8000`` and ``http://host:8000/v1/`` both become ``.../v1``."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise UserError(f"--endpoint must be an http(s) URL, got {url!r}")
-    return url if url.endswith("/v1") else f"{url}/v1"
-
-
 async def resolve_connection(
     *,
     endpoint: str | None = None,
@@ -93,50 +75,29 @@ async def resolve_connection(
     config = config or load_config(paths)
     say = progress or (lambda _msg: None)
     if endpoint:
-        base = normalise_base_url(endpoint)
-        return await _finish(base, model, api_key_env, None, config, False, transport)
-    if isinstance(profile, Profile):
-        prof = profile
+        target = Target.for_endpoint(endpoint, model, api_key_env)
     else:
-        prof = load_profile(profile or config.profile or default_profile_name(paths), paths)
-    if prof.kind == "endpoint":
-        spec = render(prof, paths)
-        return await _finish(spec.base_url, model or spec.model, api_key_env or spec.api_key_env,
-                             prof, config, False, transport)
-    base, served = await asyncio.to_thread(_ensure_engine, prof, paths, start_engine,
-                                           profile is not None if profile_named is None
-                                           else profile_named, say)
-    return await _finish(base, model or served, api_key_env, prof, config, True, transport)
+        named = profile is not None if profile_named is None else profile_named
+        # A named profile may only use an engine of its own; without one, whatever
+        # engine runs is used (it is kept warm on purpose: a GLM boot takes minutes).
+        target = Target.for_profile(profile or config.profile or default_profile_name(paths),
+                                    paths, reuse=Reuse.SAME_PROFILE if named else Reuse.ANY,
+                                    model=model, api_key_env=api_key_env)
+    return await connect(target, paths, config=config, start_engine=start_engine,
+                         progress=say, transport=transport)
 
 
-def _ensure_engine(prof: Profile, paths: Paths, start: bool, explicit: bool,
-                   say: Progress) -> tuple[str, str | None]:
-    """The running engine's URL and model, booting it first if needed."""
-    sup = Supervisor(paths)
-    status = sup.status()
-    if status.state in ("ready", "booting", "unhealthy") and status.base_url:
-        if explicit and status.profile != prof.name:
-            raise EngineStateError(
-                f"an engine with profile {status.profile} is already running at "
-                f"{status.base_url}; stop it (`sparkcode engine stop`) or use --profile "
-                f"{status.profile}"
-            )
-        if status.state != "ready":
-            say(f"waiting for the engine ({status.profile}) to become ready ...")
-            status = sup.wait_ready(timeout=900.0, on_phase=lambda p: say(f"  {p}"))
-        return status.base_url or "", status.model
-    if not start:
-        raise EngineStateError("no engine is running; start one with `sparkcode engine start`")
-    if status.state == "crashed":
-        say(f"the last engine crashed (exit code {status.exit_code}); starting a new one")
-        sup.stop()  # clears the stale record
-    from engine.models import prepare_model
-
-    prepare_model(prof, paths, progress=say)
-    spec = render(prof, paths)
-    say(f"starting engine {prof.name} on {spec.base_url} ...")
-    status = sup.start(prof, spec, timeout=900.0, on_phase=lambda p: say(f"  {p}"))
-    return status.base_url or spec.base_url, status.model or spec.model
+async def connect(target: Target, paths: Paths, *, config: Config,
+                  start_engine: bool = True, progress: Progress | None = None,
+                  transport: httpx.AsyncBaseTransport | None = None) -> Connection:
+    """Reach ``target`` (booting its managed engine when allowed) and ask ``/v1/models``."""
+    say = progress or (lambda _msg: None)
+    reached = target
+    if not target.base_url:
+        reached = await asyncio.to_thread(target.reach, paths, start=start_engine,
+                                          progress=say, on_phase=lambda p: say(f"  {p}"))
+    return await _finish(reached.base_url, reached.model, reached.api_key_env,
+                         reached.profile, config, reached.managed, transport)
 
 
 def budget_to_send(prof: Profile | None, managed: bool, budget: int) -> int:
@@ -180,3 +141,14 @@ async def _finish(base: str, model: str | None, api_key_env: str | None,
                       thinking_token_budget=budget,
                       profile=prof.name if prof is not None else None, managed=managed,
                       profile_spec=prof)
+
+
+__all__ = [
+    "Connection",
+    "EndpointError",
+    "Progress",
+    "budget_to_send",
+    "connect",
+    "normalise_base_url",
+    "resolve_connection",
+]

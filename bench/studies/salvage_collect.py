@@ -38,10 +38,9 @@ from typing import Any
 import httpx
 import jinja2
 
-from engine.models import prepare_model
 from engine.paths import Paths
-from engine.profiles import load_profile, parse_profile, render
-from engine.supervisor import Supervisor
+from engine.profiles import load_profile, parse_profile
+from engine.supervisor import running
 from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
 from sparkcode.agent.tools import default_tools
 from tests.support.agent_model import CHAT_TEMPLATE, GLM_PROMPT, TASK_PROMPT, cached_agent_model
@@ -87,14 +86,8 @@ def hermes_prompt(user: str) -> str:
 
 @contextmanager
 def engine(paths: Paths, profile: Any) -> Iterator[str]:
-    prepare_model(profile, paths)
-    sup = Supervisor(paths)
-    status = sup.start(profile, render(profile, paths, port=free_port()), timeout=600)
-    try:
-        assert status.base_url is not None and status.model is not None
-        yield status.base_url
-    finally:
-        sup.stop()
+    with running(profile, paths, port=free_port(), timeout=600) as handle:
+        yield handle.base_url
 
 
 def sample(base_url: str, model: str, prompt: str, temperature: float, n: int,

@@ -40,10 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.models import prepare_model
 from engine.paths import Paths
-from engine.profiles import AgentKnobs, load_profile, render
-from engine.supervisor import Supervisor
+from engine.profiles import AgentKnobs, load_profile
+from engine.supervisor import running
 from sparkcode.agent.tools import default_tools
 from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import RunRequest, run_headless
@@ -222,20 +221,14 @@ def main() -> None:
             table = asyncio.run(suite(args.endpoint, args, root))
         else:
             paths = Paths.from_env()
-            prepare_model(profile, paths)
-            sup = Supervisor(paths)
             with socket.socket() as sock:  # not the profile's port: a user's engine may be there
                 sock.bind(("127.0.0.1", 0))
                 port = int(sock.getsockname()[1])
-            status = sup.start(profile, render(profile, paths, port=port), timeout=600)
-            try:
-                assert status.base_url is not None
-                print(f"{profile.name} ready at {status.base_url} (model "
+            with running(profile, paths, port=port, timeout=600) as handle:
+                print(f"{profile.name} ready at {handle.base_url} (model "
                       f"{profile.model_path or profile.model_builtin}, dtype {profile.dtype})",
                       flush=True)
-                table = asyncio.run(suite(status.base_url, args, root))
-            finally:
-                sup.stop()
+                table = asyncio.run(suite(handle.base_url, args, root))
     print(f"\n{args.profile}, {args.tries} tries per task, max {args.max_turns} requests "
           f"of at most {args.max_tokens} tokens, sparkcode run --auto:")
     report(table)

@@ -35,6 +35,8 @@ DEFAULT_CHUNK_TOKENS = 2048
 BOOT_TIMEOUT_S = 1800.0
 FLUSH_TIMEOUT_S = 900.0
 MIN_CHUNK_TOKENS = 32
+NEEDS_THE_MACHINE = "the conversion and the capture need the machine to themselves"
+"""Why ``--calib-from-engine`` refuses a running engine (engine access's ``never`` rule)."""
 
 
 class CaptureError(UserError):
@@ -200,7 +202,7 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
 
     from engine.plugin import calib_capture as cc
     from engine.profiles import render
-    from engine.supervisor import Supervisor
+    from engine.supervisor import Reuse, Supervisor, running
 
     report = progress or SilentCapture()
     if not prompts:
@@ -214,10 +216,9 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
     spec = render(profile, paths, port=_free_port())
     sup = Supervisor(paths)
     started = time.monotonic()
-    before = sup.record()
-    try:
-        # A running engine makes start() refuse; only an engine started here is stopped below.
-        sup.start(profile, spec, timeout=boot_timeout, on_phase=report.engine_phase)
+    # Only an engine started here is stopped afterwards (also when its boot fails).
+    with running(profile, paths, reuse=Reuse.NEVER, spec=spec, timeout=boot_timeout,
+                 on_phase=report.engine_phase, prepare=False, why=NEEDS_THE_MACHINE):
         hooks = _read_json(work / cc.HOOKS_FILE)
         if not hooks or int(hooks.get("hooks", 0)) == 0:
             raise CaptureError(
@@ -239,10 +240,6 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
             raise CaptureError(f"the engine could not write the calibration file: "
                                f"{result['error']}")
         (work / cc.CALIB_FILE).replace(out)
-    finally:
-        record = sup.record()
-        if record is not None and (before is None or record.pid != before.pid):
-            sup.stop()
     shutil.rmtree(work, ignore_errors=True)
     layers = {int(k): int(v) for k, v in result["layers"].items()}
     short = {k: v for k, v in layers.items() if v < tokens}

@@ -33,6 +33,7 @@ from engine.paths import Paths
 from engine.profiles import LaunchSpec, Profile
 
 from ._checks import ensure_memory, ensure_port_free
+from ._messages import already_running, no_engine, not_an_engine
 from ._node import NodeStatus, model_fingerprint
 from ._phases import phase_of, plugin_lines
 from ._procs import STOP_GRACE_S, alive, group_pids, launch_runner, reap, stop_group, tree_rss
@@ -186,19 +187,12 @@ class Supervisor:
     ) -> EngineStatus:
         """Launch the engine; with ``wait``, block until healthy or failed."""
         if profile.kind != "vllm":
-            raise EngineStateError(
-                f"profile {profile.name} is an endpoint ({spec.base_url}); there is no engine "
-                "to start"
-            )
+            raise not_an_engine(profile.name, spec.base_url)
         assert spec.port is not None
         with self._lock():
             current = self.record()
             if current is not None and self._alive(current):
-                raise EngineStateError(
-                    f"an engine is already running: pid {current.pid}, profile "
-                    f"{current.profile}, {current.base_url}; stop it first with "
-                    "`sparkcode engine stop`"
-                )
+                raise already_running(current.pid, current.profile, current.base_url)
             if spec.model_path is not None and not (spec.model_path / "config.json").is_file():
                 what = "does not exist" if not spec.model_path.exists() else "has no config.json"
                 raise EngineStateError(f"model directory {spec.model_path} {what}")
@@ -287,7 +281,7 @@ class Supervisor:
         """Block until the engine answers /health, dies, or ``timeout`` passes."""
         record = record or self.record()
         if record is None:
-            raise EngineStateError("no engine is running; start one with `sparkcode engine start`")
+            raise no_engine()
         deadline = time.monotonic() + timeout
         phase: str | None = None
         offset = 0

@@ -1,6 +1,7 @@
-"""What a benchmark talks to: a profile (started and stopped by the supervisor, or
-the engine already running it), an OpenAI-compatible endpoint, or the running
-managed engine when nothing is named."""
+"""What a benchmark talks to: a profile (its own engine started and stopped through
+engine access, or the engine already running it), an OpenAI-compatible endpoint, or the
+running managed engine when nothing is named; each reached as a
+:class:`sparkcode.target.Target`."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from typing import Any, Literal
 
 import httpx
 
-from engine.errors import EngineStateError, UserError
+from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import AgentKnobs, load_profile, render
-from engine.supervisor import Supervisor
+from engine.profiles import AgentKnobs
+from engine.supervisor import Reuse
 from sparkcode.agent._chat_types import ChatError, api_key_headers
 from sparkcode.agent.settings import AgentSettings, settings_from
 from sparkcode.sessions import engine_fingerprint
+from sparkcode.target import Target
 
 TargetKind = Literal["profile", "endpoint", "running"]
 
@@ -41,6 +43,17 @@ class TargetSpec:
     def from_json(cls, data: dict[str, Any]) -> TargetSpec:
         return cls(kind=data["kind"], name=data["name"], model=data.get("model"),
                    api_key_env=data.get("api_key_env"))
+
+    def target(self, paths: Paths, *, label: str | None = None) -> Target:
+        """What this names, as every front names it (:mod:`sparkcode.target`); the
+        running engine is taken as it is now."""
+        if self.kind == "endpoint":
+            return Target.for_endpoint(self.name, self.model, self.api_key_env,
+                                       label=label or self.name)
+        if self.kind == "running":
+            return Target.running_engine(paths, label=label)
+        return Target.for_profile(self.name, paths, reuse=Reuse.SAME_PROFILE,
+                                  label=label or self.name)
 
 
 @dataclass
@@ -96,11 +109,6 @@ def build_specs(profiles: list[str], endpoints: list[str], models: list[str],
     return specs or [TargetSpec("running", "running")]
 
 
-def _api_base(url: str) -> str:
-    base = url.rstrip("/")
-    return base if base.endswith("/v1") else base + "/v1"
-
-
 def _models(base_url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
     url = f"{base_url}/models"
     try:
@@ -146,53 +154,16 @@ def _live(label: str, base_url: str, model: str | None, api_key_env: str | None,
 def open_target(spec: TargetSpec, paths: Paths, *, label: str | None = None,
                 on_phase: Callable[[str], None] | None = None,
                 boot_timeout: float = 900.0) -> Iterator[LiveTarget]:
-    """Bring ``spec`` up (starting its engine if needed), yield it, stop what was started."""
-    supervisor = Supervisor(paths)
-    if spec.kind == "endpoint":
-        yield _live(label or spec.name, _api_base(spec.name), spec.model, spec.api_key_env,
-                    AgentKnobs(), paths)
-        return
-    if spec.kind == "running":
-        status = supervisor.status()
-        if status.state != "ready" or status.base_url is None:
-            raise EngineStateError(
-                f"the managed engine is {status.state}: start it with `sparkcode engine start`, "
-                "or name a target with --profile NAME or --endpoint URL")
-        agent = AgentKnobs()
-        if status.profile:
-            with contextlib.suppress(UserError):
-                agent = load_profile(status.profile, paths).agent
-        yield _live(label or status.profile or status.base_url, status.base_url, status.model,
-                    None, agent, paths)
-        return
-    profile = load_profile(spec.name, paths)
-    lspec = render(profile, paths)
-    if profile.kind == "endpoint":
-        yield _live(label or spec.name, _api_base(lspec.base_url or ""), lspec.model,
-                    lspec.api_key_env, profile.agent, paths)
-        return
-    status = supervisor.status()
-    if status.state == "ready" and status.profile == profile.name and status.base_url:
-        # The engine already runs this profile: measure it as it is and leave it running.
-        yield _live(label or spec.name, status.base_url, status.model, None, profile.agent,
-                    paths)
-        return
-    if status.state not in ("stopped", "crashed"):
-        raise EngineStateError(
-            f"an engine is already running profile {status.profile}; --profile {spec.name} "
-            "starts its own engine: stop it first with `sparkcode engine stop`, or benchmark "
-            "the running one by naming its profile")
-    from engine.models import prepare_model
+    """Bring ``spec`` up (starting its engine if needed), yield it, stop what was started.
 
-    prepare_model(profile, paths, progress=on_phase or (lambda _msg: None))
-    started = supervisor.start(profile, lspec, timeout=boot_timeout, on_phase=on_phase)
-    try:
-        assert started.base_url is not None
-        yield _live(label or spec.name, started.base_url, started.model, None, profile.agent,
-                    paths)
-    finally:
-        with contextlib.suppress(EngineStateError):
-            supervisor.stop()
+    A profile's engine that already runs is measured as it is and left running
+    (:attr:`Reuse.SAME_PROFILE`); an engine of another profile is refused.
+    """
+    target = spec.target(paths, label=label)
+    with target.opened(paths, progress=on_phase, on_phase=on_phase, timeout=boot_timeout,
+                       why=f"--profile {spec.name} starts its own engine") as up:
+        agent = up.profile.agent if up.profile is not None else AgentKnobs()
+        yield _live(up.label, up.base_url, up.model, up.api_key_env, agent, paths)
 
 
 def unique_labels(specs: list[TargetSpec]) -> list[str]:

@@ -13,7 +13,14 @@ from engine.errors import EngineStateError, UserError
 from engine.pagemath import PageMath, prefix_cache_math
 from engine.paths import Paths
 from engine.profiles import default_profile_name, list_profiles, load_profile, render
-from engine.supervisor import EngineStatus, NodeStatus, Supervisor, tail_lines
+from engine.supervisor import (
+    EngineStatus,
+    NodeStatus,
+    Reuse,
+    Supervisor,
+    ensure_running,
+    tail_lines,
+)
 
 from . import _engine_node, _patches
 from ._format import human_bytes, human_duration
@@ -117,22 +124,20 @@ def start_cmd(
     ] = False,
 ) -> None:
     """Start the engine detached and wait until it answers /health."""
-    from engine.models import prepare_model
-
     paths = Paths.from_env()
     prof = load_profile(profile or default_profile_name(paths), paths)
-    spec = render(prof, paths, port=port)
-    prepare_model(prof, paths, progress=lambda msg: typer.echo(f"  {msg}", err=True))
-    typer.echo(f"starting {prof.name} on {spec.base_url} ...", err=True)
     began = time.monotonic()
 
     def show(phase: str) -> None:
         typer.echo(f"  [{time.monotonic() - began:5.1f}s] {phase}", err=True)
 
-    status = Supervisor(paths).start(
-        prof, spec, wait=not no_wait, timeout=timeout, on_phase=show,
+    # This command starts an engine; one that already runs is refused by name.
+    handle = ensure_running(
+        prof, paths, reuse=Reuse.NEVER, port=port, wait=not no_wait, timeout=timeout,
+        on_phase=show, progress=lambda msg: typer.echo(f"  {msg}", err=True),
         skip_memory_check=skip_memory_check,
     )
+    status = handle.status
     if no_wait:
         typer.echo(f"launched pid {status.pid}; log {status.log_path}")
     else:

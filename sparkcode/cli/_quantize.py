@@ -250,8 +250,8 @@ def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *
     from engine.paths import Paths
     from engine.profiles import default_profile_name, load_profile
     from engine.quant.bootstrap import BootstrapOptions, run_bootstrap
-    from engine.quant.engine_capture import make_capture
-    from engine.supervisor import Supervisor
+    from engine.quant.engine_capture import NEEDS_THE_MACHINE, make_capture
+    from engine.supervisor import ensure_idle
 
     if options.method != "gptq":
         raise UserError("--calib-from-engine makes a GPTQ model; drop --method rtn")
@@ -260,10 +260,7 @@ def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *
     if base.kind != "vllm":
         raise UserError(f"profile {base.name} is an endpoint; --calib-from-engine serves each "
                         "round itself and needs a vllm profile (--engine-profile)")
-    state = Supervisor(paths).status().state
-    if state in ("ready", "booting", "unhealthy"):
-        raise UserError("an engine is running; the conversion and the capture need the "
-                        "machine to themselves: stop it with `sparkcode engine stop`")
+    ensure_idle(paths, NEEDS_THE_MACHINE)
     boot = BootstrapOptions(rounds=rounds, calib_tokens=calib_tokens, chunk_tokens=chunk_tokens,
                             corpus=corpus)
     capture = make_capture(base, paths, corpus=corpus, tokens=calib_tokens, chunk=chunk_tokens)

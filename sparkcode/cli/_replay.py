@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -127,7 +128,7 @@ def _launches(paths: Paths, profiles: list[str], endpoint: str | None, model: st
     target = (endpoint_target(endpoint, model, api_key_env) if endpoint
               else managed_target(paths))
     if model and not endpoint:
-        target = Target(target.label, target.base_url, model, target.api_key_env)
+        target = replace(target, model=model)
     return [(target.label, lambda: contextlib.nullcontext(target))]
 
 

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from sparkcode.target import Target
+
 from ._bundle import write_bundle
 from ._compare import Divergence, TurnComparison, compare_turn, first_divergence
 from ._detect import detector_verdict
@@ -19,7 +21,6 @@ from ._report import details, results_json, table
 from ._rerun import (
     RerunResult,
     SentTurn,
-    Target,
     model_turns,
     prepare_body,
     rerun,

@@ -18,9 +18,9 @@ from typing import Any
 
 from engine.errors import UserError
 from sparkcode.sessions import Redactor, Session, SessionRecorder
+from sparkcode.target import Target
 
 from ._minimize import MinimizeResult
-from ._rerun import Target
 
 
 def _engine_script(engine: dict[str, Any]) -> str:

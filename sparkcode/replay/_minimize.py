@@ -30,10 +30,11 @@ import httpx
 
 from engine.errors import UserError
 from sparkcode.sessions import Session, TurnOutput, exchange_output
+from sparkcode.target import Target
 
 from ._compare import first_divergence
 from ._detect import detector_verdict
-from ._rerun import SentTurn, Target, model_turns, rerun
+from ._rerun import SentTurn, model_turns, rerun
 
 FlagKind = Literal["degenerate", "diverged"]
 TRIM_MARK = "\n[... trimmed by sparkcode replay --minimize]"

@@ -29,23 +29,12 @@ from sparkcode.sessions import (
     is_model_call,
     parse_output,
 )
+from sparkcode.target import Target
 
 from ._compare import TurnComparison, compare_turn
 
 BodyEdit = Callable[[int, dict[str, Any]], dict[str, Any]]
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a rerun sends its requests."""
-
-    label: str
-    """What the results table calls this configuration (profile name or URL)."""
-    base_url: str
-    model: str | None = None
-    """The served model name, when it differs from the recorded one."""
-    api_key_env: str | None = None
 
 
 @dataclass

@@ -16,8 +16,9 @@ import httpx
 
 from engine.pagemath import prefix_cache_math
 from engine.paths import Paths
-from engine.profiles import Profile, load_profile, render
-from engine.supervisor import EngineStatus, Supervisor, tail_lines
+from engine.profiles import Profile, load_profile
+from engine.supervisor import EngineStatus, Reuse, Supervisor, ensure_running, tail_lines
+from sparkcode.target import Target
 
 Progress = Callable[[str], None]
 LOG_TAIL = 30
@@ -93,12 +94,10 @@ class ManagedEngine:
         return status
 
     def start(self, progress: Progress) -> None:
-        from engine.models import prepare_model
-
-        spec = render(self.profile, self.paths)
-        prepare_model(self.profile, self.paths, progress=progress)
-        progress(f"launching {self.profile.name} on {spec.base_url}")
-        self.supervisor.start(self.profile, spec, wait=False)
+        # The user's Start launches this profile's own engine; the panel shows any
+        # engine that runs, and Stop stops it first.
+        ensure_running(self.profile, self.paths, reuse=Reuse.NEVER, wait=False,
+                       progress=progress)
 
     def stop(self) -> None:
         self.supervisor.stop()
@@ -141,6 +140,16 @@ class ExternalEndpoint:
 
     def pagemath(self, status: EngineStatus) -> str | None:
         return None
+
+
+def engine_control(target: Target, paths: Paths) -> EngineControl:
+    """The panel's control of ``target``: its managed engine, or a reached endpoint
+    (an endpoint profile is rendered, nothing is started)."""
+    if target.managed:
+        assert target.profile is not None
+        return ManagedEngine(paths, target.profile)
+    reached = target.reach(paths)
+    return ExternalEndpoint(reached.base_url, reached.model or None)
 
 
 def pagemath_line(profile: Profile, paths: Paths,

@@ -15,7 +15,7 @@ from .agent_adapter import connect
 from .agent_port import AgentPort, SessionRequest
 from .app import SparkcodeApp, TuiSettings
 from .commands import register_custom
-from .engine_control import EngineControl, ExternalEndpoint, ManagedEngine
+from .engine_control import EngineControl, ExternalEndpoint, engine_control
 from .trusting import trust_asker
 
 
@@ -67,14 +67,9 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
 
 def _engine_for(target: StartTarget, paths: Paths) -> tuple[EngineControl, TuiSettings]:
     workspace = target.workspace
-    if target.endpoint is not None:
-        return (ExternalEndpoint(target.endpoint, target.model),
-                TuiSettings(workspace, endpoint=target.endpoint, model=target.model))
-    profile = target.profile
-    assert profile is not None  # resolve_target gives a profile or an endpoint
-    spec = render(profile, paths)
-    model = target.model or spec.model or None
-    if profile.kind == "endpoint":
-        return (ExternalEndpoint(spec.base_url, model),
-                TuiSettings(workspace, endpoint=spec.base_url, model=model))
-    return ManagedEngine(paths, profile), TuiSettings(workspace, model=model, auto_start=True)
+    engine = engine_control(target.target, paths)
+    if isinstance(engine, ExternalEndpoint):
+        return engine, TuiSettings(workspace, endpoint=engine.base_url, model=engine.model)
+    assert target.profile is not None  # a managed target has its profile
+    model = target.model or render(target.profile, paths).model or None
+    return engine, TuiSettings(workspace, model=model, auto_start=True)

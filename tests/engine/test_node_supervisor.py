@@ -24,7 +24,7 @@ import pytest
 from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import LaunchSpec, Profile
-from engine.supervisor import LocalNode, Supervisor, node_dir
+from engine.supervisor import LocalNode, Reuse, Supervisor, ensure_idle, ensure_running, node_dir
 from tests.support.engine import free_port
 
 SUPPORT = Path(__file__).parents[1] / "support"
@@ -121,6 +121,27 @@ def test_worker_killed_while_idle_makes_the_engine_degraded(paths: Paths, model:
     assert any(line.startswith("[sparkcode] ") for line in node.log_tail)
     sup.stop(grace=(3, 3))
     assert _group_gone(worker_pid) and status.pid is not None and _group_gone(status.pid)
+
+
+def test_engine_access_never_reuses_a_degraded_engine(paths: Paths, model: Path) -> None:
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    worker_pid = status.nodes[0].pid
+    assert worker_pid is not None
+    for proc in psutil.Process(worker_pid).children():
+        if FAKE in " ".join(proc.cmdline()):
+            proc.kill()
+    _wait_state(sup, "degraded")
+    # The head still answers /health, but its next request would fail: not reused...
+    for reuse in (Reuse.ANY, Reuse.SAME_PROFILE):
+        with pytest.raises(EngineStateError, match="is degraded: its worker node is down"):
+            ensure_running(_profile(), paths, reuse=reuse, prepare=False)
+    # ...and still an engine in the way of a new one.
+    with pytest.raises(EngineStateError, match="already running"):
+        ensure_running(_profile(), paths, reuse=Reuse.NEVER, prepare=False)
+    with pytest.raises(EngineStateError, match="already running"):
+        ensure_idle(paths, "needs the machine")
+    assert sup.status().state == "degraded"  # refusing touched nothing
 
 
 def test_head_crash_leaves_the_worker_for_stop(paths: Paths, model: Path) -> None:

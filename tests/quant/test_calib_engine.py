@@ -57,19 +57,16 @@ def _served_logprobs(home: Path, profile: str, prompts: list[list[int]]) -> list
 
     The caller holds the engine lock for the whole test (one wait for the machine, not four).
     """
-    from engine.models import prepare_model
     from engine.paths import Paths
-    from engine.profiles import load_profile, render
-    from engine.supervisor import Supervisor
+    from engine.profiles import load_profile
+    from engine.supervisor import running
     from tests.support.engine import free_port
 
     paths = Paths(home / "config", home / "data", home / "state")
     prof = load_profile(profile, paths)
-    prepare_model(prof, paths)
-    sup = Supervisor(paths)
-    status = sup.start(prof, render(prof, paths, port=free_port()), timeout=600)
     out = []
-    try:
+    with running(prof, paths, port=free_port(), timeout=600) as engine:
+        status = engine.status
         for ids in prompts:
             r = httpx.post(f"{status.base_url}/completions", timeout=300, json={
                 "model": status.model, "prompt": ids, "max_tokens": 1, "temperature": 0,
@@ -81,8 +78,6 @@ def _served_logprobs(home: Path, profile: str, prompts: list[list[int]]) -> list
                 for tok, entry in row.items():
                     lp[i, int(tok)] = float(entry["logprob"])
             out.append(lp)
-    finally:
-        sup.stop()
     return out
 
 

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.models import prepare_model
 from engine.paths import Paths
-from engine.profiles import load_profile, render
-from engine.supervisor import EngineStatus, Supervisor
+from engine.profiles import load_profile
+from engine.supervisor import EngineStatus, Supervisor, running
 
 LOCK_PATH = Path(os.environ.get("SPARKCODE_TEST_ENGINE_LOCK", "/tmp/sparkcode-test-engine.lock"))
 
@@ -71,16 +70,9 @@ def run_engine(home: Path, profile: str, *, timeout: float = 600.0,
     try:
         paths = Paths.from_env()
         prof = load_profile(profile, paths)
-        sup = Supervisor(paths)
-        with engine_lock():
-            prepare_model(prof, paths)
-            spec = render(prof, paths, port=port or free_port())
-            status = sup.start(prof, spec, timeout=timeout)
-            try:
-                yield RunningEngine(paths, sup, status, profile)
-            finally:
-                if sup.record() is not None:
-                    sup.stop()
+        with engine_lock(), running(prof, paths, port=port or free_port(),
+                                    timeout=timeout) as handle:
+            yield RunningEngine(paths, Supervisor(paths), handle.status, profile)
     finally:
         if old is None:
             os.environ.pop("SPARKCODE_HOME", None)
