@@ -28,7 +28,7 @@ from sparkcode.agent import (
 )
 from sparkcode.agent.subagent import TASK_NOTE
 from sparkcode.builder import SessionOptions, build_session, resolve_target
-from sparkcode.cli._run import EXIT_OK, RunOptions, run_headless
+from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config
 from sparkcode.replay import play_events, rebuild_conversation
 from sparkcode.sessions import SessionStore
@@ -175,9 +175,9 @@ async def test_run_json_shows_the_nested_events_and_the_session_loads_again(
                Reply(content=["It says hi."])]
     with serve(replies) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunOptions(prompt="explain greet", workspace=workspace,
-                                             as_json=True, auto=True, endpoint=url(server)),
-                                  out=out, err=err)
+        code = await run_headless(RunRequest(
+            prompt="explain greet", workspace=workspace, as_json=True, endpoint=url(server),
+            session=SessionOptions(permission_mode="full-auto")), out=out, err=err)
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     tasks = [e for e in events if e["type"] == "TaskEvent"]

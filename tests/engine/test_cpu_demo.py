@@ -419,9 +419,9 @@ async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
               "properties": {"prompt": {"type": "string", "enum": [question]}}}
     target = resolve_target(workspace, paths, endpoint=engine.base_url)
     session = await build_session(target, SessionOptions(
-        origin="run", permission_mode="full-auto", max_turns=2, max_tokens=48,
-        temperature=0.0, seed=1, start_engine=False, mcp=False, force_tool="task",
-        force_tool_parameters=schema), paths)
+        origin="run", permission_mode="full-auto", seed=1, start_engine=False, mcp=False,
+        force_tool="task", force_tool_parameters=schema,
+        knobs=AgentKnobs(max_turns=2, max_tokens=48, temperature=0.0)), paths)
     agent = session.agent
     agent.settings.task_max_requests = 2  # two requests of SmolLM2 are enough to show it
     try:
