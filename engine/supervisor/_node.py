@@ -11,13 +11,11 @@ its record ``node.json``, its exit file and one log per start, under
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import struct
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +23,7 @@ from typing import Any, Literal
 from engine.errors import EngineStateError
 
 from ._checks import available_gib
-from ._procs import alive, launch_runner, reap, stop_group, tree_rss
+from ._procs import alive, dir_lock, launch_runner, reap, stop_group, tree_rss
 from ._record import EngineRecord, read_exit, read_record, write_record
 from ._tail import tail_lines
 
@@ -115,15 +113,8 @@ class LocalNode:
         self.exit_path = dir / "exit.json"
         self.logs_dir = dir / "logs"
 
-    @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with (self.dir / "node.lock").open("w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _lock(self) -> contextlib.AbstractContextManager[None]:
+        return dir_lock(self.dir, "node.lock")
 
     def record(self) -> EngineRecord | None:
         return read_record(self.record_path)

@@ -8,12 +8,13 @@ file says how the engine ended, and its log holds the engine's output.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -22,6 +23,19 @@ from ._record import EngineRecord
 
 STOP_GRACE_S: tuple[float, float] = (20.0, 10.0)
 """Seconds to wait after SIGINT, then after SIGTERM, before SIGKILL."""
+
+
+@contextlib.contextmanager
+def dir_lock(dir: Path, name: str) -> Iterator[None]:
+    """Holds ``dir/name`` locked (``flock``): one start or stop at a time per state
+    directory, across processes (the CLI, the TUI and a test can race)."""
+    dir.mkdir(parents=True, exist_ok=True)
+    with (dir / name).open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def alive(record: EngineRecord) -> bool:

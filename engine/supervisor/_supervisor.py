@@ -16,11 +16,10 @@ still up) and every stop ends the worker too.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -36,7 +35,16 @@ from ._checks import ensure_memory, ensure_port_free
 from ._messages import already_running, no_engine, not_an_engine
 from ._node import NodeStatus, model_fingerprint
 from ._phases import phase_of, plugin_lines
-from ._procs import STOP_GRACE_S, alive, group_pids, launch_runner, reap, stop_group, tree_rss
+from ._procs import (
+    STOP_GRACE_S,
+    alive,
+    dir_lock,
+    group_pids,
+    launch_runner,
+    reap,
+    stop_group,
+    tree_rss,
+)
 from ._record import EngineRecord, read_exit, read_record, write_record
 from ._tail import tail_lines
 from ._transport import LocalTransport, NodeTransport, transport_for
@@ -165,15 +173,8 @@ class Supervisor:
 
     # -- start ---------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with (self.dir / "engine.lock").open("w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _lock(self) -> contextlib.AbstractContextManager[None]:
+        return dir_lock(self.dir, "engine.lock")
 
     def start(
         self,
