@@ -388,6 +388,7 @@ async def test_crashed_engine_shows_exit_code_and_log_tail(app_factory: AppFacto
         await type_line(pilot, "hello")
         await until(pilot, lambda: bool(app.main.query(ErrorMessage)))
         assert "engine is crashed" in texts(app, ErrorMessage)[0]
+        assert app.main.prompt.value == "hello"  # refused, not lost
 
 
 async def test_the_engine_panel_shows_a_dead_worker_node(app_factory: AppFactory) -> None:
@@ -406,6 +407,13 @@ async def test_the_engine_panel_shows_a_dead_worker_node(app_factory: AppFactory
         assert list(panel.query_one("#engine-log", Log).lines)[-2:] == [
             "head line", "[worker] Connection reset by peer"]
         assert panel.has_class("-crashed")
+        # A prompt is refused with the way out that works (Start is disabled while the
+        # head runs), and what was typed stays in the prompt.
+        await type_line(pilot, "hello")
+        await until(pilot, lambda: bool(app.main.query(ErrorMessage)))
+        error = texts(app, ErrorMessage)[0]
+        assert "a node is down" in error and "press Stop there, then Start" in error
+        assert app.main.prompt.value == "hello"
 
 
 async def test_auto_start_and_a_prompt_queued_while_booting(app_factory: AppFactory) -> None:

@@ -227,8 +227,15 @@ class MainScreen(CommandSurface):
                 self.notice("the engine is still starting; this prompt goes out when it is "
                             "ready")
                 return
-            self.error(f"the engine is {state}; open the engine panel (F2) and press "
-                       "Start")
+            if not self.prompt.value:
+                self.prompt.value = text  # refused, not lost: it is there to send again
+            if state == "degraded":
+                # The head still runs (Start is disabled); its next request would fail.
+                self.error("the engine is degraded: a node is down (the engine panel, F2, "
+                           "shows which and its log); press Stop there, then Start")
+            else:
+                self.error(f"the engine is {state}; open the engine panel (F2) and press "
+                           "Start")
             return
         self.start_turn(text)
 
