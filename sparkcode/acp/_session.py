@@ -245,9 +245,24 @@ class AcpSession:
         call = ToolCallUpdate(tool_call_id=request.call_id, title=request.summary,
                               status="pending",
                               content=[tool_content(text_block(shown))] if detail else None)
+        # ACP has the editor answer a pending approval `cancelled` after
+        # session/cancel, but Toad 0.6.20 leaves it unanswered (tried 2026-12-02):
+        # the cancel itself ends the wait, and a late answer is dropped by the SDK.
+        asking = asyncio.ensure_future(self.client.request_permission(
+            session_id=self.id, tool_call=call, options=options))
+        cancelled = asyncio.ensure_future(self._cancel.wait())
         try:
-            answer = await self.client.request_permission(session_id=self.id, tool_call=call,
-                                                          options=options)
+            await asyncio.wait({asking, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            asking.cancel()
+            raise
+        finally:
+            cancelled.cancel()
+        if not asking.done():
+            asking.cancel()
+            return ApprovalDecision(approved=False, reason="the user cancelled the turn")
+        try:
+            answer = asking.result()
         except Exception as exc:  # noqa: BLE001 - an editor error is a refusal, said so
             return ApprovalDecision(approved=False,
                                     reason=f"not approved: the editor did not answer ({exc})")

@@ -163,9 +163,14 @@ class UpdateMapper:
             locations = [ToolCallLocation(path=str(target))]
             if kind == "edit":
                 self._before[event.call_id] = (target, _read(target))
+        # rawInput and rawOutput are any JSON in ACP, but Toad 0.6.20 type-checks
+        # them as objects and drops a whole update that carries a string (its
+        # tool calls then stay "pending" with no result or diff; tried 2026-12-02),
+        # so both are always objects.
+        raw_input = event.arguments or {"raw_arguments": event.raw_arguments}
         return start_tool_call(event.call_id, tool_title(event.name, event.arguments),
                                kind=kind, status="pending", locations=locations,
-                               raw_input=event.arguments or event.raw_arguments)
+                               raw_input=raw_input)
 
     def _finished(self, event: ToolCallFinished) -> ToolCallProgress:
         content: list[ToolContent] = []
@@ -178,7 +183,7 @@ class UpdateMapper:
                 content.append(tool_diff_content(str(target), new, old))
         content.append(tool_content(text_block(event.result)))
         return update_tool_call(event.call_id, status="failed" if event.error else "completed",
-                                content=content, raw_output=event.result)
+                                content=content, raw_output={"output": event.result})
 
     def _usage_update(self, event: SparkUsage) -> list[Update]:
         if not event.final or event.context_limit is None:

@@ -110,9 +110,11 @@ async def test_cancel_while_an_approval_waits_ends_the_prompt_cancelled(
                                                      prompt=[text_block("write y")]))
             await asyncio.wait_for(client.asked.wait(), 60)
             await conn.cancel(session_id=sid)
-            assert client.hold is not None
-            client.hold.set()  # the editor answers the pending approval `cancelled`
+            # The cancel alone ends the turn: Toad 0.6.20 never answers a pending
+            # approval after session/cancel, though ACP says the editor should.
             done = await asyncio.wait_for(prompt, 60)
+            assert client.hold is not None
+            client.hold.set()  # the late answer (`cancelled`) is dropped
             # The session goes on after a cancel.
             again = await conn.prompt(session_id=sid, prompt=[text_block("/context")])
     assert done.stop_reason == "cancelled"

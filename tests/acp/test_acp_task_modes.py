@@ -46,7 +46,7 @@ async def test_a_task_is_a_tool_call_with_its_summary_and_the_session_loads_agai
     (task,) = [u for u in client.of("tool_call") if u.title == "task: find greet"]
     assert task.kind == "read"
     final = [u for u in client.of("tool_call_update") if u.tool_call_id == task.tool_call_id]
-    assert final[-1].status == "completed" and final[-1].raw_output == SUMMARY
+    assert final[-1].status == "completed" and final[-1].raw_output == {"output": SUMMARY}
     # The sub-conversation's read is not a tool call of the editor's conversation.
     assert not [u for u in client.of("tool_call") if u.title == "read_file hello.py"]
     # Loaded: the task shown again with its summary, and the conversation went on from

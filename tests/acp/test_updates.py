@@ -83,6 +83,18 @@ def test_an_edit_of_a_new_file_is_a_diff_without_old_text_and_a_failure_has_none
     assert failed.status == "failed" and [c.type for c in failed.content] == ["content"]
 
 
+def test_raw_input_and_output_are_json_objects_even_for_unparsed_arguments(
+        tmp_path: Path) -> None:
+    # Toad 0.6.20 drops a whole update whose rawInput/rawOutput is not an object.
+    mapper = UpdateMapper(tmp_path, default_tools())
+    (start,) = mapper.updates(ToolCallStarted(call_id="c3", name="todo", arguments={},
+                                              raw_arguments="{not json"))
+    (done,) = mapper.updates(ToolCallFinished(call_id="c3", name="todo", result="error: bad",
+                                              error="bad"))
+    assert start.raw_input == {"raw_arguments": "{not json"}
+    assert done.raw_output == {"output": "error: bad"}
+
+
 def test_the_todo_list_is_the_whole_plan() -> None:
     (plan,) = UpdateMapper(Path("/"), default_tools()).updates(TodoUpdated(items=(
         TodoItem(id=1, text="a", status="done"), TodoItem(id=2, text="b",
