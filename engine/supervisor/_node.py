@@ -25,7 +25,7 @@ from engine.errors import EngineStateError
 from ._checks import available_gib
 from ._procs import alive, dir_lock, launch_runner, reap, stop_group, tree_rss
 from ._record import EngineRecord, read_exit, read_record, write_record
-from ._tail import tail_lines
+from ._tail import current_log, tail_lines
 
 NodeState = Literal["stopped", "running", "exited", "unknown"]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
@@ -182,10 +182,7 @@ class LocalNode:
 
     def log_path(self) -> Path | None:
         record = self.record()
-        if record is not None:
-            return Path(record.log_path)
-        logs = sorted(self.logs_dir.glob("node-*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1] if logs else None
+        return current_log(record.log_path if record else None, self.logs_dir, "node-*.log")
 
     def logs(self, lines: int) -> list[str]:
         path = self.log_path()

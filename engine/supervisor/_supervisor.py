@@ -46,7 +46,7 @@ from ._procs import (
     tree_rss,
 )
 from ._record import EngineRecord, read_exit, read_record, write_record
-from ._tail import tail_lines
+from ._tail import current_log, tail_lines
 from ._transport import LocalTransport, NodeTransport, transport_for
 
 EngineState = Literal["stopped", "booting", "ready", "unhealthy", "degraded", "crashed"]
@@ -374,10 +374,7 @@ class Supervisor:
 
     def log_path(self) -> Path | None:
         record = self.record()
-        if record is not None:
-            return Path(record.log_path)
-        logs = sorted(self.logs_dir.glob("engine-*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1] if logs else None
+        return current_log(record.log_path if record else None, self.logs_dir, "engine-*.log")
 
 
 _CAUSE = re.compile(r"(Error|Exception)\b[:,]|\berror[:,]|Value error")

@@ -1,4 +1,4 @@
-"""Reading the end of a log file."""
+"""Finding and reading the end of a log file."""
 
 from __future__ import annotations
 
@@ -24,3 +24,11 @@ def tail_lines(path: Path, n: int) -> list[str]:
     except OSError:
         return []
     return data.decode("utf-8", "replace").splitlines()[-n:]
+
+
+def current_log(record_log: str | None, logs_dir: Path, pattern: str) -> Path | None:
+    """The running process's log, else the newest one in ``logs_dir`` (the last run's)."""
+    if record_log is not None:
+        return Path(record_log)
+    logs = sorted(logs_dir.glob(pattern), key=lambda p: p.stat().st_mtime)
+    return logs[-1] if logs else None
