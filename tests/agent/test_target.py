@@ -3,7 +3,6 @@ and managed profiles reached through engine access (a stand-in engine, no vLLM).
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,18 +15,15 @@ from engine.profiles import LaunchSpec, load_profile
 from engine.supervisor import Reuse, Supervisor
 from sparkcode.builder import resolve_target
 from sparkcode.target import Target
-from tests.support.engine import free_port
+from tests.support.engine import FAKE_ENGINE, free_port, stop_leftover_engine
 
-FAKE = str(Path(__file__).parents[1] / "support" / "fake_engine.py")
+FAKE = FAKE_ENGINE
 
 
 @pytest.fixture(autouse=True)
 def _no_leftover_engine(paths: Paths) -> Iterator[None]:
     yield
-    sup = Supervisor(paths)
-    with contextlib.suppress(EngineStateError):
-        if sup.record() is not None:
-            sup.stop(grace=(1, 1))
+    stop_leftover_engine(paths)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ the three reuse rules, stopping only what was started, and the refusals' wording
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,18 +22,15 @@ from engine.supervisor import (
     running,
     stop_started,
 )
-from tests.support.engine import free_port
+from tests.support.engine import FAKE_ENGINE, free_port, stop_leftover_engine
 
-FAKE = str(Path(__file__).parents[1] / "support" / "fake_engine.py")
+FAKE = FAKE_ENGINE
 
 
 @pytest.fixture(autouse=True)
 def _no_leftover_engine(paths: Paths) -> Iterator[None]:
     yield
-    sup = Supervisor(paths)
-    with contextlib.suppress(EngineStateError):
-        if sup.record() is not None:
-            sup.stop(grace=(1, 1))
+    stop_leftover_engine(paths)
 
 
 def _profile(name: str = "fake") -> Profile:

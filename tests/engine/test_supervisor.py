@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import sys
 import time
@@ -16,18 +15,15 @@ from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import LaunchSpec, Profile
 from engine.supervisor import Supervisor
-from tests.support.engine import free_port
+from tests.support.engine import FAKE_ENGINE, free_port, stop_leftover_engine
 
-FAKE = str(Path(__file__).parents[1] / "support" / "fake_engine.py")
+FAKE = FAKE_ENGINE
 
 
 @pytest.fixture(autouse=True)
 def _no_leftover_engine(paths: Paths) -> Iterator[None]:
     yield
-    sup = Supervisor(paths)
-    with contextlib.suppress(EngineStateError):
-        if sup.record() is not None:
-            sup.stop(grace=(1, 1))
+    stop_leftover_engine(paths)
 
 
 def _profile() -> Profile:

@@ -14,11 +14,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import load_profile
 from engine.supervisor import EngineStatus, Supervisor, running
 
 LOCK_PATH = Path(os.environ.get("SPARKCODE_TEST_ENGINE_LOCK", "/tmp/sparkcode-test-engine.lock"))
+
+
+FAKE_ENGINE = str(Path(__file__).parent / "fake_engine.py")
+"""The stand-in engine (serves /health and a tiny chat API) for supervisor tests."""
+
+
+def stop_leftover_engine(paths: Paths) -> None:
+    """Stop whatever engine a test left recorded under ``paths`` (a failed assertion
+    must not leave a stand-in running into the next test)."""
+    sup = Supervisor(paths)
+    with contextlib.suppress(EngineStateError):
+        if sup.record() is not None:
+            sup.stop(grace=(1, 1))
 
 
 def free_port() -> int:
