@@ -1,7 +1,7 @@
 """How the degeneration detector is scored on the corpus: its targets, and the counts.
 
 Shared on purpose by ``bench/studies/detector_rates.py`` (the full corpus, the doc's
-figures) and ``tests/detect/test_corpus_sample.py`` (a small slice in CI).
+figures) and ``tests/sparkcode/detect/test_corpus_sample.py`` (a small slice in CI).
 """
 
 from __future__ import annotations

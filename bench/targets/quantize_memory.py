@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.quant.glm_fixture import Dims, build_tiny_glm
+from tests.support.glm_fixture import Dims, build_tiny_glm
 
 
 def rss_anon(pid: int) -> int:

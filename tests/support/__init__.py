@@ -1,1 +1,6 @@
-"""Shared test helpers: tiny local models and a real vLLM engine fixture."""
+"""Helpers shared by the test packages (not tests themselves)."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root."""

@@ -29,7 +29,7 @@ class _Markdown(RichMarkdown):
     _parser = MarkdownIt().enable("strikethrough").enable("table")
 
     def __init__(self, markup: str) -> None:
-        # Set what RichMarkdown.__init__ sets (tests/tui/test_markdown_lines.py checks
+        # Set what RichMarkdown.__init__ sets (tests/sparkcode/tui/test_markdown_lines.py checks
         # the two still render alike), but parse with the shared parser.
         self.markup = markup
         self.parsed = self._parser.parse(markup)

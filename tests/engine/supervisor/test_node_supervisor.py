@@ -1,0 +1,223 @@
+"""A two-node engine's lifecycle against stand-in processes (fast, no vLLM).
+
+The head is tests/support/fake_engine.py serving /health; the worker node is the same
+script without HTTP (as vLLM's headless worker). Both transports are exercised: local,
+and ssh through tests/support/ssh_shim.py, which runs ``sparkcode engine node ...`` here
+with the "other box's" SPARKCODE_HOME.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.errors import EngineStateError
+from engine.paths import Paths
+from engine.profiles import LaunchSpec, Profile
+from engine.supervisor import LocalNode, Reuse, Supervisor, ensure_idle, ensure_running, node_dir
+from tests.support import ROOT
+from tests.support.engine import free_port
+
+SUPPORT = ROOT / "tests" / "support"
+FAKE = str(SUPPORT / "fake_engine.py")
+REPO = ROOT
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(paths: Paths) -> Iterator[None]:
+    yield
+    with contextlib.suppress(EngineStateError):
+        Supervisor(paths).stop(grace=(1, 1))
+    with contextlib.suppress(EngineStateError):
+        LocalNode(node_dir(paths.engine_dir)).stop(grace=(1, 1))
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "fake"}')
+    return model
+
+
+def _profile() -> Profile:
+    return Profile(name="fake2", kind="vllm", description="", source=Path("fake2.toml"))
+
+
+def _spec(model: Path, *worker_flags: str, ssh: str | None = None,
+          worker_model: Path | None = None) -> LaunchSpec:
+    port = free_port()
+    worker = LaunchSpec(
+        profile="fake2", argv=[sys.executable, FAKE, str(free_port()), "--never-healthy",
+                               "--child", *worker_flags],
+        env={"VLLM_HOST_IP": "127.0.0.2"}, base_url="", model="fake", host="127.0.0.2",
+        port=port, model_path=worker_model or model, node="worker", node_rank=1, ssh=ssh,
+        remote_sparkcode=f"{sys.executable} -m sparkcode",
+    )
+    return LaunchSpec(
+        profile="fake2", argv=[sys.executable, FAKE, str(port), "--child"], env={},
+        base_url=f"http://127.0.0.1:{port}/v1", model="fake", port=port, model_path=model,
+        workers=(worker,),
+    )
+
+
+def _group_gone(pgid: int) -> bool:
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return False
+        except (OSError, psutil.Error):
+            continue
+    return True
+
+
+def _wait_state(sup: Supervisor, state: str, seconds: float = 15) -> None:
+    deadline = time.monotonic() + seconds
+    while sup.status().state != state and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sup.status().state == state
+
+
+def test_start_status_stop_two_local_nodes(paths: Paths, model: Path) -> None:
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    assert status.state == "ready" and status.healthy
+    [node] = status.nodes
+    assert (node.name, node.state, node.where, node.address) == (
+        "worker", "running", "local", "127.0.0.2")
+    assert node.pid is not None and node.memory_rss_bytes
+    head_pid, worker_pid = status.pid, node.pid
+    assert head_pid is not None and json.loads(
+        json.dumps(sup.status().to_json()))["nodes"][0]["state"] == "running"
+    sup.stop(grace=(3, 3))
+    assert sup.status().state == "stopped"
+    assert _group_gone(head_pid) and _group_gone(worker_pid)
+    assert LocalNode(node_dir(paths.engine_dir)).status().state == "stopped"
+
+
+def test_worker_killed_while_idle_makes_the_engine_degraded(paths: Paths, model: Path) -> None:
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    worker_pid = status.nodes[0].pid
+    assert worker_pid is not None
+    for proc in psutil.Process(worker_pid).children():
+        if FAKE in " ".join(proc.cmdline()):
+            proc.kill()
+    _wait_state(sup, "degraded")
+    degraded = sup.status()
+    # The head still answers /health: only the supervisor's own check sees the worker.
+    assert degraded.healthy
+    [node] = degraded.nodes
+    assert node.state == "exited" and node.exit_signal == 9
+    assert any(line.startswith("[sparkcode] ") for line in node.log_tail)
+    sup.stop(grace=(3, 3))
+    assert _group_gone(worker_pid) and status.pid is not None and _group_gone(status.pid)
+
+
+def test_engine_access_never_reuses_a_degraded_engine(paths: Paths, model: Path) -> None:
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    worker_pid = status.nodes[0].pid
+    assert worker_pid is not None
+    for proc in psutil.Process(worker_pid).children():
+        if FAKE in " ".join(proc.cmdline()):
+            proc.kill()
+    _wait_state(sup, "degraded")
+    # The head still answers /health, but its next request would fail: not reused...
+    for reuse in (Reuse.ANY, Reuse.SAME_PROFILE):
+        with pytest.raises(EngineStateError, match="is degraded: its worker node is down"):
+            ensure_running(_profile(), paths, reuse=reuse, prepare=False)
+    # ...and still an engine in the way of a new one.
+    with pytest.raises(EngineStateError, match="already running"):
+        ensure_running(_profile(), paths, reuse=Reuse.NEVER, prepare=False)
+    with pytest.raises(EngineStateError, match="already running"):
+        ensure_idle(paths, "needs the machine")
+    assert sup.status().state == "degraded"  # refusing touched nothing
+
+
+def test_head_crash_leaves_the_worker_for_stop(paths: Paths, model: Path) -> None:
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    assert status.pid is not None
+    for proc in psutil.Process(status.pid).children():
+        if FAKE in " ".join(proc.cmdline()):
+            proc.kill()
+    _wait_state(sup, "crashed")
+    assert sup.status().nodes[0].state == "running"  # vLLM's worker would wait forever
+    sup.stop(grace=(3, 3))
+    worker_pid = status.nodes[0].pid
+    assert worker_pid is not None and _group_gone(worker_pid)
+    assert LocalNode(node_dir(paths.engine_dir)).record() is None
+
+
+def test_stale_worker_is_refused_before_the_head_starts(paths: Paths, model: Path) -> None:
+    stale = LocalNode(node_dir(paths.engine_dir)).start(
+        [sys.executable, FAKE, "0", "--never-healthy"], {}, profile="old", address="127.0.0.2",
+        model_path=str(model), redacted_env={})
+    sup = Supervisor(paths)
+    with pytest.raises(EngineStateError, match=rf"worker node \(local\) still runs an earlier "
+                                               rf"engine \(pid {stale.pid}\)"):
+        sup.start(_profile(), _spec(model), timeout=30)
+    assert sup.record() is None
+    # `engine stop` clears a worker left without its head.
+    stop = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "stop"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert stop.returncode == 0, stop.stderr
+    assert f"stopped a worker node left without its head (pid {stale.pid})" in stop.stdout
+    assert stale.pid is not None and _group_gone(stale.pid)
+
+
+def test_worker_with_another_model_is_refused(paths: Paths, model: Path,
+                                              tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "fake", "hidden_size": 2}')
+    with pytest.raises(EngineStateError, match="worker node's model at .* differs from the "
+                                               "head's"):
+        Supervisor(paths).start(_profile(), _spec(model, worker_model=other), timeout=30)
+    with pytest.raises(EngineStateError, match="worker node .* has no model at"):
+        Supervisor(paths).start(_profile(), _spec(model, worker_model=tmp_path / "none"))
+    assert Supervisor(paths).record() is None
+
+
+def test_worker_dying_during_boot_stops_the_head(paths: Paths, model: Path) -> None:
+    spec = _spec(model, "--crash-after", "0.1", "--code", "5")
+    spec = replace(spec, argv=[*spec.argv, "--never-healthy"])
+    sup = Supervisor(paths)
+    with pytest.raises(EngineStateError, match=r"the worker node \(local\) exited during boot "
+                                               r"with code 5: .*simulated engine failure"):
+        sup.start(_profile(), spec, timeout=30)
+    assert sup.record() is None
+
+
+@pytest.mark.slow  # about ten `sparkcode engine node` processes, 3-4 s each on 2 loaded cores
+def test_ssh_transport_runs_the_node_commands_on_the_other_box(
+        paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other_home = tmp_path / "other-box"
+    monkeypatch.setenv("SPARKCODE_SSH", f"{sys.executable} {SUPPORT / 'ssh_shim.py'}")
+    monkeypatch.setenv("SPARKCODE_SHIM_HOME", str(other_home))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model, ssh="spark2"), timeout=60)
+    [node] = status.nodes
+    assert (node.state, node.where) == ("running", "ssh spark2")
+    # The node's record and log live on the "other box", not here.
+    other = LocalNode(other_home / "state" / "engine" / "node")
+    record = other.record()
+    assert record is not None and record.pid == node.pid
+    assert LocalNode(node_dir(paths.engine_dir)).record() is None
+    assert any(line.startswith("[sparkcode] ") for line in sup.transports()[0].logs(20))
+    sup.stop(grace=(3, 3))
+    assert node.pid is not None and _group_gone(node.pid)
+    assert other.record() is None
