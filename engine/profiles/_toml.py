@@ -34,6 +34,10 @@ _PLURALS = {"int": "integers", "float": "numbers", "str": "strings", "bool": "bo
             "object": "tables", "array": "lists"}
 
 
+class TomlTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One table of a strict TOML file: an unknown key is an error naming it."""
+
+
 def decode_toml(text: str, kind: type[T], source: Path, error: type[UserError], *,
                 colon: bool) -> T:
     """Parse ``text`` as TOML and hold it to ``kind``; a :class:`UserError` of
