@@ -189,7 +189,8 @@ def test_shipped_two_spark_and_mtp_profiles(paths: Paths) -> None:
     ("master_port = 29555", 'master_port = "x"',
      r"^two.toml: \[nodes\] master_port: expected an integer, got str$"),
     ("NCCL_IB_GID_INDEX = 3", "NCCL_IB_GID_INDEX = true",
-     r"^two.toml: \[nodes\] nccl must be a table of strings or integers$"),
+     r"^two.toml: \[nodes\] nccl must be a table of strings or integers, "
+     r"got NCCL_IB_GID_INDEX = true$"),
     ('[nodes.head]\naddress = "10.0.0.1"\nnic = "eth9"\n', "",
      r"^two.toml: \[nodes\] head is required$"),
 ])
