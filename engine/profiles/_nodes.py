@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -49,35 +49,36 @@ PP_REFUSAL = (
     'parallel = "tp"'
 )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class NodeSpec:
-    """One machine of a multi-node engine."""
+    """One machine of a multi-node engine (its defaults: :class:`NodeTable`'s)."""
 
     name: Literal["head", "worker"]
     address: str
     """The node's IP on the link between the boxes: its ``VLLM_HOST_IP``."""
-    ssh: str | None = None
+    ssh: str | None
     """ssh host alias sparkcode reaches the node by; None: this machine."""
-    nic: str | None = None
+    nic: str | None
     """Network interface of the link (``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``)."""
-    cpus: str | None = None
+    cpus: str | None
     """``VLLM_CPU_OMP_THREADS_BIND`` for this node (vllm-cpu; two local nodes must not
     bind the same cores)."""
-    sparkcode: str = "sparkcode"
+    sparkcode: str
     """The ``sparkcode`` command on that machine (ssh nodes)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodesSpec:
-    """The ``[nodes]`` table of a profile."""
+    """The ``[nodes]`` table of a profile, checked (its defaults: :class:`NodesTable`'s)."""
 
     head: NodeSpec
     worker: NodeSpec
-    parallel: Parallel = "tp"
-    tensor_parallel: int = 2
-    decode_context_parallel: int | None = None
-    master_port: int = 29501
-    nccl: dict[str, str] = field(default_factory=dict)
+    parallel: Parallel
+    tensor_parallel: int
+    decode_context_parallel: int | None
+    master_port: int
+    nccl: dict[str, str]
 
     @property
     def all(self) -> tuple[NodeSpec, NodeSpec]:
