@@ -4,7 +4,8 @@ The TUI (:mod:`sparkcode.tui.launch`), ``sparkcode run`` and the replay's
 resume path all start a session here, so a setting lands in one place:
 
 1. :func:`resolve_target` reads ``config.toml`` and the profile once per start
-   (the TUI's engine panel and the agent share the result).
+   (the TUI's engine panel and the agent share the result): a
+   :class:`StartTarget` whose ``target`` is the :class:`~sparkcode.target.Target`.
 2. :func:`build_session` resolves the connection (``/v1/models``, the managed
    engine started when allowed), starts the recording, starts the MCP servers
    of ``config.toml`` and assembles the agent: client, settings, permissions,
@@ -28,7 +29,6 @@ from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import (
     AgentKnobs,
-    Profile,
     check_knobs,
     default_profile_name,
     load_profile,
@@ -57,25 +57,21 @@ from .custom_commands import CustomCommands, load_commands
 from .replay import Rebuilt
 from .session_hooks import AskTrust, session_hooks
 from .sessions import SessionRecorder, event_recorder, start_recording
-from .target import Reuse, Target, normalise_base_url
+from .target import Reuse, Target
 
 
 @dataclass(frozen=True)
 class StartTarget:
-    """What one start talks to, resolved once: config, profile or endpoint."""
+    """One start, resolved once: the workspace, ``config.toml``, the :class:`Target`
+    it talks to and what the workspace brings."""
 
     workspace: Path
     """Resolved; an existing directory."""
     config: Config
-    profile: Profile | None = None
-    """The profile in use; None with ``--endpoint``."""
-    endpoint: str | None = None
-    """An explicit server (normalised, ends in ``/v1``)."""
-    model: str | None = None
-    """None: the profile's served name, or the server's first model."""
-    api_key_env: str | None = None
-    profile_named: bool = False
-    """The user named the profile (a running engine of another one is refused)."""
+    target: Target
+    """What this start talks to, as every front names it (:mod:`sparkcode.target`): the
+    endpoint, or the profile (a named one uses only an engine of its own, else any
+    running engine)."""
     instructions: Instructions = field(default_factory=Instructions)
     """AGENTS.md / CLAUDE.md, read once at start (:mod:`sparkcode.agent.instructions`)."""
     commands: CustomCommands = field(default_factory=CustomCommands)
@@ -83,22 +79,6 @@ class StartTarget:
     vision: bool = False
     """The model takes images: the profile's ``vision``, or ``--vision`` with
     ``--endpoint`` (a server sparkcode cannot ask)."""
-
-    @property
-    def managed(self) -> bool:
-        """True when sparkcode supervises the engine (a local vllm profile)."""
-        return self.profile is not None and self.profile.kind != "endpoint"
-
-    @property
-    def target(self) -> Target:
-        """What this start talks to, as every front names it (:mod:`sparkcode.target`):
-        a named profile uses only an engine of its own, else any running engine."""
-        if self.endpoint is not None:
-            return Target.for_endpoint(self.endpoint, self.model, self.api_key_env)
-        assert self.profile is not None  # resolve_target gives a profile or an endpoint
-        return Target(label=self.profile.name, profile=self.profile, model=self.model,
-                      api_key_env=self.api_key_env,
-                      reuse=Reuse.SAME_PROFILE if self.profile_named else Reuse.ANY)
 
 
 def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
@@ -118,14 +98,15 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
     instructions = load_instructions(root)
     commands = load_commands(root, paths.config_dir / "commands")
     if endpoint:
-        return StartTarget(root, config, endpoint=normalise_base_url(endpoint), model=model,
-                           api_key_env=api_key_env, instructions=instructions,
-                           commands=commands, vision=vision)
-    name = profile or config.profile or default_profile_name(paths)
-    spec = load_profile(name, paths)
-    return StartTarget(root, config, profile=spec, model=model,
-                       api_key_env=api_key_env, profile_named=profile is not None,
-                       instructions=instructions, commands=commands, vision=spec.vision)
+        target = Target.for_endpoint(endpoint, model, api_key_env)
+    else:
+        spec = load_profile(profile or config.profile or default_profile_name(paths), paths)
+        target = Target.for_profile(
+            spec, paths, model=model, api_key_env=api_key_env,
+            reuse=Reuse.SAME_PROFILE if profile is not None else Reuse.ANY)
+        vision = spec.vision
+    return StartTarget(root, config, target, instructions=instructions, commands=commands,
+                       vision=vision)
 
 
 @dataclass(frozen=True)

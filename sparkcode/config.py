@@ -73,11 +73,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import msgspec
 from msgspec import Meta
 
 from engine.errors import UserError
@@ -86,10 +85,20 @@ from engine.profiles import (
     DEGENERATE_MODES,
     AgentKnobs,
     DegenerateMode,
+    TomlTable,
     convert_toml,
     decode_toml,
 )
 
+from ._diagnostics_config import (
+    PYTHON_SERVER,
+    SEVERITIES,
+    DiagnosticsConfig,
+    DiagnosticsTable,
+    LanguageServerConfig,
+    LanguageServerTable,
+    Severity,
+)
 from .hook_specs import HookSpec, parse_hooks_table
 
 PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
@@ -140,7 +149,7 @@ class McpServerConfig:
     call_timeout_s: float = 120.0
 
 
-class _Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Table(TomlTable, frozen=True):
     """One table of ``config.toml``."""
 
 
@@ -156,135 +165,6 @@ class WebFetchConfig(_Table, frozen=True):
     max_bytes: Annotated[int, Meta(ge=1024, description="an integer of at least 1024")] \
         = 2_000_000
     timeout_s: _Seconds = 20.0
-
-
-# -- [diagnostics]: language-server diagnostics after edits (sparkcode.agent.lsp) -----
-
-Severity = Literal["error", "warning", "information", "hint"]
-SEVERITIES: tuple[Severity, ...] = ("error", "warning", "information", "hint")
-"""LSP's severities 1..4, most severe first."""
-
-
-@dataclass(frozen=True)
-class LanguageServerConfig:
-    """One ``[diagnostics.servers.NAME]`` table: a language server over stdio for the
-    files whose names end in one of ``extensions``."""
-
-    name: str
-    command: str
-    args: tuple[str, ...] = ()
-    extensions: tuple[str, ...] = ()
-    language_id: str = ""
-    """The LSP ``languageId`` of its files (empty: the table's name)."""
-    settings: dict[str, Any] = field(default_factory=dict)
-    """The answers to the server's ``workspace/configuration`` (by dotted section),
-    also sent once as ``workspace/didChangeConfiguration``."""
-
-
-PYTHON_SERVER = LanguageServerConfig(
-    name="python", command="basedpyright-langserver", args=("--stdio",),
-    extensions=(".py", ".pyi"), language_id="python",
-    settings={"basedpyright": {"analysis": {"typeCheckingMode": "standard"}}})
-"""The built-in server: basedpyright, a dependency that brings its own Node. Its own
-default mode ("recommended") also flags style (reportAny, reportUnusedCallResult: a
-warning on every bare call); "standard" is pyright's default, type errors. A project's
-pyrightconfig.json or ``[tool.basedpyright]`` still wins."""
-
-
-@dataclass(frozen=True)
-class DiagnosticsConfig:
-    """``[diagnostics]``: what an edit's result says about the problems it introduced."""
-
-    enabled: bool = True
-    timeout_s: float = 4.0
-    """The longest one edit waits for a running server. A warm basedpyright answered an
-    edit of a small file (two analyses: before and after) in 0.3-1.2 s here, 2 cores at
-    load 5-10; 4 s is three times the slow end and short beside a model's turn. A
-    server's first answer may take longer (``sparkcode.agent.lsp.STARTUP_S``)."""
-    max_items: int = 10
-    """New problems listed per edit; the rest are counted."""
-    max_chars: int = 2000
-    """Characters of the listing at most (a long type message is cut)."""
-    severity: Severity = "error"
-    """The least severe problem listed."""
-    servers: tuple[LanguageServerConfig, ...] = (PYTHON_SERVER,)
-    """The built-in Python server, replaced or joined by ``[diagnostics.servers.NAME]``."""
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_DIAGNOSTICS_KEYS = {"enabled", "timeout_s", "max_items", "max_chars", "severity", "servers"}
-_SERVER_KEYS = {"command", "args", "extensions", "language_id", "settings"}
-
-
-def _diagnostics(table: dict[str, Any], source: Path) -> DiagnosticsConfig:
-    where = f"{source}: [diagnostics]"
-    unknown = set(table) - _DIAGNOSTICS_KEYS
-    if unknown:
-        raise ConfigError(f"{where} unknown key {sorted(unknown)[0]!r} "
-                          f"(known: {', '.join(sorted(_DIAGNOSTICS_KEYS))})")
-    if not isinstance(table.get("enabled", True), bool):
-        raise ConfigError(f"{where} enabled: must be true or false")
-    timeout = table.get("timeout_s", 4.0)
-    if not _is_number(timeout) or not 0 < timeout <= 120:
-        raise ConfigError(f"{where} timeout_s: must be a number of seconds in (0, 120]")
-    for key, least in (("max_items", 1), ("max_chars", 200)):
-        if not _is_int(table.get(key, least)) or table.get(key, least) < least:
-            raise ConfigError(f"{where} {key}: must be an integer of at least {least}")
-    severity = table.get("severity", "error")
-    if severity not in SEVERITIES:
-        raise ConfigError(f"{where} severity: must be one of {', '.join(SEVERITIES)}")
-    servers = {PYTHON_SERVER.name: PYTHON_SERVER}
-    tables = table.get("servers", {})
-    if not isinstance(tables, dict):
-        raise ConfigError(f"{where} servers: must be tables [diagnostics.servers.NAME]")
-    for name, spec in tables.items():
-        servers[name] = _language_server(name, spec, f"{source}: [diagnostics.servers.{name}]")
-    return DiagnosticsConfig(
-        enabled=table.get("enabled", True), timeout_s=float(timeout),
-        max_items=table.get("max_items", 10), max_chars=table.get("max_chars", 2000),
-        severity=severity, servers=tuple(servers.values()))
-
-
-def _language_server(name: str, spec: Any, where: str) -> LanguageServerConfig:
-    if not _MCP_NAME.fullmatch(name):
-        raise ConfigError(f"{where}: the name may use only letters, digits, '_' and '-' "
-                          "(at most 32)")
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be a table")
-    unknown = set(spec) - _SERVER_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} "
-                          f"(known: {', '.join(sorted(_SERVER_KEYS))})")
-    command = spec.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise ConfigError(f"{where}: command must be a non-empty string (the server's "
-                          "program; its arguments go in args)")
-    args = spec.get("args", [])
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise ConfigError(f"{where}: args must be a list of strings")
-    extensions = spec.get("extensions", [])
-    if not isinstance(extensions, list) or not extensions or not all(
-            isinstance(e, str) and e.startswith(".") and len(e) > 1 for e in extensions):
-        raise ConfigError(f"{where}: extensions must be a non-empty list like [\".rs\"]")
-    language_id = spec.get("language_id", name)
-    if not isinstance(language_id, str) or not language_id:
-        raise ConfigError(f"{where}: language_id must be a non-empty string")
-    settings = spec.get("settings", {})
-    if not isinstance(settings, dict):
-        raise ConfigError(f"{where}: settings must be a table")
-    return LanguageServerConfig(name=name, command=command, args=tuple(args),
-                                extensions=tuple(extensions), language_id=language_id,
-                                settings=settings)
-
-
-# -- end of [diagnostics] ------------------------------------------------------------
 
 
 class AgentTable(AgentKnobs, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -364,8 +244,7 @@ class _ConfigFile(_Table, frozen=True):
     tui: _TuiTable = _TuiTable()
     web_fetch: WebFetchConfig = WebFetchConfig()
     hooks: dict[str, Any] = {}
-    diagnostics: dict[str, Any] = {}
-    """Checked by ``_diagnostics`` (its own messages name each server's table)."""
+    diagnostics: DiagnosticsTable = DiagnosticsTable()
 
 
 _MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -404,14 +283,31 @@ def parse_config(text: str, source: Path) -> Config:
     )
 
 
+def _diagnostics(table: DiagnosticsTable, source: Path) -> DiagnosticsConfig:
+    servers = {PYTHON_SERVER.name: PYTHON_SERVER}
+    for name, raw in table.servers.items():
+        where = f"{source}: [diagnostics.servers.{name}]"
+        _check_name(name, where)
+        server = convert_toml(raw, LanguageServerTable, source, ConfigError, colon=True,
+                              where=where)
+        servers[name] = server.server(name)
+    knobs = {name: getattr(table, name) for name in table.__struct_fields__
+             if name != "servers"}
+    return DiagnosticsConfig(**knobs, servers=tuple(servers.values()))
+
+
+def _check_name(name: str, where: str) -> None:
+    if not _MCP_NAME.fullmatch(name):
+        raise ConfigError(f"{where}: the name may use only letters, digits, '_' and '-' "
+                          "(at most 32)")
+
+
 def _mcp_servers(tables: dict[str, dict[str, Any]],
                  source: Path) -> tuple[McpServerConfig, ...]:
     out = []
     for name, raw in tables.items():
         where = f"{source}: [mcp.servers.{name}]"
-        if not _MCP_NAME.fullmatch(name):
-            raise ConfigError(f"{where}: the name may use only letters, digits, '_' and '-' "
-                              "(at most 32)")
+        _check_name(name, where)
         table = convert_toml(raw, _McpServerTable, source, ConfigError, colon=False,
                              where=where)
         if (table.command is None) == (table.url is None):
@@ -429,6 +325,8 @@ def _mcp_servers(tables: dict[str, dict[str, Any]],
 __all__ = [
     "DEGENERATE_MODES",
     "PERMISSION_MODES",
+    "PYTHON_SERVER",
+    "SEVERITIES",
     "AgentTable",
     "Config",
     "ConfigError",
@@ -438,6 +336,7 @@ __all__ = [
     "McpServerConfig",
     "PermissionMode",
     "PermissionRule",
+    "Severity",
     "WebFetchConfig",
     "load_config",
     "parse_config",

@@ -63,13 +63,11 @@ async def resolve_connection(
     start_engine: bool = True,
     progress: Progress | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
-    profile_named: bool | None = None,
 ) -> Connection:
     """Resolve what to talk to; start the managed engine if needed and allowed.
 
-    ``profile`` is a name, or a profile already loaded (the session builder
-    loads it once per start). ``profile_named`` (default: a profile was given)
-    refuses a running engine of another profile instead of using it.
+    ``profile`` is a name or a profile already loaded; a named profile refuses a
+    running engine of another profile instead of using it.
     """
     paths = paths or Paths.from_env()
     config = config or load_config(paths)
@@ -77,12 +75,11 @@ async def resolve_connection(
     if endpoint:
         target = Target.for_endpoint(endpoint, model, api_key_env)
     else:
-        named = profile is not None if profile_named is None else profile_named
         # A named profile may only use an engine of its own; without one, whatever
         # engine runs is used (it is kept warm on purpose: a GLM boot takes minutes).
+        reuse = Reuse.SAME_PROFILE if profile is not None else Reuse.ANY
         target = Target.for_profile(profile or config.profile or default_profile_name(paths),
-                                    paths, reuse=Reuse.SAME_PROFILE if named else Reuse.ANY,
-                                    model=model, api_key_env=api_key_env)
+                                    paths, reuse=reuse, model=model, api_key_env=api_key_env)
     return await connect(target, paths, config=config, start_engine=start_engine,
                          progress=say, transport=transport)
 

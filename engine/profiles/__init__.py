@@ -33,7 +33,7 @@ from ._schema import (
     load_profile_file,
     parse_profile,
 )
-from ._toml import convert_toml, decode_toml
+from ._toml import TomlTable, convert_toml, decode_toml
 
 __all__ = [
     "DEGENERATE_MODES",
@@ -54,6 +54,7 @@ __all__ = [
     "NodesSpec",
     "Profile",
     "SpeculativeSpec",
+    "TomlTable",
     "cpu_coder_name",
     "default_profile_name",
     "is_secret_name",

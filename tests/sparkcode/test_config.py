@@ -60,6 +60,46 @@ def test_bad_config_names_file_and_key(tmp_path: Path, text: str, message: str) 
     assert str(path) in str(info.value)
 
 
+RUST = '[diagnostics.servers.rust]\ncommand = "ra"\nextensions = [".rs"]\n'
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[diagnostics]\ncolour = 1\n",
+     r": \[diagnostics\] unknown key 'colour' \(known: enabled, max_chars, max_items, "
+     r"servers, severity, timeout_s\)$"),
+    ("[diagnostics]\nenabled = 1\n", r": \[diagnostics\] enabled: must be true or false"),
+    ("[diagnostics]\nmax_chars = 'x'\n",
+     r": \[diagnostics\] max_chars: must be an integer of at least 200, got 'x'$"),
+    ("[diagnostics]\nservers = 3\n",
+     r": \[diagnostics\] servers: must be tables \[diagnostics.servers.NAME\]"),
+    (RUST + "port = 1\n",
+     r": \[diagnostics.servers.rust\] unknown key 'port' \(known: args, command, "
+     r"extensions, language_id, settings\)$"),
+    (RUST + "args = [1]\n", r": \[diagnostics.servers.rust\] args: must be a list of strings$"),
+    (RUST.replace('".rs"', '"rs"'),
+     r": \[diagnostics.servers.rust\] extensions: must be a non-empty list like \[\".rs\"\]$"),
+    ('[diagnostics.servers.rust]\nextensions = [".rs"]\n',
+     r": \[diagnostics.servers.rust\] command is required$"),
+])
+def test_bad_diagnostics_name_file_table_and_key(tmp_path: Path, text: str,
+                                                 message: str) -> None:
+    path = tmp_path / "config.toml"
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_config(text, path)
+    assert str(info.value).startswith(f"{path}: [diagnostics")
+
+
+def test_diagnostics_table_read(tmp_path: Path) -> None:
+    config = parse_config("[diagnostics]\ntimeout_s = 30\nseverity = 'warning'\n" + RUST,
+                          tmp_path / "config.toml")
+    diagnostics = config.diagnostics
+    assert (diagnostics.timeout_s, diagnostics.severity, diagnostics.max_items) == (
+        30.0, "warning", 10)
+    assert [(s.name, s.command, s.extensions, s.language_id) for s in diagnostics.servers] \
+        == [("python", "basedpyright-langserver", (".py", ".pyi"), "python"),
+            ("rust", "ra", (".rs",), "rust")]
+
+
 def decide(perms: Permissions, tool: str, **args: Any) -> str:
     t = TOOLS.get(tool)
     assert t is not None

@@ -178,3 +178,25 @@ def test_shipped_two_spark_and_mtp_profiles(paths: Paths) -> None:
     config = json.loads(argv[argv.index("--speculative-config") + 1])
     # No drafter path: vLLM drafts from the target checkpoint's own MTP layer.
     assert config == {"method": "mtp", "num_speculative_tokens": 3}
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('ssh = "spark2"', 'ssh = "spark2"\ncolour = 1',
+     r"^two.toml: \[nodes.worker\] unknown key 'colour' \(known: address, cpus, nic, "
+     r"sparkcode, ssh\)$"),
+    ('nic = "eth8"', "nic = 8", r"^two.toml: \[nodes.worker\] nic: expected a string, got int$"),
+    ('nic = "eth8"', 'nic = " "', r"^two.toml: \[nodes.worker\] nic must be a non-empty string"),
+    ("master_port = 29555", 'master_port = "x"',
+     r"^two.toml: \[nodes\] master_port: expected an integer, got str$"),
+    ("NCCL_IB_GID_INDEX = 3", "NCCL_IB_GID_INDEX = true",
+     r"^two.toml: \[nodes\] nccl must be a table of strings or integers, "
+     r"got NCCL_IB_GID_INDEX = true$"),
+    ('[nodes.head]\naddress = "10.0.0.1"\nnic = "eth9"\n', "",
+     r"^two.toml: \[nodes\] head is required$"),
+])
+def test_nodes_keys_and_types_are_named_with_the_file(tmp_path: Path, old: str, new: str,
+                                                      message: str) -> None:
+    text = BASE.format(model=_model(tmp_path), parallel="tp", tp=2, more="", extra="[]")
+    assert old in text
+    with pytest.raises(ProfileError, match=message):
+        parse_profile(text.replace(old, new, 1), Path("two.toml"))

@@ -17,6 +17,7 @@ from sparkcode.acp import _session
 from sparkcode.acp._session import BOOT_CALL, AcpSession
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import Config
+from sparkcode.target import Target
 from tests.support.scripted import Reply, ScriptedServer
 
 
@@ -30,7 +31,7 @@ class Recorder:
 
 def make(workspace: Path, server: ScriptedServer) -> tuple[AcpSession, Recorder]:
     client = Recorder()
-    target = StartTarget(workspace, Config(), endpoint="http://scripted/v1")
+    target = StartTarget(workspace, Config(), Target.for_endpoint("http://scripted/v1"))
     options = SessionOptions(origin="acp", record=False, transport=server.transport())
     return AcpSession("s1", client, target, options, Paths.from_env()), client  # type: ignore[arg-type]
 
