@@ -15,7 +15,7 @@ run: setup
 	@$(BIN)/sparkcode models fetch || echo "make run: continuing with cpu-demo" >&2
 	$(BIN)/sparkcode
 
-PYTEST_ARGS ?= --durations=25
+PYTEST_ARGS ?= --durations=25 -n 2 --dist loadgroup
 
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

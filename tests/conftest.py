@@ -6,7 +6,9 @@ directory, so nothing reads or writes the developer's real config or data.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,3 +67,74 @@ def repo(workspace: Path) -> Path:
     git("add", "-A")
     git("commit", "-q", "-m", "initial")
     return workspace
+
+
+# -- the order of the suite and its two xdist workers ---------------------------------
+
+E2E = Path(__file__).parent / "e2e"
+E2E_LAST = ("test_tui.py", "test_replay.py", "test_agent_task.py",
+            "test_agent_conversation.py")
+"""e2e modules that run after the others, in this order: the users of the shared tiny
+engine (``test_replay.py`` stops it), then the two that need the trained agent model, so
+that its background build (``pytest_sessionstart``) has the rest of the suite to finish in."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every module that boots vLLM goes to one xdist group, so ``-n 2 --dist loadgroup``
+    runs them one after another in one worker (one engine at a time) while the other
+    worker runs everything else; within the group the order of ``E2E_LAST`` holds."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return E2E_LAST.index(name) + 1 if name in E2E_LAST else 0
+
+    e2e = [item for item in items if item.path.parent == E2E]
+    for item in e2e:
+        item.add_marker(pytest.mark.xdist_group("e2e"))
+    ordered = iter(sorted(e2e, key=rank))
+    items[:] = [next(ordered) if item.path.parent == E2E else item for item in items]
+
+
+_AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_agent_task.py",
+                                                   "test_agent_conversation.py"))
+
+
+def _selects_agent_model_users(config: pytest.Config) -> bool:
+    """The command line asks for a module that needs the trained agent model."""
+    if "not engine" in (config.option.markexpr or ""):
+        return False
+    args = config.args or [str(config.rootpath / "tests")]
+    for arg in args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if any(user == path or path in user.parents for user in _AGENT_MODEL_USERS):
+            return True
+    return False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Train the e2e agent model in the background from the start of the session (it
+    takes about a minute of CPU: tests/support/agent_model.py), one torch thread, into
+    the pytest cache the e2e fixtures read; they wait on its lock if it is still going.
+    Only in the controlling process (not in an xdist worker), and only when the run
+    includes a module that needs it."""
+    config = session.config
+    cache = getattr(config, "cache", None)
+    if hasattr(config, "workerinput") or cache is None or not _selects_agent_model_users(config):
+        return
+    root = Path(cache.mkdir("sparkcode-agent-model"))
+    log = (root / "background-build.log").open("w")
+    env = {**os.environ, "PYTHONPATH": str(config.rootpath)}
+    config.stash[_BUILDER] = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.agent_model", str(root)],
+        cwd=config.rootpath, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    builder = session.config.stash.get(_BUILDER, None)
+    if builder is not None and builder.poll() is None:
+        builder.terminate()
+        builder.wait(10)
+
+
+_BUILDER = pytest.StashKey["subprocess.Popen[bytes]"]()

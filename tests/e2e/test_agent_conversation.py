@@ -49,9 +49,8 @@ from tests.support.agent_model import (
     NOTE_CONTENT,
     NOTE_PATH,
     TASK_PROMPT,
-    cached_agent_model,
 )
-from tests.support.engine import RunningEngine, engine_lock, free_port, run_engine
+from tests.support.engine import RunningEngine, free_port, run_engine
 
 pytestmark = pytest.mark.engine
 
@@ -93,13 +92,9 @@ bind_all_cores = true
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory,
-           request: pytest.FixtureRequest) -> Iterator[RunningEngine]:
+           agent_model_dir: Path) -> Iterator[RunningEngine]:
     home = tmp_path_factory.mktemp("conv-engine")
-    cache = getattr(request.config, "cache", None)
-    cache_root = (Path(cache.mkdir("sparkcode-agent-model")) if cache is not None
-                  else tmp_path_factory.mktemp("agent-model"))
-    with engine_lock():  # trained with the cores to itself (run_engine locks again)
-        model = cached_agent_model(cache_root)
+    model = agent_model_dir
     template = home / "template.jinja"
     template.write_text(REASONING_TEMPLATE)
     profiles = home / "config" / "profiles"

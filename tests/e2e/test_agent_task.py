@@ -40,7 +40,6 @@ from tests.support.agent_model import (
     NOTE_CONTENT,
     NOTE_PATH,
     TASK_PROMPT,
-    cached_agent_model,
     tool_arguments,
 )
 from tests.support.engine import engine_lock, free_port
@@ -78,18 +77,13 @@ thinking_token_budget = 64
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory,
-         request: pytest.FixtureRequest) -> Iterator[Path]:
+def home(tmp_path_factory: pytest.TempPathFactory, agent_model_dir: Path) -> Iterator[Path]:
     """A SPARKCODE_HOME with the tiny-agent profile; the engine is stopped at the end."""
     home = tmp_path_factory.mktemp("e2e-home")
     profiles = home / "config" / "profiles"
     profiles.mkdir(parents=True)
-    cache = getattr(request.config, "cache", None)
-    cache_root = (Path(cache.mkdir("sparkcode-agent-model")) if cache is not None
-                  else tmp_path_factory.mktemp("agent-model"))
     with pytest.MonkeyPatch.context() as mp, engine_lock():
-        # Trained under the engine lock: no other test engine competes for the cores.
-        model = cached_agent_model(cache_root)
+        model = agent_model_dir
         (profiles / "tiny-agent.toml").write_text(PROFILE.format(
             model=json.dumps(str(model)), port=free_port(), context=CONTEXT))
         mp.setenv("SPARKCODE_HOME", str(home))

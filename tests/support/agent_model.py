@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import fcntl
 import json
 import random
 import tempfile
@@ -300,11 +301,27 @@ def cached_agent_model(cache_root: Path) -> Path:
          torch.__version__, transformers.__version__, tokenizers.__version__],
         sort_keys=True, default=str).encode()).hexdigest()[:16]
     final = cache_root / key
-    if (final / "model.safetensors").exists():
-        return final
-    building = cache_root / f"{key}.building"
-    shutil.rmtree(building, ignore_errors=True)
-    build_agent_model(building)
-    shutil.rmtree(final, ignore_errors=True)
-    building.rename(final)  # complete or absent, never half-written
+    cache_root.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: the suite's background build (tests/conftest.py) and a
+    # fixture that needs the model meanwhile; the second waits and then finds it.
+    with (cache_root / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "model.safetensors").exists():
+            return final
+        building = cache_root / f"{key}.building"
+        shutil.rmtree(building, ignore_errors=True)
+        build_agent_model(building)
+        shutil.rmtree(final, ignore_errors=True)
+        building.rename(final)  # complete or absent, never half-written
     return final
+
+
+if __name__ == "__main__":
+    # ``python -m tests.support.agent_model CACHE_ROOT``: the background build, on one
+    # torch thread so that it shares the two cores with the tests running meanwhile.
+    import sys
+
+    import torch
+
+    torch.set_num_threads(1)
+    print(cached_agent_model(Path(sys.argv[1])), flush=True)

