@@ -1,7 +1,8 @@
 """What the agent talks to: an explicit endpoint, an endpoint profile, or a
 managed local engine (started here when it is not running).
 
-:func:`resolve_connection` returns a :class:`Connection` with the base URL, the
+:func:`connect` reaches a start's :class:`~sparkcode.target.Target` (from
+``builder.resolve_target``) and returns a :class:`Connection` with the base URL, the
 model (asked from ``/v1/models`` when not given), the name of the environment
 variable holding the API key (the key itself is read at request time and never
 stored), the engine's ``max_model_len`` and the agent defaults
@@ -18,12 +19,12 @@ import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import AgentKnobs, Profile, default_profile_name, overlay
+from engine.profiles import AgentKnobs, Profile, overlay
 
 from .agent.client import ChatClient, ChatError
 from .agent.settings import settings_from
-from .config import Config, load_config
-from .target import Progress, Reuse, Target, normalise_base_url
+from .config import Config
+from .target import Progress, Target, normalise_base_url
 
 
 class EndpointError(UserError):
@@ -50,38 +51,6 @@ class Connection:
 
     def client(self, transport: httpx.AsyncBaseTransport | None = None) -> ChatClient:
         return ChatClient(self.base_url, self.model, self.api_key_env, transport=transport)
-
-
-async def resolve_connection(
-    *,
-    endpoint: str | None = None,
-    model: str | None = None,
-    api_key_env: str | None = None,
-    profile: str | Profile | None = None,
-    paths: Paths | None = None,
-    config: Config | None = None,
-    start_engine: bool = True,
-    progress: Progress | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> Connection:
-    """Resolve what to talk to; start the managed engine if needed and allowed.
-
-    ``profile`` is a name or a profile already loaded; a named profile refuses a
-    running engine of another profile instead of using it.
-    """
-    paths = paths or Paths.from_env()
-    config = config or load_config(paths)
-    say = progress or (lambda _msg: None)
-    if endpoint:
-        target = Target.for_endpoint(endpoint, model, api_key_env)
-    else:
-        # A named profile may only use an engine of its own; without one, whatever
-        # engine runs is used (it is kept warm on purpose: a GLM boot takes minutes).
-        reuse = Reuse.SAME_PROFILE if profile is not None else Reuse.ANY
-        target = Target.for_profile(profile or config.profile or default_profile_name(paths),
-                                    paths, reuse=reuse, model=model, api_key_env=api_key_env)
-    return await connect(target, paths, config=config, start_engine=start_engine,
-                         progress=say, transport=transport)
 
 
 async def connect(target: Target, paths: Paths, *, config: Config,
@@ -147,5 +116,4 @@ __all__ = [
     "budget_to_send",
     "connect",
     "normalise_base_url",
-    "resolve_connection",
 ]

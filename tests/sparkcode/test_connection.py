@@ -7,8 +7,24 @@ import pytest
 
 from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.config import Config
-from sparkcode.connection import EndpointError, normalise_base_url, resolve_connection
+from sparkcode.builder import resolve_target
+from sparkcode.config import Config, load_config
+from sparkcode.connection import Connection, EndpointError, connect, normalise_base_url
+
+
+async def resolve_connection(*, endpoint: str | None = None, model: str | None = None,
+                             profile: str | None = None, config: Config | None = None,
+                             start_engine: bool = True,
+                             transport: httpx.AsyncBaseTransport | None = None) -> Connection:
+    """What a front does: the start's one Target (``resolve_target``), then ``connect``."""
+    paths = Paths.from_env()
+    workspace = paths.data_dir
+    workspace.mkdir(parents=True, exist_ok=True)
+    config = config if config is not None else load_config(paths)
+    start = resolve_target(workspace, paths, profile=profile, endpoint=endpoint, model=model,
+                           config=config)
+    return await connect(start.target, paths, config=start.config, start_engine=start_engine,
+                         transport=transport)
 
 
 def models(*cards: tuple[str, int]) -> httpx.MockTransport:
