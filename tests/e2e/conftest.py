@@ -72,3 +72,17 @@ def agent_model_dir(request: pytest.FixtureRequest,
             else tmp_path_factory.mktemp("agent-model"))
     with engine_lock():  # trained (if here) with no test engine competing for the cores
         return cached_agent_model(root)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _engine_slot(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A light module (``E2E_LIGHT`` in tests/conftest.py) takes the second engine slot."""
+    from tests import conftest
+    from tests.support import engine
+
+    before = engine.lock_slot
+    engine.lock_slot = "light" if request.path.name in conftest.E2E_LIGHT else ""
+    try:
+        yield
+    finally:
+        engine.lock_slot = before

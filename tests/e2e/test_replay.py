@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,10 +38,14 @@ PROMPTS = ("write a python function that adds two numbers",
 
 
 @pytest.fixture(scope="module")
-def engine_home(tiny_engine: RunningEngine) -> Path:
+def engine_home(tiny_engine: RunningEngine) -> Iterator[Path]:
     """The home of the session's shared tiny engine (``tests/e2e/conftest.py``), which
-    also holds the ``tiny-nopc`` profile; the last test here stops the engine."""
-    return tiny_engine.paths.config_dir.parent
+    also holds the ``tiny-nopc`` profile, as SPARKCODE_HOME for the whole module (its
+    module fixtures read it too); the last test here stops the engine."""
+    home = tiny_engine.paths.config_dir.parent
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPARKCODE_HOME", str(home))
+        yield home
 
 
 @pytest.fixture(autouse=True)

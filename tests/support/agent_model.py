@@ -317,11 +317,10 @@ def cached_agent_model(cache_root: Path) -> Path:
 
 
 if __name__ == "__main__":
-    # ``python -m tests.support.agent_model CACHE_ROOT``: the background build, on one
-    # torch thread so that it shares the two cores with the tests running meanwhile.
+    # ``python -m tests.support.agent_model CACHE_ROOT``: the background build. Torch's
+    # default threads, as a build inside the test process uses: the trained weights
+    # depend on the summation order, and a one-thread model once answered the steer test
+    # of tests/e2e/test_agent_conversation.py differently.
     import sys
 
-    import torch
-
-    torch.set_num_threads(1)
     print(cached_agent_model(Path(sys.argv[1])), flush=True)

@@ -24,6 +24,16 @@ from engine.supervisor import EngineStatus, Supervisor, running
 
 LOCK_PATH = Path(os.environ.get("SPARKCODE_TEST_ENGINE_LOCK", "/tmp/sparkcode-test-engine.lock"))
 
+lock_slot = ""
+"""Which of the two engine slots this process's e2e module uses: ``""`` (the heavy
+modules) or ``"light"`` (tiny engines with little decoding, which may run beside a heavy
+one: ``E2E_LIGHT`` in tests/conftest.py); set per module by tests/e2e/conftest.py."""
+
+
+def lock_path() -> Path:
+    return LOCK_PATH.with_name(f"{LOCK_PATH.stem}-{lock_slot}{LOCK_PATH.suffix}") \
+        if lock_slot else LOCK_PATH
+
 
 FAKE_ENGINE = str(Path(__file__).parent / "fake_engine.py")
 """The stand-in engine (serves /health and a tiny chat API) for supervisor tests."""
@@ -60,7 +70,7 @@ def engine_lock() -> Iterator[None]:
         finally:
             _held -= 1
         return
-    with LOCK_PATH.open("w") as fh:
+    with lock_path().open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         _held = 1
         try:

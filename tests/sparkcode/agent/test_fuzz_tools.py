@@ -164,8 +164,11 @@ def test_what_the_rule_lets_run_changes_nothing_and_reads_nothing_outside(
     box = Sandbox(status.path, writable=(tmp_path,))
     before = _state(tmp_path)
     try:
+        # 30 s, not 5: a read-only command finishes in milliseconds, but in the suite the
+        # other worker's engine may hold both cores (`find -s -s -s`, which exits at once
+        # with an error, once timed out at 5 s there).
         out = asyncio.run(run_command(command, ToolContext(workspace=ws.resolve(), sandbox=box),
-                                      5))
+                                      30))
     finally:
         box.cleanup()
     after = _state(tmp_path)
