@@ -21,9 +21,7 @@ cache hits; a message steered into a running turn keeps the cache.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from sparkcode.agent import (
     default_tools,
 )
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
-from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest, run_headless
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest
 from sparkcode.replay import Target, model_turns, rerun
 from sparkcode.sessions import Exchange, Session, SessionStore
 from tests.support.agent_model import (
@@ -51,6 +49,7 @@ from tests.support.agent_model import (
     TASK_PROMPT,
 )
 from tests.support.engine import RunningEngine, free_port, run_engine
+from tests.support.headless import make_repo, run
 
 pytestmark = pytest.mark.engine
 
@@ -103,23 +102,6 @@ def engine(tmp_path_factory: pytest.TempPathFactory,
         model=json.dumps(str(model)), port=free_port(), tpl=json.dumps(str(template))))
     with run_engine(home, "tiny-conv") as running:
         yield running
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"],
-                 ["config", "user.email", "t@example.com"]):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    (path / "README.md").write_text("# demo\n")
-    subprocess.run(["git", "add", "-A"], cwd=path, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", "initial"], cwd=path, check=True)
-    return path
-
-
-async def run(options: RunRequest) -> tuple[int, list[dict[str, Any]], str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = await run_headless(options, out=out, err=err)
-    return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
 
 
 def recorded(paths: Paths) -> dict[str, Session]:

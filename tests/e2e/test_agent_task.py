@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from engine.supervisor import Supervisor
 from sparkcode.agent import UndoStore
 from sparkcode.agent.undo import UndoError
 from sparkcode.builder import SessionOptions
-from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest, run_headless
+from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest
 from sparkcode.sessions import load_session, model_turns_count
 from tests.support.agent_model import (
     FINAL_ANSWER,
@@ -43,6 +42,7 @@ from tests.support.agent_model import (
     tool_arguments,
 )
 from tests.support.engine import engine_lock, free_port
+from tests.support.headless import make_repo, of, run
 
 pytestmark = pytest.mark.engine
 
@@ -100,27 +100,6 @@ def sparkcode_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Overrides the suite-wide per-test home: the module shares one engine."""
     monkeypatch.setenv("SPARKCODE_HOME", str(home))
     return home
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir()
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"],
-                 ["config", "user.email", "t@example.com"]):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    (path / "README.md").write_text("# demo\n")
-    subprocess.run(["git", "add", "-A"], cwd=path, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", "initial"], cwd=path, check=True)
-    return path
-
-
-async def run(options: RunRequest) -> tuple[int, list[dict[str, Any]], str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = await run_headless(options, out=out, err=err)
-    return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
-
-
-def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e for e in events if e["type"] == kind]
 
 
 @dataclass
