@@ -72,11 +72,12 @@ def repo(workspace: Path) -> Path:
 # -- the order of the suite and its two xdist workers ---------------------------------
 
 E2E = Path(__file__).parent / "e2e"
-E2E_LAST = ("test_tui.py", "test_replay.py", "test_agent_task.py",
+E2E_LAST = ("test_tui.py", "test_replay.py", "test_two_nodes.py", "test_agent_task.py",
             "test_agent_conversation.py")
 """e2e modules that run after the others, in this order: the users of the shared tiny
-engine (``test_replay.py`` stops it), then the two that need the trained agent model, so
-that its background build (``pytest_sessionstart``) has the rest of the suite to finish in."""
+engine (``test_replay.py`` stops it), then the three that need the trained agent model, so
+that its background build (``pytest_sessionstart``) has the rest of the suite to finish in
+(``test_two_nodes.py`` serves it last of its three boots)."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -95,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [next(ordered) if item.path.parent == E2E else item for item in items]
 
 
-_AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_agent_task.py",
+_AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_two_nodes.py", "test_agent_task.py",
                                                    "test_agent_conversation.py"))
 
 
