@@ -19,6 +19,7 @@ from engine.supervisor import (
     Reuse,
     Supervisor,
     ensure_running,
+    likely_cause,
     tail_lines,
 )
 
@@ -248,6 +249,9 @@ def _node_line(node: NodeStatus) -> str:
         code = node.exit_code if node.exit_code is not None else "unknown"
         parts.append(f"exit code {code}" + (f", signal {node.exit_signal}"
                                             if node.exit_signal else ""))
+        cause = likely_cause(node.log_tail)
+        if cause:
+            parts.append(cause)
     if node.error:
         parts.append(node.error)
     return ", ".join(str(p) for p in parts)
