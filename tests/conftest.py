@@ -72,42 +72,46 @@ def repo(workspace: Path) -> Path:
 # -- the order of the suite and its two xdist workers ---------------------------------
 
 E2E = Path(__file__).parent / "e2e"
-E2E_LIGHT = ("test_engine_cli.py", "test_vision.py", "test_hybrid.py", "test_capture_vllm.py",
-             "test_p12_pool_serving.py", "test_tui.py", "test_replay.py")
-"""e2e modules whose engines are tiny and decode little: their own xdist group, queued
-after every other test, so the second worker runs them once it has finished the rest;
-they take the second engine slot (``tests/support/engine.py``), so at most two engines
-run at once, one of them light. ``test_tui.py`` then ``test_replay.py`` share the
-session's tiny engine, and ``test_replay.py`` stops it, so it comes last."""
+E2E_SECOND_LANE = ("test_calib_engine.py", "test_w2_serving.py", "test_bench.py",
+                   "test_p12_pool_serving.py", "test_engine_cli.py", "test_vision.py",
+                   "test_tui.py", "test_replay.py")
+"""e2e modules of the second engine lane, in this order (``test_tui.py`` then
+``test_replay.py`` share the session's tiny engine and ``test_replay.py`` stops it). The
+two lanes are two xdist groups of about equal length (about 9 minutes each measured one
+after another on a quiet box), each run by one worker, each taking its own engine slot
+(``tests/support/engine.py``): at most two engines run at once. The rest of the suite
+fills the workers around them."""
 E2E_LAST = ("test_two_nodes.py", "test_agent_task.py", "test_agent_conversation.py")
-"""Heavy e2e modules that run last, in this order: they need the trained agent model, so
+"""First-lane modules that run last, in this order: they need the trained agent model, so
 its background build (``pytest_sessionstart``) has the rest of the suite to finish in."""
+
+
+def lane(item: pytest.Item) -> str | None:
+    """The engine lane of a test (its xdist group), None outside tests/e2e/."""
+    if item.path.parent != E2E:
+        return None
+    return "e2e-2" if item.path.name in E2E_SECOND_LANE else "e2e-1"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The modules that boot vLLM go to two xdist groups, so ``-n 2 --dist loadgroup`` runs
-    the heavy ones one after another in one worker while the other worker runs everything
-    else and then the light ones (``E2E_LIGHT``, in their listed order, after every other
-    test); the heavy ones run in collection order but for ``E2E_LAST``."""
-    def rank(item: pytest.Item) -> int:
+    """The modules that boot vLLM go to two xdist groups: with ``-n 2 --dist loadgroup``
+    (xdist hands out the largest groups first) each worker runs one engine lane from the
+    start, one module after another, and takes the other tests as it gets free."""
+    def rank(item: pytest.Item) -> tuple[int, int]:
         name = item.path.name
-        if name in E2E_LIGHT:
-            return 100 + E2E_LIGHT.index(name)
-        return E2E_LAST.index(name) + 1 if name in E2E_LAST else 0
+        if name in E2E_SECOND_LANE:
+            return (1, E2E_SECOND_LANE.index(name))
+        return (0, E2E_LAST.index(name) + 1 if name in E2E_LAST else 0)
 
-    e2e = [item for item in items if item.path.parent == E2E]
+    e2e = [item for item in items if lane(item) is not None]
     for item in e2e:
-        light = item.path.name in E2E_LIGHT
-        item.add_marker(pytest.mark.xdist_group("e2e-light" if light else "e2e"))
-    ordered = sorted(e2e, key=rank)
-    heavy = iter([item for item in ordered if item.path.name not in E2E_LIGHT])
-    rest = [next(heavy) if item.path.parent == E2E else item for item in items
-            if item.path.name not in E2E_LIGHT or item.path.parent != E2E]
-    items[:] = rest + [item for item in ordered if item.path.name in E2E_LIGHT]
+        item.add_marker(pytest.mark.xdist_group(lane(item)))
+    ordered = iter(sorted(e2e, key=rank))
+    items[:] = [next(ordered) if lane(item) is not None else item for item in items]
 
 
-_AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_agent_task.py",
+_AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_two_nodes.py", "test_agent_task.py",
                                                    "test_agent_conversation.py"))
 
 

@@ -11,7 +11,7 @@ from ._checks import available_gib, ensure_memory, ensure_port_free, port_holder
 from ._node import LocalNode, NodeCheck, NodeStatus, model_fingerprint
 from ._phases import PHASES, phase_of, plugin_lines
 from ._record import EngineRecord
-from ._supervisor import EngineState, EngineStatus, Supervisor, vllm_version
+from ._supervisor import EngineState, EngineStatus, Supervisor, likely_cause, vllm_version
 from ._tail import tail_lines
 from ._transport import LocalTransport, NodeTransport, SshTransport, node_dir, transport_for
 
@@ -33,6 +33,7 @@ __all__ = [
     "ensure_idle",
     "ensure_running",
     "available_gib",
+    "likely_cause",
     "ensure_memory",
     "ensure_port_free",
     "model_fingerprint",

@@ -61,7 +61,8 @@ def degraded(pid: int | None, profile: str | None) -> EngineStateError:
 
 
 def crashed_note(exit_code: int | None) -> str:
-    return f"the last engine crashed (exit code {exit_code}); starting a new one"
+    code = exit_code if exit_code is not None else "unknown"
+    return f"the last engine crashed (exit code {code}); starting a new one"
 
 
 def waiting_note(profile: str | None) -> str:

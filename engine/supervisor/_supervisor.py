@@ -377,7 +377,9 @@ class Supervisor:
         return current_log(record.log_path if record else None, self.logs_dir, "engine-*.log")
 
 
-_CAUSE = re.compile(r"(Error|Exception)\b[:,]|\berror[:,]|Value error")
+_CAUSE = re.compile(r"(Error|Exception)\b[:,]|\berror[:,]|Value error|died unexpectedly")
+"""A line saying why: an exception, or vLLM's executor finding a worker process dead
+(a headless node then exits with code 0, so the line is all that tells)."""
 
 
 def likely_cause(lines: list[str]) -> str | None:

@@ -19,6 +19,7 @@ from engine.supervisor import (
     Reuse,
     Supervisor,
     ensure_running,
+    likely_cause,
     tail_lines,
 )
 
@@ -154,8 +155,11 @@ def stop_cmd() -> None:
         pids = ", ".join(str(n.pid) for n in before.nodes)
         typer.echo(f"stopped a worker node left without its head (pid {pids})")
     elif before.state == "crashed":
-        code = before.exit_code if before.exit_code is not None else "unknown"
-        typer.echo(f"engine had already exited (code {code}); record cleared")
+        line = f"engine had already exited ({_exit_text(before)}); record cleared"
+        left = [n for n in before.nodes if n.state == "running"]
+        for node in left:  # a headless worker never exits without its head
+            line += f"; stopped the {node.name} node it left running (pid {node.pid})"
+        typer.echo(line)
     else:
         typer.echo(f"stopped engine pid {before.pid} ({before.profile})")
 
@@ -202,9 +206,7 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
         ("vllm", s.vllm_version), ("log", s.log_path),
     ]
     if s.state == "crashed":
-        code = s.exit_code if s.exit_code is not None else "unknown"
-        sig = f", signal {s.exit_signal}" if s.exit_signal else ""
-        rows.append(("exit", f"code {code}{sig}"))
+        rows.append(("exit", _exit_text(s)))
     for line in s.plugin:
         rows.append(("plugin", line))
     if page_math is not None:
@@ -216,7 +218,22 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
     for node in s.nodes:
         lines.append(f"  {node.name:<8} {_node_line(node)}")
         lines += [f"  | [{node.name}] {line}" for line in node.log_tail]
+        if s.state == "crashed" and node.state == "running":
+            lines.append(f"  the {node.name} node still runs without its head (vLLM's headless "
+                         "worker never exits on its own): `sparkcode engine stop` ends it")
     return "\n".join(lines)
+
+
+def _exit_text(s: EngineStatus) -> str:
+    """How a crashed engine ended: its exit code and signal, as its runner recorded them."""
+    if s.exit_code is None and s.exit_signal is None:
+        # The runner ignores SIGINT/SIGTERM and always writes the engine's exit: only a
+        # SIGKILL of the runner itself (kill -9 of the group, the OOM killer) or a
+        # reboot leaves nothing.
+        return ("code unknown: no exit status recorded (the engine's runner was killed "
+                "with it, e.g. kill -9 of its process group)")
+    code = s.exit_code if s.exit_code is not None else "unknown"
+    return f"code {code}" + (f", signal {s.exit_signal}" if s.exit_signal else "")
 
 
 def _node_line(node: NodeStatus) -> str:
@@ -232,6 +249,9 @@ def _node_line(node: NodeStatus) -> str:
         code = node.exit_code if node.exit_code is not None else "unknown"
         parts.append(f"exit code {code}" + (f", signal {node.exit_signal}"
                                             if node.exit_signal else ""))
+        cause = likely_cause(node.log_tail)
+        if cause:
+            parts.append(cause)
     if node.error:
         parts.append(node.error)
     return ", ".join(str(p) for p in parts)

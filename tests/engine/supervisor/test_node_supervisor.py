@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -158,6 +159,58 @@ def test_head_crash_leaves_the_worker_for_stop(paths: Paths, model: Path) -> Non
     worker_pid = status.nodes[0].pid
     assert worker_pid is not None and _group_gone(worker_pid)
     assert LocalNode(node_dir(paths.engine_dir)).record() is None
+
+
+def test_a_killed_head_group_is_reported_and_its_worker_stopped(paths: Paths,
+                                                                 model: Path) -> None:
+    """kill -9 of the head's whole group (its runner too: no exit status is written):
+    status says so and names the worker left running; `engine stop` ends it."""
+    from typer.testing import CliRunner
+
+    from sparkcode.cli import app
+
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    head, worker = status.pid, status.nodes[0].pid
+    assert head is not None and worker is not None
+    os.killpg(head, signal.SIGKILL)
+    _wait_state(sup, "crashed")
+    crashed = sup.status()
+    assert (crashed.exit_code, crashed.exit_signal) == (None, None)
+    assert crashed.nodes[0].state == "running" and crashed.nodes[0].pid == worker
+    runner = CliRunner()
+    text = runner.invoke(app, ["engine", "status"])
+    assert text.exit_code == 1
+    assert "exit     code unknown: no exit status recorded (the engine's runner was killed " \
+           "with it, e.g. kill -9 of its process group)" in text.output
+    assert "the worker node still runs without its head" in text.output
+    stop = runner.invoke(app, ["engine", "stop"])
+    assert stop.exit_code == 0, stop.output
+    assert stop.output.strip() == (
+        "engine had already exited (code unknown: no exit status recorded (the engine's "
+        "runner was killed with it, e.g. kill -9 of its process group)); record cleared; "
+        f"stopped the worker node it left running (pid {worker})")
+    assert _group_gone(head) and _group_gone(worker)
+    assert sup.status().state == "stopped"
+
+
+def test_a_start_after_a_head_crash_stops_the_worker_it_left(paths: Paths,
+                                                              model: Path) -> None:
+    """The crashed engine's record names its worker: a new start stops that worker
+    first (it would hang the new head) instead of refusing it."""
+    sup = Supervisor(paths)
+    status = sup.start(_profile(), _spec(model), timeout=30)
+    head, worker = status.pid, status.nodes[0].pid
+    assert head is not None and worker is not None
+    os.killpg(head, signal.SIGKILL)
+    _wait_state(sup, "crashed")
+    said: list[str] = []
+    handle = ensure_running(_profile(), paths, reuse=Reuse.NEVER, spec=_spec(model),
+                            prepare=False, timeout=30, progress=said.append)
+    assert said[0] == "the last engine crashed (exit code unknown); starting a new one"
+    assert handle.started and _group_gone(head) and _group_gone(worker)
+    [node] = sup.status().nodes
+    assert node.state == "running" and node.pid not in (None, worker)
 
 
 def test_stale_worker_is_refused_before_the_head_starts(paths: Paths, model: Path) -> None:

@@ -122,3 +122,21 @@ def test_leaving_the_tui_says_the_engine_keeps_running(
     monkeypatch.setattr(Supervisor, "status", lambda self: EngineStatus(state="stopped"))
     note_running_engine()
     assert capsys.readouterr().err == ""
+
+
+def test_a_worker_whose_tp_process_died_says_so_despite_exit_code_0() -> None:
+    """vLLM's headless node exits 0 after its executor finds a worker process dead (seen
+    on real nodes, tests/e2e/test_two_nodes.py): the status row quotes the log line."""
+    from engine.supervisor import NodeStatus
+    from sparkcode.cli._engine import _node_line
+
+    died = ("(MainProcess pid=8807) ERROR 12-02 14:58:24 [multiproc_executor.py:315] Worker "
+            "proc VllmWorker-1 died unexpectedly (exit code: -9), shutting down executor.")
+    node = NodeStatus(name="worker", state="exited", address="127.0.0.1", pid=8805,
+                      exit_code=0, log_tail=[died, "(MainProcess pid=8807) INFO 12-02 "
+                                             "14:58:24 [multiproc_executor.py:486] [shutdown] "
+                                             "Executor: all workers exited gracefully"])
+    assert _node_line(node) == (
+        "exited, local, 127.0.0.1, pid 8805, exit code 0, ERROR 12-02 14:58:24 "
+        "[multiproc_executor.py:315] Worker proc VllmWorker-1 died unexpectedly (exit code: "
+        "-9), shutting down executor.")
