@@ -15,7 +15,7 @@ run: setup
 	@$(BIN)/sparkcode models fetch || echo "make run: continuing with cpu-demo" >&2
 	$(BIN)/sparkcode
 
-PYTEST_ARGS ?= --durations=25 -n 2 --dist loadgroup
+PYTEST_ARGS ?= --durations=25 -n 2 --dist loadgroup --no-loadscope-reorder
 
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -72,18 +72,23 @@ def repo(workspace: Path) -> Path:
 # -- the order of the suite and its two xdist workers ---------------------------------
 
 E2E = Path(__file__).parent / "e2e"
-E2E_SECOND_LANE = ("test_calib_engine.py", "test_w2_serving.py", "test_bench.py",
-                   "test_p12_pool_serving.py", "test_engine_cli.py", "test_vision.py",
-                   "test_tui.py", "test_replay.py")
-"""e2e modules of the second engine lane, in this order (``test_tui.py`` then
-``test_replay.py`` share the session's tiny engine and ``test_replay.py`` stops it). The
-two lanes are two xdist groups of about equal length (about 9 minutes each measured one
-after another on a quiet box), each run by one worker, each taking its own engine slot
-(``tests/support/engine.py``): at most two engines run at once. The rest of the suite
-fills the workers around them."""
+E2E_FIRST = ("test_cpu_demo.py", "test_qwen_coder.py")
+"""First-lane modules that run first: they decode the most, so they run while the other
+worker runs the unit tests (mostly one thread) rather than beside a second engine. Two
+engines decoding at once on two cores slow each other several times over (OpenMP threads
+spin for their cores): cpu-demo's module took 739 s beside the second lane, 261 s beside
+the unit tests, 178 s alone."""
 E2E_LAST = ("test_two_nodes.py", "test_agent_task.py", "test_agent_conversation.py")
 """First-lane modules that run last, in this order: they need the trained agent model, so
 its background build (``pytest_sessionstart``) has the rest of the suite to finish in."""
+E2E_SECOND_LANE = ("test_engine_cli.py", "test_vision.py", "test_hybrid.py",
+                   "test_capture_vllm.py", "test_tui.py", "test_replay.py")
+"""The second engine lane: tiny engines that decode little, queued after every other test
+(``make test`` passes ``--no-loadscope-reorder``, so xdist hands work out in this order),
+so the worker that finishes the unit tests runs them beside the first lane's later modules.
+``test_tui.py`` then ``test_replay.py`` share the session's tiny engine and
+``test_replay.py`` stops it. Each lane has its own slot of ``tests/support/engine.py``'s
+engine lock: at most two engines run at once."""
 
 
 def lane(item: pytest.Item) -> str | None:
@@ -95,20 +100,26 @@ def lane(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The modules that boot vLLM go to two xdist groups: with ``-n 2 --dist loadgroup``
-    (xdist hands out the largest groups first) each worker runs one engine lane from the
-    start, one module after another, and takes the other tests as it gets free."""
+    """The modules that boot vLLM go to two xdist groups: with ``-n 2 --dist loadgroup
+    --no-loadscope-reorder`` one worker runs the first lane from the start, one module
+    after another, while the other runs everything else and then the second lane."""
     def rank(item: pytest.Item) -> tuple[int, int]:
         name = item.path.name
-        if name in E2E_SECOND_LANE:
-            return (1, E2E_SECOND_LANE.index(name))
-        return (0, E2E_LAST.index(name) + 1 if name in E2E_LAST else 0)
+        if name in E2E_FIRST:
+            return (0, E2E_FIRST.index(name))
+        if name in E2E_LAST:
+            return (2, E2E_LAST.index(name))
+        return (1, 0)
 
-    e2e = [item for item in items if lane(item) is not None]
-    for item in e2e:
-        item.add_marker(pytest.mark.xdist_group(lane(item)))
-    ordered = iter(sorted(e2e, key=rank))
-    items[:] = [next(ordered) if lane(item) is not None else item for item in items]
+    first = sorted((item for item in items if lane(item) == "e2e-1"), key=rank)
+    second = sorted((item for item in items if lane(item) == "e2e-2"),
+                    key=lambda item: E2E_SECOND_LANE.index(item.path.name))
+    for item in first:
+        item.add_marker(pytest.mark.xdist_group("e2e-1"))
+    for item in second:
+        item.add_marker(pytest.mark.xdist_group("e2e-2"))
+    rest = [item for item in items if lane(item) is None]
+    items[:] = first + rest + second
 
 
 _AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_two_nodes.py", "test_agent_task.py",
