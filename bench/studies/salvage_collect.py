@@ -46,7 +46,8 @@ from sparkcode.agent.tools import default_tools
 from tests.support.agent_model import CHAT_TEMPLATE, GLM_PROMPT, TASK_PROMPT, cached_agent_model
 from tests.support.engine import engine_lock
 
-OUT = Path(__file__).resolve().parents[2] / "tests" / "sparkcode" / "agent" / "data" / "salvage_vllm.jsonl"
+OUT = (Path(__file__).resolve().parents[2] / "tests" / "sparkcode" / "agent" / "data"
+       / "salvage_vllm.jsonl")
 SMOL_PROMPTS = [
     "Read the file README.md.", "List the files in the project.",
     "Write 'hello' into hello.txt.", "Run the tests with pytest.",
