@@ -150,7 +150,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     root = Path(cache.mkdir("sparkcode-agent-model"))
     log = (root / "background-build.log").open("w")
-    env = {**os.environ, "PYTHONPATH": str(config.rootpath)}
+    # Torch's default two threads (the trained weights depend on the summation order),
+    # but waiting passively: spinning OpenMP threads burnt 8 min of CPU against both
+    # engine lanes in one CI run, for a build that takes 64 s on quiet cores. The wait
+    # policy changes no arithmetic.
+    env = {**os.environ, "PYTHONPATH": str(config.rootpath), "OMP_WAIT_POLICY": "PASSIVE"}
     config.stash[_BUILDER] = subprocess.Popen(
         [sys.executable, "-m", "tests.support.agent_model", str(root)],
         cwd=config.rootpath, env=env, stdout=log, stderr=subprocess.STDOUT)
