@@ -45,6 +45,7 @@ from tests.support.agent_model import (
     tool_arguments,
 )
 from tests.support.engine import engine_lock
+from tests.support.headless import make_repo
 from tests.support.tiny_models import build_tiny_qwen3_moe
 from tests.support.two_nodes import write_two_node_profile
 
@@ -125,17 +126,6 @@ def wait_for(home: Path, done: Any, seconds: float = 60) -> dict[str, Any]:
         if done(status) or time.monotonic() > deadline:
             return status
         time.sleep(1)
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"],
-                 ["config", "user.email", "t@example.com"]):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    (path / "README.md").write_text("# demo\n")
-    subprocess.run(["git", "add", "-A"], cwd=path, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", "initial"], cwd=path, check=True)
-    return path
 
 
 @pytest.fixture(scope="module")
