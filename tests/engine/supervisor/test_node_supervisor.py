@@ -25,7 +25,15 @@ import pytest
 from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import LaunchSpec, Profile
-from engine.supervisor import LocalNode, Reuse, Supervisor, ensure_idle, ensure_running, node_dir
+from engine.supervisor import (
+    EngineStatus,
+    LocalNode,
+    Reuse,
+    Supervisor,
+    ensure_idle,
+    ensure_running,
+    node_dir,
+)
 from tests.support import ROOT
 from tests.support.engine import free_port
 
@@ -106,8 +114,9 @@ def test_start_status_stop_two_local_nodes(paths: Paths, model: Path) -> None:
     assert LocalNode(node_dir(paths.engine_dir)).status().state == "stopped"
 
 
-def test_worker_killed_while_idle_makes_the_engine_degraded(paths: Paths, model: Path) -> None:
-    sup = Supervisor(paths)
+def _start_and_kill_the_worker(sup: Supervisor, model: Path) -> tuple[EngineStatus, int]:
+    """Start the two stand-in nodes, kill the worker's engine while idle, wait until the
+    supervisor reports the engine degraded; the start's status and the worker's pid."""
     status = sup.start(_profile(), _spec(model), timeout=30)
     worker_pid = status.nodes[0].pid
     assert worker_pid is not None
@@ -115,6 +124,12 @@ def test_worker_killed_while_idle_makes_the_engine_degraded(paths: Paths, model:
         if FAKE in " ".join(proc.cmdline()):
             proc.kill()
     _wait_state(sup, "degraded")
+    return status, worker_pid
+
+
+def test_worker_killed_while_idle_makes_the_engine_degraded(paths: Paths, model: Path) -> None:
+    sup = Supervisor(paths)
+    status, worker_pid = _start_and_kill_the_worker(sup, model)
     degraded = sup.status()
     # The head still answers /health: only the supervisor's own check sees the worker.
     assert degraded.healthy
@@ -127,13 +142,7 @@ def test_worker_killed_while_idle_makes_the_engine_degraded(paths: Paths, model:
 
 def test_engine_access_never_reuses_a_degraded_engine(paths: Paths, model: Path) -> None:
     sup = Supervisor(paths)
-    status = sup.start(_profile(), _spec(model), timeout=30)
-    worker_pid = status.nodes[0].pid
-    assert worker_pid is not None
-    for proc in psutil.Process(worker_pid).children():
-        if FAKE in " ".join(proc.cmdline()):
-            proc.kill()
-    _wait_state(sup, "degraded")
+    status, worker_pid = _start_and_kill_the_worker(sup, model)
     # The head still answers /health, but its next request would fail: not reused...
     for reuse in (Reuse.ANY, Reuse.SAME_PROFILE):
         with pytest.raises(EngineStateError, match="is degraded: its worker node is down"):
