@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, Log, Static
 
-from engine.supervisor import EngineStatus, NodeStatus
+from engine.supervisor import EngineStatus, NodeStatus, likely_cause
 
 LOG_LINES = 30
 """Log lines the panel keeps."""
@@ -88,6 +88,11 @@ def state_line(view: EngineView) -> Text:
     return text
 
 
+CAUSE_CHARS = 160
+"""How much of a dead node's cause line the row quotes (the panel wraps it; the whole
+line is in the log below and in ``engine status``)."""
+
+
 def node_line(node: NodeStatus) -> Text:
     """A worker node of a multi-node engine: ``running (ssh spark2)``, ``exited 137``..."""
     colour = {"running": "green", "exited": "red", "stopped": "dim"}.get(node.state, "yellow")
@@ -99,6 +104,13 @@ def node_line(node: NodeStatus) -> Text:
     text.append(f" · {node.where}", style="dim")
     if node.memory_rss_bytes:
         text.append(f" · {human_gib(node.memory_rss_bytes)}", style="dim")
+    if node.state == "exited":
+        # A headless node whose TP process died exits 0: the log line is the only reason.
+        cause = likely_cause(node.log_tail)
+        if cause:
+            text.append(f" · {cause[:CAUSE_CHARS]}", style=colour)
+    if node.error:
+        text.append(f" · {node.error[:CAUSE_CHARS]}", style="yellow")
     return text
 
 
