@@ -2,8 +2,9 @@
 
 The head is tests/support/fake_engine.py serving /health; the worker node is the same
 script without HTTP (as vLLM's headless worker). Both transports are exercised: local,
-and ssh through tests/support/ssh_shim.py, which runs ``sparkcode engine node ...`` here
-with the "other box's" SPARKCODE_HOME.
+and ssh, both through tests/support/ssh_shim.py, which runs ``sparkcode engine node ...``
+here with the "other box's" SPARKCODE_HOME, and through a real OpenSSH client and server
+on loopback (tests/support/sshd.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from engine.supervisor import (
     EngineStatus,
     LocalNode,
     Reuse,
+    SshTransport,
     Supervisor,
     ensure_idle,
     ensure_running,
@@ -36,6 +39,7 @@ from engine.supervisor import (
 )
 from tests.support import ROOT
 from tests.support.engine import free_port
+from tests.support.sshd import running_sshd
 
 SUPPORT = ROOT / "tests" / "support"
 FAKE = str(SUPPORT / "fake_engine.py")
@@ -64,14 +68,15 @@ def _profile() -> Profile:
 
 
 def _spec(model: Path, *worker_flags: str, ssh: str | None = None,
-          worker_model: Path | None = None) -> LaunchSpec:
+          worker_model: Path | None = None,
+          remote_sparkcode: str = f"{sys.executable} -m sparkcode") -> LaunchSpec:
     port = free_port()
     worker = LaunchSpec(
         profile="fake2", argv=[sys.executable, FAKE, str(free_port()), "--never-healthy",
                                "--child", *worker_flags],
         env={"VLLM_HOST_IP": "127.0.0.2"}, base_url="", model="fake", host="127.0.0.2",
         port=port, model_path=worker_model or model, node="worker", node_rank=1, ssh=ssh,
-        remote_sparkcode=f"{sys.executable} -m sparkcode",
+        remote_sparkcode=remote_sparkcode,
     )
     return LaunchSpec(
         profile="fake2", argv=[sys.executable, FAKE, str(port), "--child"], env={},
@@ -283,3 +288,46 @@ def test_ssh_transport_runs_the_node_commands_on_the_other_box(
     sup.stop(grace=(3, 3))
     assert node.pid is not None and _group_gone(node.pid)
     assert other.record() is None
+
+
+@pytest.mark.slow  # a real sshd and about ten ssh sessions, each a `sparkcode engine node`
+def test_the_ssh_transport_through_a_real_openssh(
+        paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same node commands through OpenSSH's own client and server on loopback: the
+    remote command is re-split by the login shell in sshd's clean environment (so the
+    profile's ``remote_sparkcode`` carries what the other box needs), and ``node start``
+    returns although the worker it detached runs on (ssh waits for every holder of the
+    session's output)."""
+    other_home = tmp_path / "other-box"
+    with running_sshd(tmp_path / "sshd") as sshd:
+        monkeypatch.setenv("SPARKCODE_SSH", sshd.ssh)
+        remote = shlex.join(["env", f"SPARKCODE_HOME={other_home}", f"PYTHONPATH={REPO}",
+                             sys.executable, "-m", "sparkcode"])
+        spec = _spec(model, ssh=sshd.host, remote_sparkcode=remote)
+        sup = Supervisor(paths)
+        began = time.monotonic()
+        status = sup.start(_profile(), spec, timeout=60)
+        assert time.monotonic() - began < 45  # not held until the ssh timeout (60 s)
+        [node] = status.nodes
+        assert (node.state, node.where) == ("running", f"ssh {sshd.host}")
+        other = LocalNode(other_home / "state" / "engine" / "node")
+        record = other.record()
+        assert record is not None and record.pid == node.pid
+        assert LocalNode(node_dir(paths.engine_dir)).record() is None
+        # The worker got the launch's environment through the JSON payload, not ssh's.
+        assert psutil.Process(record.pid).children()[0].environ()["VLLM_HOST_IP"] == \
+            "127.0.0.2"
+        assert any(line.startswith("[sparkcode] ") for line in sup.transports()[0].logs(20))
+        # A worker killed behind the supervisor's back is seen through ssh too.
+        for child in psutil.Process(record.pid).children(recursive=True):
+            child.kill()
+        _wait_state(sup, "degraded", 30)
+        [node] = sup.status().nodes
+        assert (node.state, node.where) == ("exited", f"ssh {sshd.host}")
+        sup.stop(grace=(3, 3))
+        assert node.pid is not None and _group_gone(node.pid)
+        assert other.record() is None
+    # sshd gone: the node cannot be asked, and its status says why rather than guess.
+    lost = SshTransport(sshd.host, remote).status()
+    assert lost.state == "unknown" and lost.error is not None
+    assert f"ssh {sshd.host}: `" in lost.error and "failed (exit 255)" in lost.error
