@@ -53,7 +53,7 @@ from sparkcode.agent.client import ToolCall
 from sparkcode.agent.tools import ToolRegistry
 from sparkcode.agent.tools._sandbox import Sandbox, find_bwrap
 from sparkcode.builder import SessionOptions, StartTarget, build_session, resolve_target
-from sparkcode.config import Config
+from sparkcode.config import Config, DiagnosticsConfig
 
 from ._agent_tasks import Task, check, load_tasks, make_workspace, select, workspace_diff
 from ._run import Context
@@ -70,7 +70,7 @@ and words in it (a grep pattern naming the failing test) are no answer."""
 def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, seed: int,
                   max_turns: int, max_tokens: int | None, try_timeout: float,
                   structured_tools: bool | None, sandbox: bool, keep_sessions: bool,
-                  jobs: int = 1) -> dict[str, Any]:
+                  jobs: int = 1, diagnostics: bool = True) -> dict[str, Any]:
     if tries < 1 or max_turns < 1 or (max_tokens is not None and max_tokens < 1) \
             or jobs < 1 or try_timeout <= 0:
         raise UserError("--tries, --max-turns, --max-tokens and --jobs must be >= 1, "
@@ -85,7 +85,8 @@ def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, 
             "tries": tries, "seed": seed, "max_turns": max_turns, "max_tokens": max_tokens,
             "try_timeout_s": try_timeout,
             "structured_tools": structured_tools, "sandbox": sandbox,
-            "keep_sessions": keep_sessions, "jobs": jobs, "python": sys.executable}
+            "keep_sessions": keep_sessions, "jobs": jobs, "diagnostics": diagnostics,
+            "python": sys.executable}
 
 
 def check_resumable(settings: dict[str, Any]) -> None:
@@ -167,10 +168,12 @@ async def approve(request: ApprovalRequested) -> ApprovalDecision:
 
 
 def start_target(spec: TargetSpec, running_profile: str | None, base_url: str,
-                 model: str, api_key_env: str | None, ws: Path, paths: Paths) -> StartTarget:
+                 model: str, api_key_env: str | None, ws: Path, paths: Paths,
+                 diagnostics: bool = True) -> StartTarget:
     """The builder's target for one try: the profile (its agent settings apply) or
-    the endpoint, with ``config.toml``'s defaults rather than the user's file."""
-    config = Config()
+    the endpoint, with ``config.toml``'s defaults rather than the user's file, but for
+    ``--no-diagnostics`` (edit results without the language server's problems)."""
+    config = Config(diagnostics=DiagnosticsConfig(enabled=diagnostics))
     if spec.kind == "profile":
         return resolve_target(ws, paths, profile=spec.name, config=config)
     if spec.kind == "running" and running_profile:
@@ -261,7 +264,7 @@ async def run(ctx: Context) -> None:
 
     def start(ws: Path) -> StartTarget:
         return start_target(spec, running, target.base_url, target.model, target.api_key_env,
-                            ws, paths)
+                            ws, paths, bool(ctx.settings.get("diagnostics", True)))
 
     order = keys(ctx.settings)
     bar = ctx.bar("agent", order)

@@ -118,6 +118,8 @@ def table(cols: list[Column]) -> str:
            if settings.get("jobs", 1) > 1 else "")
         + f"; small-model mode {mode}; shell commands "
         + ("in the bubblewrap sandbox" if settings["sandbox"] else "unconfined (--no-sandbox)")
+        + ("; language-server diagnostics in edit results "
+           + ("on" if settings.get("diagnostics", True) else "off (--no-diagnostics)"))
         + ". A try succeeds when every condition of its task's check holds (docs/bench.md).",
     ]
     for c, s in zip(cols, sums, strict=True):

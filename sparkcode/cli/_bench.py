@@ -240,6 +240,10 @@ def agent_cmd(
     jobs: Annotated[int, typer.Option(
         "--jobs", "-j", help="Tries run at a time against each target (its engine batches "
         "them); wall times then include the waiting.")] = 1,
+    diagnostics: Annotated[bool, typer.Option(
+        "--diagnostics/--no-diagnostics", help="Edit results carry the problems the edit "
+        "introduced, from a language server, as in the app (config.toml [diagnostics]).")]
+    = True,
     list_tasks: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")]
     = False,
     boot_timeout: BootTimeout = 900.0,
@@ -256,7 +260,7 @@ def agent_cmd(
     _go("agent", profiles, endpoints, models, key_envs, out, resume, boot_timeout,
         lambda: bench.agent_settings(tasks, kinds, tries, seed, max_turns, max_tokens,
                                      try_timeout, structured_tools, not no_sandbox,
-                                     keep_sessions, jobs))
+                                     keep_sessions, jobs, diagnostics))
 
 
 @bench_app.command("report")

@@ -218,3 +218,36 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
 def test_counts_must_be_positive(extra: list[str]) -> None:
     result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", "http://x:1", *extra])
     assert "must be >= 1" in str(result.exception)
+
+
+def typo(body: dict[str, Any]) -> Reply:
+    """Writes calc.py with a name that does not exist, then answers."""
+    if body["messages"][-1]["role"] == "tool":
+        return Reply(content=["Done."])
+    return Reply(tool_calls=[("write_file", json.dumps(
+        {"path": "calc.py", "content": "def add(a, b):\n    return a + bb\n"}))])
+
+
+@pytest.mark.slow  # the real language server (basedpyright) starts for the first try
+def test_no_diagnostics_keeps_the_language_server_out_of_edit_results(
+        tmp_path: Path) -> None:
+    """The suite measures what the app does (diagnostics on) unless told otherwise, so
+    that the two can be put side by side (docs/agent.md: with and without)."""
+    results = {}
+    for flag in ("--diagnostics", "--no-diagnostics"):
+        out = tmp_path / flag.strip("-")
+        with serve(typo) as server:
+            result = CliRunner().invoke(app, [
+                "bench", "agent", "--endpoint", url(server), "-n", "1",
+                "--task", "fix-line-add", flag, "-o", str(out)])
+            assert result.exit_code == 0, (result.output, result.exception)
+            [tool] = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+        results[flag] = tool["content"]
+        settings = json.loads((out / "results.json").read_text())["settings"]
+        assert settings["diagnostics"] is (flag == "--diagnostics")
+        assert ("diagnostics in edit results " + ("on" if flag == "--diagnostics" else "off")
+                in (out / "table.md").read_text())
+    assert "new problem in calc.py after this edit" in results["--diagnostics"]
+    assert '"bb" is not defined' in results["--diagnostics"]
+    assert "after this edit" not in results["--no-diagnostics"]
+    assert results["--no-diagnostics"] == "overwrote calc.py (2 lines)"
