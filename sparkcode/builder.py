@@ -43,6 +43,7 @@ from .agent import (
     MetricsPoller,
     Permissions,
     UndoStore,
+    require_git,
 )
 from .agent.instructions import Instructions, load_instructions
 from .agent.lsp import Diagnostics
@@ -178,6 +179,7 @@ class AgentSession:
 async def build_session(target: StartTarget, options: SessionOptions,
                         paths: Paths) -> AgentSession:
     """Connect, start recording and assemble the agent for ``target``."""
+    require_git()  # before an engine starts for a session that could not run
     conn = await connect(target.target, paths, config=target.config,
                          start_engine=options.start_engine, progress=options.progress,
                          transport=options.transport)

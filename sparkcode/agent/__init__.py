@@ -14,6 +14,7 @@ Public surface (used by the TUI, ``sparkcode run`` and the session recorder):
 
 from __future__ import annotations
 
+from ._gitlib import require_git
 from ._salvage import Salvage, salvage
 from .client import ChatClient, ChatError, ChatResult, EngineGone, ModelCard
 from .events import *  # noqa: F403
@@ -42,6 +43,7 @@ __all__ = [
     "UndoStore",
     "default_tools",
     "parse_metrics",
+    "require_git",
     "salvage",
     *_event_names,
 ]

@@ -15,9 +15,9 @@ import hashlib
 import os
 from pathlib import Path
 
-import git
-
 from engine.errors import UserError
+
+from ._gitlib import git
 
 
 class UndoError(UserError):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import git
-
+from .._gitlib import git
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
 

@@ -166,3 +166,28 @@ async def test_prompt_file_lines_are_further_turns(workspace: Path, tmp_path: Pa
         await run(RunRequest(
             prompt="x", workspace=workspace, endpoint="http://127.0.0.1:9",
             prompt_file=tmp_path / "missing.txt"))
+
+
+@pytest.mark.slow  # two fresh interpreters importing sparkcode (about 5 s each)
+def test_without_git_sessions_are_refused_by_name_and_the_rest_works(tmp_path: Path) -> None:
+    """GitPython used to raise at import on a machine without git, so every command
+    died with a traceback (and an editor waited on `sparkcode acp` forever)."""
+    import os
+    import subprocess
+
+    empty = tmp_path / "bin"  # PATH without git (the interpreter is given by its path)
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty), "SPARKCODE_HOME": str(tmp_path / "home")}
+
+    def sparkcode(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sparkcode", *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    run = sparkcode("run", "hi", "--endpoint", "http://127.0.0.1:9", "-w", str(tmp_path))
+    assert run.returncode == EXIT_ERROR
+    assert run.stderr.strip().splitlines() == [
+        "error: git is not installed (or not on PATH): sparkcode's undo keeps its snapshots "
+        "and the git tool works with it; install git (Debian and Ubuntu: apt install git) "
+        "and start again"]
+    status = sparkcode("engine", "status")
+    assert (status.returncode, status.stdout.strip()) == (0, "engine: stopped")
