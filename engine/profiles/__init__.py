@@ -6,13 +6,14 @@ name.
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 from pathlib import Path
 
 from engine.errors import ProfileError
 from engine.paths import Paths
 
+from ._cpu import CPU_BF16_ENV, cpu_computes_bf16
+from ._cpu import ram_gib as machine_ram_gib
 from ._knobs import (
     DEGENERATE_MODES,
     KNOB_NAMES,
@@ -36,6 +37,7 @@ from ._schema import (
 from ._toml import TomlTable, convert_toml, decode_toml
 
 __all__ = [
+    "CPU_BF16_ENV",
     "DEGENERATE_MODES",
     "KNOB_NAMES",
     "PLUGIN_FEATURES",
@@ -44,6 +46,7 @@ __all__ = [
     "DegenerateMode",
     "ReasoningEffort",
     "check_knobs",
+    "cpu_computes_bf16",
     "convert_toml",
     "decode_toml",
     "knobs_from",
@@ -139,15 +142,8 @@ def default_profile_name(paths: Paths | None = None) -> str:
 def cpu_coder_name(ram_gib: float | None = None) -> str:
     """``cpu-coder`` (1.5B) with at least :data:`CODER_MIN_RAM_GIB` of memory,
     else ``cpu-coder-small`` (0.5B)."""
-    ram_gib = ram_gib if ram_gib is not None else _ram_gib()
+    ram_gib = ram_gib if ram_gib is not None else machine_ram_gib()
     return "cpu-coder" if ram_gib >= CODER_MIN_RAM_GIB else "cpu-coder-small"
-
-
-def _ram_gib() -> float:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return 0.0
 
 
 def _has_cuda_gpu() -> bool:

@@ -14,6 +14,7 @@ from msgspec import Meta
 
 from engine.errors import ProfileError
 
+from ._cpu import cpu_computes_bf16, ram_gib
 from ._knobs import AgentKnobs
 from ._nodes import NodesSpec, NodesTable, parse_nodes
 from ._toml import TomlTable, decode_toml
@@ -72,6 +73,9 @@ class Profile:
     cpu_kvcache_space_gib: int | None = None
     cpu_bind_all_cores: bool = False
     memory_need_gib: float | None = None
+    cpu_without_bf16: bool = False
+    """This machine's CPU has no bf16 arithmetic and ``[cpu.without_bf16]`` replaced
+    ``dtype`` and ``memory_need_gib`` above (:mod:`engine.profiles._cpu`)."""
     # endpoint profiles
     base_url: str | None = None
     endpoint_model: str | None = None
@@ -133,9 +137,20 @@ class _PluginTable(_Table, frozen=True):
     features: tuple[str, ...] = ()
 
 
+class _WithoutBf16Table(_Table, frozen=True):
+    """``[cpu.without_bf16]``: what changes on a CPU without bf16 arithmetic."""
+
+    dtype: str | None = None
+    need_gib: Annotated[float, Meta(gt=0, description="positive")] | None = None
+    min_ram_gib: Annotated[float, Meta(ge=0, description="zero or positive")] = 0.0
+    """Only on a machine with at least this much memory (else the profile stays as
+    written)."""
+
+
 class _CpuTable(_Table, frozen=True):
     kvcache_space_gib: _Positive | None = None
     bind_all_cores: bool | None = None
+    without_bf16: _WithoutBf16Table | None = None
 
 
 class _MemoryTable(_Table, frozen=True):
@@ -214,16 +229,22 @@ def parse_profile(text: str, source: Path) -> Profile:
                 f"{source}: [plugin] unknown feature {feat!r} (known: {', '.join(PLUGIN_FEATURES)})"
             )
     nodes = parse_nodes(source, doc.nodes, server.extra_args or ())
-
-    return Profile(
-        kind="vllm", **common,
+    fields: dict[str, Any] = {
         **_given(model, path="model_path", builtin="model_builtin"), **_given(server),
-        env={key: str(value) for key, value in doc.env.items()},
-        speculative=_speculative(source, doc.speculative),
         **_given(doc.plugin, enabled="plugin_enabled", features="plugin_features"),
         **_given(doc.cpu, kvcache_space_gib="cpu_kvcache_space_gib",
                  bind_all_cores="cpu_bind_all_cores"),
-        **_given(doc.memory, need_gib="memory_need_gib"), nodes=nodes,
+        **_given(doc.memory, need_gib="memory_need_gib"),
+    }
+    without = fields.pop("without_bf16", None)
+    if without is not None and not cpu_computes_bf16() and ram_gib() >= without.min_ram_gib:
+        fields.update({k: v for k, v in _given(without, need_gib="memory_need_gib").items()
+                       if k != "min_ram_gib"}, cpu_without_bf16=True)
+
+    return Profile(
+        kind="vllm", **common, **fields,
+        env={key: str(value) for key, value in doc.env.items()},
+        speculative=_speculative(source, doc.speculative), nodes=nodes,
     )
 
 

@@ -1,0 +1,82 @@
+"""``[cpu.without_bf16]``: a profile's dtype and memory need on a CPU without bf16
+arithmetic, where the machine has the memory for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ProfileError
+from engine.paths import Paths
+from engine.profiles import CPU_BF16_ENV, cpu_computes_bf16, load_profile, parse_profile, render
+from engine.profiles import _schema
+
+X86_FLAGS = "flags\t\t: fpu vme sse sse2 avx avx2 fma avx512f avx512_vnni"
+PROFILE = """[profile]
+name = "p"
+[model]
+path = "/m"
+[server]
+dtype = "bfloat16"
+[memory]
+need_gib = 8
+[cpu.without_bf16]
+dtype = "float32"
+need_gib = 14
+min_ram_gib = 22
+"""
+
+
+@pytest.mark.parametrize(("cpuinfo", "expected"), [
+    (f"processor\t: 0\n{X86_FLAGS}\n", False),  # AVX-512 without BF16 (this CI's kind)
+    (f"processor\t: 0\n{X86_FLAGS} avx512_bf16\n", True),
+    (f"{X86_FLAGS} amx_tile amx_bf16\n", True),
+    ("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n", True),  # Arm (GB10's kind)
+    ("processor\t: 0\nFeatures\t: fp asimd\n", False),
+    ("model name\t: something without flags\n", True),  # unreadable: as written
+])
+def test_bf16_arithmetic_is_read_from_cpuinfo(cpuinfo: str, expected: bool, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CPU_BF16_ENV, raising=False)
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    (tmp_path / "cpuinfo").write_text(cpuinfo)
+    assert cpu_computes_bf16(tmp_path / "cpuinfo") is expected
+    assert cpu_computes_bf16(tmp_path / "missing") is True
+    monkeypatch.setenv(CPU_BF16_ENV, "1" if not expected else "0")
+    assert cpu_computes_bf16(tmp_path / "cpuinfo") is not expected
+
+
+def test_without_bf16_and_with_the_memory_the_profile_adapts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_schema, "ram_gib", lambda: 23.4)
+    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    adapted = parse_profile(PROFILE, Path("p.toml"))
+    assert (adapted.dtype, adapted.memory_need_gib, adapted.cpu_without_bf16) == \
+        ("float32", 14, True)
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    kept = parse_profile(PROFILE, Path("p.toml"))
+    assert (kept.dtype, kept.memory_need_gib, kept.cpu_without_bf16) == ("bfloat16", 8, False)
+    # A 16 GB laptop without bf16 keeps bf16: float32 would not fit beside its desktop.
+    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    monkeypatch.setattr(_schema, "ram_gib", lambda: 15.5)
+    small = parse_profile(PROFILE, Path("p.toml"))
+    assert (small.dtype, small.memory_need_gib, small.cpu_without_bf16) == \
+        ("bfloat16", 8, False)
+
+
+def test_an_unknown_key_in_the_table_is_named() -> None:
+    with pytest.raises(ProfileError, match=r"p.toml: .*without_bf16.*threads"):
+        parse_profile(PROFILE + "threads = 2\n", Path("p.toml"))
+
+
+def test_the_shipped_cpu_coder_serves_float32_without_bf16(
+        paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_schema, "ram_gib", lambda: 23.4)
+    for bf16, dtype in (("1", "bfloat16"), ("0", "float32")):
+        monkeypatch.setenv(CPU_BF16_ENV, bf16)
+        argv = render(load_profile("cpu-coder", paths), paths, python="/py").argv
+        assert argv[argv.index("--dtype") + 1] == dtype
+    # Measured only for the 1.5B: the 0.5B keeps bf16 everywhere.
+    small = render(load_profile("cpu-coder-small", paths), paths, python="/py").argv
+    assert small[small.index("--dtype") + 1] == "bfloat16"
