@@ -13,7 +13,7 @@ from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, checked_edit
 from ._confine import display, resolve_in_workspace
-from ._files import _read_text, unified_diff
+from ._files import _read_text, read_file_residue, unified_diff
 from ._match import MatchError, exact_matches, plan_replacement
 
 _OLD = {"type": "string", "description": "The text to replace, copied from the file."}
@@ -30,6 +30,9 @@ def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str) -> t
                         "write_file")
     if old == new:
         raise ToolError("old_string and new_string are identical; nothing would change")
+    residue = read_file_residue(new, old)
+    if residue:
+        raise ToolError(f"{shown} was not changed: new_string: {residue}")
     if replace_all is True and len(exact_matches(text, old)) > 1:
         return text.replace(old, new), "exact"
     try:

@@ -131,6 +131,32 @@ class ReadFile(Tool):
         return ToolOutput(cap_output(f"{header}\n{body}", ctx.output_cap))
 
 
+_HEADER = re.compile(r"^\S.* \((lines \d+-\d+ of \d+[^)]*|empty)\)$")
+"""read_file's first line: ``calc.py (lines 1-6 of 6)``."""
+_NUMBERED = re.compile(r"^ *\d+\t")
+"""read_file's line prefix: the number right-aligned in six columns, then a tab."""
+
+
+def read_file_residue(new: str, old: str = "") -> str | None:
+    """Why ``new`` (text about to be written) still carries read_file's framing that
+    ``old`` (what it replaces) did not, or None. Qwen2.5-Coder-1.5B wrote a whole
+    file that began with ``parity.py (lines 1-6 of 6)`` and kept line numbers
+    (the agent suite's fix-line-even, 2026-12-02): a broken file, found only when
+    the tests ran."""
+    first = new.split("\n", 1)[0]
+    if _HEADER.match(first) and not old.startswith(first):
+        return (f"the content begins with read_file's header line ({first!r}), which is "
+                "not part of the file; write only the file's own text")
+    lines = [line for line in new.splitlines() if line.strip()]
+    numbered = sum(1 for line in lines if _NUMBERED.match(line))
+    if numbered >= 2 and 2 * numbered >= len(lines) \
+            and not any(_NUMBERED.match(line) for line in old.splitlines()):
+        return (f"{numbered} of its {len(lines)} lines begin with read_file's line numbers "
+                "(a number and a tab), which are not part of the file; write the lines "
+                "without them")
+    return None
+
+
 class WriteFile(Tool):
     def __init__(self) -> None:
         super().__init__(
@@ -153,6 +179,9 @@ class WriteFile(Tool):
         if not isinstance(content, str):
             raise ToolError("content must be a string")
         old = _read_text(path, shown) if path.exists() else ""
+        residue = read_file_residue(content, old)
+        if residue:
+            raise ToolError(f"{shown} was not written: {residue}")
         return path, shown, old, content
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:

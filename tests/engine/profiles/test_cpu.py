@@ -9,8 +9,14 @@ import pytest
 
 from engine.errors import ProfileError
 from engine.paths import Paths
-from engine.profiles import CPU_BF16_ENV, cpu_computes_bf16, load_profile, parse_profile, render
-from engine.profiles import _schema
+from engine.profiles import (
+    CPU_BF16_ENV,
+    _schema,
+    cpu_computes_bf16,
+    load_profile,
+    parse_profile,
+    render,
+)
 
 X86_FLAGS = "flags\t\t: fpu vme sse sse2 avx avx2 fma avx512f avx512_vnni"
 PROFILE = """[profile]

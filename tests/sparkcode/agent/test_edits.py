@@ -120,3 +120,28 @@ async def test_drift_corpus_sample_applies_correctly_and_never_wrongly() -> None
     assert results["content"].refused == 20  # wrong copies are never applied
     applied = sum(r.correct for k, r in results.items() if k != "content")
     assert applied >= 0.95 * (len(cases) - 20), results
+
+
+async def test_read_files_framing_is_never_written_into_a_file(workspace: Path) -> None:
+    """What the 1.5B wrote in the agent suite (fix-line-even): read_file's header and
+    numbers kept in a whole-file write, a broken file found only when tests ran."""
+    parity = "def is_even(n):\n    return n % 2 == 1\n"
+    (workspace / "m.py").write_text(parity)
+    read = await TOOLS.get("read_file").run({"path": "m.py"},  # type: ignore[union-attr]
+                                             ToolContext(workspace=workspace))
+    assert read.text.splitlines()[0] == "m.py (lines 1-2 of 2)"
+    fixed = read.text.replace("== 1", "== 0")
+    with pytest.raises(ToolError, match=r"m.py was not written: the content begins with "
+                                        r"read_file's header line \('m.py \(lines 1-2 of 2\)'\)"):
+        await edit(workspace, "write_file", content=fixed)
+    body = fixed.split("\n", 1)[1]
+    with pytest.raises(ToolError, match="m.py was not written: 2 of its 2 lines begin with "
+                                        "read_file's line numbers"):
+        await edit(workspace, "write_file", content=body)
+    with pytest.raises(ToolError, match="m.py was not changed: new_string: 2 of its 2 lines"):
+        await edit(workspace, old_string=parity, new_string=body)
+    assert (workspace / "m.py").read_text() == parity  # nothing written
+    # A file whose own lines look like that (a TSV of numbers) is written as asked.
+    (workspace / "m.py").write_text("1\tone\n2\ttwo\n")
+    out = await edit(workspace, "write_file", content="1\tone\n2\ttwo\n3\tthree\n")
+    assert out.text == "overwrote m.py (3 lines)"
