@@ -157,6 +157,25 @@ def read_file_residue(new: str, old: str = "") -> str | None:
     return None
 
 
+def _refuse_a_guessed_directory(workspace: Path, path: Path, shown: str) -> None:
+    """A new file in a new top-level directory, named like a file that is already at
+    the top: the model guessed a layout. Qwen2.5-Coder-1.5B wrote its fix of calc.py
+    to ``workspace/calc.py`` (the system prompt calls the project "the workspace"),
+    or to ``src/main/python/calc.py``, and the task failed with the right code in the
+    wrong file (agent suite, 2026-12-02). Creating the directory first (bash mkdir)
+    says it is meant."""
+    try:
+        top = path.relative_to(workspace).parts[0]
+    except (ValueError, IndexError):
+        return
+    if (workspace / top).exists() or not (workspace / path.name).is_file():
+        return
+    raise ToolError(f"{shown} was not written: there is no {top}/ directory, and "
+                    f"{path.name} is already at the top of the workspace. Paths are "
+                    f"relative to the workspace itself: to change that file, use "
+                    f"{path.name!r}; to create a new {top}/ directory, make it first")
+
+
 class WriteFile(Tool):
     def __init__(self) -> None:
         super().__init__(
@@ -178,6 +197,8 @@ class WriteFile(Tool):
         content = args["content"]
         if not isinstance(content, str):
             raise ToolError("content must be a string")
+        if not path.exists():
+            _refuse_a_guessed_directory(ctx.workspace, path, shown)
         old = _read_text(path, shown) if path.exists() else ""
         residue = read_file_residue(content, old)
         if residue:

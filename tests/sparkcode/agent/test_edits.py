@@ -145,3 +145,20 @@ async def test_read_files_framing_is_never_written_into_a_file(workspace: Path) 
     (workspace / "m.py").write_text("1\tone\n2\ttwo\n")
     out = await edit(workspace, "write_file", content="1\tone\n2\ttwo\n3\tthree\n")
     assert out.text == "overwrote m.py (3 lines)"
+
+
+async def test_a_guessed_directory_for_a_file_at_the_top_is_refused(workspace: Path) -> None:
+    """The 1.5B wrote its (right) fix of calc.py to workspace/calc.py (agent suite,
+    fix-line-add), and the task failed."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    for guess in ("workspace/calc.py", "src/main/python/calc.py"):
+        with pytest.raises(ToolError, match=rf"{guess} was not written: there is no "
+                           rf"{guess.split('/')[0]}/ directory, and calc.py is already at "
+                           r"the top of the workspace\..*use 'calc.py'"):
+            await edit(workspace, "write_file", path=guess, content="x = 1\n")
+    assert sorted(p.name for p in workspace.iterdir()) == ["calc.py"]
+    # Meant: the directory exists, or the name is new, or the file is at the top.
+    (workspace / "tests").mkdir()
+    for path in ("tests/calc.py", "src/util.py", "calc.py"):
+        out = await edit(workspace, "write_file", path=path, content="x = 1\n")
+        assert out.text.endswith(f"{path} (1 lines)")
