@@ -13,8 +13,9 @@ hash-checked path (1.07 GB).
 
 Cost, measured on the 2-core development box shared with other jobs
 (2026-12-02): engine boot 416 s and the task 796 s (5 tool calls) at a 1-minute
-load average of 17; the same task took 264 s at load 11.7 outside pytest. On
-CI's 2 cores without other jobs it should be a few times faster (not measured).
+load average of 17; the same task took 264 s at load 11.7 outside pytest. In float32
+(what cpu-coder serves on a CPU without bf16 arithmetic, docs/models.md) the whole
+module took 254 s on the quiet box, the task 140 s (4 tool calls).
 """
 
 from __future__ import annotations
