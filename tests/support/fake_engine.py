@@ -1,7 +1,8 @@
 """A stand-in engine process for fast supervisor tests.
 
 Usage: python fake_engine.py PORT [--crash-after S --code N] [--ignore-int]
-[--child] [--never-healthy]. Prints vLLM-like boot lines, then serves /health.
+[--child] [--never-healthy] [--healthy-after S]. Prints vLLM-like boot lines, then
+serves /health.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def main() -> int:
     ap.add_argument("--ignore-term", action="store_true")
     ap.add_argument("--child", action="store_true", help="spawn a worker child process")
     ap.add_argument("--never-healthy", action="store_true")
+    ap.add_argument("--healthy-after", type=float, default=0.0,
+                    help="boot this many seconds longer (a test that must see it booting)")
     args = ap.parse_args()
     if args.ignore_int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -50,6 +53,7 @@ def main() -> int:
     if args.never_healthy:
         time.sleep(600)
         return 0
+    time.sleep(args.healthy_after)
     server = HTTPServer(("127.0.0.1", args.port), Health)
     print("INFO:     Application startup complete.", flush=True)
     try:

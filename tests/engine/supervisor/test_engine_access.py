@@ -99,7 +99,10 @@ def test_start_false_only_takes_what_runs(paths: Paths) -> None:
 
 
 def test_a_booting_engine_is_waited_for(paths: Paths) -> None:
-    launched = ensure_running(_profile(), paths, reuse=Reuse.NEVER, spec=_spec(),
+    # Booting for 5 s more: on a loaded CI box the stand-in was once healthy before
+    # the status was read.
+    launched = ensure_running(_profile(), paths, reuse=Reuse.NEVER,
+                              spec=_spec("fake", "--healthy-after", "5"),
                               prepare=False, wait=False)
     assert launched.started and launched.status.state == "booting"
     said: list[str] = []
