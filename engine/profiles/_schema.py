@@ -238,8 +238,8 @@ def parse_profile(text: str, source: Path) -> Profile:
     }
     without = fields.pop("without_bf16", None)
     if without is not None and not cpu_computes_bf16() and ram_gib() >= without.min_ram_gib:
-        fields.update({k: v for k, v in _given(without, need_gib="memory_need_gib").items()
-                       if k != "min_ram_gib"}, cpu_without_bf16=True)
+        fields.update(_given(without, need_gib="memory_need_gib"), cpu_without_bf16=True)
+        del fields["min_ram_gib"]  # the condition, not a Profile field
 
     return Profile(
         kind="vllm", **common, **fields,
