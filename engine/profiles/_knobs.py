@@ -65,6 +65,10 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Append the turn's task to every tool result (a small model loses it)."""
     workspace_files: bool | None = None
     """List the workspace's files in the system prompt (a small model guesses paths)."""
+    attach_files: Annotated[int, Meta(ge=0, description=(
+        "a number of bytes >= 0 (0 = attach nothing)"))] | None = None
+    """Attach the project (when its files fit in this many bytes) or the files the
+    message names to each user message (a small model guesses paths)."""
     results_as_user: bool | None = None
     """Small-model mode: tool results go to the model as user messages (Qwen read its
     own steps' results in ``<tool_response>`` tags badly)."""

@@ -22,6 +22,7 @@ from ._execute import TurnCalls
 from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
 from ._structured import results_as_user
+from .attach import attachment
 from .client import ChatClient, ChatError, EngineGone
 from .context import ContextMeter, Message
 from .events import (
@@ -108,6 +109,9 @@ async def turn_events(self: Agent, user_text: str,
         yield self._finished("blocked", "", 0, 0, 0)
         return
     sent = f"{user_text}\n\n{context}" if context else user_text
+    attached = attachment(user_text, self._ctx.workspace, self.settings.attach_files)
+    if attached is not None:
+        sent += "\n\n" + attached.text
     self.turns += 1
     turn = self.turns
     self._drop_thinking()
@@ -122,6 +126,8 @@ async def turn_events(self: Agent, user_text: str,
                       images=tuple(image.describe() for image in images))
     for ran in runs:
         yield ran
+    if attached is not None:
+        yield Notice(message=attached.describe(), code="files_attached")
     if self.metrics is not None:
         await self.metrics.poll()  # baseline for this turn's deltas
     thinking_closed = False

@@ -117,6 +117,9 @@ class AgentSettings:
     starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B
     guessed paths (``src/main/python/calc.py`` for ``calc.py``) in 5 of 16 tries of
     the agent suite and never found a test file it was not told of (docs/agent.md)."""
+    attach_files: int = 0
+    """Bytes of the project's files shown with each user message (``attach``): the
+    whole project when it fits, else the files the message names; 0: none."""
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""

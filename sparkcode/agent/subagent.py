@@ -107,7 +107,8 @@ class Explorer:
     def _child(self, call_id: str) -> Conversation:
         parent = self.parent
         settings = replace(parent.settings, max_turns=parent.settings.task_max_requests,
-                           force_tool=None, force_tool_parameters=None, workspace_files=False)
+                           force_tool=None, force_tool_parameters=None, workspace_files=False,
+                           attach_files=0)
         child = self.spawn(parent.client.for_task(call_id), settings,
                            parent.permissions.read_only(TASK_REFUSAL, TASK_NOTE), _no_one_to_ask)
         child.requests_sent = parent.requests_sent  # one sequence of derived seeds

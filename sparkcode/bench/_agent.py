@@ -13,7 +13,8 @@ loop, the session seed (``--seed`` + try - 1), ``--max-turns`` and
 stopped (ended by ``timeout``) and checked as it stands, so one runaway
 generation on a slow CPU cannot hold the suite for an hour. Tries start task by
 task for try 1, then try 2..., so a run cut short has every task measured once
-before any twice; ``--jobs N`` runs N of them at a time (wall times then include
+before any twice (``--until-pass`` skips a task's later tries once one passed, which
+leaves pass@n as it is); ``--jobs N`` runs N of them at a time (wall times then include
 waiting on the others' requests). A failed try keeps
 its recorded session (``sparkcode replay ID``); passed ones are deleted unless
 ``--keep-sessions``.
@@ -70,7 +71,8 @@ and words in it (a grep pattern naming the failing test) are no answer."""
 def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, seed: int,
                   max_turns: int, max_tokens: int | None, try_timeout: float,
                   structured_tools: bool | None, sandbox: bool, keep_sessions: bool,
-                  jobs: int = 1, diagnostics: bool = True) -> dict[str, Any]:
+                  jobs: int = 1, diagnostics: bool = True,
+                  until_pass: bool = False) -> dict[str, Any]:
     if tries < 1 or max_turns < 1 or (max_tokens is not None and max_tokens < 1) \
             or jobs < 1 or try_timeout <= 0:
         raise UserError("--tries, --max-turns, --max-tokens and --jobs must be >= 1, "
@@ -86,7 +88,7 @@ def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, 
             "try_timeout_s": try_timeout,
             "structured_tools": structured_tools, "sandbox": sandbox,
             "keep_sessions": keep_sessions, "jobs": jobs, "diagnostics": diagnostics,
-            "python": sys.executable}
+            "until_pass": until_pass, "python": sys.executable}
 
 
 def check_resumable(settings: dict[str, Any]) -> None:
@@ -106,6 +108,12 @@ def check_resumable(settings: dict[str, Any]) -> None:
 
 def unit_key(task_id: str, attempt: int) -> str:
     return f"{task_id}#{attempt}"
+
+
+def passed_before(units: dict[str, Any], task_id: str, attempt: int) -> bool:
+    """An earlier try of the task passed (``--until-pass`` skips the later ones)."""
+    return any(units.get(unit_key(task_id, n), {}).get("success")
+               for n in range(1, attempt))
 
 
 def keys(settings: dict[str, Any]) -> list[str]:
@@ -270,9 +278,15 @@ async def run(ctx: Context) -> None:
     bar = ctx.bar("agent", order)
     slots = asyncio.Semaphore(int(ctx.settings.get("jobs", 1)))
 
+    until_pass = bool(ctx.settings.get("until_pass", False))
+
     async def one(key: str) -> None:
         async with slots:
             task_id, _, attempt = key.rpartition("#")
+            if until_pass and passed_before(ctx.result.units(ctx.label), task_id,
+                                            int(attempt)):
+                bar.advance(f"{ctx.label}: agent {key} skipped (an earlier try passed)")
+                return  # not recorded: pass@n counts the tries made
             unit = await one_try(ctx, paths, tasks[task_id], int(attempt), start)
         ctx.result.put(ctx.label, key, unit)  # saved at once: Ctrl-C keeps it
         bar.advance(f"{ctx.label}: agent {key} " + ("pass" if unit["success"] else "fail"))

@@ -116,6 +116,9 @@ def table(cols: list[Column]) -> str:
         + f", stopped after {settings['try_timeout_s']:g} s"
         + (f"; {settings['jobs']} tries at a time (wall times include the waiting)"
            if settings.get("jobs", 1) > 1 else "")
+        + ("; a task's later tries skipped once one passed (--until-pass: pass@n as "
+           "with every try, success counts only the tries made)"
+           if settings.get("until_pass") else "")
         + f"; small-model mode {mode}; shell commands "
         + ("in the bubblewrap sandbox" if settings["sandbox"] else "unconfined (--no-sandbox)")
         + ("; language-server diagnostics in edit results "

@@ -244,6 +244,9 @@ def agent_cmd(
         "--diagnostics/--no-diagnostics", help="Edit results carry the problems the edit "
         "introduced, from a language server, as in the app (config.toml [diagnostics]).")]
     = True,
+    until_pass: Annotated[bool, typer.Option(
+        "--until-pass", help="Stop trying a task once a try passed: pass@n is the same, "
+        "in fewer tries, but per-try success then counts only the tries made.")] = False,
     list_tasks: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")]
     = False,
     boot_timeout: BootTimeout = 900.0,
@@ -260,7 +263,7 @@ def agent_cmd(
     _go("agent", profiles, endpoints, models, key_envs, out, resume, boot_timeout,
         lambda: bench.agent_settings(tasks, kinds, tries, seed, max_turns, max_tokens,
                                      try_timeout, structured_tools, not no_sandbox,
-                                     keep_sessions, jobs, diagnostics))
+                                     keep_sessions, jobs, diagnostics, until_pass))
 
 
 @bench_app.command("report")

@@ -251,3 +251,27 @@ def test_no_diagnostics_keeps_the_language_server_out_of_edit_results(
     assert '"bb" is not defined' in results["--diagnostics"]
     assert "after this edit" not in results["--no-diagnostics"]
     assert results["--no-diagnostics"] == "overwrote calc.py (2 lines)"
+
+
+def test_until_pass_skips_a_tasks_later_tries_once_one_passed(tmp_path: Path) -> None:
+    """--until-pass: create-hello passes on try 1, so tries 2 and 3 are not made; the
+    other create tasks fail and get all three; pass@n is what three tries each give."""
+
+    def hello_only(body: dict[str, Any]) -> Reply:
+        return solver(body) if _task(body).id == "create-hello" else clumsy(body)
+
+    out = tmp_path / "until"
+    with serve(hello_only) as server:
+        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server),
+                                          "--kind", "create", "-n", "3", "--until-pass",
+                                          "-o", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    data = json.loads((out / "results.json").read_text())
+    units = next(iter(data["units"].values()))
+    assert sorted(units) == ["create-hello#1", "create-json#1", "create-json#2",
+                             "create-json#3", "create-module#1", "create-module#2",
+                             "create-module#3"]
+    summary = next(iter(data["summary"].values()))
+    assert (summary["tasks_solved"], summary["success"], summary["tries"]) == (1, 1, 7)
+    assert data["settings"]["until_pass"] is True
+    assert "skipped once one passed (--until-pass" in (out / "table.md").read_text()
