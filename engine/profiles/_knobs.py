@@ -69,6 +69,10 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         "a number of bytes >= 0 (0 = attach nothing)"))] | None = None
     """Attach the project (when its files fit in this many bytes) or the files the
     message names to each user message (a small model guesses paths)."""
+    questions_read_only: bool | None = None
+    """A message that only asks (``sparkcode.agent.questions``) is offered no edit tool."""
+    hidden_arguments: tuple[str, ...] | None = None
+    """Optional tool arguments (``TOOL.ARG``) left out of the tools' specs."""
     results_as_user: bool | None = None
     """Small-model mode: tool results go to the model as user messages (Qwen read its
     own steps' results in ``<tool_response>`` tags badly)."""

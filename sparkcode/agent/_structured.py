@@ -61,10 +61,16 @@ WHOLE_FILE_NOTE = ("To change a file: read it, then write_file it with its whole
 
 
 def tools_prompt(registry: ToolRegistry, name_key: str = "tool") -> str:
-    """What the system prompt adds: the reply format and each tool's arguments."""
+    """What the system prompt adds: the reply format and each tool's arguments.
+
+    The examples are written without spaces, as the grammar makes the model write
+    them (``disable_any_whitespace``). Shown ``{"answer": "..."}``, the 1.5B went for
+    the space after the colon, was held to ``":``, and then wrote ``{"answer":"}"}``
+    or ``{"answer":""}`` (the `}` answers of docs/agent.md); shown the compact form, its
+    ``":"`` had log-probability -0.01 and it wrote the answer (2026-12-02)."""
     lines = ["", "", "Reply with exactly one JSON object each time. To use a tool: "
-             f'{{"{name_key}": "NAME", "arguments": {{...}}}}; you then get its result. When '
-             'the task is done: {"answer": "what you did or found"}. Tools:']
+             f'{{"{name_key}":"NAME","arguments":{{...}}}}; you then get its result. When '
+             'the task is done: {"answer":"what you did or found"}. Tools:']
     for spec in registry.specs():
         fn = spec["function"]
         props = fn["parameters"].get("properties", {})

@@ -21,7 +21,7 @@ from ._calls import CheckedCall
 from ._execute import TurnCalls
 from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
-from ._structured import results_as_user
+from ._structured import results_as_user, structured_outputs
 from .attach import attachment
 from .client import ChatClient, ChatError, EngineGone
 from .context import ContextMeter, Message
@@ -42,10 +42,14 @@ from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
 from .metrics import MetricsPoller
 from .permissions import Permissions
+from .questions import is_question
 from .rewind import Rewind
 from .settings import AgentSettings
 from .tools import ToolContext, ToolRegistry
 from .undo import UndoStore
+
+QUESTION_LEAVES_OUT = frozenset({"edit"})
+"""The tool kinds a question turn is not offered (write_file, edit_file, multi_edit)."""
 
 
 class Agent(Protocol):
@@ -71,6 +75,7 @@ class Agent(Protocol):
     _structured: dict[str, Any] | None
     _structured_first: dict[str, Any] | None
     _task: str
+    _question: bool
 
     def _drop_thinking(self) -> None: ...
 
@@ -120,6 +125,8 @@ async def turn_events(self: Agent, user_text: str,
     # prompt prefix stays the same in both modes.
     planning = self.permissions.mode == "plan"
     self._task = user_text
+    self._question = self.settings.questions_read_only and is_question(user_text)
+    tools_now = self.tools.without_kinds(QUESTION_LEAVES_OUT) if self._question else self.tools
     text = sent + self.permissions.plan_note if planning else sent
     self.history.append({"role": "user", "content": user_content(text, images)})
     yield TurnStarted(turn=turn, user_text=user_text,
@@ -128,6 +135,10 @@ async def turn_events(self: Agent, user_text: str,
         yield ran
     if attached is not None:
         yield Notice(message=attached.describe(), code="files_attached")
+    if self._question:
+        yield Notice(message="this message only asks, so the tools that edit files are left "
+                     "out of this turn ([agent] questions_read_only); ask for a change to "
+                     "have one made", code="question_read_only")
     if self.metrics is not None:
         await self.metrics.poll()  # baseline for this turn's deltas
     thinking_closed = False
@@ -148,13 +159,17 @@ async def turn_events(self: Agent, user_text: str,
                                 thinking_closed=thinking_closed,
                                 prompt_estimate=self.context.estimate(self.history))
         choice: Any = "auto"
-        tools = self.tools.specs()
+        tools = tools_now.specs()
         if self._structured is not None:
             # The tools are in the system prompt; the schema is the only call format.
             tools = []
-            params["structured_outputs"] = (
-                self._structured_first if request == 1 and self._structured_first
-                else self._structured)
+            first = request == 1 and self._structured_first is not None
+            if self._question:  # the edit tools out of the grammar (the prompt is unchanged)
+                params["structured_outputs"] = structured_outputs(
+                    tools_now, self.settings.step_name_key, answer=not first)
+            else:
+                params["structured_outputs"] = (
+                    self._structured_first if first else self._structured)
         elif self.settings.force_tool and request == 1:
             choice = {"type": "function", "function": {"name": self.settings.force_tool}}
             tools = forced_specs(tools, self.settings)
@@ -217,7 +232,7 @@ async def turn_events(self: Agent, user_text: str,
                                  budget=self.settings.thinking_token_budget)
             thinking_closed = True
             continue
-        reply = await read_reply(result, self.tools, self.client,
+        reply = await read_reply(result, tools_now, self.client,
                                  structured=self._structured is not None,
                                  salvage=self.settings.salvage_calls,
                                  stamp=f"{turn}_{request}")

@@ -64,6 +64,7 @@ from .settings import (
     ACT_PROMPT,
     DEFAULT_SYSTEM_PROMPT,
     PLAN_NOTE,
+    QUESTION_REMINDER,
     TASK_REMINDER,
     AgentSettings,
 )
@@ -110,6 +111,8 @@ class Agent:
         self.settings = settings or AgentSettings()
         self.permissions = permissions or Permissions(_config.Config())
         self.tools = tools or default_tools()
+        if self.settings.hidden_arguments:
+            self.tools = self.tools.hiding(self.settings.hidden_arguments)
         self.undo_store = undo
         self.metrics = metrics
         self.approver = approver
@@ -137,6 +140,8 @@ class Agent:
         self._subscribers: list[Subscriber] = []
         self._task = ""
         """The current turn's user message (``settings.task_reminder``)."""
+        self._question = False
+        """The current turn only asks (``settings.questions_read_only``): no edit tools."""
         self._cancel = False
         self._loops: dict[str, int] = {}
         self.steering: list[str] = []
@@ -298,7 +303,8 @@ class Agent:
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
         if self.settings.task_reminder:
-            text += TASK_REMINDER.format(task=self._task)
+            reminder = QUESTION_REMINDER if self._question else TASK_REMINDER
+            text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
     async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,

@@ -16,8 +16,8 @@ from .. import config as _config
 from .images import DEFAULT_MAX_MIB
 
 DEFAULT_SYSTEM_PROMPT = (
-    "You are sparkcode, a coding agent working in a software project (the workspace). Use "
-    "the tools to inspect and change it: paths are relative to the workspace root. Read a "
+    "You are sparkcode, a coding agent working in a software project. Use the tools to "
+    "inspect and change it: paths are relative to the project's top directory. Read a "
     "file before editing it; edit_file needs old_string to match exactly once. Prefer small, "
     "correct changes and check them (run the tests when there are some). When you are done, "
     "reply with a short summary of what you changed."
@@ -28,9 +28,11 @@ PLAN_NOTE = (
     "the user approves the plan.]"
 )
 """Appended to the user's message while the permission mode is ``plan``."""
+# DEFAULT_SYSTEM_PROMPT said "a software project (the workspace)" and "relative to the
+# workspace root" until 2026-12-02: the 1.5B then wrote workspace/calc.py for calc.py.
 TASK_REMINDER = (
     "\n\n(The task: {task}\nReply with the next step: another tool call, or "
-    '{{"answer": ...}} if the task is done.)'
+    '{{"answer":"..."}} if the task is done.)'
 )
 """Appended to every tool result with ``task_reminder``. A small model loses the task
 once a tool result follows it: the Qwen2.5-Coder-0.5B repeated the same call or
@@ -38,6 +40,11 @@ answered with a tool's description (docs/agent.md). A further sentence, "A quest
 is done once you know the answer; change files only if the task asks for it.", was
 measured in the agent suite (2026-12-02) and removed: the 1.5B still edited the file
 it was asked about in 2 of 3 answer tries."""
+QUESTION_REMINDER = (
+    "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
+    "as you know the answer; otherwise make the next tool call.)"
+)
+"""TASK_REMINDER for a question turn (``questions_read_only``)."""
 ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
               "in_progress and then done as you go.")
 """What switching from plan to act sends (the TUI's /act)."""
@@ -120,6 +127,13 @@ class AgentSettings:
     attach_files: int = 0
     """Bytes of the project's files shown with each user message (``attach``): the
     whole project when it fits, else the files the message names; 0: none."""
+    questions_read_only: bool = False
+    """A turn whose message only asks (``questions.is_question``) is offered no tool of
+    kind ``edit``, and its reminder says to answer once the answer is known."""
+    hidden_arguments: tuple[str, ...] = ()
+    """Optional arguments (``TOOL.ARG``) the model is not shown (``ToolRegistry.hiding``):
+    the 1.5B set ``bash.sandbox`` false (refused), ``timeout_s`` 0 and ``replace_all`` on
+    a line that was in two functions (docs/agent.md)."""
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from engine.errors import UserError
@@ -48,6 +48,38 @@ class ToolRegistry:
 
     def specs(self) -> list[dict[str, Any]]:
         return self._specs
+
+    def without_kinds(self, kinds: Collection[str]) -> ToolRegistry:
+        """The same tools but those of the given kinds (a question turn: no ``edit``)."""
+        view = ToolRegistry([t for t in self._tools.values() if t.kind not in kinds])
+        view._specs = [s for s in self._specs if s["function"]["name"] in view._tools]
+        return view
+
+    def hiding(self, arguments: Collection[str]) -> ToolRegistry:
+        """The same tools with the optional arguments named ``TOOL.ARG`` left out of
+        their specs, so the model never sets them (their defaults apply). A name for a
+        tool not offered is passed over; an unknown or required argument is refused."""
+        hidden: dict[str, set[str]] = {}
+        for name in arguments:
+            tool_name, _, arg = name.partition(".")
+            tool = self._tools.get(tool_name)
+            if tool is None:
+                continue
+            props = tool.spec()["function"]["parameters"].get("properties", {})
+            if arg not in props or arg in tool.required:
+                raise UserError(f"hidden_arguments: {name!r} is not an optional argument "
+                                f"of {tool_name} (its optional arguments: "
+                                f"{', '.join(p for p in props if p not in tool.required)})")
+            hidden.setdefault(tool_name, set()).add(arg)
+        view = ToolRegistry(list(self._tools.values()))
+        for spec in view._specs:
+            drop = hidden.get(spec["function"]["name"])
+            if drop:
+                params = dict(spec["function"]["parameters"])
+                params["properties"] = {k: v for k, v in params["properties"].items()
+                                        if k not in drop}
+                spec["function"] = {**spec["function"], "parameters": params}
+        return view
 
 
 def default_tools(extra: Sequence[Tool] | None = None,

@@ -55,7 +55,7 @@ async def test_steps_are_run_and_the_answer_ends_the_turn(workspace: Path) -> No
     assert "tools" not in first and "tool_choice" not in first
     assert first["structured_outputs"]["disable_any_whitespace"] is True
     assert len(first["structured_outputs"]["json"]["anyOf"]) == len(default_tools().names) + 1
-    assert '{"tool": "NAME", "arguments": {...}}' in first["messages"][0]["content"]
+    assert '{"tool":"NAME","arguments":{...}}' in first["messages"][0]["content"]
     assert "- write_file(path: string, content: string)" in first["messages"][0]["content"]
     assert [(s.name, s.arguments) for s in of(events, ToolCallStarted)] == \
         [("write_file", {"path": "n.md", "content": "hi"})]
@@ -145,7 +145,7 @@ async def test_a_qwen_profile_steps_in_the_hermes_shape_and_calls_a_tool_first(
                        first_step_tool=True)
     events = await run(agent, "what is the secret word?")
     first, second = server.requests
-    assert '{"name": "NAME", "arguments": {...}}' in first["messages"][0]["content"]
+    assert '{"name":"NAME","arguments":{...}}' in first["messages"][0]["content"]
     first_options = first["structured_outputs"]["json"]["anyOf"]
     assert len(first_options) == len(default_tools().names)
     assert all(o["required"] == ["name", "arguments"] for o in first_options)
@@ -165,7 +165,7 @@ async def test_task_reminder_repeats_the_task_after_each_tool_result(workspace: 
     tool = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
     assert "x = 1" in tool["content"]
     assert tool["content"].endswith("(The task: what is x in a.py?\nReply with the next step: "
-                                    'another tool call, or {"answer": ...} if the task is done.)')
+                                    'another tool call, or {"answer":"..."} if the task is done.)')
 
 
 async def test_workspace_files_lists_the_files_in_the_system_prompt(workspace: Path) -> None:

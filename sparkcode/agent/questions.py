@@ -1,0 +1,41 @@
+"""Does the user's message ask a question rather than for a change?
+
+``[agent] questions_read_only`` uses it: a turn that only asks is offered no tool
+that edits files. In the agent suite the Qwen2.5-Coder-1.5B, shown the project and
+asked "How many times at most does fetch() ... try a request?", edited client.py
+and answered "The code has errors"; greedy, its next step after reading was an
+edit (log-probability -0.1) rather than the answer (-2.4), and no wording of the
+system prompt or the reminder tried (2026-12-02, docs/agent.md) turned that
+round without also making it answer "fixed" before editing on a fix task.
+
+The rule is plain words, not a model: a message is a question when it asks
+(a sentence ending in "?", an opening such as "what", "which", "how", "why",
+or "tell me" / "answer with") and names no change ("fix", "add", "rename", ...)
+outside a negation such as "do not change any file". A change request read as a
+question only loses the edit tools for one turn, and the notice says so.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NEGATED = re.compile(
+    r"\b(?:do not|don't|dont|never|without|not)\s+(?:\w+\s+){0,2}?"
+    r"(?:chang|edit|modif|touch|writ|fix|updat|delet|remov)\w*[^.?!;]*", re.I)
+"""A change named only to forbid it: "Do not change any file", "without changing it"."""
+_CHANGE = re.compile(
+    r"\b(?:fix|change|create|add|rename|refactor|rewrite|replace|update|remove|delete|"
+    r"implement|write|make|edit|move|modify|insert|append|convert|reformat|format|"
+    r"install|commit|apply|patch|correct|improve|optimi[sz]e|clean)\w*", re.I)
+_ASKS = re.compile(
+    r"(?:\?(?:\s|$))|^\s*(?:what|which|how|why|where|who|whom|whose|when|does|do|is|are|"
+    r"can|could|should|would|will|explain|describe)\b|\btell me\b|\banswer with\b", re.I)
+
+
+def is_question(text: str) -> bool:
+    """``text`` asks something and asks for no change (see the module's doc)."""
+    asked = _NEGATED.sub(" ", text)
+    return bool(_ASKS.search(asked)) and not _CHANGE.search(asked)
+
+
+__all__ = ["is_question"]
