@@ -62,6 +62,7 @@ from .rewind import Rewind
 from .sampling import request_seed
 from .settings import (
     ACT_PROMPT,
+    CHANGED_REMINDER,
     DEFAULT_SYSTEM_PROMPT,
     PLAN_NOTE,
     QUESTION_REMINDER,
@@ -303,7 +304,12 @@ class Agent:
 
     def _tool_result(self, call: CheckedCall, text: str) -> None:
         if self.settings.task_reminder:
-            reminder = QUESTION_REMINDER if self._question else TASK_REMINDER
+            reminder = TASK_REMINDER
+            if self._question:
+                reminder = QUESTION_REMINDER
+            elif call.tool is not None and call.tool.kind == "edit" \
+                    and not text.startswith("error:"):
+                reminder = CHANGED_REMINDER
             text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
