@@ -14,6 +14,7 @@ from typing import Any
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, checked_edit
 from ._confine import display, resolve_in_workspace
 from ._files import _read_text, read_file_residue, unified_diff
+from ._guesses import instead_of_a_guess
 from ._match import MatchError, exact_matches, plan_replacement
 
 _OLD = {"type": "string", "description": "The text to replace, copied from the file."}
@@ -70,23 +71,25 @@ class EditFile(Tool):
             kind="edit", required=("path", "old_string", "new_string"),
         )
 
-    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str, str]:
+    def _plan(self, args: dict[str, Any],
+              ctx: ToolContext) -> tuple[Path, str, str, str, str, str]:
         path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
+        path, twin = instead_of_a_guess(ctx.workspace, path)
         shown = display(ctx.workspace, path)
         text = _read_text(path, shown, ctx.workspace)
         new, how = apply_edit(text, args["old_string"], args["new_string"],
                               args.get("replace_all"), shown)
-        return path, shown, text, new, how
+        return path, shown, text, new, how, f" ({twin[2:]})" if twin else ""
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
-        _, shown, old, new, how = self._plan(args, ctx)
+        _, shown, old, new, how, twin = self._plan(args, ctx)
         diff = unified_diff(old, new, shown)
-        return Preview(summary=f"edit {shown}{_note([how])}", detail=diff, diff=diff)
+        return Preview(summary=f"edit {shown}{_note([how])}{twin}", detail=diff, diff=diff)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path, shown, old, new, how = self._plan(args, ctx)
+        path, shown, old, new, how, twin = self._plan(args, ctx)
         _write(path, shown, new)
-        return await checked_edit(ctx, ToolOutput(f"edited {shown}{_note([how])}",
+        return await checked_edit(ctx, ToolOutput(f"edited {shown}{_note([how])}{twin}",
                                                   diff=unified_diff(old, new, shown)),
                                   path, shown, old, new)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output, checked_edit
 from ._confine import display, resolve_in_workspace
+from ._guesses import instead_of_a_guess, refuse_a_guessed_directory
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
                        ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox"})
@@ -47,7 +48,7 @@ def missing_hint(path: Path, workspace: Path | None) -> str:
     if not names:
         return f"{display(root, base)} holds no files"
     more = ", ..." if len(names) > HINT_FILES else ""
-    where = "the workspace" if base == root else display(root, base)
+    where = "the project" if base == root else display(root, base)
     return f"the files in {where} are: {', '.join(names[:HINT_FILES])}{more}"
 
 
@@ -112,11 +113,12 @@ class ReadFile(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = resolve_in_workspace(ctx.workspace, args["path"])
+        path, twin_note = instead_of_a_guess(ctx.workspace, path)
         shown = display(ctx.workspace, path)
         lines = _read_text(path, shown, ctx.workspace).splitlines()
         start = _int_arg(args, "start_line", 1) or 1
         end = _int_arg(args, "end_line", None) or len(lines)
-        note = ""
+        note = twin_note
         if lines and (start > len(lines) or start < 1 or end < start):
             if len(lines) > WHOLE_ON_BAD_RANGE:
                 past = f"has only {len(lines)} lines" if start > len(lines) else "is read"
@@ -157,25 +159,6 @@ def read_file_residue(new: str, old: str = "") -> str | None:
     return None
 
 
-def _refuse_a_guessed_directory(workspace: Path, path: Path, shown: str) -> None:
-    """A new file in a new top-level directory, named like a file that is already at
-    the top: the model guessed a layout. Qwen2.5-Coder-1.5B wrote its fix of calc.py
-    to ``workspace/calc.py`` (the system prompt calls the project "the workspace"),
-    or to ``src/main/python/calc.py``, and the task failed with the right code in the
-    wrong file (agent suite, 2026-12-02). Creating the directory first (bash mkdir)
-    says it is meant."""
-    try:
-        top = path.relative_to(workspace).parts[0]
-    except (ValueError, IndexError):
-        return
-    if (workspace / top).exists() or not (workspace / path.name).is_file():
-        return
-    raise ToolError(f"{shown} was not written: there is no {top}/ directory, and "
-                    f"{path.name} is already at the top of the workspace. Paths are "
-                    f"relative to the workspace itself: to change that file, use "
-                    f"{path.name!r}; to create a new {top}/ directory, make it first")
-
-
 class WriteFile(Tool):
     def __init__(self) -> None:
         super().__init__(
@@ -198,7 +181,7 @@ class WriteFile(Tool):
         if not isinstance(content, str):
             raise ToolError("content must be a string")
         if not path.exists():
-            _refuse_a_guessed_directory(ctx.workspace, path, shown)
+            refuse_a_guessed_directory(ctx.workspace, path, shown)
         old = _read_text(path, shown) if path.exists() else ""
         residue = read_file_residue(content, old)
         if residue:

@@ -50,8 +50,10 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
     agent = load_profile(name, paths).agent
     assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
             agent.task_reminder, agent.temperature, agent.workspace_files,
-            agent.results_as_user, agent.loop_nudge) == \
-        (True, "name", True, True, 0.7, False, True, True)
+            agent.results_as_user, agent.loop_nudge, agent.attach_files,
+            agent.questions_read_only, agent.hidden_arguments) == \
+        (True, "name", True, True, 0.7, False, True, True, 8000, True,
+         ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"))
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 

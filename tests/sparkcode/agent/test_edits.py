@@ -154,7 +154,7 @@ async def test_a_guessed_directory_for_a_file_at_the_top_is_refused(workspace: P
     for guess in ("workspace/calc.py", "src/main/python/calc.py"):
         with pytest.raises(ToolError, match=rf"{guess} was not written: there is no "
                            rf"{guess.split('/')[0]}/ directory, and calc.py is already at "
-                           r"the top of the workspace\..*use 'calc.py'"):
+                           r"the top of the project\..*use 'calc.py'"):
             await edit(workspace, "write_file", path=guess, content="x = 1\n")
     assert sorted(p.name for p in workspace.iterdir()) == ["calc.py"]
     # Meant: the directory exists, or the name is new, or the file is at the top.
@@ -162,3 +162,26 @@ async def test_a_guessed_directory_for_a_file_at_the_top_is_refused(workspace: P
     for path in ("tests/calc.py", "src/util.py", "calc.py"):
         out = await edit(workspace, "write_file", path=path, content="x = 1\n")
         assert out.text.endswith(f"{path} (1 lines)")
+
+
+async def test_reading_or_editing_a_guessed_directory_works_on_the_file_at_the_top(
+        workspace: Path) -> None:
+    """The 1.5B read and edited src/inventory.py for inventory.py (fix-test-stock) and
+    spent the try on "does not exist"; a project that has the directory is not
+    second-guessed."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    read = await edit(workspace, "read_file", path="src/calc.py")
+    assert read.text.startswith("calc.py (lines 1-2 of 2; there is no src/ directory, so "
+                                "this is calc.py at the top of the project)\n")
+    out = await edit(workspace, path="workspace/calc.py", old_string="a - b",
+                     new_string="a + b")
+    assert out.text == ("edited calc.py (there is no workspace/ directory, so this is "
+                        "calc.py at the top of the project)")
+    assert out.diff is not None and out.diff.startswith("--- a/calc.py\n+++ b/calc.py\n")
+    assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    (workspace / "src").mkdir()
+    with pytest.raises(ToolError, match="src/calc.py does not exist; src holds no files"):
+        await edit(workspace, "read_file", path="src/calc.py")
+    with pytest.raises(ToolError, match="lib/other.py does not exist; the files in the "
+                       "project are: calc.py"):
+        await edit(workspace, "read_file", path="lib/other.py")

@@ -30,16 +30,17 @@ async def call(ws: Path, name: str, **args: Any) -> ToolOutput:
 
 
 async def test_a_missing_file_error_names_the_files_that_exist(workspace: Path) -> None:
-    # A guessed path (src/greet.py for greet.py) is answered with what is there, not
+    # A guessed path (src/hello.py; src/greet.py for greet.py is read as greet.py,
+    # test_edits.py) is answered with what is there, not
     # with a tool the profile may not offer (cpu-coder has no list_files).
     (workspace / "greet.py").write_text("def greet(n):\n    return n\n")
     (workspace / "tests").mkdir()
     (workspace / "tests" / "test_greet.py").write_text("")
     for name in ("read_file", "edit_file"):
         with pytest.raises(ToolError) as err:
-            await call(workspace, name, path="src/main/greet.py", old_string="a", new_string="b")
-        assert str(err.value) == ("src/main/greet.py does not exist; the files in the "
-                                  "workspace are: greet.py, tests/test_greet.py")
+            await call(workspace, name, path="src/main/hello.py", old_string="a", new_string="b")
+        assert str(err.value) == ("src/main/hello.py does not exist; the files in the "
+                                  "project are: greet.py, tests/test_greet.py")
     with pytest.raises(ToolError, match=r"in tests are: tests/test_greet\.py$"):
         await call(workspace, "read_file", path="tests/test_greet2.py")
     for i in range(25):

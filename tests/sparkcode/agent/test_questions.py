@@ -1,0 +1,115 @@
+"""``questions_read_only``, ``hidden_arguments`` and the reminder after a change: a
+question turn's grammar has no edit tool and its reminder asks for the answer; hidden
+arguments are not in the tools' specs; a change that was made is said to be made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import UserError
+from sparkcode.agent import Notice, ToolCallFinished
+from sparkcode.agent.questions import is_question
+from sparkcode.agent.tools import default_tools
+from sparkcode.bench._agent_tasks import load_tasks
+from tests.sparkcode.agent.test_loop import make_agent, of, run
+from tests.support.scripted import Reply, ScriptedServer
+
+
+def test_the_suites_questions_and_changes_are_told_apart() -> None:
+    for task in load_tasks().values():
+        assert is_question(task.prompt) == (task.kind in ("answer", "run-tests")), task.id
+
+
+@pytest.mark.parametrize(("text", "question"), [
+    ("What does this project do?", True),
+    ("explain calc.py", True),
+    ("How do I use the CLI? Do not change anything.", True),
+    ("Run the tests and tell me which one fails; do not edit the tests.", True),
+    ("Why does test_x fail? Fix it.", False),
+    ("Can you add a test for parse()?", False),
+    ("Which function is slow? Make it faster.", False),
+    ("Run the tests.", False),
+    ("Set x to 3 in a.py", False),
+])
+def test_is_question(text: str, question: bool) -> None:
+    assert is_question(text) is question
+
+
+def _names(schema: dict[str, object]) -> list[object]:
+    options = schema["anyOf"]
+    assert isinstance(options, list)
+    return [o["properties"].get("name", {}).get("const", "ANSWER") for o in options]
+
+
+async def test_a_question_turn_offers_no_edit_tool_and_asks_for_the_answer(
+        workspace: Path) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    read = json.dumps({"name": "read_file", "arguments": {"path": "a.py"}})
+    server = ScriptedServer([Reply(content=[read]), Reply(content=['{"answer":"1"}']),
+                             Reply(content=[read]), Reply(content=['{"answer":"ok"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       first_step_tool=True, task_reminder=True, questions_read_only=True)
+    events = await run(agent, "What is x in a.py?")
+    first, second = (r["structured_outputs"]["json"] for r in server.requests[:2])
+    assert _names(first) == ["read_file", "list_files", "grep", "bash", "git_status",
+                             "git_diff", "git_log", "git_commit", "todo", "task"]
+    assert _names(second)[-1] == "ANSWER" and "edit_file" not in _names(second)
+    assert any(n.code == "question_read_only" for n in of(events, Notice))
+    result = server.requests[1]["messages"][-1]["content"]
+    assert result.endswith("(The question: What is x in a.py?\nNo file is to be changed. "
+                           'Reply {"answer":"..."} as soon as you know the answer; '
+                           "otherwise make the next tool call.)")
+    # A change request in the same session gets every tool back.
+    events = await run(agent, "Fix a.py so that x is 2.")
+    assert "edit_file" in _names(server.requests[2]["structured_outputs"]["json"])
+    assert not any(n.code == "question_read_only" for n in of(events, Notice))
+
+
+async def test_a_change_that_was_made_is_said_to_be_made(workspace: Path) -> None:
+    write = json.dumps({"name": "write_file", "arguments": {"path": "h.txt",
+                                                            "content": "hello"}})
+    bad = json.dumps({"name": "edit_file", "arguments": {"path": "h.txt", "old_string": "x",
+                                                         "new_string": "y"}})
+    server = ScriptedServer([Reply(content=[write]), Reply(content=[bad]),
+                             Reply(content=['{"answer":"done"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True)
+    events = await run(agent, "Create h.txt with hello.")
+    made = server.requests[1]["messages"][-1]["content"]
+    assert "That change is made. If the task asks for nothing more" in made
+    failed = server.requests[2]["messages"][-1]["content"]
+    assert failed.startswith("error:") and "That change is made" not in failed
+    assert "Reply with the next step" in failed
+    assert of(events, ToolCallFinished)[1].error is not None
+
+
+def test_hidden_arguments_leave_the_specs_and_a_wrong_one_is_named() -> None:
+    tools = default_tools(only=["read_file", "edit_file", "bash"])
+    hidden = tools.hiding(["bash.sandbox", "bash.timeout_s", "edit_file.replace_all",
+                           "multi_edit.edits"])  # a tool not offered is passed over
+    props = {s["function"]["name"]: set(s["function"]["parameters"]["properties"])
+             for s in hidden.specs()}
+    assert props == {"read_file": {"path", "start_line", "end_line"},
+                     "edit_file": {"path", "old_string", "new_string"},
+                     "bash": {"command"}}
+    assert "sandbox" in tools.specs()[2]["function"]["parameters"]["properties"]  # unchanged
+    with pytest.raises(UserError, match=r"'bash.command' is not an optional argument of "
+                       r"bash \(its optional arguments: timeout_s, sandbox\)"):
+        tools.hiding(["bash.command"])
+    with pytest.raises(UserError, match="'edit_file.force' is not an optional argument"):
+        tools.hiding(["edit_file.force"])
+
+
+async def test_the_agent_hides_them_from_the_prompt_and_the_grammar(workspace: Path) -> None:
+    server = ScriptedServer([Reply(content=['{"answer":"ok"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       hidden_arguments=("bash.sandbox",))
+    await run(agent, "hi")
+    system = server.requests[0]["messages"][0]["content"]
+    assert "- bash(command: string, timeout_s?: number): " in system
+    bash = next(o for o in server.requests[0]["structured_outputs"]["json"]["anyOf"]
+                if o["properties"].get("name", {}).get("const") == "bash")
+    assert set(bash["properties"]["arguments"]["properties"]) == {"command", "timeout_s"}
