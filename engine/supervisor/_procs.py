@@ -39,12 +39,24 @@ def dir_lock(dir: Path, name: str) -> Iterator[None]:
 
 
 def alive(record: EngineRecord) -> bool:
-    """The record's runner still runs (not a later process that reused its pid)."""
+    """The record's runner still runs (not a later process that reused its pid).
+
+    Its start time is the first test, but not the only one: psutil derives it from the
+    boot time, which moves when the clock is stepped (a VM resumed or forked, NTP). On
+    2026-12-02 the development VM was forked under a running engine; its runner's
+    start time then differed from the record's by more than a second, the engine was
+    taken for crashed, and the next ``--profile`` run "cleaned up" the live engine. So a
+    process whose command line ends with the record's argv (the runner runs
+    ``python -m engine.supervisor._runner EXIT -- ARGV``) is ours whatever the clock says.
+    """
     try:
         proc = psutil.Process(record.pid)
-        if abs(proc.create_time() - record.create_time) > 1.0:
-            return False  # pid reused by another process
-        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if abs(proc.create_time() - record.create_time) <= 1.0:
+            return True
+        argv = list(record.argv)
+        return bool(argv) and proc.cmdline()[-len(argv):] == argv
     except psutil.Error:
         return False
 
