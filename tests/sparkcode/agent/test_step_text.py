@@ -83,7 +83,11 @@ def test_a_tool_step_split_anywhere_shows_nothing(data: st.DataObject) -> None:
 @FUZZ
 @given(st.data())
 def test_text_that_is_not_a_json_object_passes_through(data: st.DataObject) -> None:
-    raw = data.draw(st.text().filter(lambda t: not t.lstrip().startswith("{")))
+    # Whitespace alone is held as the lead of a step that may follow, and a stream cut
+    # there shows nothing (test_a_cut_answer_step_shows_a_prefix_of_its_answer: " " of
+    # ' {"answer": ""}'), so a reply of whitespace only shows nothing either.
+    raw = data.draw(st.text().filter(lambda t: t.strip() != ""
+                                     and not t.lstrip().startswith("{")))
     text, _ = stream(data.draw(split(raw)))
     assert text == raw
 
