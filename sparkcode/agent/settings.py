@@ -41,14 +41,18 @@ is done once you know the answer; change files only if the task asks for it.", w
 measured in the agent suite (2026-12-02) and removed: the 1.5B still edited the file
 it was asked about in 2 of 3 answer tries."""
 CHANGED_REMINDER = (
-    "\n\n(The task: {task}\nThat change is made. If the task asks for nothing more, reply "
+    "\n\n(The task: {task}\nThat change is made. If the task asks for nothing more (no "
+    "other file, no test run), reply "
     '{{"answer":"..."}} saying what you did; otherwise make the next tool call.)'
 )
 """TASK_REMINDER after a change that was made (a tool of kind ``edit`` that succeeded).
 After writing hello.txt as asked, the 1.5B's next step under TASK_REMINDER was an
 edit of it to "world" or "hi" (greedy: edit -0.22, answer -1.59); under this one it
 answered, and after renaming in one file of three it still went on to the next
-(replayed requests, 2026-12-02, docs/agent.md)."""
+(replayed requests, 2026-12-02, docs/agent.md). "(no other file, no test run)" was
+added after the suite's run: without it, told "fix the bug in calc.py, then run the
+tests again", the 1.5B fixed it and answered without the test run
+(tests/e2e/test_qwen_coder.py)."""
 QUESTION_REMINDER = (
     "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
     "as you know the answer; otherwise make the next tool call.)"

@@ -79,7 +79,7 @@ async def test_a_change_that_was_made_is_said_to_be_made(workspace: Path) -> Non
                        task_reminder=True)
     events = await run(agent, "Create h.txt with hello.")
     made = server.requests[1]["messages"][-1]["content"]
-    assert "That change is made. If the task asks for nothing more" in made
+    assert "That change is made. If the task asks for nothing more (no other file" in made
     failed = server.requests[2]["messages"][-1]["content"]
     assert failed.startswith("error:") and "That change is made" not in failed
     assert "Reply with the next step" in failed
@@ -113,3 +113,14 @@ async def test_the_agent_hides_them_from_the_prompt_and_the_grammar(workspace: P
     bash = next(o for o in server.requests[0]["structured_outputs"]["json"]["anyOf"]
                 if o["properties"].get("name", {}).get("const") == "bash")
     assert set(bash["properties"]["arguments"]["properties"]) == {"command", "timeout_s"}
+
+
+async def test_a_task_that_asks_for_a_run_keeps_the_plain_reminder(workspace: Path) -> None:
+    write = json.dumps({"name": "write_file", "arguments": {"path": "h.txt",
+                                                            "content": "hello"}})
+    server = ScriptedServer([Reply(content=[write]), Reply(content=['{"answer":"done"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True)
+    await run(agent, "Create h.txt with hello, then run the tests.")
+    made = server.requests[1]["messages"][-1]["content"]
+    assert "That change is made" not in made and "Reply with the next step" in made
