@@ -42,7 +42,7 @@ from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
 from .metrics import MetricsPoller
 from .permissions import Permissions
-from .questions import is_question
+from .questions import asks_a_run, is_question
 from .rewind import Rewind
 from .settings import AgentSettings
 from .tools import ToolContext, ToolRegistry
@@ -76,6 +76,7 @@ class Agent(Protocol):
     _structured_first: dict[str, Any] | None
     _task: str
     _question: bool
+    _runs_asked: bool
 
     def _drop_thinking(self) -> None: ...
 
@@ -126,7 +127,16 @@ async def turn_events(self: Agent, user_text: str,
     planning = self.permissions.mode == "plan"
     self._task = user_text
     self._question = self.settings.questions_read_only and is_question(user_text)
-    tools_now = self.tools.without_kinds(QUESTION_LEAVES_OUT) if self._question else self.tools
+    self._runs_asked = asks_a_run(user_text)
+    tools_now, structured, structured_first = (self.tools, self._structured,
+                                               self._structured_first)
+    if self._question:  # the edit tools out of the grammar (the prompt is unchanged)
+        tools_now = self.tools.without_kinds(QUESTION_LEAVES_OUT)
+        if structured is not None:
+            key = self.settings.step_name_key
+            structured = structured_outputs(tools_now, key)
+            if structured_first is not None:
+                structured_first = structured_outputs(tools_now, key, answer=False)
     text = sent + self.permissions.plan_note if planning else sent
     self.history.append({"role": "user", "content": user_content(text, images)})
     yield TurnStarted(turn=turn, user_text=user_text,
@@ -160,16 +170,11 @@ async def turn_events(self: Agent, user_text: str,
                                 prompt_estimate=self.context.estimate(self.history))
         choice: Any = "auto"
         tools = tools_now.specs()
-        if self._structured is not None:
+        if structured is not None:
             # The tools are in the system prompt; the schema is the only call format.
             tools = []
-            first = request == 1 and self._structured_first is not None
-            if self._question:  # the edit tools out of the grammar (the prompt is unchanged)
-                params["structured_outputs"] = structured_outputs(
-                    tools_now, self.settings.step_name_key, answer=not first)
-            else:
-                params["structured_outputs"] = (
-                    self._structured_first if first else self._structured)
+            params["structured_outputs"] = (
+                structured_first if request == 1 and structured_first else structured)
         elif self.settings.force_tool and request == 1:
             choice = {"type": "function", "function": {"name": self.settings.force_tool}}
             tools = forced_specs(tools, self.settings)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,11 +82,6 @@ from .tools import (
 from .undo import UndoError, UndoStore
 
 log = logging.getLogger(__name__)
-ASKS_A_RUN = re.compile(r"\brun\b", re.I)
-"""A task that asks to run something (the tests) gets no CHANGED_REMINDER: told "fix
-the bug in calc.py, then run the tests again", the 1.5B under it answered after the
-edit, without the run (tests/e2e/test_qwen_coder.py, greedy), and with the plain
-reminder ran the tests."""
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]
 Subscriber = Callable[[Event], None]
@@ -149,6 +143,9 @@ class Agent:
         """The current turn's user message (``settings.task_reminder``)."""
         self._question = False
         """The current turn only asks (``settings.questions_read_only``): no edit tools."""
+        self._runs_asked = False
+        """The current turn asks to run something (``questions.asks_a_run``): no
+        CHANGED_REMINDER after its edits."""
         self._cancel = False
         self._loops: dict[str, int] = {}
         self.steering: list[str] = []
@@ -314,7 +311,7 @@ class Agent:
             if self._question:
                 reminder = QUESTION_REMINDER
             elif call.tool is not None and call.tool.kind == "edit" \
-                    and not text.startswith("error:") and not ASKS_A_RUN.search(self._task):
+                    and not text.startswith("error:") and not self._runs_asked:
                 reminder = CHANGED_REMINDER
             text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})

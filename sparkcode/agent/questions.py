@@ -1,4 +1,4 @@
-"""Does the user's message ask a question rather than for a change?
+"""Does the user's message ask a question rather than for a change (or ask for a run)?
 
 ``[agent] questions_read_only`` uses it: a turn that only asks is offered no tool
 that edits files. In the agent suite the Qwen2.5-Coder-1.5B, shown the project and
@@ -38,4 +38,15 @@ def is_question(text: str) -> bool:
     return bool(_ASKS.search(asked)) and not _CHANGE.search(asked)
 
 
-__all__ = ["is_question"]
+_RUN = re.compile(r"\brun\b", re.I)
+
+
+def asks_a_run(text: str) -> bool:
+    """``text`` asks to run something (the tests). Such a turn gets no CHANGED_REMINDER:
+    told "fix the bug in calc.py, then run the tests again", the 1.5B under it answered
+    after the edit, without the run (tests/e2e/test_qwen_coder.py, greedy), and with
+    the plain reminder ran the tests."""
+    return bool(_RUN.search(text))
+
+
+__all__ = ["asks_a_run", "is_question"]
