@@ -9,8 +9,13 @@ The table scores each transition between two word classes (see
 normal and degenerate samples from the standard library, so the rates it
 measures are on unseen text.
 
-Conditional probabilities are smoothed towards the marginal with ``K`` pseudo
-counts, so rare classes score near 0 rather than at an extreme; scores are
+Each cell is scored as ``log (observed + C) / (expected + C)``, where
+``expected`` is the row's count times the next class's marginal: a pair is
+scored by the evidence for it, so a class the docstrings rarely use (``she``,
+``her``: 0 after ``.`` where chance expects about 2) scores near 0 instead of at
+the clip. A pseudo count of ``K`` times the marginal, which is what smoothing the
+conditional towards the marginal amounts to, vanishes for such classes: it gave
+``. she`` -4 nats and stopped every third-person story as word salad. Scores are
 clipped to [-CLIP, +CLIP] nats and stored as signed bytes in 1/SCALE nats,
 zlib-compressed and base64-encoded (about 15 KB).
 
@@ -38,6 +43,7 @@ from sparkcode.detect import WORD_CLASSES as CLASSES
 from sparkcode.detect import prose_transitions
 
 K = 20.0
+C = 3.0
 CLIP = 4.0
 SCALE = 10
 OUT = Path(__file__).resolve().parents[2] / "sparkcode" / "detect" / "_salad_table.py"
@@ -89,8 +95,11 @@ def scores(counts: list[list[int]]) -> bytes:
     for row in counts:
         size = sum(row)
         for j in range(n):
-            cond = (row[j] + K * marginal[j]) / (size + K)
-            pmi = max(-CLIP, min(CLIP, math.log(cond / marginal[j])))
+            # Smoothing the conditional towards the marginal (K) and a floor of C
+            # pseudo counts on the cell, so a rare class needs evidence to score.
+            expected = size * marginal[j]
+            pseudo = max(C, K * marginal[j])
+            pmi = max(-CLIP, min(CLIP, math.log((row[j] + pseudo) / (expected + pseudo))))
             out.append(round(pmi * SCALE) & 0xFF)
     return bytes(out)
 
@@ -105,9 +114,10 @@ def render(table: bytes, total: int, files: int, seed: int) -> str:
         "``python -m bench.codegen.salad_table``; do not edit.\n\n"
         f"Learned from {total} class transitions in the docstrings of {files} sampled\n"
         f"third-party source files (seed {seed}) and package descriptions; smoothing\n"
-        f"K={K:g}, clipped to +-{CLIP:g} nats, stored as signed bytes in 1/{SCALE} nats,\n"
-        "row-major over ``CLASSES`` (previous class, then next class), zlib-compressed\n"
-        'and base64-encoded.\n"""\n\n'
+        f"K={K:g} with at least C={C:g} pseudo counts a cell, clipped to +-{CLIP:g} nats,\n"
+        f"stored as signed bytes in 1/{SCALE} nats, row-major over ``CLASSES`` (previous\n"
+        "class, then next class), zlib-compressed and base64-encoded.\n"
+        '"""\n\n'
         f"SCALE = {SCALE}\n"
         f"CLASSES: tuple[str, ...] = (\n{classes}\n)\n"
         f"TABLE: str = (\n" + "\n".join(lines) + "\n)\n"

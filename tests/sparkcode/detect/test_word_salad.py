@@ -166,3 +166,35 @@ def test_real_word_salad_from_smollm2_fires(row: dict[str, object]) -> None:
                          ids=lambda r: f"t{r['temperature']}")
 def test_real_normal_answers_from_smollm2_pass(row: dict[str, object]) -> None:
     assert detect_text(str(row["text"])).pattern == "none"
+
+
+# Third-person narrative: the docstrings the table learned from almost never say
+# "she" or "her", so before the table scored cells by their evidence ". she" and
+# "with her" were -4 nats and this greedy SmolLM2 story (cpu-demo, "Write a long
+# story about a cat.") was stopped as word salad after 83 tokens.
+STORIES = [
+    "Once upon a time, in a land far, far away, there was a cat named Luna. She was a "
+    "curious and adventurous cat who loved to explore and learn new things. She had a "
+    "big, fluffy tail and a fluffy coat, and she was a brave and brave cat.\n\nLuna loved "
+    "to play with her toys, and she loved to explore her surroundings. She loved to play "
+    "with her toys",
+    "When the old man came home, he found the door open. He called for his wife, but she "
+    "did not answer. He walked into the kitchen and saw that her coat was gone. He sat "
+    "down at the table and waited for her. After an hour she came back with a bag of "
+    "apples, and he asked her where she had been. She laughed and told him that she had "
+    "walked to the market because the bus never came.",
+]
+
+
+@pytest.mark.parametrize("story", STORIES, ids=["smollm2-cat", "old-man"])
+def test_third_person_stories_are_not_word_salad(story: str) -> None:
+    assert judged(story)  # long and prose enough to be scored
+    assert detect_text(story).pattern == "none"
+
+
+def test_a_class_the_table_rarely_saw_scores_near_zero() -> None:
+    table, width = pmi_table(), len(CLASSES)
+    stop, she = CLASSES.index("."), CLASSES.index("she")
+    with_, her = CLASSES.index("with"), CLASSES.index("her")
+    # Between -1 and +1 nats (10 = 1 nat), where the clip is 40.
+    assert abs(table[stop * width + she]) <= 10 and abs(table[with_ * width + her]) <= 10
