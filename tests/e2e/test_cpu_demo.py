@@ -118,12 +118,12 @@ def test_cpu_demo_knows_the_capital_of_france_and_steps_in_small_model_mode(
 
 def test_a_looping_stream_is_stopped_on_the_real_engine(engine: RunningEngine,
                                                        tmp_path: Path) -> None:
-    # Issue 14's "run a failing test" task: greedy SmolLM2 in small-model mode repeats
-    # itself inside its JSON step's pattern argument (measured: stopped at 81 tokens).
-    (tmp_path / "test_math.py").write_text(
-        "def test_add():\n    assert 1 + 1 == 2\n\n\ndef test_mul():\n    assert 2 * 3 == 5\n")
-    prompt = ("Run the tests with `python -m pytest -q` and tell me the name of the test "
-              "that fails.")
+    # Greedy SmolLM2 in small-model mode, asked for a story, answers "The cat was a
+    # cat. She was a cat. She was a cat. ..." inside its answer step (measured:
+    # stopped at 51 tokens by subword_repeat). Which prompt loops moves with the
+    # system prompt: "run the tests" looped in a grep pattern until session 13's
+    # prompt changes, after which it loops on todo calls (the turn's loop guard).
+    prompt = "Write a long story about a cat."
     code, events, err = run(engine, tmp_path, prompt, max_turns=3, max_tokens=256,
                             structured_tools=True)
     assert code == EXIT_DEGENERATE, (err, events)
