@@ -28,7 +28,8 @@ class Todo(Tool):
                           "description": "For add: the new items' texts."},
                 "id": {"type": "integer", "description": "For update: the item's number."},
                 "status": {"type": "string", "enum": list(TODO_STATUSES)},
-                "text": {"type": "string", "description": "For update: a new text."},
+                "text": {"type": "string",
+                         "description": "For update: a new text."},
             },
             kind="state", required=("action",),
         )
@@ -38,6 +39,11 @@ class Todo(Tool):
         action = args["action"]
         if action == "add":
             items = args.get("items")
+            text = args.get("text")
+            if not items and isinstance(text, str) and text.strip():
+                # One item in ``text``: what SmolLM2 writes in small-model mode
+                # (greedy, 3 of 4 prompts in a row of ``{"action":"add","text":...}``).
+                items = [text]
             if not items or not all(isinstance(t, str) and t.strip() for t in items):
                 raise ToolError("add needs items: a list of non-empty texts")
             todos.add([t.strip() for t in items])

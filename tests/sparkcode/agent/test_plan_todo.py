@@ -95,6 +95,7 @@ async def test_todo_mistakes_are_clear_errors(workspace: Path) -> None:
         Reply(tool_calls=[todo(action="update", id=3, status="done"), todo(action="add"),
                           todo(action="add", items=["a"]),
                           todo(action="update", id=1, status="finished"),
+                          todo(action="add", text="b"), todo(action="add", text=" "),
                           todo(action="remove")]),
         Reply(content=["ok"]),
     ])
@@ -108,7 +109,10 @@ async def test_todo_mistakes_are_clear_errors(workspace: Path) -> None:
     assert errors[2] is None
     assert errors[3] is not None and "status must be one of pending, in_progress, done" \
         in errors[3]
-    assert errors[4] is not None and "action must be add, update or list" in errors[4]
+    # One item given as ``text`` is that item; a blank one is still an error.
+    assert errors[4] is None and errors[5] == "add needs items: a list of non-empty texts"
+    assert errors[6] is not None and "action must be add, update or list" in errors[6]
+    assert [item.text for item in agent.todos.items] == ["a", "b"]
     agent.clear()
     assert agent.todos.items == ()
 
