@@ -71,6 +71,7 @@ from .settings import (
 )
 from .subagent import Explorer
 from .tools import (
+    NAMES_LEFT,
     TASK_TOOL,
     EditChecker,
     TodoList,
@@ -311,7 +312,9 @@ class Agent:
             if self._question:
                 reminder = QUESTION_REMINDER
             elif call.tool is not None and call.tool.kind == "edit" \
-                    and not text.startswith("error:") and not self._runs_asked:
+                    and not text.startswith("error:") and not self._runs_asked \
+                    and NAMES_LEFT not in text:
+                # A change that left the old name in use elsewhere is half a rename.
                 reminder = CHANGED_REMINDER
             text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})

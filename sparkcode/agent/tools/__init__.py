@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.errors import UserError
 
+from ._after_edit import NAMES_LEFT
 from ._base import (
     EditChecker,
     EditFeedback,
@@ -113,6 +114,7 @@ __all__ = [
     "Grep",
     "ListFiles",
     "MultiEdit",
+    "NAMES_LEFT",
     "Preview",
     "ReadFile",
     "Sandbox",

@@ -176,16 +176,6 @@ class Tool:
         yield await self.run(args, ctx)
 
 
-async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: str,
-                       before: str, after: str) -> ToolOutput:
-    """``output`` with what ``ctx.checker`` found in the edited file appended."""
-    if ctx.checker is None:
-        return output
-    feedback = await ctx.checker.check(path, shown, before, after)
-    text = f"{output.text}\n\n{feedback.text}" if feedback.text else output.text
-    return replace(output, text=text, notice=feedback.notice)
-
-
 def _short(args: dict[str, Any], limit: int = 120) -> str:
     text = ", ".join(f"{k}={v!r}" for k, v in args.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, checked_edit
+from ._after_edit import checked_edit
+from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
 from ._confine import display, resolve_in_workspace
 from ._files import _read_text, read_file_residue, unified_diff
 from ._guesses import instead_of_a_guess

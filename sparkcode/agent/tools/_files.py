@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import os
 import re
-from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output, checked_edit
+from ._after_edit import checked_edit
+from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 from ._confine import display, resolve_in_workspace
 from ._guesses import instead_of_a_guess, refuse_a_guessed_directory
+from ._walk import walk_files
 
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
-                       ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox"})
 MAX_READ_BYTES = 2_000_000
 
 
@@ -207,15 +205,6 @@ class WriteFile(Tool):
         return await checked_edit(ctx, ToolOutput(f"{verb} {shown} ({lines} lines)",
                                                   diff=unified_diff(old, new, shown)),
                                   path, shown, old, new)
-
-
-def walk_files(root: Path, base: Path) -> Iterator[Path]:
-    """Files under ``base``, skipping VCS, virtualenv and cache directories,
-    never following directory symlinks (they may point out of the workspace)."""
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
 
 
 class ListFiles(Tool):

@@ -1,0 +1,82 @@
+"""After an edit: the names it removed that other files still use are named in its
+result, and such a change does not get the reminder that invites the answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sparkcode.agent import ToolCallFinished
+from sparkcode.agent.tools import NAMES_LEFT
+from sparkcode.agent.tools._after_edit import MAX_LINES, names_left, removed_names
+from tests.sparkcode.agent.test_loop import make_agent, of, run
+from tests.support.scripted import Reply, ScriptedServer
+
+SHOP = "def calc_total(prices):\n    return round(sum(prices), 2)\n"
+MAIN = ("from shop import calc_total\n\nif __name__ == '__main__':\n"
+        "    print(calc_total([1.5, 2.25]))\n")
+
+
+def test_removed_names_are_identifiers_gone_from_the_file() -> None:
+    before = "def calc_total(prices):\n    return round(sum(prices), 2)\n"
+    after = "def total_price(prices):\n    return round(sum(prices), 2)\n"
+    assert removed_names(before, after) == ["calc_total"]
+    # Short names, keywords and names still in the file are not candidates.
+    assert removed_names("x = add(1)\nwhile True: pass\n", "y = 2\n") == []
+    assert removed_names("value = value + 1\n", "value = value + 2\n") == []
+
+
+def test_the_note_names_each_file_and_line_still_using_a_removed_name(tmp_path: Path) -> None:
+    (tmp_path / "shop.py").write_text(SHOP.replace("calc_total", "total_price"))
+    (tmp_path / "main.py").write_text(MAIN)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_shop.py").write_text(
+        "from shop import calc_total\n\n\ndef test_total():\n"
+        "    assert calc_total([1]) == 1\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "ORIG").write_text("calc_total\n")  # skipped, like every tool
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe calc_total")  # not text: skipped
+    note = names_left(tmp_path, (tmp_path / "shop.py").resolve(), "shop.py", SHOP,
+                      SHOP.replace("calc_total", "total_price"))
+    assert note == (NAMES_LEFT + "calc_total is gone from shop.py but still used in "
+                    "main.py (lines 1, 4), tests/test_shop.py (lines 1, 5).")
+
+
+def test_nothing_is_said_when_no_other_file_uses_the_name(tmp_path: Path) -> None:
+    (tmp_path / "shop.py").write_text("x")
+    (tmp_path / "notes.txt").write_text("calc_totals and my_calc_total are other words\n")
+    assert names_left(tmp_path, (tmp_path / "shop.py").resolve(), "shop.py", SHOP,
+                      "x") == ""
+
+
+def test_long_lists_are_cut(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("")
+    for n in range(7):
+        (tmp_path / f"u{n}.py").write_text("old_helper()\n" * (MAX_LINES + 2))
+    note = names_left(tmp_path, (tmp_path / "a.py").resolve(), "a.py",
+                      "def old_helper(): pass\n", "")
+    assert note.count("(lines 1, 2, 3, 4, 5, ...)") == 5 and note.endswith(
+        " and 2 more files.")
+
+
+async def test_a_half_done_rename_keeps_the_plain_reminder(workspace: Path) -> None:
+    (workspace / "shop.py").write_text(SHOP)
+    (workspace / "main.py").write_text(MAIN)
+    rename = json.dumps({"name": "edit_file", "arguments": {
+        "path": "shop.py", "old_string": "def calc_total", "new_string": "def total_price"}})
+    fix = json.dumps({"name": "edit_file", "arguments": {
+        "path": "main.py", "old_string": "from shop import calc_total\n",
+        "new_string": "from shop import total_price\n"}})
+    server = ScriptedServer([Reply(content=[rename]), Reply(content=[fix]),
+                             Reply(content=['{"answer":"done"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True)
+    events = await run(agent, "Rename calc_total to total_price everywhere.")
+    half = server.requests[1]["messages"][-1]["content"]
+    assert "calc_total is gone from shop.py but still used in main.py (lines 1, 4)" in half
+    assert "That change is made" not in half and "Reply with the next step" in half
+    # The second edit leaves calc_total only on main.py's line 4, still "in use"; the
+    # note is about other files, so editing main.py itself says nothing of main.py.
+    rest = server.requests[2]["messages"][-1]["content"]
+    assert NAMES_LEFT not in rest and "That change is made" in rest
+    assert all(f.error is None for f in of(events, ToolCallFinished))
