@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ._calls import CheckedCall
 from .events import (
@@ -39,7 +39,14 @@ log = logging.getLogger(__name__)
 Ask = Callable[[CheckedCall, Any, str, str, list[ApprovalDecision]], AsyncIterator[Event]]
 """The agent's approval round trip: yields the request and resolution events and
 puts the decision in the list."""
-Record = Callable[[CheckedCall, str], None]
+
+
+class Record(Protocol):
+    """Puts a call's result in the conversation; ``unfinished``: an edit that left work
+    (:attr:`ToolOutput.unfinished`)."""
+
+    def __call__(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None: ...
+
 """Appends a tool result to the history."""
 
 
@@ -253,7 +260,7 @@ async def execute_call(
             reason = blocked_reason(runs)
             if reason is not None:
                 text += f"\n\n[a PostToolUse hook reported:]\n{reason}"
-    record(call, text)
+    record(call, text, output is not None and output.unfinished)
     yield ToolCallFinished(call_id=call.call_id, name=call.name, result=text, error=error,
                            diff=diff, duration_s=time.monotonic() - started)
 

@@ -71,7 +71,6 @@ from .settings import (
 )
 from .subagent import Explorer
 from .tools import (
-    NAMES_LEFT,
     TASK_TOOL,
     EditChecker,
     TodoList,
@@ -306,15 +305,15 @@ class Agent:
                             prompt_tokens=prompt, completion_tokens=completion,
                             loops=dict(self._loops))
 
-    def _tool_result(self, call: CheckedCall, text: str) -> None:
+    def _tool_result(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None:
         if self.settings.task_reminder:
             reminder = TASK_REMINDER
             if self._question:
                 reminder = QUESTION_REMINDER
             elif call.tool is not None and call.tool.kind == "edit" \
                     and not text.startswith("error:") and not self._runs_asked \
-                    and NAMES_LEFT not in text:
-                # A change that left the old name in use elsewhere is half a rename.
+                    and not unfinished:
+                # Not after a change that left work (half a rename, a new error).
                 reminder = CHANGED_REMINDER
             text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})

@@ -8,7 +8,10 @@ says where the old name is still used (``calc_total`` is gone from shop.py but s
 used in main.py (lines 1, 4), test_shop.py (lines 3, 8)), and the turn keeps the
 plain reminder instead of the one that invites an answer
 (:data:`~sparkcode.agent.settings.CHANGED_REMINDER`). The same line tells any
-model that a function it deleted is still called elsewhere.
+model that a function it deleted is still called elsewhere. An edit whose file the
+language server finds new problems in is unfinished too: told "from a import
+old_name" -> "new_name" and basedpyright's '"old_name" is not defined' on line 3,
+the 1.5B answered "Renamed ... in both" under the reminder that invites an answer.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from ._base import ToolContext, ToolOutput
 from ._walk import walk_files
 
 NAMES_LEFT = "\n\nStill used elsewhere: "
-"""Starts the note; the agent loop looks for it to choose the reminder."""
+"""Starts the note."""
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MIN_NAME = 4
@@ -88,13 +91,15 @@ def names_left(workspace: Path, path: Path, shown: str, before: str, after: str)
 async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: str,
                        before: str, after: str) -> ToolOutput:
     """``output`` with the names the edit left behind and what ``ctx.checker`` found in
-    the edited file appended."""
+    the edited file appended; either makes it :attr:`~ToolOutput.unfinished`."""
     left = await asyncio.to_thread(names_left, ctx.workspace, path.resolve(), shown,
                                    before, after)
     if left:
-        output = replace(output, text=output.text + left)
+        output = replace(output, text=output.text + left, unfinished=True)
     if ctx.checker is None:
         return output
     feedback = await ctx.checker.check(path, shown, before, after)
-    text = f"{output.text}\n\n{feedback.text}" if feedback.text else output.text
-    return replace(output, text=text, notice=feedback.notice)
+    if not feedback.text:
+        return replace(output, notice=feedback.notice)
+    return replace(output, text=f"{output.text}\n\n{feedback.text}", notice=feedback.notice,
+                   unfinished=True)

@@ -121,6 +121,9 @@ class ToolOutput:
     """A sandboxed command failed on the sandbox's limits (the output's marker)."""
     notice: str | None = None
     """Something to tell the user, not the model (:attr:`EditFeedback.notice`)."""
+    unfinished: bool = False
+    """An edit that left work: a name it removed is still used elsewhere, or the
+    language server found new problems (:func:`._after_edit.checked_edit`)."""
 
 
 @dataclass

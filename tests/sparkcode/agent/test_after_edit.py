@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sparkcode.agent import ToolCallFinished
-from sparkcode.agent.tools import NAMES_LEFT
+from sparkcode.agent import Agent, AgentSettings, ChatClient, Permissions, ToolCallFinished
+from sparkcode.agent.tools import NAMES_LEFT, EditFeedback
 from sparkcode.agent.tools._after_edit import MAX_LINES, names_left, removed_names
+from sparkcode.config import Config
 from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.scripted import Reply, ScriptedServer
 
@@ -80,3 +81,34 @@ async def test_a_half_done_rename_keeps_the_plain_reminder(workspace: Path) -> N
     rest = server.requests[2]["messages"][-1]["content"]
     assert NAMES_LEFT not in rest and "That change is made" in rest
     assert all(f.error is None for f in of(events, ToolCallFinished))
+
+
+class _Problems:
+    """An EditChecker that reports one new problem after every edit of b.py."""
+
+    async def check(self, path: Path, shown: str, before: str, after: str) -> EditFeedback:
+        if shown != "b.py":
+            return EditFeedback()
+        return EditFeedback(text=f'[fake found 1 new problem in {shown} after this edit:]\n'
+                                 f'{shown}:3:7: error: "old_name" is not defined')
+
+
+async def test_an_edit_that_brings_a_new_problem_keeps_the_plain_reminder(
+        workspace: Path) -> None:
+    (workspace / "a.py").write_text("x = 1\n")
+    (workspace / "b.py").write_text("from a import old_name\n\nprint(old_name())\n")
+    calls = [json.dumps({"name": "edit_file", "arguments": {
+        "path": p, "old_string": old, "new_string": new}})
+        for p, old, new in [("b.py", "from a import old_name", "from a import new_name"),
+                            ("a.py", "x = 1", "x = 2")]]
+    server = ScriptedServer([Reply(content=[calls[0]]), Reply(content=[calls[1]]),
+                             Reply(content=['{"answer":"done"}'])])
+    client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
+    agent = Agent(client, workspace, settings=AgentSettings(
+        structured_tools=True, step_name_key="name", task_reminder=True),
+        permissions=Permissions(Config(), mode="full-auto"), checker=_Problems())
+    await run(agent, "Rename old_name to new_name.")
+    flagged = server.requests[1]["messages"][-1]["content"]
+    assert '"old_name" is not defined' in flagged and "Reply with the next step" in flagged
+    clean = server.requests[2]["messages"][-1]["content"]
+    assert "That change is made" in clean
