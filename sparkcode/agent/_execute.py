@@ -47,8 +47,6 @@ class Record(Protocol):
 
     def __call__(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None: ...
 
-"""Appends a tool result to the history."""
-
 
 LOOP_NUDGE = ("you made this call several times in a row and its result, above, was the "
               "same each time. Do not repeat it: use what it showed (read or edit the file "
