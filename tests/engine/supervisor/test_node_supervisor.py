@@ -119,15 +119,28 @@ def test_start_status_stop_two_local_nodes(paths: Paths, model: Path) -> None:
     assert LocalNode(node_dir(paths.engine_dir)).status().state == "stopped"
 
 
+def _fake_children(pid: int, seconds: float = 15) -> list[psutil.Process]:
+    """The stand-in engines the runner ``pid`` spawned, waited for: "ready" needs the
+    head's /health only, and on a loaded box (CI, 2 cores) a worker's runner may not have
+    spawned its engine yet."""
+    deadline = time.monotonic() + seconds
+    while True:
+        fakes = [proc for proc in psutil.Process(pid).children()
+                 if FAKE in " ".join(proc.cmdline())]
+        if fakes or time.monotonic() > deadline:
+            assert fakes, f"the runner {pid} never spawned {FAKE}"
+            return fakes
+        time.sleep(0.1)
+
+
 def _start_and_kill_the_worker(sup: Supervisor, model: Path) -> tuple[EngineStatus, int]:
     """Start the two stand-in nodes, kill the worker's engine while idle, wait until the
     supervisor reports the engine degraded; the start's status and the worker's pid."""
     status = sup.start(_profile(), _spec(model), timeout=30)
     worker_pid = status.nodes[0].pid
     assert worker_pid is not None
-    for proc in psutil.Process(worker_pid).children():
-        if FAKE in " ".join(proc.cmdline()):
-            proc.kill()
+    for proc in _fake_children(worker_pid):
+        proc.kill()
     _wait_state(sup, "degraded")
     return status, worker_pid
 
@@ -164,9 +177,8 @@ def test_head_crash_leaves_the_worker_for_stop(paths: Paths, model: Path) -> Non
     sup = Supervisor(paths)
     status = sup.start(_profile(), _spec(model), timeout=30)
     assert status.pid is not None
-    for proc in psutil.Process(status.pid).children():
-        if FAKE in " ".join(proc.cmdline()):
-            proc.kill()
+    for proc in _fake_children(status.pid):
+        proc.kill()
     _wait_state(sup, "crashed")
     assert sup.status().nodes[0].state == "running"  # vLLM's worker would wait forever
     sup.stop(grace=(3, 3))
@@ -315,8 +327,7 @@ def test_the_ssh_transport_through_a_real_openssh(
         assert record is not None and record.pid == node.pid
         assert LocalNode(node_dir(paths.engine_dir)).record() is None
         # The worker got the launch's environment through the JSON payload, not ssh's.
-        assert psutil.Process(record.pid).children()[0].environ()["VLLM_HOST_IP"] == \
-            "127.0.0.2"
+        assert _fake_children(record.pid)[0].environ()["VLLM_HOST_IP"] == "127.0.0.2"
         assert any(line.startswith("[sparkcode] ") for line in sup.transports()[0].logs(20))
         # A worker killed behind the supervisor's back is seen through ssh too.
         for child in psutil.Process(record.pid).children(recursive=True):
