@@ -158,7 +158,8 @@ class Agent:
         """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
-                                explore=self.explorer, checker=checker)
+                                explore=self.explorer, checker=checker,
+                                hidden_arguments=frozenset(self.settings.hidden_arguments))
 
     # -- public API ----------------------------------------------------------
 

@@ -110,6 +110,10 @@ class ToolContext:
     checker: EditChecker | None = None
     """Checks each edited file (language-server diagnostics); None: no checks."""
 
+    hidden_arguments: frozenset[str] = frozenset()
+    """Optional arguments left out of the tools' specs (``TOOL.ARG``, ``[agent]
+    hidden_arguments``): error messages do not tell the model to set them."""
+
 
 @dataclass
 class ToolOutput:

@@ -20,10 +20,12 @@ from ._match import MatchError, exact_matches, plan_replacement
 
 _OLD = {"type": "string", "description": "The text to replace, copied from the file."}
 _NEW = {"type": "string", "description": "Replacement text."}
-_ALL = {"type": "boolean", "description": "Replace every exact occurrence (default false)."}
+_ALL = {"type": "boolean", "description": "Replace every exact occurrence, so old_string may "
+        "match more than once (default false)."}
 
 
-def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str) -> tuple[str, str]:
+def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str,
+               replace_all_offered: bool = True) -> tuple[str, str]:
     """``text`` with one edit applied, and how it matched; raises ToolError."""
     if not isinstance(old, str) or not isinstance(new, str):
         raise ToolError("old_string and new_string must be strings")
@@ -38,7 +40,7 @@ def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str) -> t
     if replace_all is True and len(exact_matches(text, old)) > 1:
         return text.replace(old, new), "exact"
     try:
-        r = plan_replacement(text, old, new, shown)
+        r = plan_replacement(text, old, new, shown, replace_all_offered)
     except MatchError as exc:
         raise ToolError(str(exc)) from None
     return text[:r.start] + r.new + text[r.end:], r.how
@@ -62,7 +64,7 @@ class EditFile(Tool):
         super().__init__(
             name="edit_file",
             description="Replace a piece of text in a file. old_string should match the file "
-                        "exactly and only once (unless replace_all is true); if it differs "
+                        "exactly and only once; if it differs "
                         "only in whitespace or indentation, the one region it matches is "
                         "edited. Read the file first.",
             parameters={
@@ -79,7 +81,8 @@ class EditFile(Tool):
         shown = display(ctx.workspace, path)
         text = _read_text(path, shown, ctx.workspace)
         new, how = apply_edit(text, args["old_string"], args["new_string"],
-                              args.get("replace_all"), shown)
+                              args.get("replace_all"), shown,
+                              "edit_file.replace_all" not in ctx.hidden_arguments)
         return path, shown, text, new, how, f" ({twin[2:]})" if twin else ""
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:

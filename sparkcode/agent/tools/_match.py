@@ -74,10 +74,15 @@ def exact_matches(text: str, needle: str) -> list[int]:
     return out
 
 
-def plan_replacement(text: str, old: str, new: str, shown: str) -> Replacement:
+def plan_replacement(text: str, old: str, new: str, shown: str,
+                     replace_all_offered: bool = True) -> Replacement:
     """The single place ``old`` matches in ``text``, exactly or after drift.
 
-    Raises :class:`MatchError` for several places (exact or tolerant) or none.
+    Raises :class:`MatchError` for several places (exact or tolerant) or none. Where
+    the model is not offered ``replace_all`` (``[agent] hidden_arguments``) the error
+    does not suggest it: told to set it, the 1.5B sent the same bare ``calc_total``
+    edit until the loop guard stopped it; told to copy one whole line, it edited one
+    place.
     """
     hits = exact_matches(text, old)
     if len(hits) == 1:
@@ -85,10 +90,13 @@ def plan_replacement(text: str, old: str, new: str, shown: str) -> Replacement:
             Replacement(hits[0], hits[0] + len(old), new, "exact")
     if len(hits) > 1:
         lines = ", ".join(str(line_of(text, i)) for i in hits[:10])
+        how = ("include more surrounding lines so it matches exactly once, or set "
+               "replace_all to true only if every one should change" if replace_all_offered
+               else "edit one place at a time: copy one whole line below as old_string, so "
+               "it matches exactly once")
         raise MatchError(f"old_string occurs {len(hits)} times in {shown} (at lines {lines}); "
-                         "include more surrounding lines so it matches exactly once, or set "
-                         "replace_all to true only if every one should change. Each place "
-                         "with the line before it:\n" + _places(text, hits, old))
+                         f"{how}. Each place with the line before it:\n"
+                         + _places(text, hits, old))
     ending = _line_ending(text)
     old_e, new_e = _with_ending(old, ending), _with_ending(new, ending)
     if old_e != old:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from sparkcode.agent import Agent, AgentSettings, ChatClient, Permissions, ToolCallFinished
 from sparkcode.agent.tools import NAMES_LEFT, EditFeedback
-from sparkcode.agent.tools._after_edit import MAX_LINES, names_left, removed_names
+from sparkcode.agent.tools._after_edit import (
+    MAX_LINES,
+    MAX_QUOTED,
+    names_left,
+    removed_names,
+    renamed,
+)
 from sparkcode.config import Config
 from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.scripted import Reply, ScriptedServer
@@ -39,8 +45,13 @@ def test_the_note_names_each_file_and_line_still_using_a_removed_name(tmp_path: 
     (tmp_path / "blob.bin").write_bytes(b"\xff\xfe calc_total")  # not text: skipped
     note = names_left(tmp_path, (tmp_path / "shop.py").resolve(), "shop.py", SHOP,
                       SHOP.replace("calc_total", "total_price"))
+    # The lines are quoted too: the text to copy into the next edit's old_string.
     assert note == (NAMES_LEFT + "calc_total is gone from shop.py but still used in "
-                    "main.py (lines 1, 4), tests/test_shop.py (lines 1, 5).")
+                    "main.py (lines 1, 4), tests/test_shop.py (lines 1, 5).\n"
+                    "main.py:1: from shop import calc_total\n"
+                    "main.py:4: print(calc_total([1.5, 2.25]))\n"
+                    "tests/test_shop.py:1: from shop import calc_total\n"
+                    "tests/test_shop.py:5: assert calc_total([1]) == 1")
 
 
 def test_nothing_is_said_when_no_other_file_uses_the_name(tmp_path: Path) -> None:
@@ -56,8 +67,11 @@ def test_long_lists_are_cut(tmp_path: Path) -> None:
         (tmp_path / f"u{n}.py").write_text("old_helper()\n" * (MAX_LINES + 2))
     note = names_left(tmp_path, (tmp_path / "a.py").resolve(), "a.py",
                       "def old_helper(): pass\n", "")
-    assert note.count("(lines 1, 2, 3, 4, 5, ...)") == 5 and note.endswith(
+    summary, *quoted = note.split("\n")[2:]
+    assert summary.count("(lines 1, 2, 3, 4, 5, ...)") == 5 and summary.endswith(
         " and 2 more files.")
+    assert quoted == [f"u0.py:{n}: old_helper()" for n in range(1, 6)] + ["u1.py:1: old_helper()"]
+    assert len(quoted) == MAX_QUOTED
 
 
 async def test_a_half_done_rename_keeps_the_plain_reminder(workspace: Path) -> None:
@@ -68,19 +82,54 @@ async def test_a_half_done_rename_keeps_the_plain_reminder(workspace: Path) -> N
     fix = json.dumps({"name": "edit_file", "arguments": {
         "path": "main.py", "old_string": "from shop import calc_total\n",
         "new_string": "from shop import total_price\n"}})
+    last = json.dumps({"name": "edit_file", "arguments": {
+        "path": "main.py", "old_string": "print(calc_total(", "new_string": "print(total_price("}})
     server = ScriptedServer([Reply(content=[rename]), Reply(content=[fix]),
-                             Reply(content=['{"answer":"done"}'])])
+                             Reply(content=[last]), Reply(content=['{"answer":"done"}'])])
     agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
                        task_reminder=True)
     events = await run(agent, "Rename calc_total to total_price everywhere.")
     half = server.requests[1]["messages"][-1]["content"]
     assert "calc_total is gone from shop.py but still used in main.py (lines 1, 4)" in half
     assert "That change is made" not in half and "Reply with the next step" in half
-    # The second edit leaves calc_total only on main.py's line 4, still "in use"; the
-    # note is about other files, so editing main.py itself says nothing of main.py.
-    rest = server.requests[2]["messages"][-1]["content"]
+    # The second edit renames on main.py's line 1 only: the edited file's own line 4
+    # is named, and the turn still is not invited to answer.
+    more = server.requests[2]["messages"][-1]["content"]
+    assert ("calc_total (renamed total_price here) is still used in main.py (line 4)."
+            in more and "That change is made" not in more)
+    rest = server.requests[3]["messages"][-1]["content"]
     assert NAMES_LEFT not in rest and "That change is made" in rest
     assert all(f.error is None for f in of(events, ToolCallFinished))
+
+
+def test_an_edit_that_only_swaps_one_name_is_a_rename() -> None:
+    assert renamed("x = calc_total(a) + calc_total(b)\n",
+                   "x = total_price(a) + calc_total(b)\n") == ("calc_total", "total_price")
+    # Punctuation and spacing are not identifiers: still a rename.
+    assert renamed("print(calc_total([1]))", "print( total_price([1]) )") == (
+        "calc_total", "total_price")
+    assert renamed("a = old_value\n", "a = old_value + 1\n") is None  # a name added
+    assert renamed("f(alpha, beta)", "f(gamma, delta)") is None  # two different swaps
+    assert renamed("x = 1", "y = 1") is None  # too short to say anything
+    assert renamed("same_name = 1", "same_name = 2") is None  # nothing swapped
+    # A name the file had already: a fix, not a rename.
+    assert renamed("count = 0\nreturn total\n", "count = 0\nreturn count\n") is None
+
+
+def test_a_rename_in_part_names_the_edited_files_own_lines(tmp_path: Path) -> None:
+    after = MAIN.replace("import calc_total", "import total_price")
+    (tmp_path / "main.py").write_text(after)
+    (tmp_path / "test_shop.py").write_text("from shop import calc_total\n")
+    (tmp_path / "notes.py").write_text("other_name = 1\n")
+    note = names_left(tmp_path, (tmp_path / "main.py").resolve(), "main.py", MAIN, after)
+    assert note == (NAMES_LEFT + "calc_total (renamed total_price here) is still used in "
+                    "main.py (line 4), test_shop.py (line 1).\n"
+                    "main.py:4: print(calc_total([1.5, 2.25]))\n"
+                    "test_shop.py:1: from shop import calc_total")
+    # Any other name the edited file still has is not searched for.
+    other = "other_name = 2\nprint(other_name)\nprint(calc_total)\n"
+    assert names_left(tmp_path, (tmp_path / "main.py").resolve(), "main.py", other,
+                      other.replace("print(other_name)", "print(1)")) == ""
 
 
 class _Problems:

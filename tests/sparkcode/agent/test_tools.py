@@ -104,6 +104,23 @@ async def test_write_and_edit_files(workspace: Path) -> None:
         await call(workspace, "edit_file", path="dup.py", old_string="", new_string="q")
 
 
+async def test_an_ambiguous_edit_suggests_replace_all_only_where_it_is_offered(
+        workspace: Path) -> None:
+    (workspace / "main.py").write_text("from shop import calc_total\nprint(calc_total(1))\n")
+    edit = TOOLS.get("edit_file")
+    assert edit is not None
+    args = {"path": "main.py", "old_string": "calc_total", "new_string": "total_price"}
+    with pytest.raises(ToolError, match="or set replace_all to true only if"):
+        await edit.run(args, ToolContext(workspace=workspace))
+    hidden = ToolContext(workspace=workspace,
+                         hidden_arguments=frozenset({"edit_file.replace_all"}))
+    with pytest.raises(ToolError) as err:
+        await edit.run(args, hidden)
+    assert "replace_all" not in str(err.value) and \
+        "edit one place at a time: copy one whole line below" in str(err.value)
+    assert "     2\tprint(calc_total(1))" in str(err.value)
+
+
 @pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "a/../../x", "link/x.txt",
                                   "escape.txt", ".git/config"])
 async def test_confinement_refuses_paths_outside_the_workspace(workspace: Path, tmp_path: Path,
