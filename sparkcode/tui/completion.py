@@ -88,6 +88,25 @@ def suggest_completion(value: str, files: WorkspaceFiles) -> str | None:
     return None
 
 
+def unique_command(value: str) -> str | None:
+    """``value`` with the command name or choice it abbreviates filled in, when exactly
+    one completes it (``/und`` -> ``/undo``, ``/effort hi`` -> ``/effort high``); else
+    None. Enter runs that: the prompt shows the completion, and "unknown command /und"
+    under a prompt that read "/undo" was the answer before. ``/c`` (clear, compact,
+    context) stays unknown rather than clearing the conversation."""
+    if not value.startswith("/") or "\n" in value:
+        return None
+    name, sep, arg = value.strip().partition(" ")
+    if not sep:
+        names = [n for n in COMMANDS if n.startswith(name[1:])]
+        return f"/{names[0]}" if len(names) == 1 and names[0] != name[1:] else None
+    command = COMMANDS.get(name[1:])
+    if command is None or " " in arg.strip() or not command.choices:
+        return None
+    choices = [c for c in command.choices if c.startswith(arg.strip())]
+    return f"{name} {choices[0]}" if len(choices) == 1 and choices[0] != arg.strip() else None
+
+
 def _command(value: str) -> str | None:
     name, sep, arg = value.partition(" ")
     if not sep:

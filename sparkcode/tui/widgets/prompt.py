@@ -13,7 +13,7 @@ from textual.reactive import reactive
 from textual.widgets import TextArea
 
 from ..attach import pasted_image
-from ..completion import WorkspaceFiles, suggest_completion
+from ..completion import WorkspaceFiles, suggest_completion, unique_command
 from ..paste import (
     CHIP,
     CHIP_MIN_LINES,
@@ -158,8 +158,10 @@ class PromptInput(TextArea):
             self.insert("\n")
 
     def action_submit(self) -> None:
-        """Post :class:`Submitted` with the prompt's text (the screen clears it)."""
+        """Post :class:`Submitted` with the prompt's text (the screen clears it); an
+        abbreviated slash command that only one completes is sent completed."""
         shown = self.text.strip()
+        shown = unique_command(shown) or shown
         self.post_message(self.Submitted(self, expand_chips(shown, self.pastes), shown))
 
     def action_cursor_up(self, select: bool = False) -> None:

@@ -15,7 +15,7 @@ from engine.paths import Paths
 from engine.profiles import load_profile
 from sparkcode.agent.events import MetricsUpdate, UsageUpdate
 from sparkcode.tui.commands import CommandError, parse_command
-from sparkcode.tui.completion import WorkspaceFiles, suggest_completion
+from sparkcode.tui.completion import WorkspaceFiles, suggest_completion, unique_command
 from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine, pagemath_line
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.stats import LiveStats, StatsTracker, format_stats, short_count
@@ -53,6 +53,16 @@ def test_completion_of_commands_arguments_and_paths(tmp_path: Path) -> None:
     assert suggest("fix @node") is None  # tool caches are not offered
     assert suggest("no mention") is None
     assert suggest("line one\nfix @pkg/modu") == "line one\nfix @pkg/module.py"
+
+
+def test_enter_completes_only_what_one_command_or_choice_completes() -> None:
+    assert unique_command("/und") == "/undo"
+    assert unique_command("/effort hi ") == "/effort high"
+    assert unique_command("/c") is None  # clear, compact, context: nothing is guessed
+    assert unique_command("/undo") is None and unique_command("/effort high") is None
+    assert unique_command("/effort huge") is None  # left to the usage error
+    assert unique_command("/budget 9") is None  # no choices
+    assert unique_command("/und\nmore") is None and unique_command("und") is None
 
 
 def test_workspace_files_uses_git_and_respects_ignores(tmp_path: Path) -> None:

@@ -155,11 +155,13 @@ async def test_bad_commands_are_reported_inline(app_factory: AppFactory) -> None
         await type_line(pilot, "/effort huge")
         await type_line(pilot, "/budget lots")
         await type_line(pilot, "/nonsense")
-        await until(pilot, lambda: len(texts(app, ErrorMessage)) == 3)
+        await type_line(pilot, "/c")  # clear, compact or context: none is guessed
+        await until(pilot, lambda: len(texts(app, ErrorMessage)) == 4)
         errors = texts(app, ErrorMessage)
         assert errors[0] == "usage: /effort low|high|max"
         assert errors[1].startswith("usage: /budget N")
         assert errors[2].startswith("unknown command /nonsense")
+        assert errors[3].startswith("unknown command /c;")
         assert agent.turns_run == 0
 
 
@@ -221,7 +223,7 @@ async def test_approving_an_edit_then_undoing_it(app_factory: AppFactory) -> Non
         assert tool.state == "done"
         assert "+print('bye')" in str(tool.query_one(".tool-diff").render())
         assert isinstance(app.focused, PromptInput)
-        await type_line(pilot, "/undo")
+        await type_line(pilot, "/und")  # shown completed, so Enter runs /undo
         await until(pilot, lambda: any("restored src/main.py" in t for t in texts(app, Notice)))
         assert agent.edits_applied == []
 
