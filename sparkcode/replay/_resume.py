@@ -28,6 +28,7 @@ from typing import Any, cast
 from engine.errors import UserError
 from sparkcode.agent._calls import check_call
 from sparkcode.agent._salvage import recover
+from sparkcode.agent._structured import RESULT_PREFIX
 from sparkcode.agent.client import ChatError, StreamParser, ToolCall
 from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.events import TodoItem
@@ -78,10 +79,14 @@ class Rebuilt:
 
 
 def user_turns(history: list[Message]) -> list[int]:
-    """History indices of the user messages that start a turn (not a summary)."""
+    """History indices of the user messages that start a turn: not a summary, and not a
+    tool result sent as a user message (small-model mode's ``results_as_user``, which
+    is how such a conversation is recorded, so resumed). Counted as turns, a resumed
+    cpu-coder session's /undo took back the last result ("turn 11 ... it changed no
+    file") instead of the turn whose edit wrote the file."""
     return [i for i, m in enumerate(history)
             if m.get("role") == "user"
-            and not str(m.get("content") or "").startswith(SUMMARY_PREFIX)]
+            and not str(m.get("content") or "").startswith((SUMMARY_PREFIX, RESULT_PREFIX))]
 
 
 def accepted_requests(session: Session) -> list[Exchange]:

@@ -163,6 +163,31 @@ async def test_undo_after_resume_rewinds_a_recorded_turn(ws: Path, paths: Paths)
     await resumed.aclose()
 
 
+async def test_undo_after_resume_in_small_model_mode_takes_back_whole_turns(
+        ws: Path, paths: Paths) -> None:
+    """With ``results_as_user`` the recording holds each tool result as a user message
+    ("Result: ..."); a resumed conversation's turns are still the user's two."""
+    (ws / ".keep").write_text("")
+    call = '{"tool":"write_file","arguments":' + WRITE + "}"
+    server = ScriptedServer([Reply(content=[call]), Reply(content=['{"answer":"ok"}']),
+                             Reply(content=['{"answer":"second"}'])])
+    knobs = AgentKnobs(structured_tools=True, results_as_user=True)
+    session = await start(server, ws, paths, knobs=knobs)
+    await turn(session, "write notes")
+    await turn(session, "and then?")
+    await session.aclose()
+    assert session.session_id is not None and (ws / "notes.md").exists()
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws,
+                                session_id=session.session_id)
+    assert any(str(m.get("content")).startswith("Result:\n") for m in rebuilt.history)
+    assert [(m.turn, m.snapshot is not None) for m in rebuilt.marks] == [(1, True), (2, False)]
+    resumed = await start(ScriptedServer([]), ws, paths, resume=rebuilt, knobs=knobs)
+    assert resumed.agent.undo().turn == 2
+    event = resumed.agent.undo()
+    assert (event.turn, event.changed) == (1, ("notes.md",)) and not (ws / "notes.md").exists()
+    await resumed.aclose()
+
+
 async def test_undo_recorded_after_the_last_request_is_applied(ws: Path, paths: Paths) -> None:
     server = ScriptedServer([Reply(content=["one"]), Reply(content=["two"])])
     session = await start(server, ws, paths)
