@@ -20,8 +20,7 @@ from ._match import MatchError, exact_matches, plan_replacement
 
 _OLD = {"type": "string", "description": "The text to replace, copied from the file."}
 _NEW = {"type": "string", "description": "Replacement text."}
-_ALL = {"type": "boolean", "description": "Replace every exact occurrence, so old_string may "
-        "match more than once (default false)."}
+_ALL = {"type": "boolean", "description": "Replace every exact occurrence (default false)."}
 
 
 def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str,
@@ -64,7 +63,7 @@ class EditFile(Tool):
         super().__init__(
             name="edit_file",
             description="Replace a piece of text in a file. old_string should match the file "
-                        "exactly and only once; if it differs "
+                        "exactly and only once (unless replace_all is true); if it differs "
                         "only in whitespace or indentation, the one region it matches is "
                         "edited. Read the file first.",
             parameters={
