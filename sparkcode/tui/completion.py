@@ -96,24 +96,24 @@ def unique_command(value: str) -> str | None:
     context) stays unknown rather than clearing the conversation."""
     if not value.startswith("/") or "\n" in value:
         return None
-    name, sep, arg = value.strip().partition(" ")
+    head, word, words = _command_words(value.strip())
+    found = [w for w in words if w.startswith(word)]
+    return head + found[0] if len(found) == 1 and found[0] != word else None
+
+
+def _command_words(value: str) -> tuple[str, str, Sequence[str]]:
+    """A slash command line as what precedes the word being typed, that word, and the
+    words that may complete it: command names, or the command's choices (none for an
+    unknown command or after a second argument)."""
+    name, sep, arg = value.partition(" ")
     if not sep:
-        names = [n for n in COMMANDS if n.startswith(name[1:])]
-        return f"/{names[0]}" if len(names) == 1 and names[0] != name[1:] else None
+        return "/", name[1:], sorted(COMMANDS)
     command = COMMANDS.get(name[1:])
-    if command is None or " " in arg.strip() or not command.choices:
-        return None
-    choices = [c for c in command.choices if c.startswith(arg.strip())]
-    return f"{name} {choices[0]}" if len(choices) == 1 and choices[0] != arg.strip() else None
+    choices = command.choices if command is not None and " " not in arg else ()
+    return f"{name} ", arg, choices
 
 
 def _command(value: str) -> str | None:
-    name, sep, arg = value.partition(" ")
-    if not sep:
-        found = _complete_word(name[1:], sorted(COMMANDS))
-        return None if found is None else "/" + found
-    command = COMMANDS.get(name[1:])
-    if command is None or " " in arg:
-        return None
-    found = _complete_word(arg, command.choices)
-    return None if found is None else f"{name} {found}"
+    head, word, words = _command_words(value)
+    found = _complete_word(word, words)
+    return None if found is None else head + found
