@@ -159,7 +159,8 @@ class Agent:
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
                                 explore=self.explorer, checker=checker,
-                                hidden_arguments=frozenset(self.settings.hidden_arguments))
+                                hidden_arguments=frozenset(self.settings.hidden_arguments),
+                                refuse_syntax_errors=self.settings.refuse_syntax_errors)
 
     # -- public API ----------------------------------------------------------
 

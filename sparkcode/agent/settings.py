@@ -132,6 +132,10 @@ class AgentSettings:
     """A turn's first loop of calls (``loop_guard``) is not asked about: the call is not
     run and its result tells the model to stop repeating it (``_execute.LOOP_NUDGE``);
     a second loop in the turn asks as usual."""
+    refuse_syntax_errors: bool = False
+    """Refuse an edit that would leave a Python, JSON or TOML file that parses
+    unparsable (``tools._syntax``); off by default: Python is parsed by the
+    interpreter sparkcode runs on, which may be older than the project's."""
     workspace_files: bool = False
     """End the system prompt with the workspace's files as they are when the session
     starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B

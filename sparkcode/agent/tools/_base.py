@@ -114,6 +114,10 @@ class ToolContext:
     """Optional arguments left out of the tools' specs (``TOOL.ARG``, ``[agent]
     hidden_arguments``): error messages do not tell the model to set them."""
 
+    refuse_syntax_errors: bool = False
+    """Refuse an edit that leaves a Python, JSON or TOML file unparsable (``[agent]
+    refuse_syntax_errors``, :mod:`._syntax`)."""
+
 
 @dataclass
 class ToolOutput:

@@ -17,6 +17,7 @@ from ._confine import display, resolve_in_workspace
 from ._files import _read_text, read_file_residue, unified_diff
 from ._guesses import instead_of_a_guess
 from ._match import MatchError, exact_matches, plan_replacement
+from ._syntax import refuse_broken_syntax
 
 _OLD = {"type": "string", "description": "The text to replace, copied from the file."}
 _NEW = {"type": "string", "description": "Replacement text."}
@@ -82,6 +83,7 @@ class EditFile(Tool):
         new, how = apply_edit(text, args["old_string"], args["new_string"],
                               args.get("replace_all"), shown,
                               "edit_file.replace_all" not in ctx.hidden_arguments)
+        refuse_broken_syntax(ctx, path, shown, text, new)
         return path, shown, text, new, how, f" ({twin[2:]})" if twin else ""
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
@@ -136,6 +138,7 @@ class MultiEdit(Tool):
                                 f"(edits apply in order, each to the result of the ones "
                                 f"before): {exc}") from None
             hows.append(how)
+        refuse_broken_syntax(ctx, path, shown, original, text)
         return path, shown, original, text, _note(hows)
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:

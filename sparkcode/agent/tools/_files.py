@@ -13,6 +13,7 @@ from ._after_edit import checked_edit
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 from ._confine import display, resolve_in_workspace
 from ._guesses import instead_of_a_guess, refuse_a_guessed_directory
+from ._syntax import refuse_broken_syntax
 from ._walk import walk_files
 
 MAX_READ_BYTES = 2_000_000
@@ -180,10 +181,12 @@ class WriteFile(Tool):
             raise ToolError("content must be a string")
         if not path.exists():
             refuse_a_guessed_directory(ctx.workspace, path, shown)
-        old = _read_text(path, shown) if path.exists() else ""
+        existing = _read_text(path, shown) if path.exists() else None
+        old = existing or ""
         residue = read_file_residue(content, old)
         if residue:
             raise ToolError(f"{shown} was not written: {residue}")
+        refuse_broken_syntax(ctx, path, shown, existing, content)
         return path, shown, old, content
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
