@@ -66,6 +66,26 @@ def _places(text: str, hits: list[int], old: str, most: int = 5) -> str:
     return "\n---\n".join(shown) + more
 
 
+def _one_place_at_a_time(text: str, hits: list[int], old: str) -> str:
+    """What to copy instead of an ambiguous ``old`` when ``replace_all`` is hidden.
+    A whole line is enough where each place's lines occur once in the file (told so,
+    the 1.5B edited one place of a rename); where they repeat (``return a - b`` in
+    add and in sub, fix-line-add) no line is, and the 1.5B, told to copy one,
+    rewrote the file with read_file's framing until the loop guard stopped it
+    (docs/agent.md): there the line before must come too."""
+    whole = []
+    for i in hits:
+        start = text.rfind("\n", 0, i) + 1
+        end = text.find("\n", i + max(len(old), 1) - 1)
+        whole.append(text[start:end if end >= 0 else len(text)])
+    if all(len(exact_matches(text, block)) == 1 for block in whole):
+        return "edit one place at a time: copy one whole line below as old_string, so it " \
+            "matches exactly once"
+    return ("edit one place at a time: these lines repeat in the file, so copy one place "
+            "below together with the line before it (both lines) as old_string, so it "
+            "matches exactly once")
+
+
 def exact_matches(text: str, needle: str) -> list[int]:
     out, start = [], 0
     while (i := text.find(needle, start)) >= 0:
@@ -92,8 +112,7 @@ def plan_replacement(text: str, old: str, new: str, shown: str,
         lines = ", ".join(str(line_of(text, i)) for i in hits[:10])
         how = ("include more surrounding lines so it matches exactly once, or set "
                "replace_all to true only if every one should change" if replace_all_offered
-               else "edit one place at a time: copy one whole line below as old_string, so "
-               "it matches exactly once")
+               else _one_place_at_a_time(text, hits, old))
         raise MatchError(f"old_string occurs {len(hits)} times in {shown} (at lines {lines}); "
                          f"{how}. Each place with the line before it:\n"
                          + _places(text, hits, old))

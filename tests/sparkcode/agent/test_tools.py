@@ -119,6 +119,15 @@ async def test_an_ambiguous_edit_suggests_replace_all_only_where_it_is_offered(
     assert "replace_all" not in str(err.value) and \
         "edit one place at a time: copy one whole line below" in str(err.value)
     assert "     2\tprint(calc_total(1))" in str(err.value)
+    # fix-line-add: the line itself repeats (add and sub), so one line cannot be enough.
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\n"
+                                       "def sub(a, b):\n    return a - b\n")
+    same = {"path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}
+    with pytest.raises(ToolError) as err:
+        await edit.run(same, hidden)
+    assert "these lines repeat in the file, so copy one place below together with the " \
+        "line before it (both lines) as old_string" in str(err.value)
+    assert "     1\tdef add(a, b):\n     2\t    return a - b" in str(err.value)
 
 
 @pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "a/../../x", "link/x.txt",
