@@ -78,6 +78,9 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     own steps' results in ``<tool_response>`` tags badly)."""
     loop_nudge: bool | None = None
     """A turn's first loop of repeated calls is told to the model, not asked about."""
+    keep_told_files: bool | None = None
+    """Files a message says not to change (the tests, a named file) are refused to the
+    edit tools for that turn."""
     refuse_syntax_errors: bool | None = None
     """Refuse an edit that would leave a Python, JSON or TOML file unparsable; the
     result shows the model the broken lines (SWE-agent's lint-guarded edit)."""

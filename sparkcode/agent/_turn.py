@@ -42,7 +42,7 @@ from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
 from .metrics import MetricsPoller
 from .permissions import Permissions
-from .questions import asks_a_run, is_question
+from .questions import asks_a_run, is_question, kept_files
 from .rewind import Rewind
 from .settings import AgentSettings
 from .tools import ToolContext, ToolRegistry
@@ -77,6 +77,7 @@ class Agent(Protocol):
     _task: str
     _question: bool
     _runs_asked: bool
+    _run_pending: bool
 
     def _drop_thinking(self) -> None: ...
 
@@ -128,7 +129,9 @@ async def turn_events(self: Agent, user_text: str,
     planning = self.permissions.mode == "plan"
     self._task = user_text
     self._question = self.settings.questions_read_only and is_question(user_text)
-    self._runs_asked = asks_a_run(user_text)
+    self._runs_asked = self._run_pending = asks_a_run(user_text)
+    kept = kept_files(user_text) if self.settings.keep_told_files else None
+    self._ctx.kept = kept or None
     tools_now, structured, structured_first = (self.tools, self._structured,
                                                self._structured_first)
     if self._question:  # the edit tools out of the grammar (the prompt is unchanged)
@@ -146,6 +149,12 @@ async def turn_events(self: Agent, user_text: str,
         yield ran
     if attached is not None:
         yield Notice(message=attached.describe(), code="files_attached")
+    if kept:
+        what = "the tests" if kept.tests else ""
+        if kept.names:
+            what += (" and " if what else "") + ", ".join(sorted(kept.names))
+        yield Notice(message=f"this message says not to change {what}, so edits of them are "
+                     "refused this turn ([agent] keep_told_files)", code="files_kept")
     if self._question:
         yield Notice(message="this message only asks, so the tools that edit files are left "
                      "out of this turn ([agent] questions_read_only); ask for a change to "

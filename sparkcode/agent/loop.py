@@ -66,6 +66,8 @@ from .settings import (
     DEFAULT_SYSTEM_PROMPT,
     PLAN_NOTE,
     QUESTION_REMINDER,
+    QUESTION_RUN_REMINDER,
+    RUN_REMINDER,
     TASK_REMINDER,
     AgentSettings,
 )
@@ -146,6 +148,9 @@ class Agent:
         self._runs_asked = False
         """The current turn asks to run something (``questions.asks_a_run``): no
         CHANGED_REMINDER after its edits."""
+        self._run_pending = False
+        """The current turn asks to run something and no ``bash`` call has run yet:
+        RUN_REMINDER (or QUESTION_RUN_REMINDER) instead of the plain one."""
         self._cancel = False
         self._loops: dict[str, int] = {}
         self.steering: list[str] = []
@@ -308,10 +313,13 @@ class Agent:
                             loops=dict(self._loops))
 
     def _tool_result(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None:
+        if call.tool is not None and call.tool.kind == "shell" \
+                and not text.startswith(("error:", "refused:", "not run:")):
+            self._run_pending = False
         if self.settings.task_reminder:
-            reminder = TASK_REMINDER
+            reminder = RUN_REMINDER if self._run_pending else TASK_REMINDER
             if self._question:
-                reminder = QUESTION_REMINDER
+                reminder = QUESTION_RUN_REMINDER if self._run_pending else QUESTION_REMINDER
             elif call.tool is not None and call.tool.kind == "edit" \
                     and not text.startswith("error:") and not self._runs_asked \
                     and not unfinished:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from .tools import KeptFiles
+
 _NEGATED = re.compile(
     r"\b(?:do not|don't|dont|never|without|not)\s+(?:\w+\s+){0,2}?"
     r"(?:chang|edit|modif|touch|writ|fix|updat|delet|remov)\w*[^.?!;]*", re.I)
@@ -49,4 +51,28 @@ def asks_a_run(text: str) -> bool:
     return bool(_RUN.search(text))
 
 
-__all__ = ["asks_a_run", "is_question"]
+_VERB = r"(?:chang|edit|modif|touch|alter|rewrit|updat)\w*"
+_DONT = r"\b(?:do not|don't|dont|never|must not|should not|without)\s+"
+_KEEP_TESTS = re.compile(
+    _DONT + r"(?:\w+\s+){0,2}?" + _VERB + r"\s+(?:the\s+|any\s+(?:of\s+the\s+)?)?"
+    r"(?:unit\s+)?tests?\b"
+    r"|\bnot\s+the\s+tests\b"
+    r"|\btests?\b[^.?!;]*?" + _DONT + _VERB + r"\s+(?:them|it)\b"
+    r"|\bleave\s+the\s+tests\s+(?:alone|as\s+they\s+are|unchanged)", re.I)
+"""Words that keep the tests: "Do not change the tests", "fix the code (not the tests)",
+"keep the tests passing and do not change them", "leave the tests alone"."""
+_KEEP_FILE = re.compile(
+    _DONT + r"(?:\w+\s+){0,2}?" + _VERB + r"\s+[`'\"]?([\w./-]+\.\w+)[`'\"]?", re.I)
+"""A named file kept: "do not edit test_temps.py"."""
+
+
+def kept_files(text: str) -> KeptFiles:
+    """The files ``text`` says not to change (``[agent] keep_told_files``): the tests, or
+    a file it names. A rule of plain words, like :func:`is_question`: a sentence that
+    forbids a change it names, not one that asks for a change to the tests ("add a
+    test", "fix the tests") or says "do not change its behaviour"."""
+    names = frozenset(m.group(1).rstrip(".") for m in _KEEP_FILE.finditer(text))
+    return KeptFiles(tests=bool(_KEEP_TESTS.search(text)), names=names)
+
+
+__all__ = ["asks_a_run", "is_question", "kept_files"]

@@ -58,6 +58,19 @@ QUESTION_REMINDER = (
     "as you know the answer; otherwise make the next tool call.)"
 )
 """TASK_REMINDER for a question turn (``questions_read_only``)."""
+RUN_REMINDER = (
+    "\n\n(The task: {task}\nIt asks for a run that has not been made yet (bash). Reply "
+    'with the next step: another tool call, or {{"answer":"..."}} if the task is done.)'
+)
+"""TASK_REMINDER while the task asks to run something (``questions.asks_a_run``) and no
+``bash`` call has been made this turn. In the agent suite's run-tests tries the 1.5B
+read one file and answered without running the tests it was told to run (2 of 3 on
+try 1, 2026-12-03, docs/agent.md)."""
+QUESTION_RUN_REMINDER = (
+    "\n\n(The question: {task}\nNo file is to be changed. It asks for a run that has not "
+    'been made yet: make it with bash, then reply {{"answer":"..."}} with what it showed.)'
+)
+"""QUESTION_REMINDER while the question's run has not been made (as RUN_REMINDER)."""
 ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
               "in_progress and then done as you go.")
 """What switching from plan to act sends (the TUI's /act)."""
@@ -132,6 +145,11 @@ class AgentSettings:
     """A turn's first loop of calls (``loop_guard``) is not asked about: the call is not
     run and its result tells the model to stop repeating it (``_execute.LOOP_NUDGE``);
     a second loop in the turn asks as usual."""
+    keep_told_files: bool = False
+    """Files the turn's message says not to change ("do not change the tests", "do not
+    edit calc.py"; ``questions.kept_files``) are refused to the edit tools that turn
+    (``tools._kept``). Off by default: a rule of plain words can misread a message, and
+    a capable model follows the words itself."""
     refuse_syntax_errors: bool = False
     """Refuse an edit that would leave a Python, JSON or TOML file that parses
     unparsable (``tools._syntax``); off by default: Python is parsed by the

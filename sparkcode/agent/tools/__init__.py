@@ -24,6 +24,7 @@ from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
 from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff, workspace_listing
 from ._git import GitCommit, GitDiff, GitLog, GitStatus
+from ._kept import KeptFiles, is_test_file
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
 from ._shell import Bash
@@ -112,6 +113,7 @@ __all__ = [
     "GitLog",
     "GitStatus",
     "Grep",
+    "KeptFiles",
     "ListFiles",
     "MultiEdit",
     "NAMES_LEFT",
@@ -132,6 +134,7 @@ __all__ = [
     "WriteFile",
     "cap_output",
     "check_read_only",
+    "is_test_file",
     "default_tools",
     "find_bwrap",
     "is_read_only_command",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..events import Event, TodoItem, TodoStatus
 
 if TYPE_CHECKING:
+    from ._kept import KeptFiles
     from ._sandbox import Sandbox
 
 ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state", "web"]
@@ -117,6 +118,10 @@ class ToolContext:
     refuse_syntax_errors: bool = False
     """Refuse an edit that leaves a Python, JSON or TOML file unparsable (``[agent]
     refuse_syntax_errors``, :mod:`._syntax`)."""
+
+    kept: KeptFiles | None = None
+    """The files this turn's message says not to change (``[agent] keep_told_files``,
+    :mod:`._kept`); the loop sets it at each turn's start."""
 
 
 @dataclass

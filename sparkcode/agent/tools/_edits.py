@@ -16,6 +16,7 @@ from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
 from ._confine import display, resolve_in_workspace
 from ._files import _read_text, read_file_residue, unified_diff
 from ._guesses import instead_of_a_guess
+from ._kept import refuse_a_kept_file
 from ._match import MatchError, exact_matches, plan_replacement
 from ._syntax import refuse_broken_syntax
 
@@ -79,6 +80,7 @@ class EditFile(Tool):
         path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
         path, twin = instead_of_a_guess(ctx.workspace, path)
         shown = display(ctx.workspace, path)
+        refuse_a_kept_file(ctx, shown)
         text = _read_text(path, shown, ctx.workspace)
         new, how = apply_edit(text, args["old_string"], args["new_string"],
                               args.get("replace_all"), shown,
@@ -119,6 +121,7 @@ class MultiEdit(Tool):
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str, str]:
         path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
         shown = display(ctx.workspace, path)
+        refuse_a_kept_file(ctx, shown)
         edits = args["edits"]
         if not isinstance(edits, list) or not edits:
             raise ToolError("edits must be a non-empty list of {old_string, new_string} "

@@ -13,6 +13,7 @@ from ._after_edit import checked_edit
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 from ._confine import display, resolve_in_workspace
 from ._guesses import instead_of_a_guess, refuse_a_guessed_directory
+from ._kept import refuse_a_kept_file
 from ._syntax import refuse_broken_syntax
 from ._walk import walk_files
 
@@ -176,6 +177,7 @@ class WriteFile(Tool):
         shown = display(ctx.workspace, path)
         if path.is_dir():
             raise ToolError(f"{shown} is a directory; give a file path")
+        refuse_a_kept_file(ctx, shown)
         content = args["content"]
         if not isinstance(content, str):
             raise ToolError("content must be a string")

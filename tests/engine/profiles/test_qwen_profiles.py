@@ -51,9 +51,10 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
     assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
             agent.task_reminder, agent.temperature, agent.workspace_files,
             agent.results_as_user, agent.loop_nudge, agent.attach_files,
-            agent.questions_read_only, agent.hidden_arguments, agent.refuse_syntax_errors) == \
+            agent.questions_read_only, agent.hidden_arguments, agent.refuse_syntax_errors,
+            agent.keep_told_files) == \
         (True, "name", True, True, 0.7, False, True, True, 8000, True,
-         ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"), True)
+         ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"), True, True)
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 

@@ -124,3 +124,33 @@ async def test_a_task_that_asks_for_a_run_keeps_the_plain_reminder(workspace: Pa
     await run(agent, "Create h.txt with hello, then run the tests.")
     made = server.requests[1]["messages"][-1]["content"]
     assert "That change is made" not in made and "Reply with the next step" in made
+
+
+async def test_a_run_that_was_asked_for_is_reminded_until_bash_has_run(workspace: Path) -> None:
+    """run-tests: the 1.5B read one file and answered without the run it was told to make.
+    Until a bash call has run, the reminder says the run is still to be made; a refused
+    or failed bash call does not count, a command that ran (any exit code) does."""
+    (workspace / "a.py").write_text("x = 1\n")
+    read = json.dumps({"name": "read_file", "arguments": {"path": "a.py"}})
+    run_tests = json.dumps({"name": "bash", "arguments": {"command": "exit 3"}})
+    server = ScriptedServer([Reply(content=[read]), Reply(content=[run_tests]),
+                             Reply(content=[read]), Reply(content=['{"answer":"exit 3"}']),
+                             Reply(content=[read]), Reply(content=['{"answer":"ok"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True, questions_read_only=True)
+    await run(agent, "Run the tests and tell me which exit code they give. Do not change "
+                     "any file.")
+    results = [server.requests[n]["messages"][-1]["content"] for n in (1, 2, 3)]
+    assert results[0].endswith(
+        "No file is to be changed. It asks for a run that has not been made yet: make it with "
+        'bash, then reply {"answer":"..."} with what it showed.)')
+    assert results[1].startswith("exit code 3") and results[1].endswith(
+        'Reply {"answer":"..."} as soon as you know the answer; otherwise make the next '
+        "tool call.)")
+    assert "has not been made" not in results[2]
+    # A change task: the same, in the task's words; a new turn asks again.
+    await run(agent, "Fix a.py, then run the tests.")
+    pending = server.requests[5]["messages"][-1]["content"]
+    assert pending.endswith("It asks for a run that has not been made yet (bash). Reply with "
+                            'the next step: another tool call, or {"answer":"..."} if the '
+                            "task is done.)")
