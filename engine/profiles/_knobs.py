@@ -78,6 +78,9 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     own steps' results in ``<tool_response>`` tags badly)."""
     loop_nudge: bool | None = None
     """A turn's first loop of repeated calls is told to the model, not asked about."""
+    run_before_answer: bool | None = None
+    """A turn whose message asks to run something cannot answer before a bash call has
+    run (its first 4 requests)."""
     keep_told_files: bool | None = None
     """Files a message says not to change (the tests, a named file) are refused to the
     edit tools for that turn."""

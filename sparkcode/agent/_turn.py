@@ -49,6 +49,10 @@ from .tools import ToolContext, ToolRegistry
 from .undo import UndoStore
 
 QUESTION_LEAVES_OUT = frozenset({"edit"})
+RUN_BEFORE_ANSWER_REQUESTS = 4
+"""With ``run_before_answer``, the requests of a turn that may not answer while the run
+it asks for is still to be made: enough for a read, an edit and the run; after them the
+model may answer (a turn that cannot run anything must still end)."""
 """The tool kinds a question turn is not offered (write_file, edit_file, multi_edit)."""
 
 
@@ -180,15 +184,21 @@ async def turn_events(self: Agent, user_text: str,
                                 prompt_estimate=self.context.estimate(self.history))
         choice: Any = "auto"
         tools = tools_now.specs()
+        run_first = self.settings.run_before_answer and self._run_pending \
+            and request <= RUN_BEFORE_ANSWER_REQUESTS
         if structured is not None:
             # The tools are in the system prompt; the schema is the only call format.
             tools = []
+            if run_first:
+                structured_first = structured_first or structured_outputs(
+                    tools_now, self.settings.step_name_key, answer=False)
             params["structured_outputs"] = (
-                structured_first if request == 1 and structured_first else structured)
+                structured_first if (request == 1 or run_first) and structured_first
+                else structured)
         elif self.settings.force_tool and request == 1:
             choice = {"type": "function", "function": {"name": self.settings.force_tool}}
             tools = forced_specs(tools, self.settings)
-        elif self.settings.first_step_tool and request == 1:
+        elif self.settings.first_step_tool and request == 1 or run_first:
             choice = "required"
         yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
                              thinking_token_budget=params.get("thinking_token_budget"),

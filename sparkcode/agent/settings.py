@@ -145,6 +145,12 @@ class AgentSettings:
     """A turn's first loop of calls (``loop_guard``) is not asked about: the call is not
     run and its result tells the model to stop repeating it (``_execute.LOOP_NUDGE``);
     a second loop in the turn asks as usual."""
+    run_before_answer: bool = False
+    """While the turn's message asks to run something (``questions.asks_a_run``) and no
+    ``bash`` call has run, its first ``_turn.RUN_BEFORE_ANSWER_REQUESTS`` requests
+    cannot answer (small-model mode: no answer in the schema; otherwise
+    ``tool_choice: "required"``). Told by RUN_REMINDER that the run was still to be
+    made, the greedy 1.5B still answered run-tests-file after reading one file."""
     keep_told_files: bool = False
     """Files the turn's message says not to change ("do not change the tests", "do not
     edit calc.py"; ``questions.kept_files``) are refused to the edit tools that turn

@@ -154,3 +154,41 @@ async def test_a_run_that_was_asked_for_is_reminded_until_bash_has_run(workspace
     assert pending.endswith("It asks for a run that has not been made yet (bash). Reply with "
                             'the next step: another tool call, or {"answer":"..."} if the '
                             "task is done.)")
+
+
+async def test_run_before_answer_holds_the_answer_until_bash_has_run(workspace: Path) -> None:
+    """``run_before_answer``: while the asked-for run is due, the step schema has no answer
+    (at most RUN_BEFORE_ANSWER_REQUESTS requests); once bash ran, the answer is back.
+    Without small-model mode the same holds through ``tool_choice: "required"``."""
+    (workspace / "a.py").write_text("x = 1\n")
+    read = json.dumps({"name": "read_file", "arguments": {"path": "a.py"}})
+    ran = json.dumps({"name": "bash", "arguments": {"command": "true"}})
+    server = ScriptedServer([Reply(content=[read]), Reply(content=[ran]),
+                             Reply(content=['{"answer":"ok"}'])]
+                            + [Reply(content=[json.dumps({"name": "read_file", "arguments": {
+                                "path": "a.py", "start_line": 1, "end_line": n}})])
+                               for n in range(1, 5)]
+                            + [Reply(content=['{"answer":"no run"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       run_before_answer=True)
+    await run(agent, "Run the tests and tell me if they pass.")
+    schemas = [_names(r["structured_outputs"]["json"]) for r in server.requests[:3]]
+    assert ["ANSWER" in names for names in schemas] == [False, False, True]
+    # A turn that cannot get to a run may answer after the fourth request.
+    events = await run(agent, "Run the tests and tell me if they pass.")
+    schemas = [_names(r["structured_outputs"]["json"]) for r in server.requests[3:8]]
+    assert ["ANSWER" in names for names in schemas] == [False, False, False, False, True]
+    assert of(events, ToolCallFinished)[-1].name == "read_file"
+    # Not asked for a run: the answer is there from the first request.
+    server.replies.append(Reply(content=['{"answer":"1"}']))
+    await run(agent, "Read a.py and tell me x.")
+    assert "ANSWER" in _names(server.requests[8]["structured_outputs"]["json"])
+
+
+async def test_run_before_answer_without_small_model_mode_requires_a_call(
+        workspace: Path) -> None:
+    server = ScriptedServer([Reply(tool_calls=[("bash", json.dumps({"command": "true"}))]),
+                             Reply(content=["passed"])])
+    agent = make_agent(server, workspace, run_before_answer=True)
+    await run(agent, "Run the tests.")
+    assert [r.get("tool_choice") for r in server.requests] == ["required", "auto"]
