@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..events import Event, TodoItem, TodoStatus
 
 if TYPE_CHECKING:
-    from ._kept import KeptFiles
     from ._sandbox import Sandbox
 
 ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state", "web"]
@@ -82,6 +81,15 @@ class EditFeedback:
     """Told to the user (a checker that is missing, crashed or slow), not to the model."""
 
 
+class KeptRule(Protocol):
+    """Which files a turn keeps as they are (``._kept.KeptFiles``; a protocol here so
+    that the context does not import the rule's module, which raises ``ToolError``)."""
+
+    def why(self, rel: str) -> str | None:
+        """Why ``rel`` is kept, in words for the model, or None."""
+        ...
+
+
 class EditChecker(Protocol):
     """Looks at a file after an edit (``sparkcode.agent.lsp.Diagnostics``)."""
 
@@ -119,7 +127,7 @@ class ToolContext:
     """Refuse an edit that leaves a Python, JSON or TOML file unparsable (``[agent]
     refuse_syntax_errors``, :mod:`._syntax`)."""
 
-    kept: KeptFiles | None = None
+    kept: KeptRule | None = None
     """The files this turn's message says not to change (``[agent] keep_told_files``,
     :mod:`._kept`); the loop sets it at each turn's start."""
 
