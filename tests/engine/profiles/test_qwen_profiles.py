@@ -70,6 +70,41 @@ def test_the_cpu_profiles_never_split_a_prompt_into_prefill_chunks(paths: Paths,
     assert batched >= int(argv[argv.index("--max-model-len") + 1])
 
 
+def _cpu_profile(tmp_path: Path, server: str = "") -> profiles.Profile:
+    text = (f'[profile]\nname = "mine"\n[model]\npath = "{tmp_path}"\n[server]\n{server}'
+            '[cpu]\nkvcache_space_gib = 1\n')
+    return parse_profile(text, tmp_path / "mine.toml")
+
+
+def test_a_users_cpu_profile_gets_whole_prompt_prefill_too(paths: Paths, tmp_path: Path) -> None:
+    """A profile the user writes with a [cpu] table is protected from the same crash: the
+    flags come from rendering, with the model's own context where the profile sets none,
+    and a profile that decides prefill chunking itself keeps its choice."""
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 4096}))
+    argv = render(_cpu_profile(tmp_path), paths, python="/py").argv
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "4096"
+    assert "--no-enable-chunked-prefill" in argv
+
+    argv = render(_cpu_profile(tmp_path, server="max_model_len = 2048\n"), paths,
+                  python="/py").argv
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "2048"
+
+    own = _cpu_profile(tmp_path, server='extra_args = ["--max-num-batched-tokens=512"]\n')
+    argv = render(own, paths, python="/py").argv
+    assert "--no-enable-chunked-prefill" not in argv
+    assert [a for a in argv if a.startswith("--max-num-batched-tokens")] == \
+        ["--max-num-batched-tokens=512"]
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ProfileError, match="max_model_len"):
+        render(_cpu_profile(tmp_path), paths, python="/py")
+
+
+def test_a_gpu_profile_keeps_vllms_prefill_chunks(paths: Paths) -> None:
+    argv = render(load_profile("glm53-flash-spark", paths), paths, python="/py").argv
+    assert "--no-enable-chunked-prefill" not in argv
+
+
 def test_every_builtin_has_a_source_and_the_fetched_ones_pin_every_wheel() -> None:
     assert set(BUILTINS) == set(BUILTIN_MODELS)
     counts = {}
