@@ -17,16 +17,19 @@ not downloaded yet.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
-from engine.profiles import Profile
-from engine.profiles._render import model_dir_for
+from engine.profiles import (
+    Profile,
+    is_hybrid_config,
+    model_dir_for,
+    read_model_config,
+    text_config,
+)
 
 SEED_TURN_PREFILL_S = 16.0
 """Prefill per agent turn on one Spark reported by the seed (GLM-5.3-Flash + DFlash2)."""
@@ -140,33 +143,9 @@ def mamba_block_from_log(lines: Iterable[str]) -> int | None:
     return found
 
 
-def _read_config(model_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    text = config.get("text_config")
-    return text if isinstance(text, dict) else config
-
-
-def is_hybrid_config(config: dict[str, Any]) -> bool:
-    """Whether a HF config describes linear-attention (Mamba-family) layers."""
-    text = _text_config(config)
-    layer_types = text.get("layer_types") or []
-    return bool(
-        text.get("linear_attn_config")
-        or any(t in ("linear_attention", "mamba") for t in layer_types)
-        or text.get("model_type") in ("mamba", "mamba2")
-    )
-
-
 def _facts_from_config(config: dict[str, Any]) -> HybridFacts | None:
     """KDA facts from a GLM-5.3-Flash style config (others: not estimated)."""
-    text = _text_config(config)
+    text = text_config(config)
     linear = text.get("linear_attn_config")
     if not isinstance(linear, dict) or not str(text.get("model_type", "")).startswith("glm5"):
         return None
@@ -189,7 +168,7 @@ def prefix_cache_math(profile: Profile, paths: Paths,
         return None
     spec_k = profile.speculative.num_speculative_tokens if profile.speculative else 0
     model_dir = model_dir_for(profile, paths)
-    config = _read_config(model_dir)
+    config = read_model_config(model_dir)
     facts = _facts_from_config(config) if config is not None else None
     if facts is None and config is None:
         facts = _KNOWN_BY_NAME.get((profile.served_name or model_dir.name).lower())

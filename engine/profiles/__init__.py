@@ -25,6 +25,7 @@ from ._knobs import (
     knobs_from,
     overlay,
 )
+from ._model_config import is_hybrid_config, read_model_config, text_config
 from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
 from ._render import LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
 from ._schema import (
@@ -60,14 +61,17 @@ __all__ = [
     "TomlTable",
     "cpu_coder_name",
     "default_profile_name",
+    "is_hybrid_config",
     "is_secret_name",
     "list_profiles",
     "load_profile",
     "load_profile_file",
     "model_dir_for",
     "parse_profile",
+    "read_model_config",
     "render",
     "render_nodes",
+    "text_config",
 ]
 
 

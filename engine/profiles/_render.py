@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.errors import ProfileError
 from engine.paths import Paths
 
+from ._model_config import is_hybrid_config, model_context, read_model_config
 from ._nodes import NodesSpec, check_model_for_nodes, check_pipeline_parallel
 from ._schema import Profile
 
@@ -231,27 +232,22 @@ def _whole_prompts_on_cpu(profile: Profile, model_dir: Path) -> list[str]:
     Generator does not use offset" (the runner rewinds a CUDA-only generator offset
     after a partial prefill), and sparkcode seeds every request (docs/models.md). A
     step must then hold a whole prompt: the context, from the profile or the model's
-    ``max_position_embeddings``."""
+    ``max_position_embeddings``. Not for a hybrid model: vLLM requires chunked prefill
+    for its prefix caching ('align' mode) of linear-attention state."""
     if profile.cpu_kvcache_space_gib is None and not profile.cpu_bind_all_cores:
         return []
     if any(arg.split("=", 1)[0] in CHUNK_FLAGS for arg in profile.extra_args):
         return []
-    context = profile.max_model_len or _model_context(model_dir)
+    config = read_model_config(model_dir)
+    if config is not None and is_hybrid_config(config):
+        return []
+    context = profile.max_model_len or (model_context(config) if config else None)
     if context is None:
         raise ProfileError(
             f"profile {profile.name!r}: set [server] max_model_len (CPU profiles prefill a "
             f"whole prompt in one step, and {model_dir / 'config.json'} does not say the "
             "model's context)")
     return ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(context)]
-
-
-def _model_context(model_dir: Path) -> int | None:
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def _cpu_list() -> str:

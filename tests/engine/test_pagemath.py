@@ -10,12 +10,11 @@ import pytest
 from engine.pagemath import (
     GLM53_FLASH,
     PageMath,
-    is_hybrid_config,
     mamba_block_from_log,
     prefix_cache_math,
 )
 from engine.paths import Paths
-from engine.profiles import load_profile
+from engine.profiles import is_hybrid_config, load_profile
 from engine.supervisor import EngineStatus
 from engine.supervisor._phases import plugin_lines
 from sparkcode.cli._engine import _describe

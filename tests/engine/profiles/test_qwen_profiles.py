@@ -99,6 +99,14 @@ def test_a_users_cpu_profile_gets_whole_prompt_prefill_too(paths: Paths, tmp_pat
     with pytest.raises(ProfileError, match="max_model_len"):
         render(_cpu_profile(tmp_path), paths, python="/py")
 
+    # A hybrid model keeps vLLM's chunks: its prefix caching of linear-attention state
+    # ('align' mode) requires chunked prefill (vLLM refuses to start without).
+    hybrid = {"max_position_embeddings": 4096, "layer_types": ["linear_attention",
+                                                               "full_attention"]}
+    (tmp_path / "config.json").write_text(json.dumps(hybrid))
+    argv = render(_cpu_profile(tmp_path), paths, python="/py").argv
+    assert "--no-enable-chunked-prefill" not in argv
+
 
 def test_a_gpu_profile_keeps_vllms_prefill_chunks(paths: Paths) -> None:
     argv = render(load_profile("glm53-flash-spark", paths), paths, python="/py").argv
