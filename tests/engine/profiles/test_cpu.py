@@ -83,6 +83,18 @@ def test_the_shipped_cpu_coder_serves_float32_without_bf16(
         monkeypatch.setenv(CPU_BF16_ENV, bf16)
         argv = render(load_profile("cpu-coder", paths), paths, python="/py").argv
         assert argv[argv.index("--dtype") + 1] == dtype
-    # Measured only for the 1.5B: the 0.5B keeps bf16 everywhere.
-    small = render(load_profile("cpu-coder-small", paths), paths, python="/py").argv
-    assert small[small.index("--dtype") + 1] == "bfloat16"
+        small = render(load_profile("cpu-coder-small", paths), paths, python="/py").argv
+        assert small[small.index("--dtype") + 1] == dtype
+
+
+def test_the_small_coder_keeps_bf16_on_a_small_machine(
+        paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 0.5B's float32 engine held 6.9 GiB: under 12 GiB of memory it stays bf16,
+    and the 1.5B (float32 from 22 GiB) does too."""
+    monkeypatch.setattr(_schema, "ram_gib", lambda: 8.0)
+    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    for name in ("cpu-coder-small", "cpu-coder"):
+        profile = load_profile(name, paths)
+        argv = render(profile, paths, python="/py").argv
+        assert argv[argv.index("--dtype") + 1] == "bfloat16"
+        assert not profile.cpu_without_bf16
