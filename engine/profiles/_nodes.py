@@ -26,7 +26,6 @@ a CPU, NCCL on CUDA). No Ray: sparkcode starts, watches and stops both itself.
 
 from __future__ import annotations
 
-import json
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from msgspec import Meta
 
 from engine.errors import ProfileError
 
+from ._model_config import read_model_config
 from ._toml import TomlTable
 
 Parallel = Literal["tp", "tp+ep"]
@@ -162,15 +162,6 @@ def parse_nodes(source: Path, table: NodesTable | None,
                      nccl={key: str(value) for key, value in table.nccl.items()})
 
 
-def _model_config(model_dir: Path) -> dict[str, Any] | None:
-    """The model's config.json, or None before the model is installed."""
-    try:
-        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def is_glm53_flash(config: dict[str, Any]) -> bool:
     """GLM-5.3-Flash's family (vLLM's ``Glm5Next``), by model type or architecture."""
     archs = config.get("architectures") or []
@@ -180,7 +171,7 @@ def is_glm53_flash(config: dict[str, Any]) -> bool:
 
 def check_pipeline_parallel(argv: tuple[str, ...], model_dir: Path) -> None:
     """Refuse ``-pp``/``--pipeline-parallel-size`` above 1 for GLM-5.3-Flash (any profile)."""
-    config = _model_config(model_dir)
+    config = read_model_config(model_dir)
     if config is None or not is_glm53_flash(config):
         return
     for i, arg in enumerate(argv):
@@ -198,7 +189,7 @@ def check_model_for_nodes(nodes: NodesSpec, model_dir: Path) -> None:
     refusal comes before two machines spend minutes loading weights. Skipped while the
     model is not installed yet (the start checks its config.json first anyway).
     """
-    config = _model_config(model_dir)
+    config = read_model_config(model_dir)
     if config is None:
         return
     text = config.get("text_config")
