@@ -6,9 +6,13 @@ the rate is (tokens at the last token - tokens in the first frame) / (last
 token time - first token time). The count is checked against the final usage
 frame of the raw body. Prefill: a completion with a prompt of exactly N tokens
 (bisection with ``/tokenize``), a fresh ``cache_salt`` so nothing is cached,
-one output token; rate = prompt tokens / TTFT. Speculative acceptance comes
-from ``/metrics`` deltas around each run, which the idle check keeps to that
-run alone.
+one output token; rate = prompt tokens / TTFT. Turn: what an agent's next
+request costs, the conversation so far (N tokens, sent once unmeasured under a
+fresh salt) plus ``turn_tokens`` new ones under the same salt; its TTFT against the
+cold TTFT at N is what prefix caching saves (cached tokens from ``usage`` where the
+server reports them, else the ``/metrics`` prefix-cache hits). Speculative
+acceptance comes from ``/metrics`` deltas around each run, which the idle check
+keeps to that run alone.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ import httpx
 
 from engine.errors import UserError
 from sparkcode.agent.client import ChatClient, ChatError
-from sparkcode.agent.metrics import ACCEPTED, DRAFT_TOKENS, DRAFTS, acceptance_per_position
+from sparkcode.agent.metrics import (
+    ACCEPTED,
+    DRAFT_TOKENS,
+    DRAFTS,
+    PREFIX_HITS,
+    acceptance_per_position,
+)
 from sparkcode.sessions import parse_output
 
 from ._http import Server
@@ -96,6 +106,9 @@ def plan(settings: dict[str, Any]) -> list[str]:
         keys += [f"decode:{kind}:{i}" for i in range(settings["repeats"])]
     for length in settings["prefill_lengths"]:
         keys += [f"prefill:{length}:{i}" for i in range(settings["repeats"])]
+    if settings.get("turn_tokens"):
+        for length in settings["prefill_lengths"]:
+            keys += [f"turn:{length}:{i}" for i in range(settings["repeats"])]
     return keys
 
 
@@ -150,6 +163,30 @@ async def _prefill(ctx: Context, server: Server, prompt: str, tokens: int) -> di
     return {"prompt_tokens": prompt_tokens, "cached_tokens": cached, "ttft_s": ttft,
             "prefill_tok_s": prompt_tokens / ttft if ttft else None, "idle_check": idle,
             "host_load_1m": _load()}
+
+
+async def _turn(ctx: Context, server: Server, before: list[int], prompt: list[int],
+                tokens: int) -> dict[str, Any]:
+    """``before`` (the conversation so far) once to fill the cache, then ``prompt``
+    (it plus the turn's new tokens) timed, both under one fresh salt."""
+    salt = secrets.token_hex(8)
+    await server.wait_idle()
+    await server.timed_completion({"prompt": before, "max_tokens": 1, "temperature": 0.0,
+                                   "cache_salt": salt})
+    idle = await server.wait_idle()
+    scrape = await server.metrics()
+    timed = await server.timed_completion({"prompt": prompt, "max_tokens": 1,
+                                           "temperature": 0.0, "cache_salt": salt})
+    after = await server.metrics()
+    usage = timed.usage or {}
+    if usage.get("prompt_tokens") != tokens:
+        raise UserError(f"{ctx.label}: a turn of {tokens} prompt tokens was billed as "
+                        f"{usage.get('prompt_tokens')}")
+    hits = None if scrape is None or after is None or PREFIX_HITS not in after \
+        else after[PREFIX_HITS] - scrape.get(PREFIX_HITS, 0.0)
+    return {"prompt_tokens": tokens, "ttft_s": timed.ttft_s,
+            "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
+            "prefix_cache_hits": hits, "idle_check": idle, "host_load_1m": _load()}
 
 
 def _load() -> float:
@@ -209,6 +246,41 @@ async def run(ctx: Context) -> None:
                     if not ctx.result.done(ctx.label, key):
                         unit = await _prefill(ctx, server, prompt, tokens)
                         unit["tokenize_calls"] = calls
+                        ctx.result.put(ctx.label, key, unit)
+                    bar.advance()
+            turn = s.get("turn_tokens") or 0
+            done_turns: set[int] = set()
+            for length in s["prefill_lengths"] if turn else []:
+                wanted = [f"turn:{length}:{i}" for i in range(s["repeats"])]
+                tokens = length if limit is None else min(length, limit - 1 - turn)
+                if tokens < 1 or tokens in done_turns:
+                    if tokens < 1:
+                        skipped[f"turn {length}"] = (f"a turn of {turn} tokens does not fit "
+                                                     f"max_model_len {limit}")
+                    for _ in wanted:
+                        bar.advance()
+                    continue
+                if tokens != length:
+                    skipped[f"turn {length}"] = (f"{length} + {turn} tokens do not fit "
+                                                 f"max_model_len {limit}: measured at {tokens}")
+                done_turns.add(tokens)
+                if all(ctx.result.done(ctx.label, k) for k in wanted):
+                    for _ in wanted:
+                        bar.advance()
+                    continue
+                base = code_text() if s["prefill_text"] == "code" else prose_text()
+                # Token ids, not text: the turn extends the history token for token, as
+                # an agent's next request extends its conversation.
+                text = base
+                ids = await server.tokenize(text)
+                while len(ids) < tokens + turn:
+                    text += "\n\n" + base
+                    ids = await server.tokenize(text)
+                history, extended = ids[:tokens], ids[:tokens + turn]
+                for key in wanted:
+                    if not ctx.result.done(ctx.label, key):
+                        unit = await _turn(ctx, server, history, extended, tokens + turn)
+                        unit["history_tokens"] = tokens
                         ctx.result.put(ctx.label, key, unit)
                     bar.advance()
             if skipped:

@@ -134,9 +134,13 @@ def throughput_cmd(
     = "code",
     fixed_length: Annotated[bool, typer.Option(
         help="Send min_tokens so every decode run is decode-tokens long.")] = True,
+    turn_tokens: Annotated[int, typer.Option(
+        help="Also time an agent turn at each prefill length: the history cached, then "
+        "it plus this many new tokens (0: no turns).")] = 128,
     boot_timeout: BootTimeout = 900.0,
 ) -> None:
-    """Decode tok/s (code, prose), cold prefill tok/s at exact lengths, TTFT, acceptance."""
+    """Decode tok/s (code, prose), cold prefill tok/s at exact lengths, TTFT of a turn
+    on a cached history, acceptance."""
     chosen = [k.strip() for k in kinds.split(",") if k.strip()]
     if not chosen or any(k not in ("code", "prose") for k in chosen):
         raise UserError("--kinds takes code, prose or code,prose")
@@ -144,11 +148,14 @@ def throughput_cmd(
         raise UserError("--prefill-text takes code or prose")
     if repeats < 1 or decode_tokens < 2:
         raise UserError("--repeats must be >= 1 and --decode-tokens >= 2")
+    if turn_tokens < 0:
+        raise UserError(f"--turn-tokens must be >= 0 (0: no turns), got {turn_tokens}")
     lengths = _lengths(prefill) if prefill.strip() else []
     _go("throughput", profiles, endpoints, models, key_envs, out, resume, boot_timeout,
         lambda: {"repeats": repeats, "decode_tokens": decode_tokens, "kinds": chosen,
                  "prefill_lengths": lengths, "prefill_text": prefill_text,
-                 "fixed_length": fixed_length, "temperature": 0.0})
+                 "fixed_length": fixed_length, "turn_tokens": turn_tokens,
+                 "temperature": 0.0})
 
 
 @bench_app.command("loops")

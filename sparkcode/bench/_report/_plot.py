@@ -60,6 +60,10 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
         panels += [(f"prefill tok/s ({n} cold)",
                     [s["prefill"].get(str(n), {}).get("tok_s") for s in sums])
                    for n in cols[0].data["settings"]["prefill_lengths"]]
+        turn = cols[0].data["settings"].get("turn_tokens") or 0
+        panels += [(f"TTFT s, {turn} after {n} cached",
+                    [s["turn"].get(str(n), {}).get("ttft_s") for s in sums])
+                   for n in (cols[0].data["settings"]["prefill_lengths"] if turn else [])]
         panels = [(t, st) for t, st in panels if any(x and x["n"] for x in st)]
         if not panels:
             return written

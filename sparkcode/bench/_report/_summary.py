@@ -72,9 +72,31 @@ def _throughput(col: Column) -> dict[str, Any]:
                 "tok_s": spread([u["prefill_tok_s"] for u in runs]),
                 "ttft_s": spread([u["ttft_s"] for u in runs]),
                 "cached_tokens": [u["cached_tokens"] for u in runs]}
+    out["turn"] = _turns(col, out["prefill"])
     out["usage_consistent"] = consistent
     out["host_load_1m"] = spread([u.get("host_load_1m") for u in units.values()])
     out["idle_checks"] = dict(Counter(u["idle_check"] for u in units.values()))
+    return out
+
+
+def _turns(col: Column, prefill: dict[str, Any]) -> dict[str, Any]:
+    """Per history length: the turn's TTFT, what the cache held, and cold TTFT at the
+    history's length over it (how many times cheaper the cache made the turn)."""
+    out: dict[str, Any] = {}
+    turn = col.data["settings"].get("turn_tokens") or 0
+    for length in col.data["settings"]["prefill_lengths"] if turn else []:
+        runs = [u for k, u in col.units.items() if k.startswith(f"turn:{length}:")]
+        if not runs:
+            continue
+        ttft = spread([u["ttft_s"] for u in runs])
+        cold = (prefill.get(str(length)) or {}).get("ttft_s") or {}
+        out[str(length)] = {
+            "ttft_s": ttft, "turn_tokens": turn,
+            "history_tokens": runs[0]["history_tokens"],
+            "cached_tokens": [u["cached_tokens"] if u["cached_tokens"] is not None
+                              else u["prefix_cache_hits"] for u in runs],
+            "cold_over_turn": cold["median"] / ttft["median"]
+            if cold.get("median") and ttft["median"] else None}
     return out
 
 

@@ -80,6 +80,17 @@ def table(cols: list[Column]) -> str:
             rows.append([f"TTFT s, {length} tokens cold",
                          *[_mmm(s["prefill"].get(str(length), {}).get("ttft_s"), ".3f")
                            for s in sums]])
+        turn = cols[0].data["settings"].get("turn_tokens") or 0
+        for length in cols[0].data["settings"]["prefill_lengths"] if turn else []:
+            turns = [s["turn"].get(str(length)) or {} for s in sums]
+            rows.append([f"TTFT s, a turn of {turn} tokens after {length}",
+                         *[_mmm(t.get("ttft_s"), ".3f") for t in turns]])
+            rows.append(["cached tokens of that turn",
+                         *[" ".join("–" if c is None else f"{c:.0f}"
+                                    for c in t.get("cached_tokens") or []) or "–"
+                           for t in turns]])
+            rows.append([f"cold TTFT at {length} / turn TTFT",
+                         *[_f(t.get("cold_over_turn"), ".1f", "x") for t in turns]])
         rows.append(["host load average (1 min) at the runs",
                      *[_mmm(s["host_load_1m"], ".1f") for s in sums]])
         rows.append(["token counts = final usage",
@@ -95,11 +106,18 @@ def table(cols: list[Column]) -> str:
                      "steps / decode steps: how many did; decode steps = tokens − 1 − "
                      "accepted); per position i = accepted at i / drafts (/metrics deltas). "
                      "Definitions: docs/bench.md.")
+        if turn:
+            notes.append(f"turn: the history (N tokens, exact) sent once under a fresh "
+                         f"cache_salt, then it plus {turn} new tokens under the same salt, "
+                         "timed: an agent's next request. cached tokens: usage's "
+                         "prompt_tokens_details, else /metrics prefix-cache hits; 0 means "
+                         "the prefix cache did not serve it.")
         for c in cols:
             skipped = next((t.get("skipped_prefill") for t in c.data["targets"]
                             if t["label"] == c.label), None)
             for length, why in (skipped or {}).items():
-                notes.append(f"{c.name}: prefill {length}: {why}.")
+                what = length if length.startswith("turn") else f"prefill {length}"
+                notes.append(f"{c.name}: {what}: {why}.")
     elif kind == "loops":
         rows.append(["degenerate / samples",
                      *[f"{s['degenerate']} / {s['samples']}" for s in sums]])

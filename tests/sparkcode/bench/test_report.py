@@ -43,3 +43,44 @@ def test_the_acceptance_plot_names_target_prompt_and_drafted_steps() -> None:
     assert [name for name, _ in series] == ["ngram, code (27 / 56 steps drafted)",
                                             "ngram, prose (1 / 126 steps drafted)"]
     assert series[1][1] == [1.0, 0.0, 0.0]
+
+
+def prefill(tokens: int, ttft: float) -> dict[str, Any]:
+    return {"prompt_tokens": tokens, "cached_tokens": 0, "ttft_s": ttft,
+            "prefill_tok_s": tokens / ttft, "idle_check": "idle", "host_load_1m": 1.0}
+
+
+def turn(history: int, ttft: float, cached: int | None, hits: float | None
+         ) -> dict[str, Any]:
+    return {"prompt_tokens": history + 128, "history_tokens": history, "ttft_s": ttft,
+            "cached_tokens": cached, "prefix_cache_hits": hits, "idle_check": "idle",
+            "host_load_1m": 1.0}
+
+
+def test_a_turn_on_a_cached_history_is_set_against_the_cold_prefill() -> None:
+    settings = {"kinds": [], "prefill_lengths": [1024], "repeats": 2, "turn_tokens": 128}
+    cached = {"prefill:1024:0": prefill(1024, 24.0), "prefill:1024:1": prefill(1024, 26.0),
+              "turn:1024:0": turn(1024, 5.0, 1024, 1024.0),
+              "turn:1024:1": turn(1024, 5.0, 1024, 1024.0)}
+    # A server without prompt_tokens_details, and no cache: /metrics says 0 hits.
+    off = {"prefill:1024:0": prefill(1024, 25.0), "prefill:1024:1": prefill(1024, 25.0),
+           "turn:1024:0": turn(1024, 28.0, None, 0.0),
+           "turn:1024:1": turn(1024, 28.0, None, 0.0)}
+    data = {"kind": "throughput", "settings": settings,
+            "targets": [{"label": "on"}, {"label": "off"}],
+            "units": {"on": cached, "off": off}}
+    text = table(columns([data]))
+    assert "| TTFT s, a turn of 128 tokens after 1024 | 5.000 (5.000–5.000) | " \
+        "28.000 (28.000–28.000) |" in text
+    assert "| cached tokens of that turn | 1024 1024 | 0 0 |" in text
+    assert "| cold TTFT at 1024 / turn TTFT | 5.0x | 0.9x |" in text
+
+
+def test_results_saved_before_turns_existed_still_render() -> None:
+    data = {"kind": "throughput",
+            "settings": {"kinds": [], "prefill_lengths": [1024], "repeats": 1},
+            "targets": [{"label": "old"}], "units": {"old": {"prefill:1024:0":
+                                                             prefill(1024, 25.0)}}}
+    text = table(columns([data]))
+    assert "| TTFT s, 1024 tokens cold | 25.000 |" in text
+    assert "turn" not in text
