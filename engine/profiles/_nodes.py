@@ -35,7 +35,7 @@ from msgspec import Meta
 
 from engine.errors import ProfileError
 
-from ._model_config import read_model_config
+from ._model_config import read_model_config, text_config
 from ._toml import TomlTable
 
 Parallel = Literal["tp", "tp+ep"]
@@ -192,16 +192,15 @@ def check_model_for_nodes(nodes: NodesSpec, model_dir: Path) -> None:
     config = read_model_config(model_dir)
     if config is None:
         return
-    text = config.get("text_config")
-    heads = (text if isinstance(text, dict) else {}).get(
-        "num_attention_heads", config.get("num_attention_heads"))
+    text = text_config(config)
+    heads = text.get("num_attention_heads", config.get("num_attention_heads"))
     if isinstance(heads, int) and heads % nodes.tensor_parallel:
         raise ProfileError(
             f"tensor_parallel = {nodes.tensor_parallel} does not divide the model's "
             f"{heads} attention heads ({model_dir / 'config.json'}); pick a divisor of {heads}"
         )
-    experts = (text if isinstance(text, dict) else {}).get(
-        "n_routed_experts", config.get("n_routed_experts", config.get("num_experts")))
+    experts = next((v for part in (text, config) for key in ("n_routed_experts", "num_experts")
+                    if isinstance(v := part.get(key), int)), None)
     if nodes.parallel == "tp+ep" and not isinstance(experts, int):
         raise ProfileError(f'parallel = "tp+ep" needs a mixture-of-experts model; '
                            f"{model_dir / 'config.json'} names no experts")

@@ -139,6 +139,21 @@ def test_tp_that_does_not_divide_the_heads_is_refused(tmp_path: Path, paths: Pat
         render(nested, paths)
 
 
+def test_expert_parallel_needs_experts_where_the_config_names_them(tmp_path: Path,
+                                                                   paths: Paths) -> None:
+    dense = tmp_path / "dense"
+    dense.mkdir()
+    (dense / "config.json").write_text(json.dumps(
+        {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4}))
+    with pytest.raises(ProfileError, match='parallel = "tp\\+ep" needs a mixture-of-experts '
+                                           f"model; {dense / 'config.json'} names no experts"):
+        render(_profile(dense, parallel="tp+ep"), paths)
+    # A multimodal config nests the language model's experts (GLM-5.3-Flash's 288).
+    nested = _model(tmp_path, num_experts=None,
+                    text_config={"num_attention_heads": 4, "n_routed_experts": 288})
+    assert "--enable-expert-parallel" in render(_profile(nested, parallel="tp+ep"), paths).argv
+
+
 @pytest.mark.parametrize(("more", "message"), [
     ("tensor_parallel = 3", "tensor_parallel must be a positive multiple of the 2 nodes"),
     ("decode_context_parallel = 3", "decode_context_parallel must divide tensor_parallel"),
