@@ -36,7 +36,7 @@ from sparkcode.agent.metrics import (
 from sparkcode.sessions import parse_output
 
 from ._http import Server
-from ._run import Context
+from ._run import Bar, Context
 from ._texts import code_text, exact_prefix, prose_text
 
 PROMPTS = {
@@ -195,6 +195,88 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def _skip(ctx: Context, bar: Bar, wanted: list[str], anyway: bool = False) -> bool:
+    """Advance the bar past ``wanted`` when they are all done (or ``anyway``)."""
+    if anyway or all(ctx.result.done(ctx.label, k) for k in wanted):
+        for _ in wanted:
+            bar.advance()
+        return True
+    return False
+
+
+def _text(ctx: Context) -> str:
+    return code_text() if ctx.settings["prefill_text"] == "code" else prose_text()
+
+
+async def _prefills(ctx: Context, server: Server, bar: Bar, skipped: dict[str, str]) -> None:
+    """Cold prefill at each length, up to the target's context (``skipped`` says where
+    a length was cut or measured already)."""
+    s = ctx.settings
+    limit = ctx.target.max_model_len
+    measured: set[int] = set()
+    for length in s["prefill_lengths"]:
+        wanted = [f"prefill:{length}:{i}" for i in range(s["repeats"])]
+        tokens = length
+        if limit is not None and length + 1 > limit:
+            # Up to the target's context: one output token must still fit.
+            tokens = limit - 1
+            skipped[str(length)] = (f"{length} tokens do not fit max_model_len {limit}"
+                                    f": measured at {tokens}")
+        if tokens in measured:
+            skipped[str(length)] = f"same as {tokens} (max_model_len {limit})"
+        if _skip(ctx, bar, wanted, anyway=tokens in measured):
+            measured.add(tokens)
+            continue
+        measured.add(tokens)
+        prompt, got, calls = await exact_prefix(_text(ctx), tokens, server.count)
+        if got != tokens:
+            raise UserError(f"{ctx.label}: no prefix of the text is exactly {tokens} "
+                            f"tokens (closest {got})")
+        await server.timed_completion({"prompt": prompt[:2000], "max_tokens": 1,
+                                       "cache_salt": secrets.token_hex(8)})
+        for key in wanted:
+            if not ctx.result.done(ctx.label, key):
+                unit = await _prefill(ctx, server, prompt, tokens)
+                unit["tokenize_calls"] = calls
+                ctx.result.put(ctx.label, key, unit)
+            bar.advance()
+
+
+async def _turns(ctx: Context, server: Server, bar: Bar, skipped: dict[str, str]) -> None:
+    """A turn after a cached history at each prefill length (``--turn-tokens``)."""
+    s = ctx.settings
+    limit = ctx.target.max_model_len
+    turn = s.get("turn_tokens") or 0
+    measured: set[int] = set()
+    for length in s["prefill_lengths"] if turn else []:
+        wanted = [f"turn:{length}:{i}" for i in range(s["repeats"])]
+        tokens = length if limit is None else min(length, limit - 1 - turn)
+        if tokens < 1:
+            skipped[f"turn {length}"] = (f"a turn of {turn} tokens does not fit "
+                                         f"max_model_len {limit}")
+        elif tokens != length:
+            skipped[f"turn {length}"] = (f"{length} + {turn} tokens do not fit "
+                                         f"max_model_len {limit}: measured at {tokens}")
+        if _skip(ctx, bar, wanted, anyway=tokens < 1 or tokens in measured):
+            measured.add(tokens)
+            continue
+        measured.add(tokens)
+        # Token ids, not text: the turn extends the history token for token, as an
+        # agent's next request extends its conversation.
+        base = text = _text(ctx)
+        ids = await server.tokenize(text)
+        while len(ids) < tokens + turn:
+            text += "\n\n" + base
+            ids = await server.tokenize(text)
+        history, extended = ids[:tokens], ids[:tokens + turn]
+        for key in wanted:
+            if not ctx.result.done(ctx.label, key):
+                unit = await _turn(ctx, server, history, extended, tokens + turn)
+                unit["history_tokens"] = tokens
+                ctx.result.put(ctx.label, key, unit)
+            bar.advance()
+
+
 async def run(ctx: Context) -> None:
     s = ctx.settings
     keys = plan(s)
@@ -202,7 +284,6 @@ async def run(ctx: Context) -> None:
     tee = _Tee()
     client = ChatClient(ctx.target.base_url, ctx.target.model, ctx.target.api_key_env,
                         transport=tee)
-    limit = ctx.target.max_model_len
     async with Server(ctx.target) as server:
         try:
             # Warm-up (excluded): first requests pay for graph capture, allocator growth...
@@ -216,73 +297,8 @@ async def run(ctx: Context) -> None:
                             ctx, server, client, tee, kind, s["decode_tokens"]))
                     bar.advance()
             skipped: dict[str, str] = {}
-            measured: set[int] = set()
-            for length in s["prefill_lengths"]:
-                wanted = [f"prefill:{length}:{i}" for i in range(s["repeats"])]
-                tokens = length
-                if limit is not None and length + 1 > limit:
-                    # Up to the target's context: one output token must still fit.
-                    tokens = limit - 1
-                    skipped[str(length)] = (f"{length} tokens do not fit max_model_len {limit}"
-                                            f": measured at {tokens}")
-                if tokens in measured:
-                    skipped[str(length)] = f"same as {tokens} (max_model_len {limit})"
-                    for _ in wanted:
-                        bar.advance()
-                    continue
-                measured.add(tokens)
-                if all(ctx.result.done(ctx.label, k) for k in wanted):
-                    for _ in wanted:
-                        bar.advance()
-                    continue
-                base = code_text() if s["prefill_text"] == "code" else prose_text()
-                prompt, got, calls = await exact_prefix(base, tokens, server.count)
-                if got != tokens:
-                    raise UserError(f"{ctx.label}: no prefix of the text is exactly {tokens} "
-                                    f"tokens (closest {got})")
-                await server.timed_completion({"prompt": prompt[:2000], "max_tokens": 1,
-                                               "cache_salt": secrets.token_hex(8)})
-                for key in wanted:
-                    if not ctx.result.done(ctx.label, key):
-                        unit = await _prefill(ctx, server, prompt, tokens)
-                        unit["tokenize_calls"] = calls
-                        ctx.result.put(ctx.label, key, unit)
-                    bar.advance()
-            turn = s.get("turn_tokens") or 0
-            done_turns: set[int] = set()
-            for length in s["prefill_lengths"] if turn else []:
-                wanted = [f"turn:{length}:{i}" for i in range(s["repeats"])]
-                tokens = length if limit is None else min(length, limit - 1 - turn)
-                if tokens < 1 or tokens in done_turns:
-                    if tokens < 1:
-                        skipped[f"turn {length}"] = (f"a turn of {turn} tokens does not fit "
-                                                     f"max_model_len {limit}")
-                    for _ in wanted:
-                        bar.advance()
-                    continue
-                if tokens != length:
-                    skipped[f"turn {length}"] = (f"{length} + {turn} tokens do not fit "
-                                                 f"max_model_len {limit}: measured at {tokens}")
-                done_turns.add(tokens)
-                if all(ctx.result.done(ctx.label, k) for k in wanted):
-                    for _ in wanted:
-                        bar.advance()
-                    continue
-                base = code_text() if s["prefill_text"] == "code" else prose_text()
-                # Token ids, not text: the turn extends the history token for token, as
-                # an agent's next request extends its conversation.
-                text = base
-                ids = await server.tokenize(text)
-                while len(ids) < tokens + turn:
-                    text += "\n\n" + base
-                    ids = await server.tokenize(text)
-                history, extended = ids[:tokens], ids[:tokens + turn]
-                for key in wanted:
-                    if not ctx.result.done(ctx.label, key):
-                        unit = await _turn(ctx, server, history, extended, tokens + turn)
-                        unit["history_tokens"] = tokens
-                        ctx.result.put(ctx.label, key, unit)
-                    bar.advance()
+            await _prefills(ctx, server, bar, skipped)
+            await _turns(ctx, server, bar, skipped)
             if skipped:
                 ctx.result.set_target(ctx.label, skipped_prefill=skipped)
         finally:
