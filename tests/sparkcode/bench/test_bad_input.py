@@ -39,3 +39,10 @@ def test_model_options_must_match_the_endpoints() -> None:
                                       "--endpoint", "http://b:1", "--model", "x",
                                       "--model", "y", "--model", "z"])
     assert "--model was given 3 times for 2 endpoints" in str(result.exception)
+
+
+def test_a_negative_turn_is_refused_before_any_request() -> None:
+    result = CliRunner().invoke(app, ["bench", "throughput", "--endpoint", "http://127.0.0.1:9",
+                                      "--turn-tokens", "-5"])
+    assert result.exit_code == 1
+    assert "--turn-tokens must be >= 0 (0: no turns), got -5" in str(result.exception)
