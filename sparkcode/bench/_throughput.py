@@ -224,10 +224,10 @@ async def _prefills(ctx: Context, server: Server, bar: Bar, skipped: dict[str, s
                                     f": measured at {tokens}")
         if tokens in measured:
             skipped[str(length)] = f"same as {tokens} (max_model_len {limit})"
-        if _skip(ctx, bar, wanted, anyway=tokens in measured):
-            measured.add(tokens)
-            continue
+        seen = tokens in measured
         measured.add(tokens)
+        if _skip(ctx, bar, wanted, anyway=seen):
+            continue
         prompt, got, calls = await exact_prefix(_text(ctx), tokens, server.count)
         if got != tokens:
             raise UserError(f"{ctx.label}: no prefix of the text is exactly {tokens} "
@@ -257,10 +257,10 @@ async def _turns(ctx: Context, server: Server, bar: Bar, skipped: dict[str, str]
         elif tokens != length:
             skipped[f"turn {length}"] = (f"{length} + {turn} tokens do not fit "
                                          f"max_model_len {limit}: measured at {tokens}")
-        if _skip(ctx, bar, wanted, anyway=tokens < 1 or tokens in measured):
-            measured.add(tokens)
-            continue
+        seen = tokens in measured
         measured.add(tokens)
+        if _skip(ctx, bar, wanted, anyway=tokens < 1 or seen):
+            continue
         # Token ids, not text: the turn extends the history token for token, as an
         # agent's next request extends its conversation.
         base = text = _text(ctx)
