@@ -42,7 +42,7 @@ from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
 from .metrics import MetricsPoller
 from .permissions import Permissions
-from .questions import asks_a_run, is_question, kept_files
+from .questions import asks_a_run, is_question, kept_files, named_files
 from .rewind import Rewind
 from .settings import AgentSettings
 from .tools import ToolContext, ToolRegistry
@@ -82,6 +82,8 @@ class Agent(Protocol):
     _question: bool
     _runs_asked: bool
     _run_pending: bool
+    _named: tuple[str, ...]
+    _changed: set[str]
 
     def _drop_thinking(self) -> None: ...
 
@@ -134,7 +136,11 @@ async def turn_events(self: Agent, user_text: str,
     self._task = user_text
     self._question = self.settings.questions_read_only and is_question(user_text)
     self._runs_asked = self._run_pending = asks_a_run(user_text)
-    kept = kept_files(user_text) if self.settings.keep_told_files else None
+    told_kept = kept_files(user_text)
+    kept = told_kept if self.settings.keep_told_files else None
+    self._named = tuple(name for name in named_files(user_text)
+                        if told_kept.why(name) is None)
+    self._changed = set()
     self._ctx.kept = kept or None
     tools_now, structured, structured_first = (self.tools, self._structured,
                                                self._structured_first)

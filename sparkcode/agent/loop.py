@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import config as _config
@@ -64,6 +65,7 @@ from .settings import (
     ACT_PROMPT,
     CHANGED_REMINDER,
     DEFAULT_SYSTEM_PROMPT,
+    NAMED_FILES_REMINDER,
     PLAN_NOTE,
     QUESTION_REMINDER,
     QUESTION_RUN_REMINDER,
@@ -83,6 +85,9 @@ from .tools import (
 )
 from .undo import UndoError, UndoStore
 
+_SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|>")
+"""A shell command that moves, removes or writes files: the named files it mentions
+count as changed (``Agent._named``)."""
 log = logging.getLogger(__name__)
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]
@@ -151,6 +156,11 @@ class Agent:
         self._run_pending = False
         """The current turn asks to run something and no ``bash`` call has run yet:
         RUN_REMINDER (or QUESTION_RUN_REMINDER) instead of the plain one."""
+        self._named: tuple[str, ...] = ()
+        """Files the current turn's message names and does not keep (``questions.
+        named_files``, ``kept_files``): NAMED_FILES_REMINDER lists those not changed."""
+        self._changed: set[str] = set()
+        """Names (last path part) of the files this turn's edits have changed."""
         self._cancel = False
         self._loops: dict[str, int] = {}
         self.steering: list[str] = []
@@ -313,9 +323,16 @@ class Agent:
                             loops=dict(self._loops))
 
     def _tool_result(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None:
-        if call.tool is not None and call.tool.kind == "shell" \
-                and not text.startswith(("error:", "refused:", "not run:")):
+        ran = call.tool is not None and not text.startswith(("error:", "refused:", "not run:"))
+        if ran and call.tool is not None and call.tool.kind == "shell":
             self._run_pending = False
+            command = str(call.args.get("command", ""))
+            if _SHELL_CHANGES.search(command):  # git mv helpers.py textutil.py
+                self._changed.update(PurePosixPath(name).name for name in self._named
+                                     if name in command)
+        path = call.args.get("path")
+        if ran and call.tool is not None and call.tool.kind == "edit" and isinstance(path, str):
+            self._changed.add(PurePosixPath(path).name)
         if self.settings.task_reminder:
             reminder = RUN_REMINDER if self._run_pending else TASK_REMINDER
             if self._question:
@@ -325,8 +342,17 @@ class Agent:
                     and not unfinished:
                 # Not after a change that left work (half a rename, a new error).
                 reminder = CHANGED_REMINDER
+                left = self._named_left()
+                if left:
+                    reminder = NAMED_FILES_REMINDER.replace("{files}", left)
             text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
+
+    def _named_left(self) -> str:
+        """The named files no edit of this turn has changed yet, as words ("a.py and
+        b.py"); "" when none is left."""
+        left = [name for name in self._named if PurePosixPath(name).name not in self._changed]
+        return " and ".join(filter(None, (", ".join(left[:-1]), left[-1]))) if left else ""
 
     async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,
                    box: list[ApprovalDecision]) -> AsyncIterator[Event]:

@@ -75,4 +75,23 @@ def kept_files(text: str) -> KeptFiles:
     return KeptFiles(tests=bool(_KEEP_TESTS.search(text)), names=names)
 
 
-__all__ = ["asks_a_run", "is_question", "kept_files"]
+_FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-9]{0,7})"
+                   r"(?!\.?[\w/(-])")
+"""A file name as a task writes it: ``limits.py``, ``src/app.ts``, ``config.json``; not
+``3.14159``, ``low..high``, ``e.g.``, ``os.path.join`` or a call such as ``x.strip(``."""
+_NOT_FILES = frozenset({"e.g", "i.e"})
+
+
+def named_files(text: str) -> tuple[str, ...]:
+    """The file names ``text`` mentions, in order, each once (``CHANGED_REMINDER``'s
+    "the task also names ..."). Plain words again: an attribute written alone
+    (``self.items``) passes as a file; the reminder only lists names the turn has not
+    changed, and says to change them only where the task asks."""
+    seen: dict[str, None] = {}
+    for match in _FILE.finditer(text):
+        if match.group(1).lower() not in _NOT_FILES:
+            seen.setdefault(match.group(1), None)
+    return tuple(seen)
+
+
+__all__ = ["asks_a_run", "is_question", "kept_files", "named_files"]

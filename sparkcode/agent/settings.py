@@ -53,6 +53,16 @@ answered, and after renaming in one file of three it still went on to the next
 added after the suite's run: without it, told "fix the bug in calc.py, then run the
 tests again", the 1.5B fixed it and answered without the test run
 (tests/e2e/test_qwen_coder.py)."""
+NAMED_FILES_REMINDER = (
+    "\n\n(The task: {task}\nThat change is made. The task also names {files}, not "
+    "changed yet: if the task asks for a change there, make it next; otherwise reply "
+    '{{"answer":"..."}} saying what you did.)'
+)
+"""CHANGED_REMINDER when the task names files (``questions.named_files``) that no edit of
+this turn has changed and the task does not keep. Told "Add a function clamp(...) to
+limits.py ..., and add a test for it to test_limits.py", the 1.5B wrote clamp, was told
+"If the task asks for nothing more (no other file ...)" and answered: add-function was
+0 of 3 tasks (0 of 9 tries) in the suite's 3-try run (2026-12-03, docs/agent.md)."""
 QUESTION_REMINDER = (
     "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
     "as you know the answer; otherwise make the next tool call.)"
