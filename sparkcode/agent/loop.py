@@ -175,7 +175,8 @@ class Agent:
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
                                 explore=self.explorer, checker=checker,
                                 hidden_arguments=frozenset(self.settings.hidden_arguments),
-                                refuse_syntax_errors=self.settings.refuse_syntax_errors)
+                                refuse_syntax_errors=self.settings.refuse_syntax_errors,
+                                refuse_lost_definitions=self.settings.refuse_lost_definitions)
 
     # -- public API ----------------------------------------------------------
 

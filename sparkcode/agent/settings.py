@@ -170,6 +170,11 @@ class AgentSettings:
     """Refuse an edit that would leave a Python, JSON or TOML file that parses
     unparsable (``tools._syntax``); off by default: Python is parsed by the
     interpreter sparkcode runs on, which may be older than the project's."""
+    refuse_lost_definitions: bool = False
+    """Refuse a ``write_file`` that would delete top-level functions or classes of a
+    Python file (``tools._lost``): the 1.5B wrote a file it was asked to add a function
+    to as that function alone. Off by default: a capable model that means to delete
+    them can say so with ``edit_file``, and is told how."""
     workspace_files: bool = False
     """End the system prompt with the workspace's files as they are when the session
     starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B

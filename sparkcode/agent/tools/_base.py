@@ -127,6 +127,10 @@ class ToolContext:
     """Refuse an edit that leaves a Python, JSON or TOML file unparsable (``[agent]
     refuse_syntax_errors``, :mod:`._syntax`)."""
 
+    refuse_lost_definitions: bool = False
+    """Refuse a ``write_file`` that would delete a Python file's top-level functions or
+    classes (``[agent] refuse_lost_definitions``, :mod:`._lost`)."""
+
     kept: KeptRule | None = None
     """The files this turn's message says not to change (``[agent] keep_told_files``,
     :mod:`._kept`); the loop sets it at each turn's start."""

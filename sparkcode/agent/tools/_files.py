@@ -14,6 +14,7 @@ from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 from ._confine import display, resolve_in_workspace
 from ._guesses import instead_of_a_guess, refuse_a_guessed_directory
 from ._kept import refuse_a_kept_file
+from ._lost import refuse_lost_definitions
 from ._syntax import refuse_broken_syntax
 from ._walk import walk_files
 
@@ -189,6 +190,7 @@ class WriteFile(Tool):
         if residue:
             raise ToolError(f"{shown} was not written: {residue}")
         refuse_broken_syntax(ctx, path, shown, existing, content)
+        refuse_lost_definitions(ctx, path, shown, existing, content)
         return path, shown, old, content
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:

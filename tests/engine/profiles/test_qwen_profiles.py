@@ -52,9 +52,9 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
             agent.task_reminder, agent.temperature, agent.workspace_files,
             agent.results_as_user, agent.loop_nudge, agent.attach_files,
             agent.questions_read_only, agent.hidden_arguments, agent.refuse_syntax_errors,
-            agent.keep_told_files, agent.run_before_answer) == \
+            agent.keep_told_files, agent.run_before_answer, agent.refuse_lost_definitions) == \
         (True, "name", True, True, 0.7, False, True, True, 8000, True,
-         ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"), True, True, True)
+         ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"), True, True, True, True)
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 
