@@ -42,7 +42,7 @@ from .hooks import STOP_CONTINUES, Hooks, before_prompt, blocked_reason
 from .images import ImageAttachment, user_content
 from .metrics import MetricsPoller
 from .permissions import Permissions
-from .questions import asks_a_run, is_question, kept_files, named_files
+from .questions import asks_a_run, files_to_change, is_question, kept_files
 from .rewind import Rewind
 from .settings import AgentSettings
 from .tools import ToolContext, ToolRegistry
@@ -82,7 +82,7 @@ class Agent(Protocol):
     _question: bool
     _runs_asked: bool
     _run_pending: bool
-    _named: tuple[str, ...]
+    _to_change: tuple[str, ...]
     _changed: set[str]
 
     def _drop_thinking(self) -> None: ...
@@ -138,10 +138,11 @@ async def turn_events(self: Agent, user_text: str,
     self._runs_asked = self._run_pending = asks_a_run(user_text)
     told_kept = kept_files(user_text)
     kept = told_kept if self.settings.keep_told_files else None
-    self._named = tuple(name for name in named_files(user_text)
-                        if told_kept.why(name) is None)
+    self._to_change = tuple(name for name in files_to_change(user_text)
+                            if told_kept.why(name) is None)
     self._changed = set()
     self._ctx.kept = kept or None
+    self._ctx.task = user_text
     tools_now, structured, structured_first = (self.tools, self._structured,
                                                self._structured_first)
     if self._question:  # the edit tools out of the grammar (the prompt is unchanged)

@@ -87,7 +87,7 @@ from .undo import UndoError, UndoStore
 
 _SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|>")
 """A shell command that moves, removes or writes files: the named files it mentions
-count as changed (``Agent._named``)."""
+count as changed (``Agent._to_change``)."""
 log = logging.getLogger(__name__)
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]
@@ -156,9 +156,9 @@ class Agent:
         self._run_pending = False
         """The current turn asks to run something and no ``bash`` call has run yet:
         RUN_REMINDER (or QUESTION_RUN_REMINDER) instead of the plain one."""
-        self._named: tuple[str, ...] = ()
-        """Files the current turn's message names and does not keep (``questions.
-        named_files``, ``kept_files``): NAMED_FILES_REMINDER lists those not changed."""
+        self._to_change: tuple[str, ...] = ()
+        """Files the current turn's message asks to change and does not keep (``questions.
+        files_to_change``, ``kept_files``): NAMED_FILES_REMINDER lists those not changed."""
         self._changed: set[str] = set()
         """Names (last path part) of the files this turn's edits have changed."""
         self._cancel = False
@@ -329,7 +329,7 @@ class Agent:
             self._run_pending = False
             command = str(call.args.get("command", ""))
             if _SHELL_CHANGES.search(command):  # git mv helpers.py textutil.py
-                self._changed.update(PurePosixPath(name).name for name in self._named
+                self._changed.update(PurePosixPath(name).name for name in self._to_change
                                      if name in command)
         path = call.args.get("path")
         if ran and call.tool is not None and call.tool.kind == "edit" and isinstance(path, str):
@@ -343,16 +343,16 @@ class Agent:
                     and not unfinished:
                 # Not after a change that left work (half a rename, a new error).
                 reminder = CHANGED_REMINDER
-                left = self._named_left()
+                left = self._left_to_change()
                 if left:
                     reminder = NAMED_FILES_REMINDER.replace("{files}", left)
             text += reminder.format(task=self._task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
-    def _named_left(self) -> str:
-        """The named files no edit of this turn has changed yet, as words ("a.py and
-        b.py"); "" when none is left."""
-        left = [name for name in self._named if PurePosixPath(name).name not in self._changed]
+    def _left_to_change(self) -> str:
+        """The files the task asks to change that no edit of this turn has changed yet,
+        as words ("a.py and b.py"); "" when none is left."""
+        left = [name for name in self._to_change if PurePosixPath(name).name not in self._changed]
         return " and ".join(filter(None, (", ".join(left[:-1]), left[-1]))) if left else ""
 
     async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,

@@ -82,16 +82,26 @@ _FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-
 _NOT_FILES = frozenset({"e.g", "i.e"})
 
 
-def named_files(text: str) -> tuple[str, ...]:
-    """The file names ``text`` mentions, in order, each once (``CHANGED_REMINDER``'s
-    "the task also names ..."). Plain words again: an attribute written alone
-    (``self.items``) passes as a file; the reminder only lists names the turn has not
-    changed, and says to change them only where the task asks."""
+_CLAUSE = re.compile(r"[.;!?](?:\s|$)|,\s|\n")
+"""Where a task's clauses end: a sentence's end, a comma, a line break."""
+_BRACKETS = re.compile(r"\([^()]*\)")
+"""A bracket's commas end no clause: "clamp(x, low, high) to limits.py"."""
+
+
+def files_to_change(text: str) -> tuple[str, ...]:
+    """The file names ``text`` asks to change, in order, each once: those in a clause that
+    names a change ("add a test for it to test_limits.py", "rename ... in a.py and b.py"),
+    not those in one that only describes ("test_calc.py fails"). Plain words again, for
+    ``NAMED_FILES_REMINDER``: "look at main.py and fix util.py" counts main.py too."""
     seen: dict[str, None] = {}
-    for match in _FILE.finditer(text):
-        if match.group(1).lower() not in _NOT_FILES:
-            seen.setdefault(match.group(1), None)
+    unbracketed = _BRACKETS.sub(lambda m: m.group(0).replace(",", " "), text)
+    for clause in _CLAUSE.split(_NEGATED.sub(" ", unbracketed)):
+        if not _CHANGE.search(clause):
+            continue
+        for match in _FILE.finditer(clause):
+            if match.group(1).lower() not in _NOT_FILES:
+                seen.setdefault(match.group(1), None)
     return tuple(seen)
 
 
-__all__ = ["asks_a_run", "is_question", "kept_files", "named_files"]
+__all__ = ["asks_a_run", "is_question", "files_to_change", "kept_files"]

@@ -131,6 +131,10 @@ class ToolContext:
     """Refuse a ``write_file`` that would delete a Python file's top-level functions or
     classes (``[agent] refuse_lost_definitions``, :mod:`._lost`)."""
 
+    task: str = ""
+    """The current turn's message; the loop sets it at each turn's start (the
+    lost-definitions guard lets a change delete what the message names)."""
+
     kept: KeptRule | None = None
     """The files this turn's message says not to change (``[agent] keep_told_files``,
     :mod:`._kept`); the loop sets it at each turn's start."""

@@ -17,6 +17,7 @@ from ._confine import display, resolve_in_workspace
 from ._files import _read_text, read_file_residue, unified_diff
 from ._guesses import instead_of_a_guess
 from ._kept import refuse_a_kept_file
+from ._lost import refuse_lost_definitions
 from ._match import MatchError, exact_matches, plan_replacement
 from ._syntax import refuse_broken_syntax
 
@@ -86,6 +87,7 @@ class EditFile(Tool):
                               args.get("replace_all"), shown,
                               "edit_file.replace_all" not in ctx.hidden_arguments)
         refuse_broken_syntax(ctx, path, shown, text, new)
+        refuse_lost_definitions(ctx, path, shown, text, new, tool=self.name)
         return path, shown, text, new, how, f" ({twin[2:]})" if twin else ""
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
@@ -142,6 +144,7 @@ class MultiEdit(Tool):
                                 f"before): {exc}") from None
             hows.append(how)
         refuse_broken_syntax(ctx, path, shown, original, text)
+        refuse_lost_definitions(ctx, path, shown, original, text, tool=self.name)
         return path, shown, original, text, _note(hows)
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:

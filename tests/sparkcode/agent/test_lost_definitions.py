@@ -1,7 +1,7 @@
-"""The lost-definitions guard (``[agent] refuse_lost_definitions``): a ``write_file``
-that would delete a Python file's top-level functions or classes is refused and the
-file left as it was; a write that keeps them, a new file, a broken file and other
-languages pass. Real files in a temp workspace; the loop test runs the setting from
+"""The lost-definitions guard (``[agent] refuse_lost_definitions``): a change that
+would delete a Python file's top-level functions or classes the task does not name is
+refused and the file left as it was; a write that keeps them, a new file, a broken file
+and other languages pass. Real files in a temp workspace; the loop test runs the setting from
 AgentSettings to the result the model reads."""
 
 from __future__ import annotations
@@ -65,12 +65,38 @@ async def test_writes_that_lose_nothing_pass(workspace: Path) -> None:
     assert (workspace / "mathx.py").read_text() == SQUARE
 
 
+async def test_an_edit_that_replaces_a_definition_the_task_does_not_name_is_refused(
+        workspace: Path) -> None:
+    """add-function-clamp: the 1.5B replaced ``def within`` by ``def clamp`` with
+    edit_file; a rename the message asks for passes."""
+    (workspace / "limits.py").write_text("def within(x, low, high):\n"
+                                         "    return low <= x <= high\n")
+    tool = default_tools().get("edit_file")
+    assert tool is not None
+    args = {"path": "limits.py", "old_string": "def within(x, low, high):\n"
+            "    return low <= x <= high\n",
+            "new_string": "def clamp(x, low, high):\n    return max(low, min(high, x))\n"}
+    ctx = ToolContext(workspace=workspace, refuse_lost_definitions=True,
+                      task="Add a function clamp(x, low, high) to limits.py")
+    with pytest.raises(ToolError) as refused:
+        await tool.run(args, ctx)
+    assert str(refused.value) == (
+        "limits.py was not changed: this edit would delete within, which the task does "
+        "not name. The file is as it was. To add code beside it, keep the lines of "
+        "old_string in new_string and put the new code after them.")
+    assert "within" in (workspace / "limits.py").read_text()
+    ctx.task = "Replace within by clamp in limits.py."
+    out = await tool.run(args, ctx)
+    assert out.text.startswith("edited limits.py")
+
+
 def test_lost_definitions_names_functions_and_classes_in_order() -> None:
     old = "import os\nX = 1\n\nclass A:\n    def m(self): ...\n\nasync def b(): ...\n\n" \
           "def c(): ...\n"
     assert lost_definitions(old, "def c(): ...\n") == ["A", "b"]
     assert lost_definitions(old, "class A: ...\nasync def b(): ...\nc = 2\n") == ["c"]
     assert lost_definitions(old, "def (") == []  # the syntax guard's case
+    assert lost_definitions(old, "def c(): ...\n", task="remove class A, keep b2") == ["b"]
 
 
 async def test_the_setting_reaches_the_model_as_the_calls_result(workspace: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from engine.errors import UserError
 from sparkcode.agent import Notice, ToolCallFinished
-from sparkcode.agent.questions import is_question, named_files
+from sparkcode.agent.questions import files_to_change, is_question
 from sparkcode.agent.tools import default_tools
 from sparkcode.bench._agent_tasks import load_tasks
 from tests.sparkcode.agent.test_loop import make_agent, of, run
@@ -87,26 +87,29 @@ async def test_a_change_that_was_made_is_said_to_be_made(workspace: Path) -> Non
 
 
 @pytest.mark.parametrize(("text", "names"), [
-    ("Add clamp(x, low, high) to limits.py (range low..high), and a test to test_limits.py.",
+    ("Add clamp(x, low, high) to limits.py (low..high), and add a test to test_limits.py.",
      ("limits.py", "test_limits.py")),
     ("Create constants.py that defines PI = 3.14159.", ("constants.py",)),
     ("Rename the module helpers.py to textutil.py; e.g. fix main.py's import of helpers.py.",
      ("helpers.py", "textutil.py", "main.py")),
-    ("Call os.path.join( in src/app.ts and read `config.json`.", ("src/app.ts", "config.json")),
+    ("Call os.path.join( in src/app.ts and update `config.json`.",
+     ("src/app.ts", "config.json")),
+    ("test_calc.py fails. Fix the bug in calc.py, then run test_calc.py.", ("calc.py",)),
+    ("Fix calc.py; do not change test_calc.py.", ("calc.py",)),
     ("Fix the bug.", ()),
 ])
-def test_named_files(text: str, names: tuple[str, ...]) -> None:
-    assert named_files(text) == names
+def test_files_to_change(text: str, names: tuple[str, ...]) -> None:
+    assert files_to_change(text) == names
 
 
 def _write(path: str, content: str = "x = 1\n") -> str:
     return json.dumps({"name": "write_file", "arguments": {"path": path, "content": content}})
 
 
-async def test_a_change_names_the_files_the_task_names_and_no_edit_has_changed(
+async def test_a_change_names_the_files_the_task_asks_to_change_and_no_edit_has_changed(
         workspace: Path) -> None:
     """add-function: told "If the task asks for nothing more (no other file ...)" after
-    writing clamp, the 1.5B answered without the test the task asked for."""
+    writing square, the 1.5B answered without the test the task asked for."""
     task = "Add a function f to lim.py, and add a test for it to test_lim.py and t2.py."
     server = ScriptedServer([Reply(content=[_write("lim.py")]),
                              Reply(content=[_write("src/test_lim.py")]),
@@ -116,11 +119,9 @@ async def test_a_change_names_the_files_the_task_names_and_no_edit_has_changed(
                        task_reminder=True)
     await run(agent, task)
     first, second, third = (server.requests[i]["messages"][-1]["content"] for i in (1, 2, 3))
-    assert first.endswith(f"(The task: {task}\nThat change is made. The task also names "
-                          "test_lim.py and t2.py, not changed yet: if the task asks for a "
-                          'change there, make it next; otherwise reply {"answer":"..."} '
-                          "saying what you did.)")
-    assert "The task also names t2.py, not changed yet" in second  # by its name
+    assert first.endswith(f"(The task: {task}\nThat change is made. The task also asks for "
+                          "a change in test_lim.py and t2.py, not made yet: make it next.)")
+    assert "a change in t2.py, not made yet" in second  # by its name
     assert "That change is made. If the task asks for nothing more (no other file" in third
 
 
