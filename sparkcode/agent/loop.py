@@ -338,9 +338,8 @@ class Agent:
             reminder = RUN_REMINDER if self._run_pending else TASK_REMINDER
             if self._question:
                 reminder = QUESTION_RUN_REMINDER if self._run_pending else QUESTION_REMINDER
-            elif call.tool is not None and call.tool.kind == "edit" \
-                    and not text.startswith("error:") and not self._runs_asked \
-                    and not unfinished:
+            elif ran and call.tool is not None and call.tool.kind == "edit" \
+                    and not self._runs_asked and not unfinished:
                 # Not after a change that left work (half a rename, a new error).
                 reminder = CHANGED_REMINDER
                 left = self._left_to_change()

@@ -26,14 +26,32 @@ _NEW = {"type": "string", "description": "Replacement text."}
 _ALL = {"type": "boolean", "description": "Replace every exact occurrence (default false)."}
 
 
+_TAIL_LINES = 3
+"""Lines of the file's end an empty old_string's error quotes."""
+
+
+def _empty_old_string(text: str, shown: str) -> str:
+    """The error for an empty old_string, with the lines to copy for adding at the end:
+    the 1.5B sent ``old_string: ""`` to add a function (3 times in 2 tries of the agent
+    suite, 2026-12-04), and was told only to use write_file, which it then used to
+    replace the whole file."""
+    tail = [line for line in text.splitlines() if line.strip()][-_TAIL_LINES:]
+    if not tail:
+        return (f"old_string is empty and {shown} has no text to match; to create or "
+                "fill a whole file use write_file")
+    return (f"old_string is empty. To add code at the end of {shown}, copy its last "
+            "lines as old_string and send them followed by the new code as new_string; "
+            "they are:\n" + "\n".join(tail) + "\n(To create or replace a whole file, "
+            "use write_file.)")
+
+
 def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str,
                replace_all_offered: bool = True) -> tuple[str, str]:
     """``text`` with one edit applied, and how it matched; raises ToolError."""
     if not isinstance(old, str) or not isinstance(new, str):
         raise ToolError("old_string and new_string must be strings")
     if not old:
-        raise ToolError("old_string is empty; to create or replace a whole file use "
-                        "write_file")
+        raise ToolError(_empty_old_string(text, shown))
     if old == new:
         raise ToolError("old_string and new_string are identical; nothing would change")
     residue = read_file_residue(new, old)

@@ -10,8 +10,9 @@ with ``edit_file``: 6 of 9 add-function tries of the agent suite ended with a
 definition lost (2026-12-04, docs/agent.md). The refusal names what would be lost and
 how to add instead, and the file stays as it was. A change that keeps every name (a
 rewrite of the bodies, a new file) passes; so does one whose lost names the message
-names ("rename old_name to new_name", "remove parse_date"), and one of a file that
-does not parse now, which the syntax guard leaves to be mended.
+names ("rename old_name to new_name", "remove parse_date"), one that empties the file
+(as the syntax guard allows), and one of a file that does not parse now, which the
+syntax guard leaves to be mended.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def _definitions(text: str) -> list[str] | None:
 def lost_definitions(old: str, new: str, task: str = "") -> list[str]:
     """The top-level functions and classes of ``old`` that ``new`` does not define and
     ``task`` does not name; none where either does not parse (the syntax guard's case,
-    or a broken file)."""
+    or a broken file) or ``new`` is empty."""
     before, after = _definitions(old), _definitions(new)
-    if before is None or after is None:
-        return []
+    if before is None or after is None or not new.strip():
+        return []  # broken, or emptied on purpose (as the syntax guard lets it)
     kept = set(after)
     return [name for name in before if name not in kept
             and not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", task)]

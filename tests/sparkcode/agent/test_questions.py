@@ -139,6 +139,20 @@ async def test_kept_and_moved_files_are_not_named(workspace: Path) -> None:
     assert "If the task asks for nothing more" in server.requests[4]["messages"][-1]["content"]
 
 
+async def test_a_nudged_edit_is_not_said_to_be_made(workspace: Path) -> None:
+    """The loop nudge's "not run:" is no change: its reminder is the plain one."""
+    (workspace / "m.py").write_text("x = 1\n")
+    miss = json.dumps({"name": "edit_file", "arguments": {"path": "m.py", "old_string": "y",
+                                                          "new_string": "z"}})
+    server = ScriptedServer([Reply(content=[miss])] * 3 + [Reply(content=['{"answer":"a"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True, loop_nudge=True)
+    await run(agent, "Change y to z in m.py.")
+    nudged = server.requests[3]["messages"][-1]["content"]
+    assert "not run: you made this call several times" in nudged
+    assert "That change is made" not in nudged and "Reply with the next step" in nudged
+
+
 def test_hidden_arguments_leave_the_specs_and_a_wrong_one_is_named() -> None:
     tools = default_tools(only=["read_file", "edit_file", "bash"])
     hidden = tools.hiding(["bash.sandbox", "bash.timeout_s", "edit_file.replace_all",
