@@ -54,8 +54,8 @@ added after the suite's run: without it, told "fix the bug in calc.py, then run 
 tests again", the 1.5B fixed it and answered without the test run
 (tests/e2e/test_qwen_coder.py)."""
 NAMED_FILES_REMINDER = (
-    "\n\n(The task: {task}\nThat change is made. The task also asks for a change in "
-    "{files}, not made yet: make it next.)"
+    "\n\n(The task: {task}\nThat change is made. Next, the task asks for a change in "
+    "{files}: make that change with a tool call.)"
 )
 """CHANGED_REMINDER when the task asks to change files (``questions.files_to_change``)
 that no edit of this turn has changed and the task does not keep. Told "Add a function
@@ -64,8 +64,11 @@ square and, under CHANGED_REMINDER, answered that it had added the test: add-fun
 was 0 of 9 tries in the suite's 3-try run (2026-12-03). Replaying that step (greedy and
 3 seeds at 0.7, 2026-12-04, docs/agent.md): "The task also names test_mathx.py, not
 changed yet: if the task asks for a change there, make it next; otherwise reply ..."
-was answered 4 times of 4; this wording led to a change of test_mathx.py 3 times of 4;
-a second request after the answer ("[Not done yet:] ...") was answered again 4 of 4."""
+was answered 4 times of 4; "The task also asks for a change in test_mathx.py, not made
+yet: make it next." led to a change of test_mathx.py 3 times of 4, and in the suite it
+was echoed as the answer ("make it next", 3 of 9 tries); this wording led to a call
+changing the test file 4 times of 4, at this step and at add-function-clamp's; a
+second request after the answer ("[Not done yet:] ...") was answered again 4 of 4."""
 QUESTION_REMINDER = (
     "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
     "as you know the answer; otherwise make the next tool call.)"

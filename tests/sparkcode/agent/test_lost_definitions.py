@@ -107,13 +107,19 @@ async def test_an_empty_old_string_is_told_the_lines_to_copy(workspace: Path) ->
         await tool.run({"path": "empty.py", "old_string": "", "new_string": SQUARE}, ctx)
 
 
-def test_lost_definitions_names_functions_and_classes_in_order() -> None:
+def test_lost_definitions_names_functions_classes_and_methods_in_order() -> None:
     old = "import os\nX = 1\n\nclass A:\n    def m(self): ...\n\nasync def b(): ...\n\n" \
           "def c(): ...\n"
     assert lost_definitions(old, "def c(): ...\n") == ["A", "b"]
-    assert lost_definitions(old, "class A: ...\nasync def b(): ...\nc = 2\n") == ["c"]
+    assert lost_definitions(old, "class A: ...\nasync def b(): ...\nc = 2\n") == ["A.m", "c"]
     assert lost_definitions(old, "def (") == []  # the syntax guard's case
     assert lost_definitions(old, "\n") == []  # emptied
+    methods = "class T:\n    def test_a(self): ...\n    def test_b(self): ...\n"
+    assert lost_definitions(methods, "class T:\n    def test_c(self): ...\n") == [
+        "T.test_a", "T.test_b"]
+    assert lost_definitions(methods, "class T:\n    def test_c(self): ...\n",
+                            task="rename test_a to test_c") == ["T.test_b"]
+    assert lost_definitions(methods, "x = 1\n") == ["T"]  # not its methods too
     assert lost_definitions(old, "def c(): ...\n", task="remove class A, keep b2") == ["b"]
 
 

@@ -119,9 +119,10 @@ async def test_a_change_names_the_files_the_task_asks_to_change_and_no_edit_has_
                        task_reminder=True)
     await run(agent, task)
     first, second, third = (server.requests[i]["messages"][-1]["content"] for i in (1, 2, 3))
-    assert first.endswith(f"(The task: {task}\nThat change is made. The task also asks for "
-                          "a change in test_lim.py and t2.py, not made yet: make it next.)")
-    assert "a change in t2.py, not made yet" in second  # by its name
+    assert first.endswith(f"(The task: {task}\nThat change is made. Next, the task asks for "
+                          "a change in test_lim.py and t2.py: make that change with a tool "
+                          "call.)")
+    assert "a change in t2.py: make" in second  # by its name
     assert "That change is made. If the task asks for nothing more (no other file" in third
 
 
