@@ -85,9 +85,10 @@ from .tools import (
 )
 from .undo import UndoError, UndoStore
 
-_SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|>")
-"""A shell command that moves, removes or writes files: the named files it mentions
-count as changed (``Agent._to_change``)."""
+_SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|(?:^|[^\d&>])>{1,2}(?!&)")
+"""A shell command that moves, removes or writes files (a redirection to a file, not
+``2>&1`` or ``2>/dev/null``): the named files it mentions count as changed
+(``Agent._to_change``)."""
 log = logging.getLogger(__name__)
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]

@@ -126,6 +126,19 @@ async def test_a_change_names_the_files_the_task_asks_to_change_and_no_edit_has_
     assert "That change is made. If the task asks for nothing more (no other file" in third
 
 
+async def test_a_test_run_does_not_count_as_a_change_of_the_test_file(workspace: Path) -> None:
+    (workspace / "test_lim.py").write_text("import unittest\n")
+    tests = json.dumps({"name": "bash", "arguments": {
+        "command": "python -m unittest test_lim.py 2>&1 | tail -3 2>/dev/null"}})
+    server = ScriptedServer([Reply(content=[_write("lim.py")]), Reply(content=[tests]),
+                             Reply(content=[_write("lim.py", "y = 2\n")]),
+                             Reply(content=['{"answer":"done"}'])])
+    agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
+                       task_reminder=True)
+    await run(agent, "Add f to lim.py, and add a test for it to test_lim.py.")
+    assert "asks for a change in test_lim.py" in server.requests[3]["messages"][-1]["content"]
+
+
 async def test_kept_and_moved_files_are_not_named(workspace: Path) -> None:
     (workspace / "helpers.py").write_text("x = 1\n")
     move = json.dumps({"name": "bash", "arguments": {"command": "mv helpers.py textutil.py"}})
