@@ -35,7 +35,9 @@ def _empty_old_string(text: str, shown: str) -> str:
     the 1.5B sent ``old_string: ""`` to add a function (3 times in 2 tries of the agent
     suite, 2026-12-04), and was told only to use write_file, which it then used to
     replace the whole file."""
-    tail = [line for line in text.splitlines() if line.strip()][-_TAIL_LINES:]
+    tail = text.rstrip().splitlines()[-_TAIL_LINES:]  # as they are, so a copy matches
+    while tail and not tail[0].strip():
+        tail.pop(0)
     if not tail:
         return (f"old_string is empty and {shown} has no text to match; to create or "
                 "fill a whole file use write_file")

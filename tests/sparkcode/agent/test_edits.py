@@ -92,6 +92,24 @@ async def test_a_miss_shows_the_nearest_region_with_line_numbers(workspace: Path
         await edit(workspace, old_string="zzzz qqqq", new_string="x")
 
 
+async def test_an_empty_old_string_is_told_the_lines_to_copy(workspace: Path) -> None:
+    """The 1.5B sent old_string "" to add a function (2026-12-04, docs/agent.md)."""
+    (workspace / "m.py").write_text(CODE)
+    with pytest.raises(ToolError) as refused:
+        await edit(workspace, old_string="", new_string="def h():\n    pass\n")
+    assert str(refused.value) == (
+        "old_string is empty. To add code at the end of m.py, copy its last lines as "
+        "old_string and send them followed by the new code as new_string; they are:\n"
+        "def g():\n    pass\n(To create or replace a whole file, use write_file.)")
+    # the lines as quoted are the file's own: copied, they match
+    out = await edit(workspace, old_string="def g():\n    pass",
+                     new_string="def g():\n    pass\n\n\ndef h():\n    pass")
+    assert out.text.startswith("edited m.py")
+    (workspace / "m.py").write_text("\n\n")
+    with pytest.raises(ToolError, match="m.py has no text to match; to create or fill"):
+        await edit(workspace, old_string="", new_string="x = 1\n")
+
+
 async def test_multi_edit_applies_all_or_nothing(workspace: Path) -> None:
     (workspace / "m.py").write_text(CODE)
     edits = [{"old_string": "return 1", "new_string": "return 10"},

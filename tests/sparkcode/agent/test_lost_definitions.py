@@ -90,23 +90,6 @@ async def test_an_edit_that_replaces_a_definition_the_task_does_not_name_is_refu
     assert out.text.startswith("edited limits.py")
 
 
-async def test_an_empty_old_string_is_told_the_lines_to_copy(workspace: Path) -> None:
-    (workspace / "mathx.py").write_text(MATHX)
-    (workspace / "empty.py").write_text("\n")
-    tool = default_tools().get("edit_file")
-    assert tool is not None
-    ctx = ToolContext(workspace=workspace)
-    with pytest.raises(ToolError) as refused:
-        await tool.run({"path": "mathx.py", "old_string": "", "new_string": SQUARE}, ctx)
-    assert str(refused.value) == (
-        "old_string is empty. To add code at the end of mathx.py, copy its last lines as "
-        "old_string and send them followed by the new code as new_string; they are:\n"
-        "def double(x):\n    return 2 * x\n(To create or replace a whole file, use "
-        "write_file.)")
-    with pytest.raises(ToolError, match="empty.py has no text to match; to create or fill"):
-        await tool.run({"path": "empty.py", "old_string": "", "new_string": SQUARE}, ctx)
-
-
 def test_lost_definitions_names_functions_classes_and_methods_in_order() -> None:
     old = "import os\nX = 1\n\nclass A:\n    def m(self): ...\n\nasync def b(): ...\n\n" \
           "def c(): ...\n"
