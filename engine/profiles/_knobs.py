@@ -88,8 +88,9 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Refuse an edit that would leave a Python, JSON or TOML file unparsable; the
     result shows the model the broken lines (SWE-agent's lint-guarded edit)."""
     refuse_lost_definitions: bool | None = None
-    """Refuse a write_file that would delete a Python file's top-level functions or
-    classes (the 1.5B wrote a file it was to add to as the new function alone)."""
+    """Refuse a change that would delete a Python file's functions, classes or methods
+    the message does not name (the 1.5B wrote a file it was to add to as the new
+    function alone)."""
     task_tool: bool | None = None
     """Offer the ``task`` tool (a read-only explore sub-conversation that returns a
     summary); the small-model profiles turn it off."""

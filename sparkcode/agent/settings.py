@@ -177,10 +177,10 @@ class AgentSettings:
     unparsable (``tools._syntax``); off by default: Python is parsed by the
     interpreter sparkcode runs on, which may be older than the project's."""
     refuse_lost_definitions: bool = False
-    """Refuse a ``write_file`` that would delete top-level functions or classes of a
-    Python file (``tools._lost``): the 1.5B wrote a file it was asked to add a function
-    to as that function alone. Off by default: a capable model that means to delete
-    them can say so with ``edit_file``, and is told how."""
+    """Refuse a change that would delete a Python file's top-level functions, classes
+    or methods that the turn's message does not name (``tools._lost``): the 1.5B wrote a
+    file it was asked to add a function to as that function alone. Off by default: a
+    capable model deletes only what it means to, which the message need not name."""
     workspace_files: bool = False
     """End the system prompt with the workspace's files as they are when the session
     starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B

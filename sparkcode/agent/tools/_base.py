@@ -128,8 +128,8 @@ class ToolContext:
     refuse_syntax_errors``, :mod:`._syntax`)."""
 
     refuse_lost_definitions: bool = False
-    """Refuse a ``write_file`` that would delete a Python file's top-level functions or
-    classes (``[agent] refuse_lost_definitions``, :mod:`._lost`)."""
+    """Refuse a change that would delete a Python file's functions, classes or methods
+    the message does not name (``[agent] refuse_lost_definitions``, :mod:`._lost`)."""
 
     task: str = ""
     """The current turn's message; the loop sets it at each turn's start (the
