@@ -28,6 +28,7 @@ Qwen2.5-Coder-1.5B asked for lines 20-30 of a 10-line client.py, was told "start
 one screen of a small file is what it wanted to see."""
 HINT_FILES = 20
 """Names a missing-file error lists (a workspace of a few files is listed whole)."""
+EMPTY = "holds no files"
 
 
 def missing_hint(path: Path, workspace: Path | None) -> str:
@@ -45,9 +46,27 @@ def missing_hint(path: Path, workspace: Path | None) -> str:
         base = base.parent
     if not base.is_dir() or (base != root and root not in base.parents):
         base = root
+    return _files_under(root, base)
+
+
+def directory_hint(path: Path, workspace: Path | None) -> str:
+    """The files under a directory a file tool was given: in a tmux run (2026-12-04)
+    the 1.5B's first call read ``.``, and the error's "use list_files"
+    named a tool its profile does not offer (cpu-coder: read_file, write_file,
+    edit_file, bash); the listing itself works with any tool list."""
+    if workspace is None:
+        return "give the path of a file in it"
+    root = workspace.resolve()
+    resolved = path.resolve()
+    base = resolved if resolved == root or root in resolved.parents else root
+    listing = _files_under(root, base)
+    return listing if listing.endswith(EMPTY) else f"{listing}; read one of them by its path"
+
+
+def _files_under(root: Path, base: Path) -> str:
     names = [str(p.relative_to(root)) for p in islice(walk_files(root, base), HINT_FILES + 1)]
     if not names:
-        return f"{display(root, base)} holds no files"
+        return f"{display(root, base)} {EMPTY}"
     more = ", ..." if len(names) > HINT_FILES else ""
     where = "the project" if base == root else display(root, base)
     return f"the files in {where} are: {', '.join(names[:HINT_FILES])}{more}"
@@ -65,7 +84,7 @@ def _read_text(path: Path, shown: str, workspace: Path | None = None) -> str:
     if not path.exists():
         raise ToolError(f"{shown} does not exist; {missing_hint(path, workspace)}")
     if path.is_dir():
-        raise ToolError(f"{shown} is a directory; use list_files to list it")
+        raise ToolError(f"{shown} is a directory; {directory_hint(path, workspace)}")
     try:
         size = path.stat().st_size
         if size > MAX_READ_BYTES:

@@ -203,3 +203,21 @@ async def test_reading_or_editing_a_guessed_directory_works_on_the_file_at_the_t
     with pytest.raises(ToolError, match="lib/other.py does not exist; the files in the "
                        "project are: calc.py"):
         await edit(workspace, "read_file", path="lib/other.py")
+
+
+async def test_reading_or_editing_a_directory_lists_its_files(workspace: Path) -> None:
+    """The error names the files to read, not a list_files tool that cpu-coder's
+    profile does not offer (its first call in a tmux run read ``.``)."""
+    (workspace / "calc.py").write_text("x = 1\n")
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "util.py").write_text("y = 2\n")
+    for path, listing in ((".", "the files in the project are: calc.py, pkg/util.py"),
+                          ("pkg", "the files in pkg are: pkg/util.py")):
+        with pytest.raises(ToolError) as read:
+            await edit(workspace, "read_file", path=path)
+        assert str(read.value) == f"{path} is a directory; {listing}; read one of them by its path"
+    with pytest.raises(ToolError, match="^pkg is a directory; the files in pkg are: pkg/util.py"):
+        await edit(workspace, path="pkg", old_string="y", new_string="z")
+    (workspace / "empty").mkdir()
+    with pytest.raises(ToolError, match="^empty is a directory; empty holds no files$"):
+        await edit(workspace, "read_file", path="empty")
