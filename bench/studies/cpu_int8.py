@@ -10,10 +10,11 @@ W8A8 against the dense float32 and bf16 matmuls, one thread, at 1 row (a decode 
 256 rows (a prefill), side by side in one run.
 
 ``build OUT``: the verified 1.5B (``sparkcode models fetch qwen2.5-coder-1.5b-instruct``)
-rewritten as a W8A8 checkpoint: the decoder's linear weights int8, symmetric, one scale per
-output channel (round to nearest), activations quantized per token at run time; embeddings,
-norms, biases and the LM head kept. Then a profile that points at OUT can be measured with
-``sparkcode bench throughput`` and ``sparkcode bench kld`` beside ``cpu-coder``.
+rewritten as a W8A8 checkpoint by :mod:`engine.w8a8` (what cpu-coder serves on a CPU with
+VNNI): the decoder's linear weights int8, symmetric, one scale per output channel (round to
+nearest), activations quantized per token at run time; embeddings, norms, biases and the LM
+head kept. Then a profile that points at OUT can be measured with ``sparkcode bench
+throughput`` and ``sparkcode bench kld`` beside ``cpu-coder``.
 
     .venv/bin/python -m bench.studies.cpu_int8 gemm
     .venv/bin/python -m bench.studies.cpu_int8 build /tmp/qwen-1.5b-w8a8
@@ -22,76 +23,24 @@ norms, biases and the LM head kept. Then a profile that points at OUT can be mea
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 
 from engine.paths import Paths
-
-LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-"""The decoder's linear layers in Qwen2 (vLLM fuses q/k/v and gate/up; each keeps a scale
-per output channel, so the fused layer's channels keep theirs)."""
-
-QUANT_CONFIG = {
-    "quant_method": "compressed-tensors",
-    "format": "int-quantized",
-    "quantization_status": "compressed",
-    "ignore": ["lm_head"],
-    "kv_cache_scheme": None,
-    "config_groups": {"group_0": {
-        "targets": ["Linear"],
-        "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
-                    "dynamic": False, "group_size": None},
-        "input_activations": {"num_bits": 8, "type": "int", "symmetric": True,
-                              "strategy": "token", "dynamic": True, "group_size": None},
-        "output_activations": None,
-    }},
-}
-
-
-def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per output channel, round to nearest: (int8 [N, K], scale [N, 1])."""
-    w = weight.to(torch.float32)
-    scale = (w.abs().amax(dim=1, keepdim=True) / 127.0).clamp_min(1e-12)
-    return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
+from engine.w8a8 import quantize, write_w8a8
 
 
 def build(out: Path) -> None:
+    """The copy ``sparkcode models fetch`` installs on a CPU with VNNI, written to ``out``."""
     src = Paths.from_env().models_dir / "qwen2.5-coder-1.5b-instruct"
-    if not (src / "model.safetensors").is_file():
-        raise SystemExit(f"{src} has no model.safetensors: run "
-                         "`sparkcode models fetch qwen2.5-coder-1.5b-instruct` first")
-    out.mkdir(parents=True, exist_ok=True)
-    tensors: dict[str, torch.Tensor] = {}
-    err_num = err_den = 0.0
-    with safe_open(str(src / "model.safetensors"), framework="pt") as f:
-        for name in f.keys():  # noqa: SIM118 (safe_open has no __iter__)
-            t = f.get_tensor(name)
-            if name.endswith(".weight") and name.split(".")[-2] in LINEARS:
-                q, scale = quantize(t)
-                tensors[name] = q
-                tensors[name.removesuffix("weight") + "weight_scale"] = scale
-                err_num += float(((q.float() * scale - t.float()) ** 2).sum())
-                err_den += float((t.float() ** 2).sum())
-            else:
-                tensors[name] = t
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    config = json.loads((src / "config.json").read_text())
-    config["quantization_config"] = QUANT_CONFIG
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    for extra in src.iterdir():
-        if extra.name not in ("model.safetensors", "config.json") and extra.is_file():
-            shutil.copy2(extra, out / extra.name)
+    error = write_w8a8(src, out, progress=print)
     size = (out / "model.safetensors").stat().st_size
     source = (src / "model.safetensors").stat().st_size
     print(f"wrote {out}: {size / 2**30:.2f} GiB (source {source / 2**30:.2f} GiB); relative "
-          f"weight error of the int8 linears {(err_num / err_den) ** 0.5:.4f}")
+          f"weight error of the int8 linears {error:.4f}")
 
 
 def _time(fn: Callable[[], torch.Tensor], seconds: float = 2.0) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 from engine.errors import ProfileError
 from engine.paths import Paths
 
-from ._cpu import CPU_BF16_ENV, cpu_computes_bf16
+from ._cpu import CPU_BF16_ENV, CPU_VNNI_ENV, cpu_computes_bf16, cpu_has_vnni
 from ._cpu import ram_gib as machine_ram_gib
 from ._knobs import (
     DEGENERATE_MODES,
@@ -39,6 +39,7 @@ from ._toml import TomlTable, convert_toml, decode_toml
 
 __all__ = [
     "CPU_BF16_ENV",
+    "CPU_VNNI_ENV",
     "DEGENERATE_MODES",
     "KNOB_NAMES",
     "PLUGIN_FEATURES",
@@ -48,6 +49,7 @@ __all__ = [
     "ReasoningEffort",
     "check_knobs",
     "cpu_computes_bf16",
+    "cpu_has_vnni",
     "convert_toml",
     "decode_toml",
     "knobs_from",

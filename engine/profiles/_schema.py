@@ -14,14 +14,15 @@ from msgspec import Meta
 
 from engine.errors import ProfileError
 
-from ._cpu import cpu_computes_bf16, ram_gib
+from ._cpu import cpu_computes_bf16, cpu_has_vnni, ram_gib
 from ._knobs import AgentKnobs
 from ._nodes import NodesSpec, NodesTable, parse_nodes
 from ._toml import TomlTable, decode_toml
 
 ProfileKind = Literal["vllm", "endpoint"]
 BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct",
-                                    "qwen2.5-coder-1.5b-instruct")
+                                    "qwen2.5-coder-1.5b-instruct",
+                                    "qwen2.5-coder-1.5b-instruct-w8a8")
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
                                      "p12_packed")
 
@@ -76,6 +77,9 @@ class Profile:
     cpu_without_bf16: bool = False
     """This machine's CPU has no bf16 arithmetic and ``[cpu.without_bf16]`` replaced
     ``dtype`` and ``memory_need_gib`` above (:mod:`engine.profiles._cpu`)."""
+    cpu_with_vnni: bool = False
+    """This machine's CPU has int8 dot products and ``[cpu.with_vnni]`` replaced
+    ``model_builtin`` (and ``memory_need_gib`` where it gives one) above."""
     # endpoint profiles
     base_url: str | None = None
     endpoint_model: str | None = None
@@ -147,10 +151,19 @@ class _WithoutBf16Table(_Table, frozen=True):
     written)."""
 
 
+class _WithVnniTable(_Table, frozen=True):
+    """``[cpu.with_vnni]``: what changes on a CPU with int8 dot products."""
+
+    builtin: str | None = None
+    """The builtin model served instead of ``[model] builtin`` (its W8A8 copy)."""
+    need_gib: Annotated[float, Meta(gt=0, description="positive")] | None = None
+
+
 class _CpuTable(_Table, frozen=True):
     kvcache_space_gib: _Positive | None = None
     bind_all_cores: bool | None = None
     without_bf16: _WithoutBf16Table | None = None
+    with_vnni: _WithVnniTable | None = None
 
 
 class _MemoryTable(_Table, frozen=True):
@@ -215,9 +228,13 @@ def parse_profile(text: str, source: Path) -> Profile:
     model = doc.model
     if (model.path is None) == (model.builtin is None):
         raise ProfileError(f"{source}: [model] needs exactly one of 'path' or 'builtin'")
-    if model.builtin is not None and model.builtin not in BUILTIN_MODELS:
-        raise ProfileError(f"{source}: [model] builtin {model.builtin!r} is unknown "
-                           f"(known: {', '.join(BUILTIN_MODELS)})")
+    _check_builtin(source, "[model] builtin", model.builtin)
+    vnni = doc.cpu.with_vnni
+    if vnni is not None:
+        if vnni.builtin is not None and model.builtin is None:
+            raise ProfileError(f"{source}: [cpu.with_vnni] builtin replaces [model] builtin; "
+                               "a profile with [model] path has none")
+        _check_builtin(source, "[cpu.with_vnni] builtin", vnni.builtin)
     server = doc.server
     if server.enable_auto_tool_choice and not server.tool_call_parser:
         raise ProfileError(
@@ -240,12 +257,22 @@ def parse_profile(text: str, source: Path) -> Profile:
     if without is not None and not cpu_computes_bf16() and ram_gib() >= without.min_ram_gib:
         fields.update(_given(without, need_gib="memory_need_gib"), cpu_without_bf16=True)
         del fields["min_ram_gib"]  # the condition, not a Profile field
+    fields.pop("with_vnni", None)
+    if vnni is not None and cpu_has_vnni():
+        fields.update(_given(vnni, builtin="model_builtin", need_gib="memory_need_gib"),
+                      cpu_with_vnni=True)
 
     return Profile(
         kind="vllm", **common, **fields,
         env={key: str(value) for key, value in doc.env.items()},
         speculative=_speculative(source, doc.speculative), nodes=nodes,
     )
+
+
+def _check_builtin(source: Path, key: str, name: str | None) -> None:
+    if name is not None and name not in BUILTIN_MODELS:
+        raise ProfileError(f"{source}: {key} {name!r} is unknown "
+                           f"(known: {', '.join(BUILTIN_MODELS)})")
 
 
 def _speculative(source: Path, spec: _SpeculativeTable | None) -> SpeculativeSpec | None:

@@ -78,7 +78,6 @@ class Agent(Protocol):
     _session_started: bool
     _structured: dict[str, Any] | None
     _structured_first: dict[str, Any] | None
-    _task: str
     _question: bool
     _runs_asked: bool
     _run_pending: bool
@@ -133,7 +132,6 @@ async def turn_events(self: Agent, user_text: str,
     # Plan mode is said in the user message, not the system prompt, so the
     # prompt prefix stays the same in both modes.
     planning = self.permissions.mode == "plan"
-    self._task = user_text
     self._question = self.settings.questions_read_only and is_question(user_text)
     self._runs_asked = self._run_pending = asks_a_run(user_text)
     told_kept = kept_files(user_text)

@@ -147,8 +147,6 @@ class Agent:
         self.requests_sent = 0
         """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
-        self._task = ""
-        """The current turn's user message (``settings.task_reminder``)."""
         self._question = False
         """The current turn only asks (``settings.questions_read_only``): no edit tools."""
         self._runs_asked = False
@@ -346,7 +344,7 @@ class Agent:
                 left = self._left_to_change()
                 if left:
                     reminder = NAMED_FILES_REMINDER.replace("{files}", left)
-            text += reminder.format(task=self._task)
+            text += reminder.format(task=self._ctx.task)
         self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
     def _left_to_change(self) -> str:

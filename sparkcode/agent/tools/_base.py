@@ -133,7 +133,8 @@ class ToolContext:
 
     task: str = ""
     """The current turn's message; the loop sets it at each turn's start (the
-    lost-definitions guard lets a change delete what the message names)."""
+    lost-definitions guard lets a change delete what the message names, and the
+    task reminder repeats it)."""
 
     kept: KeptRule | None = None
     """The files this turn's message says not to change (``[agent] keep_told_files``,

@@ -1,5 +1,6 @@
 """``[cpu.without_bf16]``: a profile's dtype and memory need on a CPU without bf16
-arithmetic, where the machine has the memory for it."""
+arithmetic, where the machine has the memory for it; ``[cpu.with_vnni]``: its model
+on a CPU with int8 dot products."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from engine.errors import ProfileError
 from engine.paths import Paths
 from engine.profiles import (
     CPU_BF16_ENV,
+    CPU_VNNI_ENV,
     _schema,
     cpu_computes_bf16,
+    cpu_has_vnni,
     load_profile,
     parse_profile,
     render,
@@ -98,3 +101,77 @@ def test_the_small_coder_keeps_bf16_on_a_small_machine(
         argv = render(profile, paths, python="/py").argv
         assert argv[argv.index("--dtype") + 1] == "bfloat16"
         assert not profile.cpu_without_bf16
+
+
+@pytest.mark.parametrize(("cpuinfo", "expected"), [
+    (f"processor\t: 0\n{X86_FLAGS}\n", True),
+    ("flags\t\t: fpu sse2 avx avx2 fma avx_vnni\n", True),  # Alder Lake's VEX VNNI
+    ("flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw\n", False),  # Skylake-X
+    ("flags\t\t: fpu sse2 avx avx2 fma\n", False),  # the AVX2 development box
+    ("processor\t: 0\nFeatures\t: fp asimd asimddp i8mm\n", False),  # Arm: not measured
+    ("model name\t: something without flags\n", False),  # unreadable: as written
+])
+def test_int8_dot_products_are_read_from_cpuinfo(cpuinfo: str, expected: bool, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CPU_VNNI_ENV, raising=False)
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    (tmp_path / "cpuinfo").write_text(cpuinfo)
+    assert cpu_has_vnni(tmp_path / "cpuinfo") is expected
+    assert cpu_has_vnni(tmp_path / "missing") is False
+    monkeypatch.setenv(CPU_VNNI_ENV, "1" if not expected else "0")
+    assert cpu_has_vnni(tmp_path / "cpuinfo") is not expected
+
+
+BUILTIN = PROFILE.replace('path = "/m"', 'builtin = "qwen2.5-coder-1.5b-instruct"')
+WITH_VNNI = """
+[cpu.with_vnni]
+builtin = "qwen2.5-coder-1.5b-instruct-w8a8"
+"""
+
+
+def test_with_vnni_the_profile_serves_the_int8_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_schema, "ram_gib", lambda: 23.4)
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    monkeypatch.setenv(CPU_VNNI_ENV, "1")
+    int8 = parse_profile(BUILTIN + WITH_VNNI, Path("p.toml"))
+    assert (int8.model_builtin, int8.dtype, int8.memory_need_gib, int8.cpu_with_vnni) == \
+        ("qwen2.5-coder-1.5b-instruct-w8a8", "bfloat16", 8, True)
+    # Without bf16 too: float32 activations beside the int8 weights, and the table's
+    # own memory need where it gives one.
+    monkeypatch.setenv(CPU_BF16_ENV, "0")
+    both = parse_profile(BUILTIN + WITH_VNNI + "need_gib = 9\n", Path("p.toml"))
+    assert (both.model_builtin, both.dtype, both.memory_need_gib) == \
+        ("qwen2.5-coder-1.5b-instruct-w8a8", "float32", 9)
+    assert both.cpu_with_vnni and both.cpu_without_bf16
+    monkeypatch.setenv(CPU_VNNI_ENV, "0")
+    kept = parse_profile(BUILTIN + WITH_VNNI, Path("p.toml"))
+    assert (kept.model_builtin, kept.cpu_with_vnni) == ("qwen2.5-coder-1.5b-instruct", False)
+
+
+def test_a_wrong_with_vnni_table_is_refused_on_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    for vnni in ("0", "1"):
+        monkeypatch.setenv(CPU_VNNI_ENV, vnni)
+        with pytest.raises(ProfileError, match=r"p.toml: \[cpu.with_vnni\] builtin 'nope' is "
+                           r"unknown \(known: smollm2"):
+            parse_profile(BUILTIN + WITH_VNNI.replace("qwen2.5-coder-1.5b-instruct-w8a8", "nope"),
+                          Path("p.toml"))
+        with pytest.raises(ProfileError, match=r"p.toml: \[cpu.with_vnni\] builtin replaces "
+                           r"\[model\] builtin; a profile with \[model\] path has none"):
+            parse_profile(PROFILE + WITH_VNNI, Path("p.toml"))
+        with pytest.raises(ProfileError, match=r"p.toml: .*with_vnni.*dtype"):
+            parse_profile(BUILTIN + WITH_VNNI + 'dtype = "int8"\n', Path("p.toml"))
+
+
+def test_the_shipped_cpu_coder_serves_its_int8_copy_with_vnni(
+        paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CPU_BF16_ENV, "1")
+    for vnni, builtin in (("1", "qwen2.5-coder-1.5b-instruct-w8a8"),
+                          ("0", "qwen2.5-coder-1.5b-instruct")):
+        monkeypatch.setenv(CPU_VNNI_ENV, vnni)
+        argv = render(load_profile("cpu-coder", paths), paths, python="/py").argv
+        assert argv[argv.index("--model") + 1] == str(paths.models_dir / builtin)
+        assert argv[argv.index("--served-model-name") + 1] == "qwen2.5-coder-1.5b-instruct"
+        # The 0.5B has no copy: its W8A8 was never measured.
+        small = load_profile("cpu-coder-small", paths)
+        assert (small.model_builtin, small.cpu_with_vnni) == ("qwen2.5-coder-0.5b-instruct",
+                                                              False)
