@@ -133,16 +133,20 @@ def default_profile_name(paths: Paths | None = None) -> str:
     ``glm53-flash-spark`` on a CUDA machine. Without CUDA: the Qwen coder this
     machine suits (:func:`cpu_coder_name`) once its model is installed (verified
     by sha256: ``sparkcode models fetch``, which ``make run`` and
-    ``scripts/setup-env.sh`` run), else ``cpu-demo`` (SmolLM2-135M, shipped in a
-    pip package, so it works with no download at all).
+    ``scripts/setup-env.sh`` run; on a CPU with VNNI the 1.5B itself will do, its
+    int8 copy being written from it at launch), else ``cpu-demo`` (SmolLM2-135M,
+    shipped in a pip package, so it works with no download at all).
     """
     if _has_cuda_gpu():
         return "glm53-flash-spark"
     paths = paths or Paths.from_env()
     coder = cpu_coder_name()
-    builtin = load_profile(coder, paths).model_builtin
-    if builtin is not None and (paths.models_dir / builtin / "config.json").is_file():
-        return coder
+    profile = load_profile(coder, paths)
+    # The W8A8 copy is written at launch from the installed 1.5B (no download), so a
+    # machine that installed the 1.5B before the copy existed keeps its coder.
+    for builtin in (profile.model_builtin, profile.cpu_with_vnni):
+        if builtin is not None and (paths.models_dir / builtin / "config.json").is_file():
+            return coder
     return "cpu-demo"
 
 

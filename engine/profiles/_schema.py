@@ -77,9 +77,10 @@ class Profile:
     cpu_without_bf16: bool = False
     """This machine's CPU has no bf16 arithmetic and ``[cpu.without_bf16]`` replaced
     ``dtype`` and ``memory_need_gib`` above (:mod:`engine.profiles._cpu`)."""
-    cpu_with_vnni: bool = False
-    """This machine's CPU has int8 dot products and ``[cpu.with_vnni]`` replaced
-    ``model_builtin`` (and ``memory_need_gib`` where it gives one) above."""
+    cpu_with_vnni: str | None = None
+    """The ``[model] builtin`` that ``[cpu.with_vnni]`` replaced in ``model_builtin``
+    (and ``memory_need_gib`` where it gives one) above, this machine's CPU having int8
+    dot products; None where that did not happen."""
     # endpoint profiles
     base_url: str | None = None
     endpoint_model: str | None = None
@@ -260,7 +261,7 @@ def parse_profile(text: str, source: Path) -> Profile:
     fields.pop("with_vnni", None)
     if vnni is not None and cpu_has_vnni():
         fields.update(_given(vnni, builtin="model_builtin", need_gib="memory_need_gib"),
-                      cpu_with_vnni=True)
+                      cpu_with_vnni=model.builtin)
 
     return Profile(
         kind="vllm", **common, **fields,

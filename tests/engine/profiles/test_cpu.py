@@ -135,7 +135,7 @@ def test_with_vnni_the_profile_serves_the_int8_copy(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(CPU_VNNI_ENV, "1")
     int8 = parse_profile(BUILTIN + WITH_VNNI, Path("p.toml"))
     assert (int8.model_builtin, int8.dtype, int8.memory_need_gib, int8.cpu_with_vnni) == \
-        ("qwen2.5-coder-1.5b-instruct-w8a8", "bfloat16", 8, True)
+        ("qwen2.5-coder-1.5b-instruct-w8a8", "bfloat16", 8, "qwen2.5-coder-1.5b-instruct")
     # Without bf16 too: float32 activations beside the int8 weights, and the table's
     # own memory need where it gives one.
     monkeypatch.setenv(CPU_BF16_ENV, "0")
@@ -145,7 +145,7 @@ def test_with_vnni_the_profile_serves_the_int8_copy(monkeypatch: pytest.MonkeyPa
     assert both.cpu_with_vnni and both.cpu_without_bf16
     monkeypatch.setenv(CPU_VNNI_ENV, "0")
     kept = parse_profile(BUILTIN + WITH_VNNI, Path("p.toml"))
-    assert (kept.model_builtin, kept.cpu_with_vnni) == ("qwen2.5-coder-1.5b-instruct", False)
+    assert (kept.model_builtin, kept.cpu_with_vnni) == ("qwen2.5-coder-1.5b-instruct", None)
 
 
 def test_a_wrong_with_vnni_table_is_refused_on_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,4 +174,4 @@ def test_the_shipped_cpu_coder_serves_its_int8_copy_with_vnni(
         # The 0.5B has no copy: its W8A8 was never measured.
         small = load_profile("cpu-coder-small", paths)
         assert (small.model_builtin, small.cpu_with_vnni) == ("qwen2.5-coder-0.5b-instruct",
-                                                              False)
+                                                              None)

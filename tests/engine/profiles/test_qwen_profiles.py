@@ -178,6 +178,21 @@ def test_the_cpu_default_is_the_coder_once_its_model_is_installed(
     assert default_profile_name(paths) == "glm53-flash-spark"
 
 
+@pytest.mark.parametrize("installed", ["qwen2.5-coder-1.5b-instruct",
+                                       "qwen2.5-coder-1.5b-instruct-w8a8"])
+def test_with_vnni_the_installed_1_5b_or_its_copy_makes_the_coder_the_default(
+        paths: Paths, monkeypatch: pytest.MonkeyPatch, installed: str) -> None:
+    """A machine that installed the 1.5B before the copy existed keeps cpu-coder: the
+    copy is written from it at launch, with nothing to download."""
+    monkeypatch.setattr(profiles, "_has_cuda_gpu", lambda: False)
+    monkeypatch.setattr(profiles, "cpu_coder_name", lambda: "cpu-coder")
+    monkeypatch.setenv(CPU_VNNI_ENV, "1")
+    assert default_profile_name(paths) == "cpu-demo"
+    (paths.models_dir / installed).mkdir(parents=True)
+    (paths.models_dir / installed / "config.json").write_text("{}")
+    assert default_profile_name(paths) == "cpu-coder"
+
+
 def test_a_failed_default_fetch_says_cpu_demo_stays_the_default(
         paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
     import engine.models
