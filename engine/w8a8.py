@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineStateError
+from engine.staging import staged
 
 if TYPE_CHECKING:
     import torch
@@ -85,9 +85,7 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
         raise EngineStateError(f"{source} is already quantized or has an odd config.json; "
                                "a W8A8 copy is made from a dense bf16 or float32 model")
     say(f"writing a W8A8 int8 copy of {source.name} (once) -> {target}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
+    with staged(target) as staging:
         tensors: dict[str, torch.Tensor] = {}
         err_num = err_den = 0.0
         count = 0
@@ -121,11 +119,5 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
             "w8a8_of": source.name, "linears": count,
             "relative_weight_error": round(error, 6), "base_source": base,
         }, indent=2), encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     say(f"W8A8 copy done: {count} linears, relative weight error {error:.4f}")
     return error

@@ -54,24 +54,24 @@ def _forced(env: str) -> bool | None:
     return value == "1" if value in ("0", "1") else None
 
 
-def cpu_computes_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU has bf16 arithmetic; True where that cannot be read (a
-    profile's own dtype is then used as written)."""
-    forced = _forced(CPU_BF16_ENV)
+def _cpu_has(wanted: frozenset[str], env: str, cpuinfo: Path, unreadable: bool) -> bool:
+    forced = _forced(env)
     if forced is not None:
         return forced
     flags = _cpu_flags(cpuinfo)
-    return True if flags is None else bool(BF16_FLAGS & flags)
+    return unreadable if flags is None else bool(wanted & flags)
+
+
+def cpu_computes_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has bf16 arithmetic; True where that cannot be read (a
+    profile's own dtype is then used as written)."""
+    return _cpu_has(BF16_FLAGS, CPU_BF16_ENV, cpuinfo, unreadable=True)
 
 
 def cpu_has_vnni(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether this CPU has int8 dot products; False where that cannot be read (a
     profile's own model is then used as written)."""
-    forced = _forced(CPU_VNNI_ENV)
-    if forced is not None:
-        return forced
-    flags = _cpu_flags(cpuinfo)
-    return flags is not None and bool(VNNI_FLAGS & flags)
+    return _cpu_has(VNNI_FLAGS, CPU_VNNI_ENV, cpuinfo, unreadable=False)
 
 
 def ram_gib() -> float:

@@ -4,6 +4,7 @@ on a CPU with int8 dot products."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,23 +38,37 @@ min_ram_gib = 22
 """
 
 
-@pytest.mark.parametrize(("cpuinfo", "expected"), [
-    (f"processor\t: 0\n{X86_FLAGS}\n", False),  # AVX-512 without BF16 (this CI's kind)
-    (f"processor\t: 0\n{X86_FLAGS} avx512_bf16\n", True),
-    (f"{X86_FLAGS} amx_tile amx_bf16\n", True),
-    ("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n", True),  # Arm (GB10's kind)
-    ("processor\t: 0\nFeatures\t: fp asimd\n", False),
-    ("model name\t: something without flags\n", True),  # unreadable: as written
-])
-def test_bf16_arithmetic_is_read_from_cpuinfo(cpuinfo: str, expected: bool, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(CPU_BF16_ENV, raising=False)
+BF16 = (cpu_computes_bf16, CPU_BF16_ENV)
+VNNI = (cpu_has_vnni, CPU_VNNI_ENV)
+
+
+@pytest.mark.parametrize(("probe", "cpuinfo", "expected"), [
+    (BF16, f"processor\t: 0\n{X86_FLAGS}\n", False),  # AVX-512 without BF16 (a CI's kind)
+    (BF16, f"processor\t: 0\n{X86_FLAGS} avx512_bf16\n", True),
+    (BF16, f"{X86_FLAGS} amx_tile amx_bf16\n", True),
+    (BF16, "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n", True),  # Arm (GB10's)
+    (BF16, "processor\t: 0\nFeatures\t: fp asimd\n", False),
+    (BF16, "model name\t: something without flags\n", True),  # unreadable: as written
+    (VNNI, f"processor\t: 0\n{X86_FLAGS}\n", True),
+    (VNNI, "flags\t\t: fpu sse2 avx avx2 fma avx_vnni\n", True),  # Alder Lake's VEX VNNI
+    (VNNI, "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw\n", False),  # Skylake-X
+    (VNNI, "flags\t\t: fpu sse2 avx avx2 fma\n", False),  # the AVX2 development box
+    (VNNI, "processor\t: 0\nFeatures\t: fp asimd asimddp i8mm\n", False),  # Arm: unmeasured
+    (VNNI, "model name\t: something without flags\n", False),  # unreadable: as written
+], ids=lambda v: v[1] if isinstance(v, tuple) else None)
+def test_cpu_features_are_read_from_cpuinfo(
+        probe: tuple[Callable[[Path], bool], str], cpuinfo: str, expected: bool,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 arithmetic ([cpu.without_bf16]) and int8 dot products ([cpu.with_vnni]); a
+    file that cannot be read leaves the profile as written either way."""
+    has, env = probe
+    monkeypatch.delenv(env, raising=False)
     monkeypatch.setattr("platform.system", lambda: "Linux")
     (tmp_path / "cpuinfo").write_text(cpuinfo)
-    assert cpu_computes_bf16(tmp_path / "cpuinfo") is expected
-    assert cpu_computes_bf16(tmp_path / "missing") is True
-    monkeypatch.setenv(CPU_BF16_ENV, "1" if not expected else "0")
-    assert cpu_computes_bf16(tmp_path / "cpuinfo") is not expected
+    assert has(tmp_path / "cpuinfo") is expected
+    assert has(tmp_path / "missing") is (probe is BF16)
+    monkeypatch.setenv(env, "1" if not expected else "0")
+    assert has(tmp_path / "cpuinfo") is not expected
 
 
 def test_without_bf16_and_with_the_memory_the_profile_adapts(
@@ -101,25 +116,6 @@ def test_the_small_coder_keeps_bf16_on_a_small_machine(
         argv = render(profile, paths, python="/py").argv
         assert argv[argv.index("--dtype") + 1] == "bfloat16"
         assert not profile.cpu_without_bf16
-
-
-@pytest.mark.parametrize(("cpuinfo", "expected"), [
-    (f"processor\t: 0\n{X86_FLAGS}\n", True),
-    ("flags\t\t: fpu sse2 avx avx2 fma avx_vnni\n", True),  # Alder Lake's VEX VNNI
-    ("flags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw\n", False),  # Skylake-X
-    ("flags\t\t: fpu sse2 avx avx2 fma\n", False),  # the AVX2 development box
-    ("processor\t: 0\nFeatures\t: fp asimd asimddp i8mm\n", False),  # Arm: not measured
-    ("model name\t: something without flags\n", False),  # unreadable: as written
-])
-def test_int8_dot_products_are_read_from_cpuinfo(cpuinfo: str, expected: bool, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(CPU_VNNI_ENV, raising=False)
-    monkeypatch.setattr("platform.system", lambda: "Linux")
-    (tmp_path / "cpuinfo").write_text(cpuinfo)
-    assert cpu_has_vnni(tmp_path / "cpuinfo") is expected
-    assert cpu_has_vnni(tmp_path / "missing") is False
-    monkeypatch.setenv(CPU_VNNI_ENV, "1" if not expected else "0")
-    assert cpu_has_vnni(tmp_path / "cpuinfo") is not expected
 
 
 BUILTIN = PROFILE.replace('path = "/m"', 'builtin = "qwen2.5-coder-1.5b-instruct"')
