@@ -159,11 +159,7 @@ async def turn_events(self: Agent, user_text: str,
     if attached is not None:
         yield Notice(message=attached.describe(), code="files_attached")
     if kept:
-        what = "the tests" if kept.tests else ""
-        if kept.names:
-            what += (" and " if what else "") + ", ".join(sorted(kept.names))
-        yield Notice(message=f"this message says not to change {what}, so edits of them are "
-                     "refused this turn ([agent] keep_told_files)", code="files_kept")
+        yield Notice(message=kept.describe(), code="files_kept")
     if self._question:
         yield Notice(message="this message only asks, so the tools that edit files are left "
                      "out of this turn ([agent] questions_read_only); ask for a change to "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from .tools import KeptFiles
+from .tools import KeptFiles, is_test_file
 
 _NEGATED = re.compile(
     r"\b(?:do not|don't|dont|never|without|not)\s+(?:\w+\s+){0,2}?"
@@ -70,9 +70,23 @@ def kept_files(text: str) -> KeptFiles:
     """The files ``text`` says not to change (``[agent] keep_told_files``): the tests, or
     a file it names. A rule of plain words, like :func:`is_question`: a sentence that
     forbids a change it names, not one that asks for a change to the tests ("add a
-    test", "fix the tests") or says "do not change its behaviour"."""
+    test", "fix the tests") or says "do not change its behaviour". Also a test file a
+    clause says fails, where the message names other files to change ("test_temps.py
+    fails. ... fix the bug in temps.py"): the test is what the fix must satisfy."""
     names = frozenset(m.group(1).rstrip(".") for m in _KEEP_FILE.finditer(text))
-    return KeptFiles(tests=bool(_KEEP_TESTS.search(text)), names=names)
+    changes = files_to_change(text)
+    failing = frozenset(
+        name for clause in _CLAUSE.split(text)
+        if _FAILS.search(clause) and not _CHANGE.search(_NEGATED.sub(" ", clause))
+        for name in (m.group(1) for m in _FILE.finditer(clause))
+        if is_test_file(name) and name not in changes) if changes else frozenset()
+    return KeptFiles(tests=bool(_KEEP_TESTS.search(text)), names=names, failing=failing,
+                     instead=changes if failing else ())
+
+
+_FAILS = re.compile(r"\b(?:fails?|failing|failed|errors?|breaks|is broken|are broken)\b",
+                    re.I)
+"""A clause that says a test fails: "test_temps.py fails", "test_calc.py is failing"."""
 
 
 _FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-9]{0,7})"

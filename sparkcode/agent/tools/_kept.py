@@ -5,7 +5,11 @@ keep_told_files``; the words are read by ``sparkcode.agent.questions.kept_files`
 Qwen2.5-Coder-1.5B edited the tests it was told not to change in the agent suite
 (fix-test-mean, docs/agent.md) and, in a tmux run on 2026-12-03, proposed two edits
 of test_temps.py after "Do not change the tests." A refusal that says why costs one
-step; an edited test makes the task fail whatever else the model does.
+step; an edited test makes the task fail whatever else the model does. Told "test_temps.py
+fails. Run the tests ..., fix the bug in temps.py, then run the tests again." without
+"do not change the tests", it left test_temps.py changed in 5 of 12 sampled runs (W8A8
+and bf16, 2026-12-04), so a failing test the message names is kept too when the message
+names other files to change.
 """
 
 from __future__ import annotations
@@ -38,9 +42,27 @@ class KeptFiles:
     """The message says not to change the tests."""
     names: frozenset[str] = frozenset()
     """File names or paths the message says not to change, as written."""
+    failing: frozenset[str] = frozenset()
+    """Test files the message says fail while it names other files to change ("test_temps.py
+    fails ... fix the bug in temps.py"): the failing test shows what the code must do."""
+    instead: tuple[str, ...] = ()
+    """The files the message asks to change (named in ``failing``'s refusal)."""
 
     def __bool__(self) -> bool:
-        return self.tests or bool(self.names)
+        return self.tests or bool(self.names) or bool(self.failing)
+
+    def describe(self) -> str:
+        """What this turn keeps, for the turn's notice."""
+        said = []
+        told = " and ".join(filter(None, ["the tests" if self.tests else "",
+                                           ", ".join(sorted(self.names))]))
+        if told:
+            said.append(f"says not to change {told}")
+        if self.failing:
+            said.append(f"says {', '.join(sorted(self.failing))} fails and asks for a change "
+                        f"in {' and '.join(self.instead)}")
+        return f"this message {'; it '.join(said)}, so edits of those files are refused " \
+            "this turn ([agent] keep_told_files)"
 
     def why(self, rel: str) -> str | None:
         """Why ``rel`` is kept, in words for the model, or None."""
@@ -50,6 +72,9 @@ class KeptFiles:
         name = PurePosixPath(rel).name
         if any(rel == kept or name == kept for kept in self.names):
             return f"the task says not to change {name}; leave it as it is"
+        if any(rel == kept or name == kept for kept in self.failing):
+            return (f"the task says {name} fails, so it shows what the code must do; change "
+                    f"{' and '.join(self.instead)} instead")
         return None
 
 

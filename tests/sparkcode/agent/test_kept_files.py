@@ -43,6 +43,39 @@ def test_the_words_that_keep_files(text: str, tests: bool, names: set[str]) -> N
     assert (kept.tests, set(kept.names)) == (tests, names)
 
 
+@pytest.mark.parametrize(("text", "failing", "instead"), [
+    ("test_temps.py fails.\nRun the tests with python -m unittest,\nfix the bug in temps.py, "
+     "then run the tests again.", {"test_temps.py"}, ("temps.py",)),
+    ("test_calc.py is failing; fix calc.py.", {"test_calc.py"}, ("calc.py",)),
+    # Nothing else named to change, or the test itself to fix: the test may change.
+    ("test_calc.py fails. Fix it.", set(), ()),
+    ("Fix test_calc.py, it fails.", set(), ()),
+    ("test_calc.py fails because calc.py and test_calc.py disagree; fix test_calc.py.",
+     set(), ()),
+    # A failing file that is not a test is no spec.
+    ("calc.py fails on empty input; fix it in calc.py.", set(), ()),
+])
+def test_a_failing_test_is_kept_while_other_named_files_are_fixed(
+        text: str, failing: set[str], instead: tuple[str, ...]) -> None:
+    kept = kept_files(text)
+    assert (set(kept.failing), kept.instead) == (failing, instead)
+    for name in failing:
+        assert kept.why(name) == (f"the task says {name} fails, so it shows what the code "
+                                  f"must do; change {' and '.join(instead)} instead")
+    assert kept.why("temps.py") is None and kept.why("calc.py") is None
+
+
+def test_the_notice_says_what_is_kept_and_why() -> None:
+    both = kept_files("test_calc.py fails. Fix calc.py and do not edit config.toml.")
+    assert both.describe() == (
+        "this message says not to change config.toml; it says test_calc.py fails and asks "
+        "for a change in calc.py, so edits of those files are refused this turn ([agent] "
+        "keep_told_files)")
+    told = kept_files("Do not change the tests. Do not edit util.py.")
+    assert told.describe().startswith("this message says not to change the tests and util.py, "
+                                      "so edits")
+
+
 def test_the_suites_tasks_that_forbid_test_changes_are_read_so() -> None:
     keeping = {task.id for task in load_tasks().values() if kept_files(task.prompt).tests}
     assert keeping == {"fix-test-mean", "fix-test-stock", "fix-test-words", "refactor-helper",
@@ -101,8 +134,8 @@ async def test_the_loop_keeps_them_for_one_turn_and_says_so(workspace: Path) -> 
     events = await run(agent, "Fix calc.py; do not change the tests.")
     notices = [n for n in of(events, Notice) if n.code == "files_kept"]
     assert [n.message for n in notices] == [
-        "this message says not to change the tests, so edits of them are refused this turn "
-        "([agent] keep_told_files)"]
+        "this message says not to change the tests, so edits of those files are refused this "
+        "turn ([agent] keep_told_files)"]
     assert of(events, ToolCallFinished)[0].error is not None
     assert (workspace / "test_calc.py").read_text() == "assert True\n"
     events = await run(agent, "Now change test_calc.py to assert 1.")
