@@ -52,17 +52,15 @@ class KeptFiles:
         return self.tests or bool(self.names) or bool(self.failing)
 
     def describe(self) -> str:
-        """What this turn keeps, for the turn's notice."""
-        said = []
-        told = " and ".join(filter(None, ["the tests" if self.tests else "",
-                                           ", ".join(sorted(self.names))]))
-        if told:
-            said.append(f"says not to change {told}")
-        if self.failing:
-            said.append(f"says {', '.join(sorted(self.failing))} fails and asks for a change "
-                        f"in {' and '.join(self.instead)}")
-        return f"this message {'; it '.join(said)}, so edits of those files are refused " \
-            "this turn ([agent] keep_told_files)"
+        """What this turn keeps and why, for the turn's notice."""
+        told = [*(["the tests"] if self.tests else []), *sorted(self.names)]
+        said = [f"says not to change {' and '.join(told)}"] if told else []
+        failing = sorted(self.failing)
+        if failing:
+            said.append(f"says {' and '.join(failing)} fails and asks for a change in "
+                        f"{' and '.join(self.instead)}")
+        return f"this message {'; it '.join(said)}, so edits of " \
+            f"{' and '.join([*told, *failing])} are refused this turn ([agent] keep_told_files)"
 
     def why(self, rel: str) -> str | None:
         """Why ``rel`` is kept, in words for the model, or None."""

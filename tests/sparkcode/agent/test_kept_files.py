@@ -69,11 +69,12 @@ def test_the_notice_says_what_is_kept_and_why() -> None:
     both = kept_files("test_calc.py fails. Fix calc.py and do not edit config.toml.")
     assert both.describe() == (
         "this message says not to change config.toml; it says test_calc.py fails and asks "
-        "for a change in calc.py, so edits of those files are refused this turn ([agent] "
-        "keep_told_files)")
+        "for a change in calc.py, so edits of config.toml and test_calc.py are refused this "
+        "turn ([agent] keep_told_files)")
     told = kept_files("Do not change the tests. Do not edit util.py.")
-    assert told.describe().startswith("this message says not to change the tests and util.py, "
-                                      "so edits")
+    assert told.describe() == ("this message says not to change the tests and util.py, so "
+                               "edits of the tests and util.py are refused this turn ([agent] "
+                               "keep_told_files)")
 
 
 def test_the_suites_tasks_that_forbid_test_changes_are_read_so() -> None:
@@ -134,7 +135,7 @@ async def test_the_loop_keeps_them_for_one_turn_and_says_so(workspace: Path) -> 
     events = await run(agent, "Fix calc.py; do not change the tests.")
     notices = [n for n in of(events, Notice) if n.code == "files_kept"]
     assert [n.message for n in notices] == [
-        "this message says not to change the tests, so edits of those files are refused this "
+        "this message says not to change the tests, so edits of the tests are refused this "
         "turn ([agent] keep_told_files)"]
     assert of(events, ToolCallFinished)[0].error is not None
     assert (workspace / "test_calc.py").read_text() == "assert True\n"
