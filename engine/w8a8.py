@@ -70,7 +70,6 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
     other files (tokenizer, chat template, license) are copied as they are, and
     ``sparkcode-source.json`` says what it was built from.
     """
-    from safetensors import safe_open
     from safetensors.torch import save_file
 
     say = progress or (lambda _msg: None)
@@ -85,25 +84,8 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
         raise EngineStateError(f"{source} is already quantized or has an odd config.json; "
                                "a W8A8 copy is made from a dense bf16 or float32 model")
     say(f"writing a W8A8 int8 copy of {source.name} (once) -> {target}")
+    tensors, count, error = _quantized(weights)
     with staged(target) as staging:
-        tensors: dict[str, torch.Tensor] = {}
-        err_num = err_den = 0.0
-        count = 0
-        with safe_open(str(weights), framework="pt") as f:
-            for name in f.keys():  # noqa: SIM118 (safe_open has no __iter__)
-                t = f.get_tensor(name)
-                if name.endswith(".weight") and name.split(".")[-2] in LINEARS:
-                    q, scale = quantize(t)
-                    tensors[name] = q
-                    tensors[name.removesuffix("weight") + "weight_scale"] = scale
-                    err_num += float(((q.float() * scale - t.float()) ** 2).sum())
-                    err_den += float((t.float() ** 2).sum())
-                    count += 1
-                else:
-                    tensors[name] = t
-        if count == 0:
-            raise EngineStateError(f"{weights} has no decoder linears "
-                                   f"({', '.join(LINEARS)}) to quantize")
         save_file(tensors, str(staging / WEIGHTS), metadata={"format": "pt"})
         config["quantization_config"] = QUANT_CONFIG
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n",
@@ -111,7 +93,6 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
         for extra in source.iterdir():
             if extra.name not in (WEIGHTS, "config.json", SOURCE) and extra.is_file():
                 shutil.copy2(extra, staging / extra.name)
-        error = (err_num / err_den) ** 0.5 if err_den else 0.0
         base: Any = None
         if (source / SOURCE).is_file():
             base = json.loads((source / SOURCE).read_text(encoding="utf-8"))
@@ -121,3 +102,35 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
         }, indent=2), encoding="utf-8")
     say(f"W8A8 copy done: {count} linears, relative weight error {error:.4f}")
     return error
+
+
+def _quantized(weights: Path) -> tuple[dict[str, torch.Tensor], int, float]:
+    """``weights``' tensors with the decoder linears quantized, how many linears, and
+    their relative weight error (RMS)."""
+    from safetensors import SafetensorError, safe_open
+
+    tensors: dict[str, torch.Tensor] = {}
+    err_num = err_den = 0.0
+    count = 0
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                t = f.get_tensor(name)
+                if not (name.endswith(".weight") and name.split(".")[-2] in LINEARS):
+                    tensors[name] = t
+                    continue
+                q, scale = quantize(t)
+                tensors[name] = q
+                tensors[name.removesuffix("weight") + "weight_scale"] = scale
+                err_num += float(((q.float() * scale - t.float()) ** 2).sum())
+                err_den += float((t.float() ** 2).sum())
+                count += 1
+    except (SafetensorError, OSError) as exc:
+        raise EngineStateError(
+            f"{weights} is not a readable safetensors file ({exc}); delete "
+            f"{weights.parent} and run `sparkcode models fetch {weights.parent.name}` "
+            "again") from None
+    if count == 0:
+        raise EngineStateError(f"{weights} has no decoder linears "
+                               f"({', '.join(LINEARS)}) to quantize")
+    return tensors, count, (err_num / err_den) ** 0.5 if err_den else 0.0

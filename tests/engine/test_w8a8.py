@@ -64,6 +64,15 @@ def test_what_cannot_be_quantized_is_named_and_nothing_is_left(dense: Path,
     with pytest.raises(EngineStateError, match=r"int8 is already quantized"):
         write_w8a8(tmp_path / "int8", tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["int8"]
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    (broken / "model.safetensors").write_bytes(b"\xff" * 1000)  # a truncated download
+    with pytest.raises(EngineStateError, match=r"broken/model.safetensors is not a readable "
+                       r"safetensors file \(.*\); delete .*broken and run `sparkcode models "
+                       r"fetch broken` again"):
+        write_w8a8(broken, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "int8"]
 
 
 def test_an_interrupted_build_keeps_the_installed_copy(dense: Path, tmp_path: Path,
