@@ -13,6 +13,13 @@ Where the block size comes from, best first: the running engine's log (vLLM's
 own "Setting attention block size" line, or the scheduler_fix plugin's), the
 model's ``config.json``, or built-in facts for known models when the model is
 not downloaded yet.
+
+With the ``turn_states`` plugin feature the engine also keeps the state at each
+prompt's end, on a grid of :data:`engine.profiles.TURN_STATE_UNIT` tokens
+(``--prefix-match-unit``): a turn that extends an earlier prompt then re-prefills
+only what came after that prompt (the reply and the new message) plus under one
+unit. Each kept state costs one Mamba page per KDA layer
+(:meth:`HybridFacts.kept_state_bytes`), and the profile bounds how many are kept.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any
 
 from engine.paths import Paths
 from engine.profiles import (
+    DEFAULT_KEPT_TURN_STATES,
+    TURN_STATE_UNIT,
     Profile,
     is_hybrid_config,
     model_dir_for,
@@ -56,6 +65,18 @@ class HybridFacts:
     conv_bytes: int = 2  # model dtype (bf16)
     prefill_tok_s: float | None = None
     """Measured prefill rate on the target machine, if known."""
+    kda_layers: int = 34
+    """KDA layers holding a state each (GLM-5.3-Flash: 45 layers less 11 MLA)."""
+
+    def kept_state_bytes(self, num_speculative_tokens: int) -> int:
+        """One kept state: a Mamba page (padded to its block's MLA page) per KDA layer.
+
+        vLLM pads each Mamba page to the attention page of one Mamba block
+        (``mamba_block_size`` x 656 B): 7168 x 656 = 4,702,208 B for GLM-5.3-Flash
+        with DFlash2, so 34 layers hold 159,875,072 B (152.5 MiB) per kept state.
+        """
+        page = self.mamba_block_size(num_speculative_tokens) * self.attn_page_bytes_per_token
+        return self.kda_layers * max(page, self.mamba_page_bytes(num_speculative_tokens))
 
     def mamba_page_bytes(self, num_speculative_tokens: int) -> int:
         """One layer's KDA state: recurrent H x D x D plus conv 3HD x (K - 1 + k)."""
@@ -91,12 +112,25 @@ class PageMath:
     """Where the block size came from (engine log, config.json, built-in facts)."""
     prefill_tok_s: float | None = None
     model: str | None = None
+    turn_state_unit: int | None = None
+    """The ``turn_states`` feature's grid (None: off, hits only on Mamba blocks)."""
+    kept_turn_states: int = 0
+    """How many prompt-end states the feature keeps per Mamba group."""
+    kept_state_bytes: int | None = None
+    """Memory of one kept state, where the model's facts give it."""
 
-    def cached_tokens(self, shared_prefix_tokens: int) -> int:
-        """Tokens a new prompt can reuse when it shares this many with an earlier one."""
+    def cached_tokens(self, shared_prefix_tokens: int, *, prompt_end: bool = False) -> int:
+        """Tokens a new prompt can reuse when it shares this many with an earlier one.
+
+        ``prompt_end``: the shared prefix is a whole earlier prompt whose state was
+        kept (``turn_states``), so the hit floors to the feature's finer grid.
+        """
         # vLLM keeps the last token to recompute; hits floor to the block grid.
         usable = max(shared_prefix_tokens - 1, 0)
-        return usable // self.mamba_block_size * self.mamba_block_size
+        grid = self.mamba_block_size
+        if prompt_end and self.turn_state_unit:
+            grid = self.turn_state_unit
+        return usable // grid * grid
 
     def prefill_seconds(self, tokens: int) -> float | None:
         """Prefill time for ``tokens`` un-cached tokens, if the rate is known."""
@@ -112,6 +146,8 @@ class PageMath:
     def summary(self) -> str:
         """One line for ``engine status`` and the engine panel."""
         block = self.mamba_block_size
+        if self.turn_state_unit:
+            return self._kept_summary()
         text = (
             f"hits land on multiples of {block} tokens (Mamba/KDA state block); "
             f"each turn re-prefills up to {block} already-seen tokens plus its new ones"
@@ -124,11 +160,30 @@ class PageMath:
             text += ")"
         return text
 
+    def _kept_summary(self) -> str:
+        unit, block = self.turn_state_unit, self.mamba_block_size
+        text = (
+            f"turn_states: each prompt's end state is kept ({unit}-token grid), so a turn "
+            f"that extends the last prompt re-prefills its new tokens plus under {unit}; "
+            f"other hits land on multiples of {block} tokens; at most "
+            f"{self.kept_turn_states} kept states"
+        )
+        if self.kept_state_bytes is not None:
+            each = self.kept_state_bytes / 2**20
+            total = each * self.kept_turn_states / 1024
+            text += f" of {each:.0f} MiB each ({total:.1f} GiB)"
+        worst = self.worst_tail_s
+        if worst is not None and self.prefill_tok_s:
+            text += f"; without them a turn re-prefills up to {worst:.1f} s"
+        return text
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mamba_block_size": self.mamba_block_size, "source": self.source,
             "prefill_tok_s": self.prefill_tok_s, "worst_tail_s": self.worst_tail_s,
-            "model": self.model, "summary": self.summary(),
+            "model": self.model, "turn_state_unit": self.turn_state_unit,
+            "kept_turn_states": self.kept_turn_states,
+            "kept_state_bytes": self.kept_state_bytes, "summary": self.summary(),
         }
 
 
@@ -150,8 +205,11 @@ def _facts_from_config(config: dict[str, Any]) -> HybridFacts | None:
     if not isinstance(linear, dict) or not str(text.get("model_type", "")).startswith("glm5"):
         return None
     try:
+        full = linear.get("full_attn_layers")
+        layers = int(text.get("num_hidden_layers", 45))
+        kda_layers = layers - len(full) if isinstance(full, list) else GLM53_FLASH.kda_layers
         return HybridFacts(
-            name=GLM53_FLASH.name, kda_heads=int(linear["num_heads"]),
+            name=GLM53_FLASH.name, kda_heads=int(linear["num_heads"]), kda_layers=kda_layers,
             kda_head_dim=int(linear["head_dim"]),
             conv_kernel=int(linear.get("short_conv_kernel_size", 4)),
             attn_page_bytes_per_token=GLM53_FLASH.attn_page_bytes_per_token,
@@ -175,9 +233,14 @@ def prefix_cache_math(profile: Profile, paths: Paths,
     rate = facts.prefill_tok_s if facts else None
     name = facts.name if facts else None
 
+    kept: dict[str, Any] = {}
+    if profile.plugin_enabled and "turn_states" in profile.plugin_features:
+        kept = {"turn_state_unit": _match_unit(profile),
+                "kept_turn_states": profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES,
+                "kept_state_bytes": facts.kept_state_bytes(spec_k) if facts else None}
     from_log = mamba_block_from_log(log_lines) if log_lines is not None else None
     if from_log is not None:
-        return PageMath(profile.name, from_log, "engine log", rate, name)
+        return PageMath(profile.name, from_log, "engine log", rate, name, **kept)
     if config is not None and not is_hybrid_config(config):
         return None
     if facts is None:
@@ -186,4 +249,15 @@ def prefix_cache_math(profile: Profile, paths: Paths,
         f"{model_dir / 'config.json'}" if config is not None
         else f"built-in {facts.name} facts (model not present at {model_dir})"
     )
-    return PageMath(profile.name, facts.mamba_block_size(spec_k), source, rate, name)
+    return PageMath(profile.name, facts.mamba_block_size(spec_k), source, rate, name, **kept)
+
+
+def _match_unit(profile: Profile) -> int:
+    """The profile's ``--prefix-match-unit`` (its own ``extra_args`` win)."""
+    args = list(profile.extra_args)
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--prefix-match-unit=") else (
+            args[i + 1] if arg == "--prefix-match-unit" and i + 1 < len(args) else None)
+        if value is not None and value.isdigit() and int(value) > 0:
+            return int(value)
+    return TURN_STATE_UNIT

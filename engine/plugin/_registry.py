@@ -58,6 +58,7 @@ FEATURES: dict[str, str] = {
     "fp4_pool": "engine.plugin.fp4_pool:apply",
     "calib_capture": "engine.plugin.calib_capture:apply",
     "p12_packed": "engine.plugin.p12_packed:apply",
+    "turn_states": "engine.plugin.turn_states:apply",
 }
 
 

@@ -29,7 +29,9 @@ from ._model_config import is_hybrid_config, read_model_config, text_config
 from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
 from ._render import LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
 from ._schema import (
+    DEFAULT_KEPT_TURN_STATES,
     PLUGIN_FEATURES,
+    TURN_STATE_UNIT,
     Profile,
     SpeculativeSpec,
     load_profile_file,
@@ -42,7 +44,9 @@ __all__ = [
     "CPU_VNNI_ENV",
     "DEGENERATE_MODES",
     "KNOB_NAMES",
+    "DEFAULT_KEPT_TURN_STATES",
     "PLUGIN_FEATURES",
+    "TURN_STATE_UNIT",
     "REASONING_EFFORTS",
     "AgentKnobs",
     "DegenerateMode",

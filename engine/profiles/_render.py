@@ -13,7 +13,7 @@ from engine.paths import Paths
 
 from ._model_config import is_hybrid_config, model_context, read_model_config
 from ._nodes import NodesSpec, check_model_for_nodes, check_pipeline_parallel
-from ._schema import Profile
+from ._schema import DEFAULT_KEPT_TURN_STATES, TURN_STATE_UNIT, Profile
 
 # Environment variables whose values never leave the process: they are shown
 # as "<redacted>" by `engine command` and in session fingerprints.
@@ -145,6 +145,7 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         no_whitespace = {"backend": "xgrammar", "disable_any_whitespace": True}
         argv += ["--structured-outputs-config", json.dumps(no_whitespace)]
     argv += _whole_prompts_on_cpu(profile, model_dir)
+    argv += _turn_state_args(profile)
     argv += list(profile.extra_args)
 
     env: dict[str, str] = {}
@@ -160,6 +161,9 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
     if profile.plugin_enabled:
         env["VLLM_PLUGINS"] = "sparkcode"
         env["SPARKCODE_PLUGIN_FEATURES"] = ",".join(profile.plugin_features)
+        if "turn_states" in profile.plugin_features:
+            kept = profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES
+            env["SPARKCODE_KEPT_TURN_STATES"] = str(kept)
     else:
         # An installed sparkcode plugin must not change engines that did not ask.
         env["SPARKCODE_PLUGIN_FEATURES"] = ""
@@ -262,3 +266,16 @@ def _url_host(host: str) -> str:
     if host in ("0.0.0.0", "::", ""):
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host
+
+
+def _turn_state_args(profile: Profile) -> list[str]:
+    """``--prefix-match-unit`` for the ``turn_states`` feature (engine.plugin.turn_states).
+
+    Hits finer than the Mamba block make vLLM keep the state at each prompt's
+    hash-aligned end; a profile whose ``extra_args`` set the unit decides it.
+    """
+    if not (profile.plugin_enabled and "turn_states" in profile.plugin_features):
+        return []
+    if any(arg.split("=", 1)[0] == "--prefix-match-unit" for arg in profile.extra_args):
+        return []
+    return ["--prefix-match-unit", str(TURN_STATE_UNIT)]

@@ -24,7 +24,24 @@ BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-
                                     "qwen2.5-coder-1.5b-instruct",
                                     "qwen2.5-coder-1.5b-instruct-w8a8")
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
-                                     "p12_packed")
+                                     "p12_packed", "turn_states")
+
+TURN_STATE_UNIT = 16
+"""``--prefix-match-unit`` of profiles with the ``turn_states`` feature: the finest
+position a hybrid prefix hit can land on (and a prompt-end KDA state be kept at).
+16 divides every KV-cache group's block vLLM builds (attention blocks are multiples
+of 16 on CUDA and the CPU, Mamba blocks multiples of 128 on GLM-5.3-Flash) and is
+FlashKDA's prefill checkpoint alignment, so on the Spark the prompt-end state is
+exported from inside the last chunk with no extra forward pass. Finer would hash
+more often (one hash per 16 tokens: 12,800 for a 204,800-token context) for at most
+15 tokens less re-prefill per turn."""
+
+DEFAULT_KEPT_TURN_STATES = 8
+"""``[plugin] kept_turn_states`` when a profile selects ``turn_states`` and says no
+number. One kept state costs one Mamba page in every KDA layer: ~152 MiB for
+GLM-5.3-Flash (34 x 4.48 MiB, :mod:`engine.pagemath`), so 8 hold ~1.2 GiB of the
+~13 GiB a Spark leaves for KV and state: the main conversation, a few explore
+subagents and a second session each keep their latest turn."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,9 @@ class Profile:
     speculative: SpeculativeSpec | None = None
     plugin_enabled: bool = False
     plugin_features: tuple[str, ...] = ()
+    kept_turn_states: int | None = None
+    """``[plugin] kept_turn_states``: how many prompt-end KDA/Mamba states the
+    ``turn_states`` feature keeps per Mamba group (None: the default)."""
     cpu_kvcache_space_gib: int | None = None
     cpu_bind_all_cores: bool = False
     memory_need_gib: float | None = None
@@ -140,6 +160,7 @@ class _SpeculativeTable(_Table, frozen=True):
 class _PluginTable(_Table, frozen=True):
     enabled: bool | None = None
     features: tuple[str, ...] = ()
+    kept_turn_states: Annotated[int, Meta(ge=1, le=1024, description="1 to 1024")] | None = None
 
 
 class _WithoutBf16Table(_Table, frozen=True):
@@ -246,6 +267,12 @@ def parse_profile(text: str, source: Path) -> Profile:
             raise ProfileError(
                 f"{source}: [plugin] unknown feature {feat!r} (known: {', '.join(PLUGIN_FEATURES)})"
             )
+    if doc.plugin.kept_turn_states is not None and "turn_states" not in doc.plugin.features:
+        raise ProfileError(f"{source}: [plugin] kept_turn_states needs the turn_states feature "
+                           "in [plugin] features")
+    if "turn_states" in doc.plugin.features and server.enable_prefix_caching is False:
+        raise ProfileError(f"{source}: [plugin] feature turn_states keeps states in the prefix "
+                           "cache, but [server] enable_prefix_caching is false")
     nodes = parse_nodes(source, doc.nodes, server.extra_args or ())
     fields: dict[str, Any] = {
         **_given(model, path="model_path", builtin="model_builtin"), **_given(server),

@@ -30,11 +30,30 @@ def test_glm_spark_block_follows_from_the_kda_state_and_drafter_k(paths: Paths) 
     assert math.mamba_block_size == 7168
     assert "built-in GLM-5.3-Flash facts" in math.source
     assert math.worst_tail_s == pytest.approx(7168 / 640)
+    # The Spark profile keeps prompt-end states (turn_states): the line says what they change.
     assert math.summary() == (
+        "turn_states: each prompt's end state is kept (16-token grid), so a turn that extends "
+        "the last prompt re-prefills its new tokens plus under 16; other hits land on multiples "
+        "of 7168 tokens; at most 8 kept states of 152 MiB each (1.2 GiB); without them a turn "
+        "re-prefills up to 11.2 s"
+    )
+    without = PageMath("p", 7168, "test", 640.0, GLM53_FLASH.name)
+    assert without.summary() == (
         "hits land on multiples of 7168 tokens (Mamba/KDA state block); each turn re-prefills "
         "up to 7168 already-seen tokens plus its new ones (up to 11.2 s at ~640 tok/s; the seed "
         "reports ~16 s of prefill per agent turn)"
     )
+
+
+def test_a_kept_state_is_one_padded_kda_page_per_layer() -> None:
+    # Each KDA page is padded to one Mamba block of MLA pages: 7168 x 656 = 4,702,208 B,
+    # 34 KDA layers (45 less 11 MLA) = 159,875,072 B = 152.5 MiB per kept state.
+    assert GLM53_FLASH.kept_state_bytes(7) == 34 * 7168 * 656 == 159_875_072
+    math = PageMath("p", 7168, "test", 640.0, turn_state_unit=16, kept_turn_states=8)
+    # A prompt that extends a kept prompt end reuses all of it but under 16 tokens;
+    # any other shared prefix still floors to the Mamba block.
+    assert math.cached_tokens(5000, prompt_end=True) == 4992
+    assert math.cached_tokens(5000) == 0
 
 
 def test_cached_tokens_floor_to_the_block(paths: Paths) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0) -> Path:
+def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
+                          max_position_embeddings: int = 8192) -> Path:
     """4 layers (3 GDN + 1 full attention), 4 experts top-2, hidden 128, random weights."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3NextConfig
@@ -31,7 +32,8 @@ def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0) -> Path:
         linear_value_head_dim=128, linear_conv_kernel_dim=4,
         num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
         shared_expert_intermediate_size=64, decoder_sparse_step=1,
-        max_position_embeddings=8192, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        max_position_embeddings=max_position_embeddings,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0,
         tie_word_embeddings=True,
     )
     config.architectures = ["Qwen3NextForCausalLM"]

@@ -90,11 +90,15 @@ def _turns(col: Column, prefill: dict[str, Any]) -> dict[str, Any]:
             continue
         ttft = spread([u["ttft_s"] for u in runs])
         cold = (prefill.get(str(length)) or {}).get("ttft_s") or {}
+        cached = [u["cached_tokens"] if u["cached_tokens"] is not None
+                  else u["prefix_cache_hits"] for u in runs]
         out[str(length)] = {
             "ttft_s": ttft, "turn_tokens": turn,
             "history_tokens": runs[0]["history_tokens"],
-            "cached_tokens": [u["cached_tokens"] if u["cached_tokens"] is not None
-                              else u["prefix_cache_hits"] for u in runs],
+            "cached_tokens": cached,
+            # What the engine computed again: the prompt less its cache hit.
+            "reprefilled_tokens": [None if c is None else u["prompt_tokens"] - c
+                                   for u, c in zip(runs, cached, strict=True)],
             "cold_over_turn": cold["median"] / ttft["median"]
             if cold.get("median") and ttft["median"] else None}
     return out

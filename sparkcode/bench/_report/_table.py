@@ -89,6 +89,10 @@ def table(cols: list[Column]) -> str:
                          *[" ".join("–" if c is None else f"{c:.0f}"
                                     for c in t.get("cached_tokens") or []) or "–"
                            for t in turns]])
+            rows.append(["re-prefilled tokens of that turn",
+                         *[" ".join("–" if c is None else f"{c:.0f}"
+                                    for c in t.get("reprefilled_tokens") or []) or "–"
+                           for t in turns]])
             rows.append([f"cold TTFT at {length} / turn TTFT",
                          *[_f(t.get("cold_over_turn"), ".1f", "x") for t in turns]])
         rows.append(["host load average (1 min) at the runs",

@@ -58,6 +58,10 @@ def test_spark_profile_renders_recipe(paths: Paths) -> None:
     assert spec.env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
     assert spec.env["VLLM_PLUGINS"] == "sparkcode"
     assert "scheduler_fix" in spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
+    # turn_states: hits every 16 tokens, so vLLM keeps each prompt's end state; 8 kept.
+    assert "turn_states" in spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
+    assert argv[argv.index("--prefix-match-unit") + 1] == "16"
+    assert spec.env["SPARKCODE_KEPT_TURN_STATES"] == "8"
     # GLM-5.3-Flash is multimodal: the profile serves the vision tower (no text-only switch,
     # no zero image limit), and its budget counts it (bench/targets/p12_memory.py: 1.05 GiB).
     assert "--language-model-only" not in argv
@@ -97,6 +101,12 @@ def test_dflash_rejects_more_than_block_minus_one() -> None:
          "needs tool_call_parser"),
         ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["nope"]\n',
          "unknown feature"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nkept_turn_states = 4\n',
+         "kept_turn_states needs the turn_states feature"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["turn_states"]\n'
+         'kept_turn_states = 0\n', "kept_turn_states"),
+        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenable_prefix_caching = false\n'
+         '[plugin]\nfeatures = ["turn_states"]\n', "enable_prefix_caching is false"),
         ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenforce_eager = 1\n',
          "expected true or false"),
         ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "ftp://x"\n',

