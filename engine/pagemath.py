@@ -43,6 +43,10 @@ from engine.profiles import (
 SEED_TURN_PREFILL_S = 16.0
 """Prefill per agent turn on one Spark reported by the seed (GLM-5.3-Flash + DFlash2)."""
 
+EAGLE_LIKE = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+"""Drafters vLLM 0.32 treats as EAGLE (``SpeculativeConfig.use_eagle``): with them the
+prompt-end state is kept one hash block before the end."""
+
 _LOG_PATTERNS = (
     re.compile(r"Mamba block of (\d+) tokens"),  # engine.plugin.scheduler_fix
     re.compile(r"Setting attention block size to (\d+) tokens"),  # vLLM platform alignment
@@ -118,6 +122,10 @@ class PageMath:
     """How many prompt-end states the feature keeps per Mamba group."""
     kept_state_bytes: int | None = None
     """Memory of one kept state, where the model's facts give it."""
+    turn_state_slack: int | None = None
+    """Seen tokens a turn still re-prefills at most beyond its new ones: one unit, or
+    two with a drafter that reads the target's hidden states (EAGLE, MTP, DFlash):
+    vLLM then keeps the state one hash block earlier (``use_eagle_block_drop``)."""
 
     def cached_tokens(self, shared_prefix_tokens: int, *, prompt_end: bool = False) -> int:
         """Tokens a new prompt can reuse when it shares this many with an earlier one.
@@ -162,9 +170,10 @@ class PageMath:
 
     def _kept_summary(self) -> str:
         unit, block = self.turn_state_unit, self.mamba_block_size
+        slack = self.turn_state_slack or unit
         text = (
             f"turn_states: each prompt's end state is kept ({unit}-token grid), so a turn "
-            f"that extends the last prompt re-prefills its new tokens plus under {unit}; "
+            f"that extends the last prompt re-prefills its new tokens plus under {slack}; "
             f"other hits land on multiples of {block} tokens; at most "
             f"{self.kept_turn_states} kept states"
         )
@@ -235,7 +244,9 @@ def prefix_cache_math(profile: Profile, paths: Paths,
 
     kept: dict[str, Any] = {}
     if profile.plugin_enabled and "turn_states" in profile.plugin_features:
-        kept = {"turn_state_unit": _match_unit(profile),
+        unit = _match_unit(profile)
+        drops = profile.speculative is not None and profile.speculative.method in EAGLE_LIKE
+        kept = {"turn_state_unit": unit, "turn_state_slack": unit * (2 if drops else 1),
                 "kept_turn_states": profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES,
                 "kept_state_bytes": facts.kept_state_bytes(spec_k) if facts else None}
     from_log = mamba_block_from_log(log_lines) if log_lines is not None else None

