@@ -232,6 +232,7 @@ async def build_session(target: StartTarget, options: SessionOptions,
         # The recorded history, system prompt included, byte for byte: the first
         # request repeats the recorded prefix and the engine's prefix cache hits.
         agent.history = [dict(m) for m in resume.history]
+        agent.effort_pinned = resume.reasoning_effort  # the recorded prompts' (effort.py)
         agent.turns = resume.turns
         agent.rewind.marks = [replace(m) for m in resume.marks]
         agent.todos.items = resume.todos  # the plan carries over with the conversation

@@ -31,6 +31,8 @@ REASONING_EFFORTS: tuple[ReasoningEffort, ...] = ("none", "minimal", "low", "med
 DegenerateMode = Literal["stop", "warn", "off"]
 DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
 StepNameKey = Literal["tool", "name"]
+EffortPlacement = Literal["request", "glm"]
+"""Where a request says its reasoning effort (``sparkcode.agent.effort.PLACEMENTS``)."""
 
 
 class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -38,6 +40,10 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     reasoning_effort: ReasoningEffort | None = None
     """Sent with every request (GLM-5.3-Flash treats a missing value as max)."""
+    effort_placement: EffortPlacement | None = None
+    """``request``: each request's ``reasoning_effort`` says the effort; ``glm``: the
+    chat template renders it before the history (GLM-5.x), so the request keeps the
+    conversation's first value and a change is a system message at the end."""
     thinking_token_budget: Annotated[int, Meta(
         ge=-1, description="an integer >= -1 (-1 = unlimited)")] | None = None
     max_turns: Annotated[int, Meta(ge=1, description="a positive integer")] | None = None

@@ -18,6 +18,7 @@ from typing import Any
 
 from .client import ChatClient, ChatError, ChatResult
 from .context import Message
+from .effort import effort_params, placement
 from .events import (
     ContentDelta,
     DegenerationDetected,
@@ -32,18 +33,20 @@ from .watch import StreamWatch
 
 
 def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
-                   thinking_closed: bool, prompt_estimate: int) -> dict[str, Any]:
-    """The body fields of one request besides messages and tools."""
+                   thinking_closed: bool, prompt_estimate: int,
+                   pinned_effort: str | None = None) -> dict[str, Any]:
+    """The body fields of one request besides messages and tools. ``pinned_effort``:
+    the conversation's first effort, which a pinned placement (``effort.py``) keeps
+    sending so that the template renders the same prefix."""
     s = settings
     params: dict[str, Any] = {"max_tokens": s.max_tokens, **sampling}
     if s.salvage_calls and prompt_estimate < s.held_back_max_prompt:
         params["return_token_ids"] = True
-    if thinking_closed:
-        params["reasoning_effort"] = "none"
-    else:
-        params["reasoning_effort"] = s.reasoning_effort
-        if s.thinking_token_budget >= 0:
-            params["thinking_token_budget"] = s.thinking_token_budget
+    params.update(effort_params(placement(s.effort_placement), pinned_effort,
+                                s.reasoning_effort, thinking_closed=thinking_closed))
+    if not thinking_closed and s.thinking_token_budget >= 0:
+        # A sampling parameter, not rendered in the prompt: free to change.
+        params["thinking_token_budget"] = s.thinking_token_budget
     return params
 
 

@@ -25,6 +25,7 @@ from ._structured import results_as_user, structured_outputs
 from .attach import attachment
 from .client import ChatClient, ChatError, EngineGone
 from .context import ContextMeter, Message
+from .effort import effort_note, placement
 from .events import (
     AgentError,
     ApprovalDecision,
@@ -49,11 +50,17 @@ from .tools import ToolContext, ToolRegistry
 from .undo import UndoStore
 
 QUESTION_LEAVES_OUT = frozenset({"edit"})
+"""The tool kinds a question turn is not offered (write_file, edit_file, multi_edit)."""
+QUESTION_REFUSAL = ("this message only asks, so no file is changed this turn ([agent] "
+                    "questions_read_only); answer the question, or say what change the "
+                    "user would have to ask for")
+"""The result of an edit call in a question turn when the tools are the API's: they stay
+in the tool list (the template renders it before the history, docs/agent.md "Prefix
+stability"), so such a call is refused by name instead."""
 RUN_BEFORE_ANSWER_REQUESTS = 4
 """With ``run_before_answer``, the requests of a turn that may not answer while the run
 it asks for is still to be made: enough for a read, an edit and the run; after them the
 model may answer (a turn that cannot run anything must still end)."""
-"""The tool kinds a question turn is not offered (write_file, edit_file, multi_edit)."""
 
 
 class Agent(Protocol):
@@ -68,6 +75,7 @@ class Agent(Protocol):
     metrics: MetricsPoller | None
     undo_store: UndoStore | None
     history: list[Message]
+    effort_pinned: str | None
     context: ContextMeter
     rewind: Rewind
     turns: int
@@ -100,6 +108,18 @@ class Agent(Protocol):
              box: list[ApprovalDecision]) -> AsyncIterator[Event]: ...
 
 
+def say_effort(self: Agent) -> None:
+    """Pin the conversation's effort at its first request; after that, an effort the
+    history does not say yet becomes a note at its end (``effort.effort_note``)."""
+    s = self.settings
+    if self.effort_pinned is None:
+        self.effort_pinned = s.reasoning_effort
+    note = effort_note(self.history, placement(s.effort_placement), self.effort_pinned,
+                       s.reasoning_effort)
+    if note is not None:
+        self.history.append(note)
+
+
 async def turn_events(self: Agent, user_text: str,
                       images: tuple[ImageAttachment, ...]) -> AsyncIterator[Event]:
     self._cancel = False
@@ -129,6 +149,7 @@ async def turn_events(self: Agent, user_text: str,
     turn = self.turns
     self._drop_thinking()
     self.rewind.begin(turn, len(self.history))
+    say_effort(self)  # an effort changed since the last request: said before the message
     # Plan mode is said in the user message, not the system prompt, so the
     # prompt prefix stays the same in both modes.
     planning = self.permissions.mode == "plan"
@@ -143,8 +164,8 @@ async def turn_events(self: Agent, user_text: str,
     self._ctx.task = user_text
     tools_now, structured, structured_first = (self.tools, self._structured,
                                                self._structured_first)
-    if self._question:  # the edit tools out of the grammar (the prompt is unchanged)
-        tools_now = self.tools.without_kinds(QUESTION_LEAVES_OUT)
+    if self._question:  # the edit tools out of the grammar, or refused (the prompt is
+        tools_now = self.tools.without_kinds(QUESTION_LEAVES_OUT)  # unchanged either way)
         if structured is not None:
             key = self.settings.step_name_key
             structured = structured_outputs(tools_now, key)
@@ -180,11 +201,15 @@ async def turn_events(self: Agent, user_text: str,
     for request in range(1, self.settings.max_turns + 1):
         async for event in self._maybe_compact():
             yield event
+        say_effort(self)  # changed mid-turn, or compaction took the note away
         params = request_params(self.settings, self._sampling(),
                                 thinking_closed=thinking_closed,
-                                prompt_estimate=self.context.estimate(self.history))
+                                prompt_estimate=self.context.estimate(self.history),
+                                pinned_effort=self.effort_pinned)
         choice: Any = "auto"
-        tools = tools_now.specs()
+        # The whole list always: the template renders it before the history, so a
+        # question turn's narrower list would break the cached prefix.
+        tools = self.tools.specs()
         run_first = self.settings.run_before_answer and self._run_pending \
             and request <= RUN_BEFORE_ANSWER_REQUESTS
         if structured is not None:
@@ -201,7 +226,8 @@ async def turn_events(self: Agent, user_text: str,
             tools = forced_specs(tools, self.settings)
         elif self.settings.first_step_tool and request == 1 or run_first:
             choice = "required"
-        yield RequestStarted(request=request, reasoning_effort=params.get("reasoning_effort"),
+        yield RequestStarted(request=request, reasoning_effort="none" if thinking_closed
+                             else self.settings.reasoning_effort,
                              thinking_token_budget=params.get("thinking_token_budget"),
                              messages=len(self.history))
         outgoing = self.history
@@ -265,6 +291,10 @@ async def turn_events(self: Agent, user_text: str,
         if reply.notice is not None:
             yield reply.notice
         checked, content = reply.calls, reply.answer
+        if self._question and structured is None:
+            for call in checked:
+                if call.tool is None and self.tools.get(call.name) is not None:
+                    call.error = QUESTION_REFUSAL
         message: Message = {"role": "assistant", "content": reply.said}
         if checked:
             message["tool_calls"] = [c.history_entry() for c in checked]

@@ -43,6 +43,7 @@ from .context import (
     Message,
     repair_history,
 )
+from .effort import effort_params, placement
 from .events import (
     ApprovalDecision,
     ApprovalRequested,
@@ -139,6 +140,9 @@ class Agent:
         if self.settings.workspace_files:
             system_prompt += "\n\nThe workspace's files:\n" + workspace_listing(self.workspace)
         self.history: list[Message] = [{"role": "system", "content": system_prompt}]
+        self.effort_pinned: str | None = None
+        """The conversation's first effort, which a pinned placement sends in every
+        request (``effort.py``); None before the first; a resume sets the recorded one."""
         self.context = ContextMeter(limit=self.settings.context_limit)
         self.turns = 0
         """Turns in the conversation (an undone turn is not counted)."""
@@ -219,6 +223,7 @@ class Agent:
     def clear(self) -> None:
         """Forget the conversation and the todo list (the system prompt stays)."""
         self.history = self.history[:1]
+        self.effort_pinned = None
         if self.todos.items:
             self.todos.clear()
             self._notify(TodoUpdated(items=()))  # recorded, so a resume has no list either
@@ -286,6 +291,7 @@ class Agent:
         child = Agent(client, self.workspace, settings=settings, permissions=permissions,
                       tools=self.tools, approver=approver, explore=False)
         child.history = [dict(self.history[0])]
+        child.effort_pinned = self.effort_pinned  # the same first tokens as this one
         return child
 
     def _notify(self, event: Event) -> None:
@@ -380,7 +386,10 @@ class Agent:
             yield event
 
     async def _summarise(self, messages: list[Message]) -> str:
-        params = {"reasoning_effort": "none", "max_tokens": 1024, **self._sampling()}
+        s = self.settings
+        params = {**effort_params(placement(s.effort_placement), self.effort_pinned,
+                                  s.reasoning_effort, thinking_closed=True),
+                  "max_tokens": 1024, **self._sampling()}
         async with self.client.stream_chat(messages, params=params) as stream:
             async for _ in stream:
                 pass

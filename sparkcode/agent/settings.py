@@ -104,6 +104,11 @@ class AgentSettings:
 
     reasoning_effort: str = "low"
     """Sent with every request (GLM-5.3-Flash treats a missing value as max)."""
+    effort_placement: str = "request"
+    """Where the effort is said (:data:`~.effort.PLACEMENTS`): ``request`` in each
+    request's ``reasoning_effort``; ``glm`` (the GLM-5.x profiles) pins that field
+    to the conversation's first effort, because the template renders it before the
+    history, and says a change as a system message after the history."""
     thinking_token_budget: int = 1536
     """Sent with every request; -1 = unlimited (not sent)."""
     budget_margin: int = 64

@@ -70,6 +70,10 @@ class Rebuilt:
     mode: PermissionMode | None = None
     """The permission mode in use when the recording ends (its last ``ModeChanged``, or
     the header's ``permission_mode``); None when it did not record one."""
+    reasoning_effort: str | None = None
+    """The ``reasoning_effort`` the last request sent: what its prompt was rendered with.
+    The resumed agent pins it (``Agent.effort_pinned``), so that with the ``glm``
+    placement its first request repeats the recorded prefix."""
 
     @property
     def system_prompt(self) -> str:
@@ -146,7 +150,8 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
         raise ResumeError(f"session {session.id} has no model request to resume from "
                           "(nothing was sent in it)")
     last = requests[-1]
-    history: list[Message] = json.loads(last.body)["messages"]
+    body = json.loads(last.body)
+    history: list[Message] = body["messages"]
     finished = _turn_finished_after(session, last)
     unfinished = finished is None and not last.complete
     if unfinished:
@@ -164,6 +169,8 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
     rebuilt.marks = _marks(session, store, history, depth)
     rebuilt.todos = _todos(session, store, depth, drop_last_turn=unfinished)
     rebuilt.mode = recorded_mode(session)
+    effort = body.get("reasoning_effort")
+    rebuilt.reasoning_effort = effort if isinstance(effort, str) else None
     return rebuilt
 
 
