@@ -6,7 +6,8 @@ answer, 1 on an error (engine unreachable, HTTP failure...), 3 when it stopped
 early (max turns, a declined approval, a repeated-call loop, output cut by
 the length limit, a UserPromptSubmit hook refusing the prompt), 4 when the
 stream degenerated (looping or garbled text) and was stopped (``--degenerate
-warn`` only reports it).
+warn`` only reports it), 5 when ``--output-schema``'s final answer is not JSON of the
+schema (``sparkcode.agent.output_schema``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Literal, TextIO, cast
+from typing import Annotated, Any, Literal, TextIO, cast
 
 import typer
 
@@ -25,10 +26,12 @@ from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import REASONING_EFFORTS, knobs_from
 from sparkcode.agent import (
+    Agent,
     AgentError,
     ApprovalDecision,
     ApprovalRequested,
     BudgetExceeded,
+    ChatError,
     ContentDelta,
     DegenerationDetected,
     Event,
@@ -44,6 +47,7 @@ from sparkcode.agent import (
     event_to_json,
 )
 from sparkcode.agent.hooks import describe
+from sparkcode.agent.output_schema import OutputSchemaError, final_answer, load_schema
 from sparkcode.agent.tools import TodoList
 from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.hook_specs import HookSpec
@@ -53,7 +57,7 @@ from sparkcode.sessions import SessionStore
 
 from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
 
-EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE = 0, 1, 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE, EXIT_SCHEMA = 0, 1, 3, 4, 5
 FLAGS = {"reasoning_effort": "--effort", "thinking_token_budget": "--budget",
          "max_turns": "--max-turns", "max_tokens": "--max-tokens",
          "temperature": "--temperature", "top_p": "--top-p", "degenerate_streams": "--degenerate"}
@@ -86,6 +90,9 @@ class RunRequest:
     """Further prompts, one a line (``-``: standard input, read as lines arrive)."""
     images: tuple[Path, ...] = ()
     """Images attached to the first prompt (``--image``, repeatable)."""
+    output_schema: Path | None = None
+    """``--output-schema``: after the last turn, the final answer as JSON of this schema,
+    alone on stdout (the turn's text goes to stderr)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -150,6 +157,10 @@ def run_cmd(
         "repeatable. The model must take images (the profile's [model] vision).")] = None,
     vision: Annotated[bool, typer.Option(
         "--vision", help="With --endpoint: the model takes images.")] = False,
+    output_schema: Annotated[Path | None, typer.Option(
+        "--output-schema", help="A JSON schema file: once the agent has answered, one more "
+        "request has the engine's grammar hold the final answer to it; the JSON alone is "
+        "printed on stdout (the rest on stderr) after it is validated, else exit 5.")] = None,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     # The flags are held to the knobs' types and ranges, as config.toml is.
@@ -167,11 +178,15 @@ def run_cmd(
             raise UserError(f"--force-tool-schema is not JSON: {exc}") from None
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
+    if output_schema is not None and as_json:
+        raise UserError("--output-schema prints the final JSON alone on stdout, --json prints "
+                        "every event there; pass one")
     request = RunRequest(
         prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, endpoint=endpoint,
         model=model, api_key_env=api_key_env, profile=profile, vision=vision, resume=resume,
         continue_latest=continue_latest, prompt_file=prompt_file,
         images=tuple(p.expanduser().absolute() for p in image or ()),
+        output_schema=output_schema,
         session=SessionOptions(
             origin="run", record=not no_record, knobs=knobs, seed=parse_seed(seed),
             permission_mode="full-auto" if auto else "plan" if plan else None,
@@ -193,6 +208,12 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
     def progress(message: str) -> None:
         print(message, file=err, flush=True)
 
+    schema = None
+    if request.output_schema is not None:  # refused before the engine is reached
+        try:
+            schema = load_schema(request.output_schema)
+        except OutputSchemaError as exc:
+            raise UserError(str(exc)) from None
     further = _further_prompts(request.prompt_file)
     workspace = request.workspace.expanduser().resolve()
     rebuilt = None
@@ -215,7 +236,8 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
             progress(TodoList(items=rebuilt.todos).render())
     for note in session.notes:
         progress(f"note: {note}")
-    printer = _Printer(out, err, request.as_json)
+    # With a schema, stdout is the final JSON's alone.
+    printer = _Printer(err if schema is not None else out, err, request.as_json)
     reason = "error"
     empty = False
     prompt: str | None = request.prompt
@@ -236,6 +258,13 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
             prompt, images = None, ()
             if reason == "stop" and not empty and not printer.errors:
                 prompt = await anext(further, None)
+        printer.end()
+        if schema is not None:
+            if reason == "stop" and not empty and not printer.errors:
+                return await _final_json(agent, schema, out, err)
+            # The run's own status stays (1, 3 or 4): it says why better than 5 would.
+            progress("error: --output-schema: no final answer was asked for, as the run did "
+                     f"not end with one ({'an empty answer' if empty else reason})")
     finally:
         await session.aclose()
     printer.end()
@@ -300,6 +329,21 @@ async def resume_here(paths: Paths, workspace: Path, session_id: str | None, lat
             raise UserError("not resumed: the session belongs to another workspace") from None
         return await find_resume(store, workspace, session_id=exc.session_id,
                                  any_workspace=True)
+
+
+async def _final_json(agent: Agent, schema: dict[str, Any], out: TextIO, err: TextIO) -> int:
+    """The final answer in ``schema`` on ``out``; the reason on ``err`` otherwise."""
+    try:
+        value = await final_answer(agent, schema)
+    except OutputSchemaError as exc:
+        print(f"error: --output-schema: {exc}", file=err, flush=True)
+        return EXIT_SCHEMA
+    except ChatError as exc:
+        print(f"error: --output-schema: the final request failed: {exc}", file=err, flush=True)
+        return EXIT_ERROR
+    out.write(json.dumps(value, ensure_ascii=False) + "\n")
+    out.flush()
+    return EXIT_OK
 
 
 async def _refuse(request: ApprovalRequested) -> ApprovalDecision:

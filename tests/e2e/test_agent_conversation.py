@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from engine.paths import Paths
@@ -37,6 +38,7 @@ from sparkcode.agent import (
     ToolCallStarted,
     default_tools,
 )
+from sparkcode.agent.output_schema import OutputSchemaError, check_answer
 from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest
 from sparkcode.replay import Target, model_turns, rerun
@@ -306,3 +308,46 @@ async def test_thinking_history_is_rendered_within_the_turn_and_still_hits_the_c
             # Each request reuses the one before: at least its whole 32-token blocks.
             assert cached >= (before // 32) * 32 - 32 and cached <= prompt
     await asyncio.sleep(0)
+
+
+FINAL_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["status", "file", "ok"],
+    "properties": {"status": {"enum": ["done", "failed"]},
+                   "file": {"enum": [NOTE_PATH, "README.md", "none"]},
+                   "ok": {"type": "boolean"}}}
+"""A finite grammar: whatever the random-weighted model prefers, the answer ends."""
+
+
+async def test_output_schema_holds_the_final_answer_by_the_engines_grammar(
+        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    repo = make_repo(tmp_path / "repo")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(FINAL_SCHEMA))
+    code, printed, err = await run(RunRequest(
+        prompt=TASK_PROMPT, workspace=repo, endpoint=engine.base_url, output_schema=schema,
+        session=SessionOptions(permission_mode="full-auto", knobs=AgentKnobs(
+            max_turns=3, temperature=0.0, thinking_token_budget=-1))))
+    assert code == EXIT_OK, err
+    assert FINAL_ANSWER in err  # the turn's answer, on stderr
+    [value] = printed  # stdout: the one JSON value
+    jsonschema.validate(value, FINAL_SCHEMA)
+    [(_, session)] = recorded(paths).items()
+    final = model_turns(session)[-1].body_json
+    assert final is not None and final["structured_outputs"]["json"] == FINAL_SCHEMA
+
+    # The control: the same request without the grammar is not the schema's JSON (the
+    # model was trained on one task, never on JSON), so the engine's grammar made it so.
+    free = {k: v for k, v in final.items() if k not in ("model", "messages", "tools",
+                                                        "tool_choice", "stream",
+                                                        "stream_options", "structured_outputs")}
+    client = ChatClient(engine.base_url, engine.model)
+    try:
+        async with client.stream_chat(final["messages"], tools=final["tools"],
+                                      tool_choice="none", params=free) as stream:
+            async for _ in stream:
+                pass
+    finally:
+        await client.aclose()
+    print(f"\nwith the grammar: {value}\nwithout it: {stream.content[:120]!r}")
+    with pytest.raises(OutputSchemaError):
+        check_answer(stream.content.strip(), FINAL_SCHEMA)

@@ -32,6 +32,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(500, {"error": {"message": "script exhausted"}})
             return
         reply = self.server.replies.pop(0)
+        if reply.status != 200:
+            self._json(reply.status, reply.error_body or {})
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
