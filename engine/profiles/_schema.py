@@ -24,7 +24,7 @@ BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-
                                     "qwen2.5-coder-1.5b-instruct",
                                     "qwen2.5-coder-1.5b-instruct-w8a8")
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
-                                     "p12_packed", "turn_states")
+                                     "p12_packed", "turn_states", "cpu_seeded_chunks")
 
 TURN_STATE_UNIT = 16
 """``--prefix-match-unit`` of profiles with the ``turn_states`` feature: the finest
