@@ -165,6 +165,7 @@ class AgentSession:
         return self.recorder.session_id if self.recorder is not None else None
 
     async def aclose(self) -> None:
+        await self.agent.jobs.aclose()  # background jobs end with the session
         await self.agent.client.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()

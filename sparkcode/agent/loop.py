@@ -78,6 +78,7 @@ from .subagent import Explorer
 from .tools import (
     TASK_TOOL,
     EditChecker,
+    JobTable,
     TodoList,
     ToolContext,
     ToolRegistry,
@@ -113,9 +114,11 @@ class Agent:
         hooks: Hooks | None = None,
         explore: bool = True,
         checker: EditChecker | None = None,
+        jobs: JobTable | None = None,
     ) -> None:
         """``explore``: run the ``task`` tool's sub-conversations when the tools have it
-        (False for such a sub-conversation itself)."""
+        (False for such a sub-conversation itself); ``jobs``: the background jobs'
+        table to share (a sub-conversation gets its conversation's)."""
         self.client = client
         self.workspace = workspace.resolve()
         self.settings = settings or AgentSettings()
@@ -174,12 +177,15 @@ class Agent:
             Explorer(self, self._task_agent) if explore and TASK_TOOL in self.tools.names
             else None)
         """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
+        self.jobs = jobs if jobs is not None else JobTable()
+        """The session's background jobs; the session's close ends them."""
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
                                 explore=self.explorer, checker=checker,
                                 hidden_arguments=frozenset(self.settings.hidden_arguments),
                                 refuse_syntax_errors=self.settings.refuse_syntax_errors,
-                                refuse_lost_definitions=self.settings.refuse_lost_definitions)
+                                refuse_lost_definitions=self.settings.refuse_lost_definitions,
+                                jobs=self.jobs)
 
     # -- public API ----------------------------------------------------------
 
@@ -289,7 +295,7 @@ class Agent:
         """A ``task`` call's sub-conversation (``subagent.py``): this conversation's
         tools and system prompt as it is (the shared prefix), no task of its own."""
         child = Agent(client, self.workspace, settings=settings, permissions=permissions,
-                      tools=self.tools, approver=approver, explore=False)
+                      tools=self.tools, approver=approver, explore=False, jobs=self.jobs)
         child.history = [dict(self.history[0])]
         child.effort_pinned = self.effort_pinned  # the same first tokens as this one
         return child

@@ -24,6 +24,8 @@ from ._confine import resolve_in_workspace
 from ._edits import EditFile, MultiEdit
 from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff, workspace_listing
 from ._git import GitCommit, GitDiff, GitLog, GitStatus
+from ._job_tools import JobOutput, JobStop
+from ._jobs import Job, JobTable
 from ._kept import KeptFiles, is_test_file
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
@@ -91,14 +93,18 @@ def default_tools(extra: Sequence[Tool] | None = None,
     fixed order."""
     builtin: list[Tool] = [
         ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
-        GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(), *([TaskTool()] if task else []),
+        JobOutput(), JobStop(), GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(),
+        *([TaskTool()] if task else []),
     ]
     if only:
         unknown = sorted(set(only) - {t.name for t in builtin})
         if unknown:
             raise UserError(f"unknown tool(s) {', '.join(unknown)} in the tool list (the "
                             f"built-in tools are: {', '.join(t.name for t in builtin)})")
-        builtin = [t for t in builtin if t.name in only]
+        # bash offers ``background`` only beside the tools that read and stop a job.
+        jobs = "job_output" in only
+        builtin = [Bash(background=jobs) if t.name == "bash" else t for t in builtin
+                   if t.name in only]
     return ToolRegistry([*builtin, *(extra or [])])
 
 
@@ -113,6 +119,10 @@ __all__ = [
     "GitLog",
     "GitStatus",
     "Grep",
+    "Job",
+    "JobOutput",
+    "JobStop",
+    "JobTable",
     "KeptFiles",
     "ListFiles",
     "MultiEdit",

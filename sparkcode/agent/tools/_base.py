@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..events import Event, TodoItem, TodoStatus
 
 if TYPE_CHECKING:
+    from ._jobs import JobTable
     from ._sandbox import Sandbox
 
 ToolKind = Literal["read", "edit", "shell", "git", "mcp", "state", "web"]
@@ -139,6 +140,10 @@ class ToolContext:
     kept: KeptRule | None = None
     """The files this turn's message says not to change (``[agent] keep_told_files``,
     :mod:`._kept`); the loop sets it at each turn's start."""
+
+    jobs: JobTable | None = None
+    """The session's background jobs (``bash`` with ``background``, ``job_output``,
+    ``job_stop``); None: none can start."""
 
 
 @dataclass

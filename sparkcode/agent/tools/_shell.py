@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
+from ._job_tools import start_background
 from ._readonly import is_read_only_command
 from ._sandbox import denial_in
 
@@ -50,8 +51,15 @@ class _Capture:
                 f"{self.tail.decode('utf-8', 'replace')}")
 
 
+_BACKGROUND = {"type": "boolean",
+               "description": "true to start it as a background job (a server, a watcher) "
+                              "and get its job id at once; job_output reads it, job_stop "
+                              "ends it. Default false."}
+
+
 class Bash(Tool):
-    def __init__(self) -> None:
+    def __init__(self, *, background: bool = True) -> None:
+        """``background``: offer the ``background`` argument (the job tools are offered)."""
         super().__init__(
             name="bash",
             description="Run a shell command in the workspace directory and return its exit "
@@ -65,6 +73,7 @@ class Bash(Tool):
                             "description": "false to ask the user to run it outside the "
                                            "sandbox (needs network or writes outside the "
                                            "workspace); default true."},
+                **({"background": _BACKGROUND} if background else {}),
             },
             kind="shell", required=("command",),
         )
@@ -75,13 +84,19 @@ class Bash(Tool):
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         command = str(args.get("command", ""))
-        return Preview(summary=f"run: {command.splitlines()[0][:100] if command else ''}",
+        how = "run in the background" if args.get("background") is True else "run"
+        return Preview(summary=f"{how}: {command.splitlines()[0][:100] if command else ''}",
                        detail=command)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         command = args["command"]
         if not isinstance(command, str) or not command.strip():
             raise ToolError("command must be a non-empty string")
+        background = args.get("background", False)
+        if not isinstance(background, bool):
+            raise ToolError(f"background must be true or false, got {background!r}")
+        if background:
+            return await start_background(command, ctx)
         timeout = args.get("timeout_s") or ctx.bash_timeout_s
         try:
             timeout = float(timeout)

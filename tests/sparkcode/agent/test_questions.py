@@ -54,8 +54,9 @@ async def test_a_question_turn_offers_no_edit_tool_and_asks_for_the_answer(
                        first_step_tool=True, task_reminder=True, questions_read_only=True)
     events = await run(agent, "What is x in a.py?")
     first, second = (r["structured_outputs"]["json"] for r in server.requests[:2])
-    assert _names(first) == ["read_file", "list_files", "grep", "bash", "git_status",
-                             "git_diff", "git_log", "git_commit", "todo", "task"]
+    assert _names(first) == ["read_file", "list_files", "grep", "bash", "job_output",
+                             "job_stop", "git_status", "git_diff", "git_log", "git_commit",
+                             "todo", "task"]
     assert _names(second)[-1] == "ANSWER" and "edit_file" not in _names(second)
     assert any(n.code == "question_read_only" for n in of(events, Notice))
     result = server.requests[1]["messages"][-1]["content"]
@@ -187,7 +188,7 @@ def test_hidden_arguments_leave_the_specs_and_a_wrong_one_is_named() -> None:
 async def test_the_agent_hides_them_from_the_prompt_and_the_grammar(workspace: Path) -> None:
     server = ScriptedServer([Reply(content=['{"answer":"ok"}'])])
     agent = make_agent(server, workspace, structured_tools=True, step_name_key="name",
-                       hidden_arguments=("bash.sandbox",))
+                       hidden_arguments=("bash.sandbox", "bash.background"))
     await run(agent, "hi")
     system = server.requests[0]["messages"][0]["content"]
     assert "- bash(command: string, timeout_s?: number): " in system
