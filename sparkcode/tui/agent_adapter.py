@@ -89,6 +89,14 @@ class LiveAgent:
     def cancel(self) -> None:
         self.agent.cancel()
 
+    def jobs_report(self) -> str:
+        return self.agent.jobs.table()
+
+    async def stop_job(self, job_id: int) -> str:
+        job = self.agent.jobs.get(job_id)
+        await self.agent.jobs.stop(job)
+        return job.describe()
+
     def compact(self, focus: str) -> AsyncIterator[Event]:
         return self.agent.compact_now(focus)
 

@@ -84,6 +84,12 @@ class AgentPort(Protocol):
     def context_report(self) -> str:
         """``/context``: the context window by part, as Markdown."""
 
+    def jobs_report(self) -> str:
+        """``/jobs``: the background jobs (state, pid, command), as Markdown."""
+
+    async def stop_job(self, job_id: int) -> str:
+        """``/jobs stop N``: end job N and its processes; its state after."""
+
     async def undo(self) -> str:
         """Undo the last turn (its files and its messages); say what changed."""
 

@@ -443,3 +443,17 @@ async def _image(screen: CommandScreen, arg: str) -> None:
     else:
         await screen.say("no image attached: /image PATH, @shot.png in the prompt, or paste "
                          "an image file's path")
+
+
+@command("jobs", "/jobs [stop N]", "list the background jobs the model started (state, pid, "
+         "command); stop N ends job N and its processes", palette="Background jobs")
+async def _jobs(screen: CommandScreen, arg: str) -> None:
+    if screen.agent is None:
+        raise CommandError("no background jobs: the conversation has not started")
+    if not arg:
+        await screen.show_markdown(screen.agent.jobs_report())
+        return
+    verb, _, number = arg.partition(" ")
+    if verb != "stop" or not number.strip().isdigit():
+        raise CommandError("usage: /jobs [stop N]")
+    await screen.say(await screen.agent.stop_job(int(number)))

@@ -15,6 +15,7 @@ from typing import Any, cast
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
 from sparkcode.agent.images import ImageAttachment, load_image, refuse_text_only
+from sparkcode.agent.tools import JobTable
 from sparkcode.agent.watch import StreamWatch
 from sparkcode.config import DegenerateMode
 
@@ -172,6 +173,8 @@ class ScriptedAgent:
     images: list[tuple[ImageAttachment, ...]] = field(default_factory=list)
     """The images each turn carried."""
     workspace: Path = field(default_factory=Path.cwd)
+    jobs: JobTable = field(default_factory=JobTable)
+    """Background jobs (a test starts real ones; ``/jobs`` lists and stops them)."""
 
     def set_model(self, name: str) -> None:
         self.model = name
@@ -225,6 +228,14 @@ class ScriptedAgent:
 
     def context_report(self) -> str:
         return "| part | tokens (est.) | of context |\n|---|---:|---:|\n| history | 10 | 0.1% |"
+
+    def jobs_report(self) -> str:
+        return self.jobs.table()
+
+    async def stop_job(self, job_id: int) -> str:
+        job = self.jobs.get(job_id)
+        await self.jobs.stop(job)
+        return job.describe()
 
     def take_steering(self) -> list[str]:
         texts, self.steering = self.steering, []
