@@ -19,6 +19,7 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from sparkcode.agent.tools import JobError, JobTable
 from sparkcode.config import PERMISSION_MODES, PermissionMode
 
 MODE_HELP: dict[PermissionMode, str] = {
@@ -53,6 +54,9 @@ COMMANDS: tuple[AcpCommand, ...] = (
     AcpCommand("context", "show what fills the context window, part by part"),
     AcpCommand("effort", "set the reasoning effort", hint="|".join(EFFORTS)),
     AcpCommand("act", "approve the plan: leave plan mode and let the model carry it out"),
+    AcpCommand("jobs", "list the background jobs the model started (state, pid, command); "
+               "stop N ends job N and its processes", hint="stop N (optional)",
+               idle_only=False),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
 
@@ -79,9 +83,22 @@ def parse_command(text: str) -> tuple[AcpCommand, str] | None:
     return (command, arg.strip()) if command is not None else None
 
 
+async def jobs_command(table: JobTable, arg: str) -> str:
+    """``/jobs``: the jobs as Markdown; ``/jobs stop N``: end job N, say its state
+    (:class:`JobError` naming the problem: a bad argument, no such job)."""
+    if not arg:
+        return table.table()
+    verb, _, number = arg.partition(" ")
+    if verb != "stop" or not number.strip().isdigit():
+        raise JobError("usage: /jobs [stop N]")
+    job = table.get(int(number))
+    await table.stop(job)
+    return job.describe()
+
+
 def as_mode(mode_id: str) -> PermissionMode | None:
     return next((m for m in PERMISSION_MODES if m == mode_id), None)
 
 
 __all__ = ["BY_NAME", "COMMANDS", "EFFORTS", "AcpCommand", "as_mode", "available_commands",
-           "mode_state", "parse_command"]
+           "jobs_command", "mode_state", "parse_command"]

@@ -51,11 +51,12 @@ from sparkcode.agent import AgentError, ApprovalDecision, ApprovalRequested, Tur
 from sparkcode.agent.context_report import context_report
 from sparkcode.agent.images import ImageAttachment, ImageError, image_from_bytes, refuse_text_only
 from sparkcode.agent.settings import ACT_PROMPT
+from sparkcode.agent.tools import JobError
 from sparkcode.agent.undo import UndoError
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import PermissionMode
 
-from ._commands import EFFORTS, AcpCommand, available_commands, parse_command
+from ._commands import EFFORTS, AcpCommand, available_commands, jobs_command, parse_command
 from ._updates import STOP_REASONS, UpdateMapper
 
 log = logging.getLogger(__name__)
@@ -388,13 +389,15 @@ class AcpSession:
                     raise CommandError(f"/effort takes one of {', '.join(EFFORTS)}")
                 agent.settings.reasoning_effort = arg
                 reply = f"reasoning effort: {arg}"
+            elif command.name == "jobs":
+                reply = await jobs_command(agent.jobs, arg)
             elif command.name == "act":
                 if agent.permissions.mode != "plan":
                     raise CommandError("not in plan mode (switch to the plan mode first)")
                 await self.set_mode(self._mode_before_plan or "sandbox")
                 await self.send(update_current_mode(agent.permissions.mode))
                 return await self._turn(session, ACT_PROMPT)
-        except (UndoError, CommandError) as exc:
+        except (UndoError, CommandError, JobError) as exc:
             reply = f"/{command.name} failed: {exc}"
         await self.send(update_agent_message_text(reply))
         return PromptResponse(stop_reason="end_turn")

@@ -95,7 +95,10 @@ def tool_kind(name: str, tools: ToolRegistry) -> ToolKind:
 def tool_title(name: str, args: dict[str, Any]) -> str:
     """One line naming what the call does: ``bash: ls -la``, ``edit_file notes.md``."""
     if name == "bash":
-        return f"bash: {str(args.get('command', ''))[:120]}"
+        how = "bash (background)" if args.get("background") is True else "bash"
+        return f"{how}: {str(args.get('command', ''))[:120]}"
+    if name in ("job_output", "job_stop"):
+        return f"{name}: job {args.get('job_id', '?')}"
     if name == "task":  # the explore subagent: what it was asked
         return f"task: {str(args.get('description') or args.get('prompt') or '')[:120]}"
     subject = args.get("path") or args.get("pattern") or args.get("message")

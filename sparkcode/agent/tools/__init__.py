@@ -25,7 +25,7 @@ from ._edits import EditFile, MultiEdit
 from ._files import Grep, ListFiles, ReadFile, WriteFile, unified_diff, workspace_listing
 from ._git import GitCommit, GitDiff, GitLog, GitStatus
 from ._job_tools import JobOutput, JobStop
-from ._jobs import Job, JobTable
+from ._jobs import Job, JobError, JobTable
 from ._kept import KeptFiles, is_test_file
 from ._readonly import check_read_only, is_read_only_command
 from ._sandbox import BwrapStatus, Sandbox, find_bwrap
@@ -120,6 +120,7 @@ __all__ = [
     "GitStatus",
     "Grep",
     "Job",
+    "JobError",
     "JobOutput",
     "JobStop",
     "JobTable",
