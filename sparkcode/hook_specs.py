@@ -49,7 +49,8 @@ PROJECT_HOOK_FILES: tuple[str, ...] = (".sparkcode/hooks.toml", ".claude/setting
 CLAUDE_TOOL_NAMES: dict[str, str] = {
     "bash": "Bash", "read_file": "Read", "write_file": "Write", "edit_file": "Edit",
     "multi_edit": "MultiEdit", "grep": "Grep", "list_files": "Glob", "todo": "TodoWrite",
-    "web_fetch": "WebFetch", "skill": "Skill",
+    "web_fetch": "WebFetch", "skill": "Skill", "job_output": "BashOutput",
+    "job_stop": "KillShell",
 }
 """Claude Code's name for each sparkcode tool, so its matchers (``Edit|Write``) fit."""
 

@@ -218,3 +218,11 @@ def test_jobs_end_when_the_app_exits_or_is_signalled(workspace: Path, how: str) 
     assert code == (0 if how == "exit" else
                     -(signal.SIGTERM if how == "sigterm" else signal.SIGHUP))
     assert by_cmdline("sleep", marker) == [] and group_members(pgid) == []
+
+
+def test_claude_code_hook_matchers_name_the_job_tools() -> None:
+    from sparkcode.hook_specs import HookSpec
+
+    spec = HookSpec("PreToolUse", "true", matcher="BashOutput|KillShell")
+    assert spec.matches("job_output") and spec.matches("job_stop")
+    assert not spec.matches("bash")
