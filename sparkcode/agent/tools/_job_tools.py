@@ -107,10 +107,13 @@ class JobStop(Tool):
         table = _table(ctx)
         with _as_tool_error():
             job = table.get(args.get("job_id"))
-        was_running = job.running
+        was_running, left = job.running, not job.running and job.group_alive()
         await table.stop(job)
         report = _report(job)
-        return ToolOutput(report if was_running else f"(it had already ended)\n{report}")
+        if was_running:
+            return ToolOutput(report)
+        what = "; the processes it left running were stopped" if left else ""
+        return ToolOutput(f"(it had already ended{what})\n{report}")
 
 
 def _report(job: Job) -> str:

@@ -100,6 +100,10 @@ class Job:
     def returncode(self) -> int | None:
         return self.process.returncode
 
+    def group_alive(self) -> bool:
+        """A process of the job's group still runs (the command, or one it left)."""
+        return _group_alive(self.pid)
+
     def state(self) -> str:
         """``running for 12s``, ``exited with code 0 after 3.1s``, ``stopped by job_stop``."""
         now = self.ended if self.ended is not None else time.monotonic()
@@ -164,17 +168,28 @@ class JobTable:
         return job
 
     async def _pump(self, job: Job) -> None:
+        """Read the output until every writer closes it; note when the command ends
+        (a process it left behind may keep the output open longer)."""
         stdout = job.process.stdout
         assert stdout is not None
-        while chunk := await stdout.read(65536):
-            job.output.feed(chunk)
-        await job.process.wait()
-        job.ended = time.monotonic()
+
+        async def read() -> None:
+            while chunk := await stdout.read(65536):
+                job.output.feed(chunk)
+
+        async def wait() -> None:
+            # Not process.wait(): that also waits for the output to close.
+            while job.process.returncode is None:
+                await asyncio.sleep(0.05)
+            job.ended = time.monotonic()
+
+        await asyncio.gather(read(), wait())
 
     async def settle(self, job: Job, seconds: float) -> None:
         """Wait up to ``seconds`` for the job to end (a command that fails at once)."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(job.process.wait()), seconds)
+        deadline = time.monotonic() + seconds
+        while job.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         if not job.running and job.pump is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(job.pump), 0.5)

@@ -226,3 +226,20 @@ def test_claude_code_hook_matchers_name_the_job_tools() -> None:
     spec = HookSpec("PreToolUse", "true", matcher="BashOutput|KillShell")
     assert spec.matches("job_output") and spec.matches("job_stop")
     assert not spec.matches("bash")
+
+
+async def test_a_process_left_behind_by_an_ended_job_is_still_stopped(
+        workspace: Path) -> None:
+    table = JobTable(grace_s=1.0)
+    context = ctx(workspace, table)
+    text = await start("sleep 61.44 & echo left", context)
+    assert text.startswith("job 1 (exited with code 0 after ") and text.endswith("left")
+    assert len(by_cmdline("sleep", "61.44")) == 1  # same group, holds the output open
+    state = table.get(1).state()
+    await asyncio.sleep(0.3)
+    assert table.get(1).state() == state  # the end time is the command's own
+    stopped = (await JobStop().run({"job_id": 1}, context)).text
+    assert stopped.startswith("(it had already ended; the processes it left running were "
+                              "stopped)\njob 1 (exited with code 0 after ")
+    assert by_cmdline("sleep", "61.44") == []
+    await table.aclose()
