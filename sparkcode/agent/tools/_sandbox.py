@@ -2,7 +2,9 @@
 
 Inside: the whole filesystem read-only, the workspace writable except its
 ``.git`` (a hook or config written there would run later outside the
-sandbox), a private ``/tmp`` kept for the session, a fresh ``/dev`` and
+sandbox), a private ``/tmp`` kept for the session (the Python sparkcode runs in and
+the user's home, where they lie under ``/tmp``, bound back read-only, so that a write
+there is denied as anywhere else outside), a fresh ``/dev`` and
 ``/proc`` (with ``/proc/sys`` read-only), an empty ``/run`` (no daemon
 sockets), new PID, IPC, UTS and network namespaces (no network unless the
 config allows it) and no capabilities, also when sparkcode runs as root.
@@ -95,7 +97,7 @@ class Sandbox:
         for path in _READ_ONLY_PROC:
             args += ["--ro-bind-try", path, path]
         args += ["--tmpfs", "/run", "--bind", str(self.tmp), "/tmp"]
-        for hidden in hidden_by_tmp(python_dirs()):
+        for hidden in hidden_by_tmp((*python_dirs(), Path.home())):
             args += ["--ro-bind-try", str(hidden), str(hidden)]
         for extra in self.writable:
             args += ["--bind-try", str(extra), str(extra)]
@@ -132,8 +134,13 @@ def python_dirs() -> tuple[Path, ...]:
 
 def hidden_by_tmp(paths: tuple[Path, ...]) -> tuple[Path, ...]:
     """Those of ``paths`` under ``/tmp``, which the sandbox's private ``/tmp`` would
-    hide: a checkout in ``/tmp`` then ran no ``python`` inside (``.venv/bin/python:
-    No such file or directory``), so they are bound back, read-only."""
+    hide, so they are bound back, read-only: a checkout in ``/tmp`` ran no ``python``
+    inside (``.venv/bin/python: No such file or directory``), and with ``HOME`` under
+    ``/tmp`` ``touch ~/x`` failed with "No such file or directory" instead of the
+    sandbox's "Read-only file system". ``/tmp`` itself is the private one, never
+    bound over."""
     tmp = Path("/tmp")
-    return tuple(p for p in paths if p.is_absolute() and p.resolve().is_relative_to(tmp))
+    return tuple(dict.fromkeys(
+        p for p in paths
+        if p.is_absolute() and p.resolve().is_relative_to(tmp) and p.resolve() != tmp))
 

@@ -221,3 +221,21 @@ async def test_a_python_installed_under_tmp_stays_visible_read_only(
         assert not (venv / "new").exists() and out.sandbox_denied is not None
     finally:
         shutil.rmtree(venv)
+
+
+@pytest.mark.parametrize("under", ["/tmp", "/var/tmp"])
+async def test_a_write_to_home_is_a_sandbox_denial_wherever_home_is(
+        workspace: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, under: str) -> None:
+    # With HOME under /tmp the private /tmp hid it: `touch ~/x` said "No such file or
+    # directory", which told the model nothing about the sandbox (issue 38 item 3).
+    home = Path(tempfile.mkdtemp(prefix="sparkcode-home-", dir=under))
+    try:
+        (home / ".profile-marker").write_text("mine\n")
+        monkeypatch.setenv("HOME", str(home))
+        out = await run_command("cat ~/.profile-marker && touch ~/probe",
+                                ctx(workspace, sandbox), 20)
+        assert "mine" in out.text
+        assert not (home / "probe").exists()
+        assert out.sandbox_denied == "Read-only file system", out.text
+    finally:
+        shutil.rmtree(home)
