@@ -190,3 +190,27 @@ async def test_closing_the_session_ends_every_job(workspace: Path, paths: Paths)
     assert all(group_members(j.pid) == [] for j in jobs)
     assert by_cmdline("sleep", "61.54") == []
     assert all(j.state().startswith("stopped by the session's end") for j in jobs)
+
+
+async def test_a_headless_run_ends_its_jobs_when_it_ends(workspace: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
+    from tests.support.http_server import serve, url
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    replies = [Reply(tool_calls=[call("bash", command="sleep 61.55 & sleep 61.55 & wait",
+                                      background=True)]),
+               Reply(tool_calls=[call("job_output", job_id=1)]), Reply(content=["running"])]
+    with serve(replies) as server:
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_headless(RunRequest(
+            prompt="start the watchers", workspace=workspace, endpoint=url(server),
+            session=SessionOptions(record=False, permission_mode="full-auto")),
+            out=out, err=err)
+        outputs = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert code == EXIT_OK and out.getvalue().strip() == "running"
+    assert outputs[0].startswith("started job 1 (running for ")
+    assert outputs[1].startswith("job 1 (running for ")
+    assert by_cmdline("sleep", "61.55") == []  # the run's end ended the job
