@@ -194,7 +194,8 @@ _CHILD = textwrap.dedent("""
     async def main():
         table = JobTable()
         ctx = ToolContext(workspace=Path.cwd(), jobs=table)
-        await Bash().run({"command": "sleep %s", "background": True}, ctx)
+        # A grandchild: asyncio kills a direct child whose transport it closes.
+        await Bash().run({"command": "sleep %s & wait", "background": True}, ctx)
         print(table.get(1).pid, flush=True)
         if sys.argv[1] == "wait":
             await asyncio.sleep(60)
