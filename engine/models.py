@@ -220,10 +220,13 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None,
     say(f"converting {gguf.name} to safetensors (once) -> {target}")
     with staged(target) as staging:
         src = str(gguf.parent)
-        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
+        # The GGUF is a local file: never a Hub look-up (docs/connections.md).
+        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name,
+                                                  local_files_only=True)
         loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name,
-                                                      dtype=torch.bfloat16)
-        config = AutoConfig.from_pretrained(src, gguf_file=gguf.name)
+                                                      dtype=torch.bfloat16,
+                                                      local_files_only=True)
+        config = AutoConfig.from_pretrained(src, gguf_file=gguf.name, local_files_only=True)
         if hasattr(config, "quantization_config"):
             del config.quantization_config
         model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]

@@ -199,9 +199,11 @@ def check_graph_replay(dev: torch.device) -> None:
 
 
 def check_vllm_graphs() -> None:
+    from engine.profiles import HUB_OFFLINE, USAGE_STATS_OFF
     from tests.support.w2_models import build_w2_qwen3_moe, reference_logprobs
 
     os.environ["SPARKCODE_PLUGIN_FEATURES"] = "w2_quant,fp4_pool"
+    os.environ.update({**USAGE_STATS_OFF, **HUB_OFFLINE})  # as every profile's launch
     from vllm import LLM, SamplingParams
 
     with tempfile.TemporaryDirectory() as tmp:

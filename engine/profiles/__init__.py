@@ -28,11 +28,19 @@ from ._knobs import (
 )
 from ._model_config import is_hybrid_config, read_model_config, text_config
 from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
-from ._render import LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
+from ._render import (
+    HUB_OFFLINE,
+    LaunchSpec,
+    is_secret_name,
+    model_dir_for,
+    render,
+    render_nodes,
+)
 from ._schema import (
     DEFAULT_KEPT_TURN_STATES,
     PLUGIN_FEATURES,
     TURN_STATE_UNIT,
+    USAGE_STATS_OFF,
     Profile,
     SpeculativeSpec,
     load_profile_file,
@@ -48,6 +56,8 @@ __all__ = [
     "DEFAULT_KEPT_TURN_STATES",
     "PLUGIN_FEATURES",
     "TURN_STATE_UNIT",
+    "USAGE_STATS_OFF",
+    "HUB_OFFLINE",
     "REASONING_EFFORTS",
     "AgentKnobs",
     "DegenerateMode",

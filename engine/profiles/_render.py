@@ -13,7 +13,7 @@ from engine.paths import Paths
 
 from ._model_config import is_hybrid_config, model_context, read_model_config
 from ._nodes import NodesSpec, check_model_for_nodes, check_pipeline_parallel
-from ._schema import DEFAULT_KEPT_TURN_STATES, TURN_STATE_UNIT, Profile
+from ._schema import DEFAULT_KEPT_TURN_STATES, TURN_STATE_UNIT, USAGE_STATS_OFF, Profile
 
 # Environment variables whose values never leave the process: they are shown
 # as "<redacted>" by `engine command` and in session fingerprints.
@@ -148,7 +148,9 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
     argv += _turn_state_args(profile)
     argv += list(profile.extra_args)
 
-    env: dict[str, str] = {}
+    env: dict[str, str] = {} if profile.usage_stats else dict(USAGE_STATS_OFF)
+    if _models_local(profile, model_dir, paths):
+        env.update(HUB_OFFLINE)
     if profile.cpu_kvcache_space_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(profile.cpu_kvcache_space_gib)
     if profile.cpu_bind_all_cores:
@@ -177,6 +179,29 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         check_pipeline_parallel(profile.extra_args, model_dir)
         return head
     return node_specs(head, profile.nodes, model_dir)
+
+
+HUB_OFFLINE: dict[str, str] = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+"""Set on a launch whose models are all local directories: transformers and
+huggingface_hub inside vLLM then never ask the Hugging Face Hub about them (a
+profile's ``[env]`` may set them back to ``0``)."""
+
+_MODEL_FLAGS = ("--tokenizer", "--hf-config-path")
+"""vLLM flags that name another model source (a local directory or a Hub id)."""
+
+
+def _models_local(profile: Profile, model_dir: Path, paths: Paths) -> bool:
+    """Whether every model the launch reads is a local path: the model, the drafter and
+    any ``--tokenizer`` or ``--hf-config-path`` in ``extra_args``."""
+    sources = [str(model_dir)]
+    if profile.speculative is not None and profile.speculative.model:
+        sources.append(expand(profile.speculative.model, paths))
+    args = list(profile.extra_args)
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in _MODEL_FLAGS:
+            sources.append(value if eq else (args[i + 1] if i + 1 < len(args) else ""))
+    return all(src and (Path(src).is_absolute() or Path(src).is_dir()) for src in sources)
 
 
 def render_nodes(profile: Profile, paths: Paths, *, port: int | None = None,

@@ -26,6 +26,14 @@ BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
                                      "p12_packed", "turn_states", "cpu_seeded_chunks")
 
+USAGE_STATS_OFF: dict[str, str] = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+"""What every engine launch sets unless its profile says ``[server] usage_stats = true``:
+vLLM 0.32 (``vllm/usage/usage_lib.py``) otherwise posts the machine's hardware, the model's
+architecture and the engine's settings to https://stats.vllm.ai at start and every ten
+minutes after. ``VLLM_DO_NOT_TRACK`` is vLLM's third switch; a profile's ``[env]`` names
+none of them (``[server] usage_stats`` is the one place that says it)."""
+_USAGE_SWITCHES = (*USAGE_STATS_OFF, "VLLM_DO_NOT_TRACK")
+
 TURN_STATE_UNIT = 16
 """``--prefix-match-unit`` of profiles with the ``turn_states`` feature: the finest
 position a hybrid prefix hit can land on (and a prompt-end KDA state be kept at).
@@ -83,6 +91,9 @@ class Profile:
     reasoning_config: dict[str, Any] | None = None
     model_runner_v2: bool = False
     gpu_memory_utilization: float | None = None
+    usage_stats: bool = False
+    """``[server] usage_stats``: let vLLM report usage statistics to its authors' server
+    (off unless true: every launch sets :data:`USAGE_STATS_OFF`, docs/connections.md)."""
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     speculative: SpeculativeSpec | None = None
@@ -147,6 +158,7 @@ class _ServerTable(_Table, frozen=True):
     model_runner_v2: bool | None = None
     gpu_memory_utilization: Annotated[float, Meta(gt=0, le=1, description="in (0, 1]")] \
         | None = None
+    usage_stats: bool | None = None
     extra_args: tuple[str, ...] | None = None
 
 
@@ -273,6 +285,10 @@ def parse_profile(text: str, source: Path) -> Profile:
     if "turn_states" in doc.plugin.features and server.enable_prefix_caching is False:
         raise ProfileError(f"{source}: [plugin] feature turn_states keeps states in the prefix "
                            "cache, but [server] enable_prefix_caching is false")
+    for name in _USAGE_SWITCHES:
+        if name in doc.env:
+            raise ProfileError(f"{source}: [env] {name}: vLLM's usage reporting is said by "
+                               "[server] usage_stats (off unless it is true)")
     nodes = parse_nodes(source, doc.nodes, server.extra_args or ())
     fields: dict[str, Any] = {
         **_given(model, path="model_path", builtin="model_builtin"), **_given(server),

@@ -131,7 +131,7 @@ def load_tokenizer(model_dir: Path) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(model_dir))
+        return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except Exception as exc:  # transformers raises many types for a missing tokenizer
         raise CalibrationError(f"cannot load the tokenizer of {model_dir}: {exc}") from exc
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
+import referencing
+import referencing.exceptions
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from ._chat_types import ChatError
@@ -64,6 +66,11 @@ def load_schema(path: Path) -> dict[str, Any]:
     return schema
 
 
+LOCAL_REFS: referencing.Registry[Any] = referencing.Registry()  # it retrieves nothing
+"""The only ``$ref`` targets an answer is checked against: the schema file's own
+(jsonschema 4.26 would fetch a URL ``$ref`` over HTTP; docs/connections.md)."""
+
+
 def check_answer(text: str, schema: dict[str, Any]) -> Any:
     """The JSON value in ``text`` when it matches ``schema``; else the reason."""
     try:
@@ -71,8 +78,12 @@ def check_answer(text: str, schema: dict[str, Any]) -> Any:
     except ValueError as exc:
         raise OutputSchemaError(f"the final answer is not JSON ({exc}): {_shown(text)}"
                                 ) from None
+    validator = jsonschema.validators.validator_for(schema)(schema, registry=LOCAL_REFS)
     try:
-        jsonschema.validate(value, schema)
+        validator.validate(value)
+    except referencing.exceptions.Unresolvable as exc:
+        raise OutputSchemaError(f"the schema's $ref {exc.ref!r} is not in the schema file "
+                                "(sparkcode fetches no schema; put it under $defs)") from None
     except ValidationError as exc:
         where = _pointer(exc.absolute_path)
         raise OutputSchemaError(f"the final answer does not match the schema at {where}: "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from engine.profiles import HUB_OFFLINE, USAGE_STATS_OFF
 from engine.quant.calib import CalibrationFile
 from tests.support import ROOT
 
@@ -24,7 +26,7 @@ def test_capture_inside_vllm(tmp_path: Path) -> None:
     with engine_lock():
         proc = subprocess.run([sys.executable, str(script), str(model), str(out)],
                               capture_output=True, text=True, timeout=600,
-                              cwd=ROOT)
+                              cwd=ROOT, env={**os.environ, **USAGE_STATS_OFF, **HUB_OFFLINE})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hooks=[2] layers=[2]" in proc.stdout
     calib = CalibrationFile(out)

@@ -45,6 +45,21 @@ def test_command_prints_exact_argv(paths: Paths) -> None:
     assert json.loads(out)["argv"][1:] == argv[1:]
 
 
+@pytest.mark.parametrize("profile", ["cpu-demo", "glm53-flash-2spark"])
+def test_command_shows_usage_reporting_and_hub_look_ups_off(paths: Paths, profile: str) -> None:
+    code, out = run("engine", "command", "--profile", profile)
+    assert code == 0
+    nodes = 2 if profile.endswith("2spark") else 1
+    for line in ("export VLLM_NO_USAGE_STATS=1", "export DO_NOT_TRACK=1",
+                 "export HF_HUB_OFFLINE=1", "export TRANSFORMERS_OFFLINE=1"):
+        assert out.count(line) == nodes, (line, out)
+    code, out = run("engine", "command", "--profile", profile, "--json")
+    data = json.loads(out)
+    for env in (data["env"], *(node["env"] for node in data["nodes"])):
+        assert env["VLLM_NO_USAGE_STATS"] == env["DO_NOT_TRACK"] == "1"
+    assert len(data["nodes"]) == nodes - 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
