@@ -138,12 +138,7 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         if spec.model:
             config["model"] = expand(spec.model, paths)
         argv += ["--speculative-config", json.dumps(config, sort_keys=True)]
-    if profile.agent.structured_tools and "--structured-outputs-config" not in profile.extra_args:
-        # The agent asks for whitespace-free steps per request, but vLLM 0.32's
-        # xgrammar and guidance backends read that flag from the engine config only,
-        # and it needs a named backend (xgrammar: what "auto" picks on the CPU).
-        no_whitespace = {"backend": "xgrammar", "disable_any_whitespace": True}
-        argv += ["--structured-outputs-config", json.dumps(no_whitespace)]
+    argv += _structured_outputs_args(profile)
     argv += _whole_prompts_on_cpu(profile, model_dir)
     argv += _turn_state_args(profile)
     argv += list(profile.extra_args)
@@ -247,6 +242,24 @@ def node_specs(head: LaunchSpec, nodes: NodesSpec, model_dir: Path) -> LaunchSpe
     )
     head_argv, head_env = launch(0)
     return replace(head, argv=head_argv, env=head_env, workers=(worker,))
+
+
+STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
+"""``--structured-outputs-config`` of every vLLM launch. The agent asks for JSON without
+free whitespace per request (small-model steps, ``run --output-schema``), but vLLM 0.32's
+xgrammar and guidance backends read ``disable_any_whitespace`` from the engine's config
+only, and it needs a named backend (xgrammar: what "auto" picks first; "auto" would fall
+back to guidance for a schema xgrammar cannot compile, a named backend refuses it)."""
+
+
+def _structured_outputs_args(profile: Profile) -> list[str]:
+    """The flag above, unless the profile's ``extra_args`` set it (also as
+    ``--structured-outputs-config=...`` or one ``--structured-outputs-config.KEY``)."""
+    flag = "--structured-outputs-config"
+    if any(arg.split("=", 1)[0] == flag or arg.startswith(flag + ".")
+           for arg in profile.extra_args):
+        return []
+    return [flag, json.dumps(STRUCTURED_OUTPUTS)]
 
 
 CHUNK_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill",

@@ -318,10 +318,6 @@ FINAL_SCHEMA: dict[str, Any] = {
 """A finite grammar: whatever the random-weighted model prefers, the answer ends."""
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vLLM 0.32 ignores a request's disable_any_whitespace (xgrammar reads only the server's "
-    "--structured-outputs-config): on this engine the grammar held the keys and enum values "
-    "and the model then padded whitespace until the context ran out (measured 2026-12-05)"))
 async def test_output_schema_holds_the_final_answer_by_the_engines_grammar(
         engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
     repo = make_repo(tmp_path / "repo")

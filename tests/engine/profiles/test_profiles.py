@@ -179,9 +179,10 @@ def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
     assert structured(SessionOptions(knobs=AgentKnobs(structured_tools=False))) is False
 
 
-def test_small_model_profiles_start_the_engine_without_free_whitespace(paths: Paths) -> None:
+def test_every_vllm_profile_starts_the_engine_without_free_whitespace(paths: Paths) -> None:
     # vLLM 0.32's xgrammar backend ignores the request's disable_any_whitespace
-    # and reads the engine's; without the flag SmolLM2's steps came indented.
+    # and reads the engine's; without the flag SmolLM2's steps came indented, and
+    # run --output-schema's answer was padded until the context ran out.
     def config(text: str) -> list[str]:
         argv = render(_parse(text), paths).argv  # type: ignore[arg-type]
         return [argv[i + 1] for i, arg in enumerate(argv) if arg == "--structured-outputs-config"]
@@ -190,7 +191,12 @@ def test_small_model_profiles_start_the_engine_without_free_whitespace(paths: Pa
     flag = argv[argv.index("--structured-outputs-config") + 1]
     assert json.loads(flag) == {"backend": "xgrammar", "disable_any_whitespace": True}
     base = '[profile]\nname = "x"\n[model]\npath = "/m"\n'
-    assert config(base) == []
+    assert config(base) == [flag]
     assert config(base + "[agent]\nstructured_tools = true\n") == [flag]
     own = '[server]\nextra_args = ["--structured-outputs-config", "{}"]\n'
     assert config(base + own + "[agent]\nstructured_tools = true\n") == ["{}"]
+    inline = '[server]\nextra_args = ["--structured-outputs-config={}"]\n'
+    assert config(base + inline) == []
+    for profile in list_profiles(paths):
+        if profile.kind == "vllm":
+            assert config(profile.source.read_text()) == [flag], profile.name
