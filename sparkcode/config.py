@@ -8,6 +8,8 @@ Example::
     thinking_token_budget = 1536   # -1 = unlimited
     max_turns = 50                 # model requests per user message
     bash_timeout_s = 120
+    stream_idle_timeout_s = 900    # how long a stream may send nothing (unset: 600 s, or
+                                   # more where the measured prefill rate needs it)
     profile = "cpu-demo"           # default engine profile
     temperature = 0.6              # sampling; overrides the profile's (unset: server default)
     top_p = 0.95

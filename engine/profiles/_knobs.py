@@ -102,6 +102,10 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     summary); the small-model profiles turn it off."""
     bash_timeout_s: Annotated[float, Meta(
         gt=0, description="a positive number of seconds")] | None = None
+    stream_idle_timeout_s: Annotated[float, Meta(
+        gt=0, description="a positive number of seconds")] | None = None
+    """How long a model stream may send nothing (vLLM is silent while it prefills);
+    unset: at least 600 s, longer where the measured prefill rate needs it."""
     degenerate_streams: DegenerateMode | None = None
     """What a looping or garbled stream does: stop, warn or off."""
     compact_threshold: Annotated[float, Meta(ge=0.1, le=0.95, description=(

@@ -25,6 +25,14 @@ class EngineGone(ChatError):
     """The server could not be reached or the connection dropped mid-stream."""
 
 
+class StreamSilent(ChatError):
+    """The server sent nothing for the stream's silence limit (``stream_idle``)."""
+
+    def __init__(self, message: str, *, waited_s: float | None) -> None:
+        super().__init__(message)
+        self.waited_s = waited_s
+
+
 class ToolChoiceUnsupported(ChatError):
     """The server cannot parse tool calls (vLLM without ``--tool-call-parser``)."""
 

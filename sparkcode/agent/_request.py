@@ -29,6 +29,7 @@ from .events import (
 )
 from .settings import AgentSettings
 from .step_text import StepText
+from .stream_idle import idle_timeout_s
 from .watch import StreamWatch
 
 
@@ -96,7 +97,7 @@ class Request:
     def __init__(self, client: ChatClient, settings: AgentSettings, history: list[Message], *,
                  tools: list[dict[str, Any]], choice: Any, params: dict[str, Any],
                  thinking_closed: bool, cancelled: Callable[[], bool],
-                 structured: bool = False) -> None:
+                 structured: bool = False, prompt_estimate: int = 0) -> None:
         self.client = client
         self.settings = settings
         self.history = history
@@ -104,6 +105,8 @@ class Request:
         self.choice = choice
         self.params = params
         self.cancelled = cancelled
+        self.prompt_estimate = prompt_estimate
+        """The prompt's estimated tokens: what the stream's silence limit allows for."""
         s = settings
         self.budget = s.thinking_token_budget if not thinking_closed and \
             s.thinking_token_budget >= 0 else None
@@ -129,8 +132,11 @@ class Request:
         s = self.settings
         budget = self.budget
         limit = budget + max(s.budget_margin, 0) if budget is not None else None
+        idle = idle_timeout_s(s.stream_idle_timeout_s, self.client.prefill.tok_s,
+                              self.prompt_estimate)
         stream = self.client.stream_chat(self.history, tools=self.tools,
-                                         tool_choice=self.choice, params=self.params)
+                                         tool_choice=self.choice, params=self.params,
+                                         idle_timeout_s=idle)
         last_usage = 0.0
         try:
             async with stream:

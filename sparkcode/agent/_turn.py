@@ -23,7 +23,7 @@ from ._reply import empty_answer_note, read_reply
 from ._request import Request, context_overflow, forced_specs, request_params
 from ._structured import results_as_user, structured_outputs
 from .attach import attachment
-from .client import ChatClient, ChatError, EngineGone
+from .client import ChatClient, ChatError, EngineGone, StreamSilent
 from .context import ContextMeter, Message
 from .effort import effort_note, placement
 from .events import (
@@ -202,10 +202,10 @@ async def turn_events(self: Agent, user_text: str,
         async for event in self._maybe_compact():
             yield event
         say_effort(self)  # changed mid-turn, or compaction took the note away
+        estimate = self.context.estimate(self.history)
         params = request_params(self.settings, self._sampling(),
                                 thinking_closed=thinking_closed,
-                                prompt_estimate=self.context.estimate(self.history),
-                                pinned_effort=self.effort_pinned)
+                                prompt_estimate=estimate, pinned_effort=self.effort_pinned)
         choice: Any = "auto"
         # The whole list always: the template renders it before the history, so a
         # question turn's narrower list would break the cached prefix.
@@ -236,7 +236,7 @@ async def turn_events(self: Agent, user_text: str,
         req = Request(self.client, self.settings, outgoing, tools=tools, choice=choice,
                       params=params, thinking_closed=thinking_closed,
                       cancelled=lambda: self._cancel,
-                      structured=self._structured is not None)
+                      structured=self._structured is not None, prompt_estimate=estimate)
         try:
             async for event in req.events():
                 yield event
@@ -250,7 +250,8 @@ async def turn_events(self: Agent, user_text: str,
             partial = req.result.content if req.result is not None else ""
             if partial:
                 self.history.append({"role": "assistant", "content": partial})
-            code = "engine_gone" if isinstance(exc, EngineGone) else "request_failed"
+            code = "engine_gone" if isinstance(exc, EngineGone) else \
+                "stream_silent" if isinstance(exc, StreamSilent) else "request_failed"
             yield AgentError(message=f"{exc}. The conversation so far is kept; send a "
                              "message to retry.", code=code)
             yield self._finished("error", req.shown, request, prompt_total,

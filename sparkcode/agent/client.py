@@ -33,6 +33,7 @@ from ._chat_types import (
     EngineGone,
     ModelCard,
     StreamDelta,
+    StreamSilent,
     StreamStats,
     ToolCall,
     ToolChoiceUnsupported,
@@ -42,8 +43,9 @@ from ._chat_types import (
     json_or_text,
 )
 from ._stream import StreamParser, peek_first_event
+from .stream_idle import DEFAULT_IDLE_S, PrefillRate, silence_message
 
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=30.0, pool=10.0)
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=DEFAULT_IDLE_S, write=30.0, pool=10.0)
 
 DROPPABLE_FIELDS: tuple[str, ...] = (
     "thinking_token_budget",
@@ -65,7 +67,8 @@ class ChatClient:
             read at request time and never stored.
         transport: The httpx transport every request goes through (the session
             recorder passes a recording wrapper; tests pass ``MockTransport``).
-        timeout: httpx timeouts; the read timeout bounds silence mid-stream.
+        timeout: httpx timeouts; the read timeout bounds silence mid-stream
+            where a stream is not given its own (``stream_chat``'s ``idle_timeout_s``).
     """
 
     def __init__(
@@ -84,13 +87,16 @@ class ChatClient:
         self.tool_choice_supported = True
         self.extra_headers: dict[str, str] = {}
         """Sent with every request (:meth:`for_task` sets :data:`TASK_HEADER`)."""
+        self.prefill = PrefillRate()
+        """The prefill rate measured on this server's streams (``stream_idle``)."""
+        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
 
     def for_task(self, call_id: str) -> ChatClient:
         """This client for the sub-conversation of the ``task`` call ``call_id``: the
         same connection (so the same recording) and the same rejected fields, its
         requests marked with :data:`TASK_HEADER`. Closing it is the parent's job."""
-        view = copy.copy(self)  # shares _http and the `dropped` set
+        view = copy.copy(self)  # shares _http, the `dropped` set and the prefill rate
         view.extra_headers = {**self.extra_headers, TASK_HEADER: call_id}
         return view
 
@@ -142,10 +148,17 @@ class ChatClient:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
+        idle_timeout_s: float | None = None,
     ) -> ChatStream:
-        """A streaming request; enter it with ``async with``."""
+        """A streaming request; enter it with ``async with``. ``idle_timeout_s``: how
+        long the server may send nothing (None: the client's read timeout)."""
         body = self.build_body(messages, tools=tools, tool_choice=tool_choice, params=params)
-        return ChatStream(self, body)
+        return ChatStream(self, body, idle_timeout_s=idle_timeout_s)
+
+    def _silent(self, stream: ChatStream) -> StreamSilent:
+        waited = stream.idle_timeout_s if stream.idle_timeout_s is not None \
+            else self._timeout.read
+        return StreamSilent(silence_message(self.base_url, waited or 0.0), waited_s=waited)
 
     async def _open(self, stream: ChatStream) -> tuple[httpx.Response, AsyncIterator[bytes]]:
         """Send ``stream``'s request (retrying without rejected fields): the open
@@ -153,14 +166,19 @@ class ChatClient:
         url = f"{self.base_url}/chat/completions"
         for _attempt in range(len(DROPPABLE_FIELDS) + 2):
             stream.stats.started = time.monotonic()
+            timeout = self._timeout if stream.idle_timeout_s is None else \
+                httpx.Timeout(connect=self._timeout.connect, read=stream.idle_timeout_s,
+                              write=self._timeout.write, pool=self._timeout.pool)
             request = self._http.build_request("POST", url, json=stream.body,
-                                               headers=self._headers())
+                                               headers=self._headers(), timeout=timeout)
             try:
                 response = await self._http.send(request, stream=True)
+            except httpx.ReadTimeout:
+                raise self._silent(stream) from None
             except httpx.TransportError as exc:
                 raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
             if response.status_code < 400:
-                rejected, reads = await peek_first_event(self._reads(response))
+                rejected, reads = await peek_first_event(self._reads(response, stream))
                 if rejected is not None and self._drop_rejected(stream, rejected):
                     await response.aclose()
                     continue
@@ -174,13 +192,16 @@ class ChatClient:
                             status=response.status_code)
         raise ChatError(f"the server kept rejecting the request: {url}")
 
-    async def _reads(self, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def _reads(self, response: httpx.Response,
+                     stream: ChatStream) -> AsyncIterator[bytes]:
         # Streams are requested uncompressed, so the raw bytes are the body
         # (aiter_bytes would run an identity decoder over every read).
         plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
         try:
             async for chunk in response.aiter_raw() if plain else response.aiter_bytes():
                 yield chunk
+        except httpx.ReadTimeout:
+            raise self._silent(stream) from None
         except httpx.TransportError as exc:
             raise EngineGone(f"connection to {self.base_url} lost mid-stream: "
                              f"{describe_error(exc)}") from None
@@ -277,9 +298,12 @@ class ChatStream:
     vLLM abort the request.
     """
 
-    def __init__(self, client: ChatClient, body: dict[str, Any]) -> None:
+    def __init__(self, client: ChatClient, body: dict[str, Any], *,
+                 idle_timeout_s: float | None = None) -> None:
         self.client = client
         self.body = body
+        self.idle_timeout_s = idle_timeout_s
+        """How long the server may send nothing; None: the client's read timeout."""
         self.notices: list[str] = []
         """Fields dropped while opening this stream, as human-readable lines."""
         self.stats = StreamStats()
@@ -300,6 +324,8 @@ class ChatStream:
             if not self.parser.done:
                 self._cut = True
             await self._response.aclose()
+            stats = self.stats
+            self.client.prefill.observe(stats.prompt_tokens, stats.cached_tokens, stats.ttft_s)
 
     def __aiter__(self) -> AsyncIterator[StreamDelta]:
         if self._reads is None:
@@ -330,6 +356,7 @@ __all__ = [
     "ModelCard",
     "StreamDelta",
     "StreamParser",
+    "StreamSilent",
     "StreamStats",
     "ToolCall",
     "ToolChoiceUnsupported",

@@ -74,6 +74,7 @@ from .settings import (
     TASK_REMINDER,
     AgentSettings,
 )
+from .stream_idle import idle_timeout_s
 from .subagent import Explorer
 from .tools import (
     TASK_TOOL,
@@ -396,7 +397,10 @@ class Agent:
         params = {**effort_params(placement(s.effort_placement), self.effort_pinned,
                                   s.reasoning_effort, thinking_closed=True),
                   "max_tokens": 1024, **self._sampling()}
-        async with self.client.stream_chat(messages, params=params) as stream:
+        idle = idle_timeout_s(s.stream_idle_timeout_s, self.client.prefill.tok_s,
+                              self.context.estimate(messages))
+        async with self.client.stream_chat(messages, params=params,
+                                           idle_timeout_s=idle) as stream:
             async for _ in stream:
                 pass
         return stream.content

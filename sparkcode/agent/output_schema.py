@@ -29,6 +29,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from ._chat_types import ChatError
 from ._request import context_overflow, request_params
 from ._structured import results_as_user
+from .stream_idle import idle_timeout_s
 
 if TYPE_CHECKING:
     from .loop import Agent
@@ -121,7 +122,11 @@ async def final_answer(agent: Agent, schema: dict[str, Any]) -> Any:
     try:
         async with agent.client.stream_chat(outgoing, tools=tools,
                                             tool_choice="none" if tools else None,
-                                            params=final_params(agent, schema)) as stream:
+                                            params=final_params(agent, schema),
+                                            idle_timeout_s=idle_timeout_s(
+                                                agent.settings.stream_idle_timeout_s,
+                                                agent.client.prefill.tok_s,
+                                                agent.context.estimate(outgoing))) as stream:
             async for _ in stream:
                 if agent.cancelled:
                     raise OutputSchemaError("cancelled before the final answer")

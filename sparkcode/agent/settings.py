@@ -145,6 +145,10 @@ class AgentSettings:
     default's reason is at :data:`~.images.DEFAULT_MAX_MIB`)."""
     compact_threshold: float = 0.8
     bash_timeout_s: float = 120.0
+    stream_idle_timeout_s: float | None = None
+    """How long a stream may send nothing (``[agent] stream_idle_timeout_s``); None:
+    the rule of :func:`~.stream_idle.idle_timeout_s` (from the measured prefill
+    rate and the prompt's size, at least 600 s)."""
     tools: tuple[str, ...] = ()
     """The built-in tools offered to the model; empty: all of them."""
     usage_interval_s: float = 0.1

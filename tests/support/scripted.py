@@ -40,6 +40,9 @@ class Reply:
     while its streaming parser holds a call back; ``/detokenize`` decodes them."""
     gate: asyncio.Event | None = None
     """Streaming waits for this event (a test acts while the request is in flight)."""
+    silence_s: float = 0.0
+    """Over real HTTP (``http_server``): seconds of silence after the headers, before
+    the first frame (what vLLM sends while it prefills: nothing)."""
 
 
 def frame(delta: dict[str, Any], *, prompt: int, completion: int,
