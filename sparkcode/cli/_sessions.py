@@ -18,8 +18,10 @@ from sparkcode.sessions import (
     copy_blobs,
     exchange_output,
     is_model_call,
+    load_session,
     summarize,
 )
+from sparkcode.sessions.export import SUFFIXES, TranscriptFormat, transcript_format
 
 from ._format import human_duration
 
@@ -126,11 +128,22 @@ def _clip(text: str, width: int = 110) -> str:
 @sessions_app.command("export")
 def export_cmd(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="Session ID or unique prefix.")],
-    file: Annotated[Path, typer.Argument(metavar="FILE", help="Where to write the JSONL file.")],
+    file: Annotated[Path, typer.Argument(
+        metavar="FILE", help="Where to write it (a directory: ID.jsonl/.md/.html in it; "
+        "- prints a transcript).")],
+    fmt: Annotated[str, typer.Option(
+        "--format", metavar="jsonl|md|html",
+        help="jsonl: the raw recording; md or html: a readable transcript.")] = "jsonl",
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE.")] = False,
 ) -> None:
-    """Copy a session file (JSONL, secrets already redacted) to FILE."""
+    """Copy a session file (JSONL, secrets already redacted) to FILE, or write its
+    transcript (--format md|html: turns, thinking, tool calls, figures)."""
+    if fmt not in SUFFIXES:  # refused before anything is read
+        raise UserError(f"unknown --format {fmt!r}; known: {', '.join(SUFFIXES)}")
     source = store().resolve(session_id)
+    if fmt != "jsonl":
+        _export_transcript(source, file, transcript_format(fmt), force=force)
+        return
     if file.is_dir():
         file = file / source.name
     if file.exists() and not force:
@@ -143,6 +156,29 @@ def export_cmd(
         raise UserError(f"cannot write {file}: {exc.strerror}") from None
     typer.echo(f"exported {source.stem} to {file}"
                + (f" (and its {images} images to {blobs_dir(file)})" if images else ""))
+
+
+def _export_transcript(source: Path, file: Path, fmt: TranscriptFormat, *,
+                       force: bool) -> None:
+    import asyncio
+
+    from sparkcode.replay import session_transcript
+
+    session = load_session(source)
+    warn_problems(session)
+    text = asyncio.run(session_transcript(session, fmt))
+    if str(file) == "-":
+        typer.echo(text, nl=False)
+        return
+    if file.is_dir():
+        file = file / f"{source.stem}{SUFFIXES[fmt]}"
+    if file.exists() and not force:
+        raise UserError(f"{file} exists; pass --force to overwrite it")
+    try:
+        file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {file}: {exc.strerror}") from None
+    typer.echo(f"exported the transcript of {source.stem} ({fmt}) to {file}")
 
 
 @sessions_app.command("fork")

@@ -15,6 +15,7 @@ from sparkcode.target import Target
 from ._bundle import write_bundle
 from ._compare import Divergence, TurnComparison, compare_turn, first_divergence
 from ._detect import detector_verdict
+from ._export import session_transcript
 from ._minimize import FlagKind, MinimizeResult, apply_trims, minimize, tool_outputs
 from ._play import event_from_record, play_events, recorded_reads
 from ._report import details, results_json, table
@@ -64,6 +65,7 @@ __all__ = [
     "recorded_reads",
     "rerun",
     "seed_note",
+    "session_transcript",
     "results_json",
     "supervised_profile",
     "table",

@@ -35,10 +35,13 @@ from sparkcode.config import PERMISSION_MODES
 from sparkcode.custom_commands import CustomCommand, CustomCommands
 from sparkcode.hook_specs import project_hooks
 from sparkcode.replay import Rebuilt
+from sparkcode.sessions import SessionStore
 from sparkcode.trust import TrustStore
 
 from .agent_port import AgentPort
 from .attach import Attachments, Surface
+from .exporting import USAGE as EXPORT_USAGE
+from .exporting import export_transcript
 
 APPROVAL_MODES: tuple[str, ...] = PERMISSION_MODES
 EFFORTS: tuple[str, ...] = ("low", "high", "max")
@@ -74,6 +77,8 @@ class CommandScreen(Surface, Protocol):
     """The approval mode /plan left, for /act to go back to."""
     agent: AgentPort | None
     """The agent, once built."""
+    sessions: SessionStore
+    """The recorded sessions (``/export`` finds this one's recording there)."""
 
     @property
     def engine_view(self) -> _ModelNamed:
@@ -389,6 +394,12 @@ async def _init(screen: CommandScreen, arg: str) -> None:
 @command("sessions", "/sessions", "browse recorded sessions", palette="Sessions")
 async def _sessions(screen: CommandScreen, arg: str) -> None:
     await screen.open_sessions()
+
+
+@command("export", EXPORT_USAGE, "write this session's transcript (Markdown or HTML: turns, "
+         "thinking, tool calls, figures) and say where", palette="Export transcript")
+async def _export(screen: CommandScreen, arg: str) -> None:
+    await screen.say(await export_transcript(screen, arg))
 
 
 @command("engine", "/engine", "show or hide the engine panel", palette="Engine panel")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from sparkcode.agent import UndoStore
 from sparkcode.agent.undo import UndoError
 from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest
-from sparkcode.sessions import load_session, model_turns_count
+from sparkcode.sessions import SessionStore, load_session, model_turns_count
 from tests.support.agent_model import (
     FINAL_ANSWER,
     GLM_PATH,
@@ -169,6 +170,29 @@ def test_run_starts_the_engine_and_completes_the_task(task_run: TaskRun) -> None
     assert model_turns_count(session) == 2
     assert all("thinking_token_budget" not in (e.body_json or {}) for e in session.exchanges)
     assert {"ToolCallStarted", "SnapshotTaken", "TurnFinished"} <= {e.type for e in session.events}
+
+
+def test_the_recorded_run_exports_as_a_readable_transcript(task_run: TaskRun) -> None:
+    """``sessions export --format md|html`` of the session the real engine served."""
+    from sparkcode.replay import session_transcript
+
+    store = SessionStore(Paths.from_env().sessions_dir)
+    (path,) = [p for p in store.files()
+               if load_session(p).header["workspace"] == str(task_run.repo)]
+    session = load_session(path)
+    text = asyncio.run(session_transcript(session, "md"))
+    assert text.startswith(f"# Session {session.id}\n") and "| engine | tiny-agent |" in text
+    assert f"> {TASK_PROMPT}" in text and "## Turn 2" not in text
+    assert "### Tool call: `write_file`" in text and '"path": "NOTES.md"' in text
+    assert "+# Notes" in text and "+Written by sparkcode." in text  # the call's diff
+    assert "created NOTES.md (3 lines)" in text and FINAL_ANSWER in text
+    # Both requests with the engine's own token counts; the turn's figures.
+    assert len(re.findall(r"\*\d{4,} prompt tokens · (?:\d+ cached · )?\d+ completion tokens",
+                          text)) == 2, text
+    assert re.search(r"took \d+\.\d\d s · 2 requests · \d+ prompt tokens", text), text
+    page = asyncio.run(session_transcript(session, "html"))
+    assert "<h3>Tool call: <code>write_file</code></h3>" in page
+    assert '<span class="add">+# Notes</span>' in page and "<script" not in page
 
 
 def test_undo_restores_the_workspace_after_the_run(task_run: TaskRun) -> None:
