@@ -60,6 +60,7 @@ FEATURES: dict[str, str] = {
     "p12_packed": "engine.plugin.p12_packed:apply",
     "turn_states": "engine.plugin.turn_states:apply",
     "cpu_seeded_chunks": "engine.plugin.cpu_seeded_chunks:apply",
+    "cpu_int8_float32": "engine.plugin.cpu_int8_float32:apply",
 }
 
 

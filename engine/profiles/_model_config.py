@@ -35,6 +35,20 @@ def is_hybrid_config(config: dict[str, Any]) -> bool:
     )
 
 
+def is_int8_compressed_config(config: dict[str, Any]) -> bool:
+    """Whether a HF config declares compressed-tensors int8 weights (the W8A8 copies of
+    :mod:`engine.w8a8`, and others written the same way)."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict) or quant.get("quant_method") != "compressed-tensors":
+        return False
+    groups = quant.get("config_groups")
+    if not isinstance(groups, dict):
+        return False
+    return any(isinstance(group, dict) and isinstance(group.get("weights"), dict)
+               and group["weights"].get("type") == "int" and group["weights"].get("num_bits") == 8
+               for group in groups.values())
+
+
 def model_context(config: dict[str, Any]) -> int | None:
     """The model's own context length (``max_position_embeddings``), if it says one."""
     value = text_config(config).get("max_position_embeddings")

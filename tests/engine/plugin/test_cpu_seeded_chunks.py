@@ -251,3 +251,14 @@ def test_a_plain_model_or_a_gpu_profile_does_not(paths: Paths, tmp_path: Path) -
     assert "cpu_seeded_chunks" not in spark.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
     demo = render(load_profile("cpu-demo", paths), paths, python="/py")
     assert "cpu_seeded_chunks" not in demo.env.get("SPARKCODE_PLUGIN_FEATURES", "")
+
+
+def test_a_hybrid_cpu_profile_without_the_plugin_loads_it_for_the_fix_alone(
+        paths: Paths, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 4096,
+                                                      **HYBRIDS[0]}))
+    text = (f'[profile]\nname = "mine"\n[model]\npath = "{tmp_path}"\n'
+            "[cpu]\nkvcache_space_gib = 1\n")
+    env = render(parse_profile(text, tmp_path / "mine.toml"), paths, python="/py").env
+    assert env["VLLM_PLUGINS"] == "sparkcode"
+    assert env["SPARKCODE_PLUGIN_FEATURES"] == "cpu_seeded_chunks"
