@@ -81,13 +81,6 @@ def model_dir_for(profile: Profile, paths: Paths) -> Path:
     return Path(expand(profile.model_path, paths))
 
 
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def render(profile: Profile, paths: Paths, *, port: int | None = None,
            python: str | None = None) -> LaunchSpec:
     """The exact command line and environment for ``profile``."""

@@ -284,11 +284,6 @@ def _wait_result(path: Path, sup: Any) -> dict[str, Any]:
                        f"{FLUSH_TIMEOUT_S:.0f} s")
 
 
-def calib_bytes(layers: int, tokens: int, hidden: int) -> int:
-    """Size of a calibration file: BF16 rows of every MoE layer."""
-    return layers * tokens * hidden * 2
-
-
 def make_capture(base: Profile, paths: Paths, *, corpus: Path | None, tokens: int,
                  chunk: int = DEFAULT_CHUNK_TOKENS, capture_all: bool = False,
                  ) -> Callable[[Path, Path, CaptureProgress], None]:
