@@ -31,7 +31,7 @@ from engine.codecs.format import (
 from kernels.p12_layout import TABLE_SIZE, payload_nbytes
 
 try:
-    from engine.codecs import _p12c
+    from engine.codecs import _p12c as _p12c  # re-exported: the tests check the build
 except ImportError:  # built at install time; absent where no C compiler was found
     _p12c = None  # type: ignore[assignment]
 

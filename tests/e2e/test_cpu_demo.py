@@ -382,6 +382,7 @@ def test_an_editor_runs_a_session_over_acp_with_an_approval_a_cancel_and_a_load(
     assert done.stop_reason == "max_turn_requests", done  # --max-turns 1: the call, no answer
     (call, options), *_ = client.permissions
     assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
+    assert call.content
     assert "+++ b/notes.md" in call.content[0].content.text
     written = (workspace / "notes.md").read_text()
     edits = [c for u in client.of("tool_call_update") if u.content for c in u.content

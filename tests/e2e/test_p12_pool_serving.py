@@ -31,7 +31,8 @@ def _layer0_routing(bf16_dir: Path, ids: list[int]) -> torch.Tensor:
     """Pairs routed to each expert of layer 0 for ``ids`` (transformers, fp32)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(bf16_dir, dtype=torch.float32).eval()
+    model: Any = AutoModelForCausalLM.from_pretrained(bf16_dir, dtype=torch.float32)
+    model.eval()
     with torch.no_grad():
         logits = model(torch.tensor([ids]), output_router_logits=True).router_logits[0]
     top = logits.reshape(-1, logits.shape[-1]).topk(model.config.num_experts_per_tok).indices

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -70,7 +71,7 @@ def w8a8_logprobs(dense: Path, copy: Path | None, ids: list[int]) -> torch.Tenso
 
     from engine.w8a8 import LINEARS
 
-    model = AutoModelForCausalLM.from_pretrained(str(dense), dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(dense), dtype=torch.float32)
     if copy is not None:
         int8 = load_file(str(copy / "model.safetensors"))
 

@@ -18,7 +18,7 @@ def test_a_tensor_the_rebuilt_model_lacks_stops_the_conversion(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import transformers
 
-    real = transformers.AutoModelForCausalLM.from_config
+    real: Any = transformers.AutoModelForCausalLM.from_config
 
     def with_extra(config: Any, **kw: Any) -> Any:
         model = real(config, **kw)

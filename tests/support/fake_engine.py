@@ -48,7 +48,7 @@ def main() -> int:
     if args.crash_after is not None:
         time.sleep(args.crash_after)
         print("ERROR RuntimeError: simulated engine failure", flush=True)
-        return args.code
+        return int(args.code)
     print("INFO Loading weights took 0.10 seconds", flush=True)
     if args.never_healthy:
         time.sleep(600)

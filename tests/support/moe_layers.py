@@ -20,7 +20,7 @@ PROJS = (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2"))
 
 def method_and_layer(experts: int, hidden: int, inter: int, pooled: tuple[int, ...] = (),
                      swiglu_limit: float | None = None, *, tp: tuple[int, int] = (0, 1),
-                     ep: tuple[int, int] = (0, 1)) -> tuple[Any, torch.nn.Module]:
+                     ep: tuple[int, int] = (0, 1)) -> tuple[Any, Any]:
     """A method and its layer as vLLM builds them on rank ``tp[0]`` of ``tp[1]`` (``inter``
     is the whole expert width, each rank gets ``inter / tp``), or on expert-parallel rank
     ``ep[0]`` of ``ep[1]`` holding the contiguous ``experts / ep`` experts (vLLM's "linear"

@@ -42,9 +42,9 @@ def _shapes(out: Any) -> tuple[Any, ...]:
     return (type(out).__name__,)
 
 
-class NoHostSync(TorchDispatchMode):
+class NoHostSync(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch leaves it untyped
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.trace: list[tuple[str, tuple[Any, ...]]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),

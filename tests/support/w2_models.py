@@ -13,6 +13,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -108,7 +109,8 @@ def reference_logprobs(bf16_dir: Path, state: dict[str, torch.Tensor],
         shutil.copy2(bf16_dir / "config.json", Path(tmp) / "config.json")
         weights = {k: v.contiguous() for k, v in state.items()}
         save_file(weights, str(Path(tmp) / "model.safetensors"))
-        model = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+        model.eval()
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0].float()
     logp = torch.log_softmax(logits, dim=-1)

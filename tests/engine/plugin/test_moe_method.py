@@ -12,6 +12,7 @@ tests drive it on layers loaded through the method's own loaders:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -159,7 +160,7 @@ def test_coverage_reads_wait_for_cuda_graph_capture(monkeypatch: pytest.MonkeyPa
     cov.register(layer, 1)
     assert cov.may_read()  # CPU counters: always
     clock = [1000.0]
-    monkeypatch.setattr(_fp4_pool.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the module _fp4_pool reads
     cov._on_cuda = True  # as if the counters lived on a GPU
     cov._started = 1000.0
     assert not cov.may_read()  # loaded, no capture seen yet: one may be about to start

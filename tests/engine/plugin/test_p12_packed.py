@@ -8,6 +8,8 @@ served engine is ``tests/e2e/test_p12_pool_serving.py``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,6 +17,9 @@ import torch.nn.functional as F
 from engine.codecs import p12
 from engine.codecs.p12_stream import P12_ATTR, decode_stream
 from tests.support.no_host_sync import no_host_sync
+
+if TYPE_CHECKING:
+    from engine.plugin._p12_linear import P12EmbeddingMethod, P12LinearMethod
 
 
 def _weight(rows: int, cols: int, seed: int) -> torch.Tensor:
@@ -31,7 +36,8 @@ def _streamed(name: str, w: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def _linear_layer(cols: int, shards: list[int]) -> tuple[object, torch.nn.Module]:
+def _linear_layer(cols: int, shards: list[int]) -> tuple[P12LinearMethod, Any]:
+    """The method and its layer; the layer is ``Any``: vLLM's loaders give it attributes."""
     from engine.plugin._p12_linear import P12LinearMethod
 
     method = P12LinearMethod()
@@ -97,11 +103,11 @@ def test_wrong_shapes_and_missing_shards_are_named() -> None:
         method.process_weights_after_loading(layer)
 
 
-def _embedding_layer(rows: int, dim: int) -> tuple[object, torch.nn.Module]:
+def _embedding_layer(rows: int, dim: int) -> tuple[P12EmbeddingMethod, Any]:
     from engine.plugin._p12_linear import P12EmbeddingMethod
 
     method = P12EmbeddingMethod()
-    layer = torch.nn.Module()
+    layer: Any = torch.nn.Module()
     layer.org_vocab_size = rows
     padded = (rows + 63) // 64 * 64  # vLLM pads the table; the checkpoint does not
     method.create_weights(layer, dim, [padded], dim, padded, torch.bfloat16)
@@ -123,7 +129,7 @@ def test_embedding_lookups_gather_decode_exactly_and_a_tied_head_reuses_the_code
     with no_host_sync():
         got = method.embedding(layer, ids)
     assert torch.equal(got.view(torch.int16), w[ids].view(torch.int16))
-    head = torch.nn.Module()
+    head: Any = torch.nn.Module()
     method.tie_weights(head, layer)
     x = torch.randn(3, dim).to(torch.bfloat16)
     with no_host_sync():

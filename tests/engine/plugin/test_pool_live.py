@@ -134,8 +134,16 @@ def test_the_step_hook_runs_before_each_worker_step_and_is_installed_once(
     from engine.plugin import _pool_live
 
     calls: list[str] = []
-    monkeypatch.setattr(Worker, "execute_model", lambda self, out: calls.append("step") or out)
-    monkeypatch.setattr(_pool_live.RESELECT, "step", lambda: calls.append("reselect") or 0)
+    def execute_model(self: object, out: object) -> object:
+        calls.append("step")
+        return out
+
+    def step() -> int:
+        calls.append("reselect")
+        return 0
+
+    monkeypatch.setattr(Worker, "execute_model", execute_model)
+    monkeypatch.setattr(_pool_live.RESELECT, "step", step)
     assert _pool_live.install_step_hook() is True
     assert _pool_live.install_step_hook() is False  # a second plugin load changes nothing
     assert Worker.execute_model(object(), "scheduled") == "scheduled"

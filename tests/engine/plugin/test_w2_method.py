@@ -24,11 +24,11 @@ def _quiet_coverage(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))
 
 
-def method_and_layer(pooled: tuple[int, ...] = ()) -> tuple[Any, torch.nn.Module]:
+def method_and_layer(pooled: tuple[int, ...] = ()) -> tuple[Any, Any]:
     return moe_layers.method_and_layer(EXPERTS, HIDDEN, INTER, pooled)
 
 
-def load_experts(layer: torch.nn.Module, skip: str | None = None,
+def load_experts(layer: Any, skip: str | None = None,
                  pooled: tuple[int, ...] = ()) -> dict[tuple[int, str], torch.Tensor]:
     return moe_layers.load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=pooled, skip=skip)
 

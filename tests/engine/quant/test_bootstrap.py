@@ -148,7 +148,7 @@ def test_short_disk_is_refused_before_anything_is_written(tiny_glm: TinyGLM, tmp
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(bootstrap.shutil, "disk_usage", lambda _p: usage(10**9, 10**9, 1000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: usage(10**9, 10**9, 1000))
     dst = tmp_path / "out"
     with pytest.raises(BootstrapError, match=r"not enough disk space.*converted model of "
                                              r"~0\.\d GiB.*calibration inputs.*free"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -54,16 +55,18 @@ def test_bad_files_are_named(tmp_path: Path) -> None:
         save_calibration(tmp_path / "empty.safetensors", {})
 
 
-def _tiny_moe() -> torch.nn.Module:
+def _tiny_moe() -> Any:
+    """A two-layer Qwen3-MoE (``Any``: transformers' model classes are untyped)."""
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen3MoeConfig(
+    fields: dict[str, Any] = dict(  # head_dim is a config kwarg the signature does not list
         vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
         num_experts=4, num_experts_per_tok=2, mlp_only_layers=[0],
     )
-    return Qwen3MoeForCausalLM(config).eval()
+    model: Any = Qwen3MoeForCausalLM(Qwen3MoeConfig(**fields))  # type: ignore[no-untyped-call]
+    return model.eval()
 
 
 def test_capture_hook_records_moe_inputs(tmp_path: Path) -> None:
@@ -120,7 +123,7 @@ def _layer(fallback: str, min_tokens: int) -> tuple[LayerCalibration, dict[int, 
     bias = torch.tensor([0.0, 0.0, 0.0, -5.0])  # expert 3 is (almost) never chosen
     weights = {e: (torch.randn(16, 32), torch.randn(16, 32)) for e in range(4)}
     calib = LayerCalibration.build(0, x, router, bias, 2, min_tokens=min_tokens,
-                                   fallback=fallback, swiglu_limit=10.0)  # type: ignore[arg-type]
+                                   fallback=fallback, swiglu_limit=10.0)
     return calib, weights
 
 

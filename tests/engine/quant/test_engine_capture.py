@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
@@ -31,7 +32,8 @@ class Block(torch.nn.Module):
             self.experts = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.proj(x)
+        out: torch.Tensor = x + self.proj(x)
+        return out
 
 
 class Layer(torch.nn.Module):
@@ -47,7 +49,7 @@ class Model(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
-            x = layer.mlp(x)
+            x = cast(Layer, layer).mlp(x)
         return x
 
 
@@ -69,9 +71,9 @@ def test_only_armed_passes_are_recorded_and_flush_writes_the_file(tmp_path: Path
     x = calib.inputs(1)
     assert x is not None
     with torch.no_grad():
-        want = model.layers[0].mlp(first)  # layer 1's block reads layer 0's output
+        want = cast(Layer, model.layers[0]).mlp(first)  # layer 1's block reads layer 0's output
     torch.testing.assert_close(x[:4].float(), want.to(torch.bfloat16).float())
-    assert not model._forward_pre_hooks and not model.layers[1].mlp._forward_pre_hooks
+    assert not model._forward_pre_hooks and not cast(Layer, model.layers[1]).mlp._forward_pre_hooks
     model(torch.randn(3, 8))  # nothing left to record or write
 
 
