@@ -7,12 +7,13 @@ the sandbox when the call runs in it (the same argv as a foreground command),
 and its combined output goes to a bounded buffer (the newest :data:`OUTPUT_KEPT`
 bytes). Stopping a job sends SIGTERM to its whole group, then SIGKILL after a
 grace period; inside the sandbox its PID namespace dies with it (bwrap's
-``--die-with-parent``, which also ends it if sparkcode is killed).
+``--die-with-parent``, which also ends it if sparkcode is killed); outside it the
+job's leader is :mod:`._job_guard`, which does the same.
 
 Every job ends with the session (:meth:`JobTable.aclose`, from the session's
-close) and, as a last resort, at interpreter exit or on SIGTERM/SIGHUP
-(:func:`end_all_now`, registered when the first job starts), so no process is
-left behind.
+close), at interpreter exit or on SIGTERM/SIGHUP (:func:`end_all_now`, registered
+when the first job starts) and, when sparkcode is killed outright, by the guard or
+bwrap, so no process is left behind.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import atexit
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -40,6 +42,8 @@ MAX_RUNNING = 8
 """Jobs that may run at once in one session."""
 GRACE_S = 3.0
 """Seconds between SIGTERM and SIGKILL when a job is stopped."""
+_GUARD = Path(__file__).with_name("_job_guard.py")
+"""The leader of an unsandboxed job, which ends it if sparkcode is killed."""
 
 
 class JobError(ValueError):
@@ -157,6 +161,8 @@ class JobTable:
             raise JobError(f"{len(running)} background jobs are running already (jobs "
                             f"{ids}); stop one with job_stop first")
         _register(self)
+        if not sandboxed:  # bwrap's --die-with-parent covers a sandboxed one
+            argv = [sys.executable, "-I", str(_GUARD), str(os.getpid()), "--", *argv]
         process = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -204,9 +204,12 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("how", ["exit", "sigterm", "sighup"])
+@pytest.mark.parametrize("how", ["exit", "sigterm", "sighup", "sigkill"])
 def test_jobs_end_when_the_app_exits_or_is_signalled(workspace: Path, how: str) -> None:
-    marker = {"exit": "61.41", "sigterm": "61.42", "sighup": "61.43"}[how]
+    """Also when sparkcode is killed outright: nothing of it runs then, so the job's
+    guard (its group leader) notices and ends the group."""
+    marker = {"exit": "61.41", "sigterm": "61.42", "sighup": "61.43", "sigkill": "61.44"}[how]
+    signals = {"sigterm": signal.SIGTERM, "sighup": signal.SIGHUP, "sigkill": signal.SIGKILL}
     child = subprocess.Popen([sys.executable, "-c", _CHILD % marker,
                               "exit" if how == "exit" else "wait"], cwd=workspace,
                              stdout=subprocess.PIPE, text=True)
@@ -214,10 +217,12 @@ def test_jobs_end_when_the_app_exits_or_is_signalled(workspace: Path, how: str) 
     pgid = int(child.stdout.readline())
     if how != "exit":
         assert by_cmdline("sleep", marker) != []
-        child.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGHUP)
+        child.send_signal(signals[how])
     code = child.wait(timeout=30)
-    assert code == (0 if how == "exit" else
-                    -(signal.SIGTERM if how == "sigterm" else signal.SIGHUP))
+    assert code == (0 if how == "exit" else -signals[how])
+    deadline = time.monotonic() + 10  # the guard polls every 0.2 s, then a 2 s grace
+    while (by_cmdline("sleep", marker) or group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert by_cmdline("sleep", marker) == [] and group_members(pgid) == []
 
 
