@@ -37,6 +37,7 @@ from ._execute import stop_note
 from ._reply import empty_answer_note
 from ._structured import structured_outputs, tools_prompt
 from ._turn import turn_events
+from .asking import Asker
 from .client import ChatClient
 from .context import (
     ContextMeter,
@@ -116,10 +117,12 @@ class Agent:
         explore: bool = True,
         checker: EditChecker | None = None,
         jobs: JobTable | None = None,
+        asker: Asker | None = None,
     ) -> None:
         """``explore``: run the ``task`` tool's sub-conversations when the tools have it
         (False for such a sub-conversation itself); ``jobs``: the background jobs'
-        table to share (a sub-conversation gets its conversation's)."""
+        table to share (a sub-conversation gets its conversation's); ``asker``: asks the
+        person ``ask_user``'s questions (:attr:`asker`)."""
         self.client = client
         self.workspace = workspace.resolve()
         self.settings = settings or AgentSettings()
@@ -186,9 +189,19 @@ class Agent:
                                 hidden_arguments=frozenset(self.settings.hidden_arguments),
                                 refuse_syntax_errors=self.settings.refuse_syntax_errors,
                                 refuse_lost_definitions=self.settings.refuse_lost_definitions,
-                                jobs=self.jobs)
+                                jobs=self.jobs, asker=asker)
 
     # -- public API ----------------------------------------------------------
+
+    @property
+    def asker(self) -> Asker | None:
+        """Who answers ``ask_user`` (:mod:`.asking`): the front sets it (the TUI's card,
+        the editor over ACP, ``run``'s terminal); None: nobody can be asked."""
+        return self._ctx.asker
+
+    @asker.setter
+    def asker(self, asker: Asker | None) -> None:
+        self._ctx.asker = asker
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with every event; returns a function that unsubscribes."""

@@ -55,6 +55,7 @@ from sparkcode.replay import Rebuilt
 from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
 
+from ._asking import run_asker
 from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE, EXIT_SCHEMA = 0, 1, 3, 4, 5
@@ -229,6 +230,7 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
         progress=progress, resume=rebuilt, ask_trust=_ask_trust if sys.stdin.isatty() else None,
     ), paths)
     agent = session.agent
+    agent.asker = run_asker(err)  # ask_user: the terminal, or nobody without one
     if rebuilt is not None:
         progress(f"resuming session {rebuilt.session_id} after turn {rebuilt.turns} "
                  f"(new session {session.session_id or 'not recorded'})")

@@ -8,6 +8,7 @@ from typing import Any
 from engine.errors import UserError
 
 from ._after_edit import NAMES_LEFT
+from ._ask import ASK_TOOL, AskUser
 from ._base import (
     EditChecker,
     EditFeedback,
@@ -94,7 +95,7 @@ def default_tools(extra: Sequence[Tool] | None = None,
     builtin: list[Tool] = [
         ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
         JobOutput(), JobStop(), GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(),
-        *([TaskTool()] if task else []),
+        *([TaskTool()] if task else []), AskUser(),
     ]
     if only:
         unknown = sorted(set(only) - {t.name for t in builtin})
@@ -109,6 +110,8 @@ def default_tools(extra: Sequence[Tool] | None = None,
 
 
 __all__ = [
+    "ASK_TOOL",
+    "AskUser",
     "Bash",
     "BwrapStatus",
     "EditChecker",

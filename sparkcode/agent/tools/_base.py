@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..events import Event, TodoItem, TodoStatus
 
 if TYPE_CHECKING:
+    from ..asking import Asker
     from ._jobs import JobTable
     from ._sandbox import Sandbox
 
@@ -144,6 +145,10 @@ class ToolContext:
     jobs: JobTable | None = None
     """The session's background jobs (``bash`` with ``background``, ``job_output``,
     ``job_stop``); None: none can start."""
+
+    asker: Asker | None = None
+    """Asks the person ``ask_user``'s questions (the front's, :mod:`..asking`); None:
+    nobody can be asked."""
 
 
 @dataclass
