@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
+from sparkcode.agent.asking import Asker
 from sparkcode.agent.context_report import context_report
 from sparkcode.agent.events import Event
 from sparkcode.agent.images import ImageAttachment
@@ -139,15 +140,17 @@ def undo_text(turn: int | None, removed: int, changed: Sequence[str], snapshot: 
 
 
 async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = None,
-                  ask_trust: AskTrust | None = None) -> LiveAgent:
+                  ask_trust: AskTrust | None = None, asker: Asker | None = None) -> LiveAgent:
     """Build the agent for ``target`` with the session builder (model and context
     limit from /v1/models).
 
     Never starts an engine: the engine panel does that without blocking the
     UI, and the first prompt waits until it is ready. The session is recorded,
-    so ``/sessions`` can play it back later.
+    so ``/sessions`` can play it back later. ``asker`` answers ``ask_user`` (the
+    app's question card, :mod:`.asking`).
     """
     session = await build_session(
         target, SessionOptions(origin="tui", start_engine=False, resume=resume,
                                ask_trust=ask_trust), paths)
+    session.agent.asker = asker
     return LiveAgent(session)

@@ -14,6 +14,7 @@ from sparkcode.replay import Rebuilt
 from .agent_adapter import connect
 from .agent_port import AgentPort, SessionRequest
 from .app import SparkcodeApp, TuiSettings
+from .asking import user_asker
 from .commands import register_custom
 from .engine_control import EngineControl, ExternalEndpoint, engine_control
 from .trusting import trust_asker
@@ -49,6 +50,7 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
 
     built: list[SparkcodeApp] = []
     ask_trust = trust_asker(lambda: built[0] if built else None)
+    asker = user_asker(lambda: built[0] if built else None)  # ask_user's card
 
     async def agent_factory(request: SessionRequest) -> AgentPort:
         here = target
@@ -56,7 +58,8 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
             # Resuming a session of another workspace (the user said yes).
             here = replace(target, workspace=request.workspace,
                            instructions=load_instructions(request.workspace))
-        return await connect(here, paths, resume=request.resume, ask_trust=ask_trust)
+        return await connect(here, paths, resume=request.resume, ask_trust=ask_trust,
+                             asker=asker)
 
     settings = replace(settings, sessions_dir=paths.sessions_dir,
                        instructions=target.instructions, notify=target.config.notify)
