@@ -106,7 +106,7 @@ class Job:
 
     def group_alive(self) -> bool:
         """A process of the job's group still runs (the command, or one it left)."""
-        return _group_alive(self.pid)
+        return group_alive(self.pid)
 
     def state(self) -> str:
         """``running for 12s``, ``exited with code 0 after 3.1s``, ``stopped by job_stop``."""
@@ -226,12 +226,12 @@ class JobTable:
     async def stop(self, job: Job, by: str = "job_stop") -> None:
         """SIGTERM the job's process group, SIGKILL what is left after the grace
         period, and wait for the process and its output to end."""
-        if job.running or _group_alive(job.pid):
+        if job.running or group_alive(job.pid):
             if job.running:
                 job.stopped_by = by
             _signal_group(job.pid, signal.SIGTERM)
             deadline = time.monotonic() + self.grace_s
-            while (job.running or _group_alive(job.pid)) and time.monotonic() < deadline:
+            while (job.running or group_alive(job.pid)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             _signal_group(job.pid, signal.SIGKILL)
         with contextlib.suppress(asyncio.TimeoutError):
@@ -252,11 +252,11 @@ class JobTable:
         """End every job without an event loop (exit and signal path): SIGTERM, a
         short wait, SIGKILL."""
         self.closed = True
-        groups = [j.pid for j in self.jobs.values() if j.running or _group_alive(j.pid)]
+        groups = [j.pid for j in self.jobs.values() if j.running or group_alive(j.pid)]
         for pgid in groups:
             _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + min(self.grace_s, 1.0)
-        while any(_group_alive(g) for g in groups) and time.monotonic() < deadline:
+        while any(group_alive(g) for g in groups) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pgid in groups:
             _signal_group(pgid, signal.SIGKILL)
@@ -281,7 +281,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """A process of group ``pgid`` is alive (zombies, which a container's init may
     never reap, do not count)."""
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput
 from ._job_tools import start_background
+from ._jobs import group_alive
 from ._readonly import is_read_only_command
 from ._sandbox import denial_in
 
@@ -60,6 +62,7 @@ _BACKGROUND = {"type": "boolean",
 class Bash(Tool):
     def __init__(self, *, background: bool = True) -> None:
         """``background``: offer the ``background`` argument (the job tools are offered)."""
+        self.background = background
         super().__init__(
             name="bash",
             description="Run a shell command in the workspace directory and return its exit "
@@ -102,10 +105,32 @@ class Bash(Tool):
             timeout = float(timeout)
         except (TypeError, ValueError):
             raise ToolError(f"timeout_s must be a number, got {timeout!r}") from None
-        return await run_command(command, ctx, timeout)
+        return await run_command(command, ctx, timeout, background_offered=self.background)
 
 
-async def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolOutput:
+LEFT_RUNNING = ("note: what this command started with `&` did not outlive it (a "
+                "command's processes end with it)")
+"""Said after a foreground command that backgrounded a process (``server &``): seen in a
+tmux trial, the 1.5B started ``nohup python3 -m http.server 8765 &``, read exit code 0
+and went on as if the server ran."""
+USE_BACKGROUND = "; start a server with background: true and read it with job_output"
+RUN_IN_ONE = ("; run what needs it in the same command (`server & sleep 1; curl ...; "
+              "kill %1`)")
+
+
+def backgrounds(command: str) -> bool:
+    """``command`` has a lone ``&`` (not ``&&``, ``>&``, ``&>`` or a quoted one)."""
+    if "&" not in command:
+        return False
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    try:
+        return "&" in list(lexer)
+    except ValueError:  # unbalanced quotes: bash will say so
+        return False
+
+
+async def run_command(command: str, ctx: ToolContext, timeout: float, *,
+                      background_offered: bool = False) -> ToolOutput:
     """Run ``command`` (inside ``ctx.sandbox`` when set) and report its result."""
     started = time.monotonic()
     argv = ["bash", "-c", command] if ctx.sandbox is None else \
@@ -133,6 +158,9 @@ async def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolOut
     except TimeoutError:
         timed_out = True
     finally:
+        # In the sandbox the PID namespace has already ended them; outside, the kill does.
+        left_running = not timed_out and backgrounds(command) and (
+            ctx.sandbox is not None or group_alive(proc.pid))
         _kill_group(proc.pid)
         if not reader.done():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
@@ -146,6 +174,8 @@ async def run_command(command: str, ctx: ToolContext, timeout: float) -> ToolOut
         return ToolOutput(f"[timed out after {timeout:g}s; the command and its process group "
                           f"were killed]\n{output}")
     text = f"exit code {proc.returncode} ({elapsed:.1f}s)\n{output}"
+    if left_running:
+        text += f"\n{LEFT_RUNNING}{USE_BACKGROUND if background_offered else RUN_IN_ONE}"
     if ctx.sandbox is not None and proc.returncode != 0:
         marker = denial_in(output)
         if marker is not None:

@@ -249,3 +249,32 @@ async def test_a_process_left_behind_by_an_ended_job_is_still_stopped(
                               "stopped)\njob 1 (exited with code 0 after ")
     assert by_cmdline("sleep", "61.44") == []
     await table.aclose()
+
+
+@pytest.mark.parametrize("offered", [True, False])
+async def test_a_foreground_command_that_backgrounds_a_server_is_told_it_ended(
+        workspace: Path, offered: bool) -> None:
+    """``server &`` in a foreground call: the server is ended with the call, and the
+    result says so (with the way that works), instead of a bare exit code 0."""
+    port = free_port()
+    out = await Bash(background=offered).run(
+        {"command": f"nohup {sys.executable} -m http.server {port} >/dev/null 2>&1 &"},
+        ToolContext(workspace=workspace.resolve()))
+    assert out.text.startswith("exit code 0")
+    assert "did not outlive it" in out.text
+    assert ("background: true" in out.text) is offered
+    assert by_cmdline(sys.executable, "-m", "http.server", str(port)) == []
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+
+
+def test_only_a_lone_ampersand_backgrounds() -> None:
+    from sparkcode.agent.tools._shell import backgrounds
+
+    assert backgrounds("python -m http.server &")
+    assert backgrounds("server & sleep 1; curl x")
+    assert not backgrounds("make && make test")
+    assert not backgrounds("cmd >/dev/null 2>&1")
+    assert not backgrounds("cmd &> log")
+    assert not backgrounds("curl 'http://x/?a=1&b=2'")
+    assert not backgrounds("echo 'unbalanced &")

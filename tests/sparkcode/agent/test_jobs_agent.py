@@ -214,3 +214,18 @@ async def test_a_headless_run_ends_its_jobs_when_it_ends(workspace: Path,
     assert outputs[0].startswith("started job 1 (running for ")
     assert outputs[1].startswith("job 1 (running for ")
     assert by_cmdline("sleep", "61.55") == []  # the run's end ended the job
+
+
+async def test_a_sandboxed_foreground_server_is_told_it_ended_with_the_call(
+        workspace: Path, tmp_path: Path) -> None:
+    """As in the tmux trial: ``nohup server &`` in the sandbox ends with the call's PID
+    namespace; the result says so instead of a bare exit code 0."""
+    status = find_bwrap()
+    assert status.path is not None, f"this test needs bubblewrap: {status.reason}"
+    box = Sandbox(status.path, tmp=tmp_path / "box-tmp")
+    context = ToolContext(workspace=workspace.resolve(), sandbox=box)
+    text = (await Bash(background=False).run(
+        {"command": "nohup sleep 61.54 >/dev/null 2>&1 &"}, context)).text
+    assert text.startswith("exit code 0") and "did not outlive it" in text
+    assert "in the same command" in text and by_cmdline("sleep", "61.54") == []
+    box.cleanup()
