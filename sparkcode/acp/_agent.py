@@ -46,6 +46,7 @@ from sparkcode.replay import Rebuilt
 from sparkcode.resume import find_resume
 from sparkcode.sessions import SessionStore, new_session_id
 
+from ._asking import form_elicitation
 from ._commands import as_mode, mode_state
 from ._session import AcpSession, PromptBlock, user_error, workspace_of
 from ._updates import history_updates
@@ -98,12 +99,15 @@ class SparkcodeAcpAgent:
         self.paths = paths or Paths.from_env()
         self.sessions: dict[str, AcpSession] = {}
         self.client: Client | None = None
+        self.form_elicitation = False
+        """The editor takes form elicitations (``ask_user`` without options)."""
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+        self.form_elicitation = form_elicitation(client_capabilities)
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
@@ -182,7 +186,7 @@ class SparkcodeAcpAgent:
                                   or target.config.permission_mode)
         record_id = new_session_id() if resume is not None else session_id
         session = AcpSession(session_id, self.client, target, session_options, self.paths,
-                             record_id=record_id)
+                             record_id=record_id, form_elicitation=self.form_elicitation)
         self.sessions[session_id] = session
         return session
 

@@ -56,6 +56,7 @@ from sparkcode.agent.undo import UndoError
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import PermissionMode
 
+from ._asking import acp_asker
 from ._commands import EFFORTS, AcpCommand, available_commands, jobs_command, parse_command
 from ._updates import STOP_REASONS, UpdateMapper
 
@@ -126,7 +127,7 @@ class AcpSession:
 
     def __init__(self, session_id: str, client: Client, target: StartTarget,
                  options: SessionOptions, paths: Paths, *,
-                 record_id: str | None = None) -> None:
+                 record_id: str | None = None, form_elicitation: bool = False) -> None:
         self.id = session_id
         self.record_id = record_id or session_id
         """The recording's ID: the session's own, or a new one continuing a loaded one."""
@@ -140,6 +141,8 @@ class AcpSession:
         self._cancel = asyncio.Event()
         self._mode_before_plan: PermissionMode | None = None
         self.mapper: UpdateMapper | None = None
+        self._form = form_elicitation
+        """The editor takes typed answers to ``ask_user`` (:mod:`._asking`)."""
 
     # -- building ---------------------------------------------------------------
 
@@ -187,6 +190,7 @@ class AcpSession:
             async with in_order:
                 await self.send(update_tool_call(BOOT_CALL, status="completed"))
         self.mapper = UpdateMapper(session.target.workspace, session.agent.tools)
+        session.agent.asker = acp_asker(self.client, self.id, self._cancel, form=self._form)
         permissions = session.agent.permissions
         wanted = self.mode  # the editor may have switched while the session was built
         if wanted is not None and permissions.mode != wanted:

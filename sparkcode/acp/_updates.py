@@ -99,6 +99,8 @@ def tool_title(name: str, args: dict[str, Any]) -> str:
         return f"{how}: {str(args.get('command', ''))[:120]}"
     if name in ("job_output", "job_stop"):
         return f"{name}: job {args.get('job_id', '?')}"
+    if name == "ask_user":  # the model's question to the user
+        return f"ask_user: {str(args.get('question', ''))[:120]}"
     if name == "task":  # the explore subagent: what it was asked
         return f"task: {str(args.get('description') or args.get('prompt') or '')[:120]}"
     subject = args.get("path") or args.get("pattern") or args.get("message")

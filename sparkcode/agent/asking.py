@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 AnswerKind = Literal["answered", "declined", "unavailable"]
+DECIDE = "decide yourself and state the assumption"
+"""What the model is told to do when nobody can be asked."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Answer:
     text: str = ""
     """``answered``: the words (an option's text when one was picked);
     ``unavailable``: why nobody can be asked, completing "ask_user is not available: "."""
+    then: str = DECIDE
+    """``unavailable``: what the model should do instead."""
 
     @classmethod
     def answered(cls, text: str) -> Answer:
@@ -44,8 +48,8 @@ class Answer:
         return cls("declined")
 
     @classmethod
-    def unavailable(cls, why: str) -> Answer:
-        return cls("unavailable", why)
+    def unavailable(cls, why: str, then: str = DECIDE) -> Answer:
+        return cls("unavailable", why, then)
 
 
 Asker = Callable[[Question], Awaitable[Answer]]
@@ -70,4 +74,4 @@ def option_answer(options: tuple[str, ...], typed: str) -> str:
     return text
 
 
-__all__ = ["Answer", "AnswerKind", "Asker", "Question", "no_user", "option_answer"]
+__all__ = ["DECIDE", "Answer", "AnswerKind", "Asker", "Question", "no_user", "option_answer"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..asking import Question
+from ..asking import DECIDE, Question
 from ._base import Tool, ToolContext, ToolError, ToolOutput
 
 ASK_TOOL = "ask_user"
@@ -49,12 +49,10 @@ class AskUser(Tool):
                             f"{MAX_QUESTION_CHARS}")
         options = _options(args.get("options"))
         if ctx.asker is None:
-            raise ToolError("ask_user is not available: nobody can be asked here; decide "
-                            "yourself and state the assumption")
+            raise ToolError(f"ask_user is not available: nobody can be asked here; {DECIDE}")
         answer = await ctx.asker(Question(question.strip(), options, ctx.call_id))
         if answer.kind == "unavailable":
-            raise ToolError(f"ask_user is not available: {answer.text}; decide yourself "
-                            "and state the assumption")
+            raise ToolError(f"ask_user is not available: {answer.text}; {answer.then}")
         if answer.kind == "declined" or not answer.text.strip():
             return ToolOutput(DECLINED)
         text = answer.text.strip()

@@ -69,7 +69,9 @@ class EditorClient:
 
 @asynccontextmanager
 async def spawn(client: EditorClient, *args: str, home: Path, cwd: Path,
+                unstable: bool = False,
                 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
+    """``unstable``: the client takes the protocol's unstable methods (form elicitation)."""
     env = {"SPARKCODE_HOME": str(home), "PYTHONPATH": str(ROOT),
            "PATH": os.environ.get("PATH", "")}
     # The agent's stderr (its log) goes to a file a failing test can show.
@@ -77,5 +79,6 @@ async def spawn(client: EditorClient, *args: str, home: Path, cwd: Path,
     with (home / "acp-agent.log").open("ab") as log:
         async with spawn_agent_process(client, sys.executable, "-m", "sparkcode", "acp", *args,
                                        env=env, cwd=cwd,
-                                       transport_kwargs={"stderr": log.fileno()}) as (conn, proc):
+                                       transport_kwargs={"stderr": log.fileno()},
+                                       use_unstable_protocol=unstable) as (conn, proc):
             yield conn, proc
