@@ -17,8 +17,10 @@ from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.asking import user_asker
+from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.scripted import ScriptedEngine
 from sparkcode.tui.widgets.question import QuestionCard
+from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer
 
 from .conftest import READY
@@ -125,3 +127,18 @@ async def test_stopping_the_turn_removes_the_card(workspace: Path, paths: Paths)
         await until(pilot, lambda: not app.main.turn_running, timeout=10)
         assert not app.main.query(QuestionCard)
     assert len(server.requests) == 1
+
+
+async def test_the_launched_app_asks_with_its_card(workspace: Path, paths: Paths) -> None:
+    """``sparkcode --endpoint``'s own wiring (``launch.build_app``) gives the agent the
+    card: over a real HTTP server, the typed answer is the next request's result."""
+    with serve([ask("Which name?"), Reply(content=["renamed"])]) as server:
+        app = build_app(LaunchOptions(workspace=workspace, endpoint=url(server)), paths)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await type_line(pilot, "rename it")
+            await card_shown(pilot, app)
+            await pilot.press(*"textutil", "enter")
+            await until(pilot, lambda: not app.main.turn_running
+                        and len(server.requests) == 2, timeout=10)
+        sent = server.requests[1]["messages"][-1]["content"]
+    assert str(sent).startswith("the user answered: textutil")
