@@ -92,13 +92,16 @@ def _call(call: ToolCall, level: int) -> list[str]:
         out += ["<p>Arguments:</p>", _pre(call.arguments, "arguments")]
     if call.diff:
         out += ["<p>Diff:</p>", _diff(call.diff)]
-    if call.error:
+    label = "Result"
+    if call.error and call.result is not None and call.error.strip() in call.result:
+        label = "Error"  # the result is the error's text: shown once, in its block
+    elif call.error:
         out.append(f'<p class="note"><strong>Error:</strong> {_e(call.error)}</p>')
     if call.result is not None:
         lines = call.result.count("\n") + 1
         block = _pre(call.result, "result")
-        out.append(_details(f"Result ({lines} lines)", block) if lines > LONG_RESULT_LINES
-                   else "<p>Result:</p>" + block)
+        out.append(_details(f"{label} ({lines} lines)", block) if lines > LONG_RESULT_LINES
+                   else f"<p>{label}:</p>" + block)
     if call.nested:
         out.append(f"<p><em>{_e(call.name)}'s own conversation:</em></p>")
         out += _steps(call.nested, min(level + 1, 6))

@@ -74,13 +74,16 @@ def _call(call: ToolCall, level: int) -> list[str]:
         out += ["Arguments:", "", fence(call.arguments, "json"), ""]
     if call.diff:
         out += ["Diff:", "", fence(call.diff, "diff"), ""]
-    if call.error:
+    label = "Result"
+    if call.error and call.result is not None and call.error.strip() in call.result:
+        label = "Error"  # the result is the error's text: shown once, in its block
+    elif call.error:
         out += [f"**Error:** {_inline(call.error)}", ""]
     if call.result is not None:
         block = fence(call.result, "text")
         lines = call.result.count("\n") + 1
-        out += [_details(f"Result ({lines} lines)", block) if lines > LONG_RESULT_LINES
-                else "Result:\n\n" + block, ""]
+        out += [_details(f"{label} ({lines} lines)", block) if lines > LONG_RESULT_LINES
+                else f"{label}:\n\n" + block, ""]
     if call.nested:
         out += [f"*{call.name}'s own conversation:*", ""]
         out += _steps(call.nested, min(level + 1, 6))

@@ -36,9 +36,10 @@ def replies() -> list[Reply]:
 
 
 async def record(paths: Paths, workspace: Path,
-                 prompts: tuple[str, ...] = ("write the notes", "thanks")) -> Path:
+                 prompts: tuple[str, ...] = ("write the notes", "thanks"),
+                 script: list[Reply] | None = None) -> Path:
     """A real agent session (tools, loop, recorder) against the scripted server."""
-    server = ScriptedServer(replies())
+    server = ScriptedServer(replies() if script is None else script)
     recorder, transport = start_recording("http://engine.test/v1", workspace=workspace,
                                           model="m", paths=paths, inner=server.transport())
     client = ChatClient("http://engine.test/v1", "m", transport=transport)
@@ -180,3 +181,15 @@ def test_unknown_format_is_named() -> None:
     assert transcript_format("html") == "html"
     with pytest.raises(UserError, match=r"unknown export format 'pdf'; known: md, html"):
         transcript_format("pdf")
+
+
+def test_a_failed_call_shows_its_error_once(paths: Paths, workspace: Path) -> None:
+    """The error is the call's result: one block labelled Error, not a paragraph and
+    the same text again as the result (seen exporting a tmux trial)."""
+    edit = json.dumps({"path": "missing.py", "old_string": "a", "new_string": "b"})
+    script = [Reply(tool_calls=[("edit_file", edit)]), Reply(content=["It failed."])]
+    session = load_session(asyncio.run(record(paths, workspace, ("edit it",), script)))
+    text, page = md(session), html(session)
+    assert text.count("missing.py") == 2  # the arguments and the error block
+    assert "Error:\n\n```text\nerror: " in text and "**Error:**" not in text
+    assert "<p>Error:</p>" in page and "<strong>Error:</strong>" not in page
