@@ -183,6 +183,7 @@ class Agent:
         """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
         self.jobs = jobs if jobs is not None else JobTable()
         """The session's background jobs; the session's close ends them."""
+        self.jobs.offered = "job_output" in self.tools.names
         self._ctx = ToolContext(workspace=self.workspace,
                                 bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
                                 explore=self.explorer, checker=checker,

@@ -144,6 +144,8 @@ class JobTable:
         self.grace_s = grace_s
         self.max_running = max_running
         self.jobs: dict[int, Job] = {}
+        self.offered = True
+        """The model is offered the job tools (a profile's ``tools`` may leave them out)."""
         self._next = 1
         self.closed = False
 
@@ -263,6 +265,9 @@ class JobTable:
 
     def table(self) -> str:
         """The jobs as a Markdown table (``/jobs``)."""
+        if not self.jobs and not self.offered:
+            return ("no background jobs: this profile does not offer them to the model "
+                    "(its [agent] tools list has no job_output)")
         if not self.jobs:
             return "no background jobs in this session (the model starts one with bash's " \
                    "background: true)"

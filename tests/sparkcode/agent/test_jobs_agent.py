@@ -229,3 +229,16 @@ async def test_a_sandboxed_foreground_server_is_told_it_ended_with_the_call(
     assert text.startswith("exit code 0") and "did not outlive it" in text
     assert "in the same command" in text and by_cmdline("sleep", "61.54") == []
     box.cleanup()
+
+
+def test_jobs_says_when_the_profile_offers_no_background_jobs(workspace: Path) -> None:
+    """cpu-coder's tools (read, write, edit, bash) have no job tools: /jobs says so
+    rather than pointing at a ``background`` argument the model is not shown."""
+    from sparkcode.agent.tools import default_tools
+
+    client = ChatClient("http://engine.test/v1", "m", transport=ScriptedServer([]).transport())
+    few = Agent(client, workspace, settings=AgentSettings(),
+                tools=default_tools(only=["read_file", "write_file", "edit_file", "bash"]))
+    assert "this profile does not offer them" in few.jobs.table()
+    every = Agent(client, workspace, settings=AgentSettings())
+    assert "bash's background: true" in every.jobs.table()
