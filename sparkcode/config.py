@@ -36,6 +36,10 @@ Example::
     notify = "both"                # off | bell | desktop | both: when a turn ends or an
                                    # approval waits while the terminal is not focused
 
+    [keys]                         # the TUI's keys: action = "key" (docs/tui.md lists
+    editor = "f4"                  # the actions and their defaults; "ctrl+q,ctrl+d"
+    quit = "ctrl+q,ctrl+d"         # gives one several keys)
+
     [[hooks.PostToolUse]]          # a command after each matching tool call
     matcher = "edit_file|write_file|multi_edit"   # a regex on tool names
     command = "ruff format --quiet ."             # the event's JSON on stdin
@@ -101,6 +105,7 @@ from ._diagnostics_config import (
     LanguageServerTable,
     Severity,
 )
+from ._keys_config import KEY_ACTIONS, KeyAction, Where, parse_keys
 from .hook_specs import HookSpec, parse_hooks_table
 
 PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
@@ -200,6 +205,9 @@ class Config(AgentTable, frozen=True, kw_only=True):
     """The user's hooks (``[[hooks.EVENT]]``); the project's are read per workspace."""
     web_fetch: WebFetchConfig = WebFetchConfig()
     diagnostics: DiagnosticsConfig = DiagnosticsConfig()
+    keys: tuple[tuple[str, str], ...] = ()
+    """``[keys]`` checked: (Textual binding id, key string) pairs for the TUI's keymap
+    (``_keys_config.KEY_ACTIONS`` names the actions)."""
     source: Path | None = None
 
 
@@ -247,6 +255,7 @@ class _ConfigFile(_Table, frozen=True):
     web_fetch: WebFetchConfig = WebFetchConfig()
     hooks: dict[str, Any] = {}
     diagnostics: DiagnosticsTable = DiagnosticsTable()
+    keys: Annotated[dict[str, str], Meta(description='a table of action = "key" strings')] = {}
 
 
 _MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -281,8 +290,15 @@ def parse_config(text: str, source: Path) -> Config:
         mcp_servers=_mcp_servers(doc.mcp.servers, source), notify=doc.tui.notify,
         hooks=parse_hooks_table(doc.hooks, f"{source}: [hooks]"), web_fetch=doc.web_fetch,
         diagnostics=_diagnostics(doc.diagnostics, source),
-        source=source,
+        keys=_keys(doc.keys, source), source=source,
     )
+
+
+def _keys(table: dict[str, str], source: Path) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_keys(table)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: [keys] {exc}") from None
 
 
 def _diagnostics(table: DiagnosticsTable, source: Path) -> DiagnosticsConfig:
@@ -333,13 +349,16 @@ __all__ = [
     "Config",
     "ConfigError",
     "DegenerateMode",
+    "KEY_ACTIONS",
     "DiagnosticsConfig",
+    "KeyAction",
     "LanguageServerConfig",
     "McpServerConfig",
     "PermissionMode",
     "PermissionRule",
     "Severity",
     "WebFetchConfig",
+    "Where",
     "load_config",
     "parse_config",
 ]

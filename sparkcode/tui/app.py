@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.screen import Screen
 
 from engine.paths import Paths
@@ -22,6 +22,7 @@ from sparkcode.sessions import SessionStore
 
 from .agent_port import AgentFactory, AgentPort, SessionRequest
 from .engine_control import EngineControl
+from .keys import bindings
 from .messages import (
     AgentModelChanged,
     AttentionNeeded,
@@ -62,6 +63,8 @@ class TuiSettings:
     """The project instructions read at start (shown, and ``/instructions``)."""
     notify: NotifyMode = "both"
     """``config.toml``'s ``[tui] notify``: how an unfocused terminal is called back."""
+    keys: tuple[tuple[str, str], ...] = ()
+    """``config.toml``'s ``[keys]``, checked: (binding id, keys) for Textual's keymap."""
 
 
 class SparkcodeApp(App[None]):
@@ -69,9 +72,7 @@ class SparkcodeApp(App[None]):
 
     TITLE = "sparkcode"
     CSS_PATH = APP_CSS
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q", "quit", "Quit", priority=True),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("app")
 
     def __init__(self, settings: TuiSettings, engine: EngineControl,
                  agent_factory: AgentFactory, *, resume: Rebuilt | None = None) -> None:
@@ -113,6 +114,8 @@ class SparkcodeApp(App[None]):
         return self._main
 
     async def on_mount(self) -> None:
+        if self.settings.keys:
+            self.set_keymap(dict(self.settings.keys))
         # Pushed rather than returned from get_default_screen: only pushed
         # screens load their CSS_PATH. Mounted before the first poll, so
         # nothing ever talks to an unmounted screen.

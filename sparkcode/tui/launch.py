@@ -62,7 +62,8 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
                              asker=asker)
 
     settings = replace(settings, sessions_dir=paths.sessions_dir,
-                       instructions=target.instructions, notify=target.config.notify)
+                       instructions=target.instructions, notify=target.config.notify,
+                       keys=target.config.keys)
     app = SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
     built.append(app)
     return app

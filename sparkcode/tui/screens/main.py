@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Footer
@@ -27,6 +27,8 @@ from ..agent_port import AgentFactory
 from ..attach import Attachments, image_lines, image_mentions
 from ..commands import CommandError, parse_command
 from ..completion import WorkspaceFiles
+from ..editor import edit_prompt
+from ..keys import bindings
 from ..messages import AttentionNeeded, EnginePanelToggled
 from ..queueing import Queueing
 from ..turn import TurnRenderer
@@ -62,13 +64,7 @@ class MainScreen(CommandSurface):
     """
 
     CSS_PATH = "main.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f2", "toggle_engine", "Engine"),
-        Binding("escape", "stop_turn", "Stop turn"),
-        Binding("ctrl+s", "send_now", "Send now"),
-        Binding("ctrl+t", "toggle_thinking", "Thinking"),
-        Binding("ctrl+l", "clear", "Clear"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("screen")
 
     def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
                  *, show_engine_panel: bool = False, sessions: SessionStore | None = None,
@@ -389,6 +385,12 @@ class MainScreen(CommandSurface):
         collapse = not all(block.collapsed for block in blocks)
         for block in blocks:
             block.collapsed = collapse
+
+    def action_open_editor(self) -> None:
+        """Edit the prompt in ``$VISUAL`` / ``$EDITOR`` (``..editor``)."""
+        problem = edit_prompt(self.app, self.prompt, self.workspace)
+        if problem is not None:
+            self.error(problem)
 
     def action_clear(self) -> None:
         """Start a new conversation."""

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual import events
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import TextArea
 
 from ..attach import pasted_image
 from ..completion import WorkspaceFiles, suggest_completion, unique_command
+from ..keys import bindings
 from ..paste import (
     CHIP,
     CHIP_MIN_LINES,
@@ -50,10 +51,7 @@ class PromptInput(TextArea):
     }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("tab", "complete", "Complete", show=False),
-        Binding("ctrl+o", "toggle_pastes", "Unfold pastes", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("prompt")
 
     PLACEHOLDER = "Ask, or /help for commands, @ to mention a file (Shift+Enter: new line)"
     PLAN_PLACEHOLDER = "Plan mode: only read-only tools run. Describe the change; /act approves"
