@@ -59,6 +59,7 @@ from .replay import Rebuilt
 from .session_hooks import AskTrust, session_hooks
 from .sessions import SessionRecorder, event_recorder, start_recording
 from .target import Reuse, Target
+from .worktree import Worktree, find_worktree
 
 
 @dataclass(frozen=True)
@@ -80,16 +81,24 @@ class StartTarget:
     vision: bool = False
     """The model takes images: the profile's ``vision``, or ``--vision`` with
     ``--endpoint`` (a server sparkcode cannot ask)."""
+    worktree: Worktree | None = None
+    """The sparkcode worktree the workspace is in (``--worktree``, or a resumed session
+    recorded in one: :mod:`sparkcode.worktree`); recorded in the session header."""
 
 
 def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
                    endpoint: str | None = None, model: str | None = None,
                    api_key_env: str | None = None, vision: bool = False,
-                   config: Config | None = None) -> StartTarget:
-    """Check the workspace, read ``config.toml`` and load the profile (once)."""
+                   config: Config | None = None,
+                   worktree: Worktree | None = None) -> StartTarget:
+    """Check the workspace, read ``config.toml`` and load the profile (once).
+
+    ``worktree``: the one ``--worktree`` opened (its ``workspace`` is ``workspace``);
+    without it a workspace inside a sparkcode worktree is found as one."""
     root = workspace.expanduser().resolve()
     if not root.is_dir():
         raise UserError(f"workspace {root} is not a directory")
+    worktree = worktree if worktree is not None else find_worktree(root)
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
     if vision and not endpoint:
@@ -107,7 +116,7 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
             reuse=Reuse.SAME_PROFILE if profile is not None else Reuse.ANY)
         vision = spec.vision
     return StartTarget(root, config, target, instructions=instructions, commands=commands,
-                       vision=vision)
+                       vision=vision, worktree=worktree)
 
 
 @dataclass(frozen=True)
@@ -193,6 +202,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
                                           "top_p": settings.top_p}}
     if resume is not None:
         extra.update(parent=resume.session_id, parent_turn=resume.turns)
+    if target.worktree is not None:
+        extra["worktree"] = target.worktree.to_json()  # `sessions list` shows it
     recorder = transport = None
     if options.record:
         recorder, transport = start_recording(
@@ -204,7 +215,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
     # Skills are listed once, sorted: the list is part of the byte-stable prefix.
     skills = load_skills(target.workspace, paths.config_dir / "skills")
     prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT) + skills.prompt_section()
-    notes = [*target.instructions.notes, *skills.notes, *target.commands.notes]
+    notes = [*(target.worktree.notes if target.worktree else ()),
+             *target.instructions.notes, *skills.notes, *target.commands.notes]
     if permissions.notice:
         notes.append(permissions.notice)
     hub = None

@@ -17,6 +17,7 @@ from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.replay import Rebuilt, rebuild_conversation
 from sparkcode.sessions import SessionRecorder, SessionStore, SessionSummary
+from sparkcode.worktree import recorded_worktree, same_repository
 
 
 class WorkspaceMismatch(UserError):
@@ -63,6 +64,17 @@ async def find_resume(store: SessionStore, workspace: Path, *, session_id: str |
     session = store.load(session_id)
     rebuilt = await rebuild_conversation(session, turn=turn, store=store)
     recorded = Path(rebuilt.workspace) if rebuilt.workspace else workspace
+    tree = recorded_worktree(session.header)
+    if tree is not None and recorded != workspace:
+        # A session of a worktree resumes in it, from anywhere in its repository.
+        path, branch = tree
+        if not recorded.is_dir():
+            raise UserError(
+                f"session {session.id} worked in the worktree {path} (branch {branch}), "
+                f"which was removed; to bring it back, check the branch out there again "
+                f"(git worktree add {path} {branch}, if the branch still exists)")
+        if any_workspace or same_repository(workspace, path):
+            return rebuilt
     if not any_workspace and recorded != workspace:
         raise WorkspaceMismatch(session.id, recorded, workspace)
     return rebuilt

@@ -54,9 +54,10 @@ from sparkcode.hook_specs import HookSpec
 from sparkcode.replay import Rebuilt
 from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
+from sparkcode.worktree import open_worktree
 
 from ._asking import run_asker
-from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
+from ._options import ApiKeyEnvOption, EndpointOption, ModelOption, WorktreeCommand, WorktreeOption
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE, EXIT_SCHEMA = 0, 1, 3, 4, 5
 FLAGS = {"reasoning_effort": "--effort", "thinking_token_budget": "--budget",
@@ -94,10 +95,13 @@ class RunRequest:
     output_schema: Path | None = None
     """``--output-schema``: after the last turn, the final answer as JSON of this schema,
     alone on stdout (the turn's text goes to stderr)."""
+    worktree: str | None = None
+    """``--worktree [NAME]``: work in the git worktree NAME (``""``: a new name) of the
+    workspace's repository (:mod:`sparkcode.worktree`); None: in the workspace."""
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run_cmd)
+    app.command("run", cls=WorktreeCommand)(run_cmd)
 
 
 def run_cmd(
@@ -162,6 +166,7 @@ def run_cmd(
         "--output-schema", help="A JSON schema file: once the agent has answered, one more "
         "request has the engine's grammar hold the final answer to it; the JSON alone is "
         "printed on stdout (the rest on stderr) after it is validated, else exit 5.")] = None,
+    worktree: WorktreeOption = None,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     # The flags are held to the knobs' types and ranges, as config.toml is.
@@ -187,7 +192,7 @@ def run_cmd(
         model=model, api_key_env=api_key_env, profile=profile, vision=vision, resume=resume,
         continue_latest=continue_latest, prompt_file=prompt_file,
         images=tuple(p.expanduser().absolute() for p in image or ()),
-        output_schema=output_schema,
+        output_schema=output_schema, worktree=worktree,
         session=SessionOptions(
             origin="run", record=not no_record, knobs=knobs, seed=parse_seed(seed),
             permission_mode="full-auto" if auto else "plan" if plan else None,
@@ -217,18 +222,29 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
             raise UserError(str(exc)) from None
     further = _further_prompts(request.prompt_file)
     workspace = request.workspace.expanduser().resolve()
-    rebuilt = None
-    if request.resume or request.continue_latest:
-        rebuilt = await resume_here(paths, workspace, request.resume, request.continue_latest,
-                                    err)
-        workspace = Path(rebuilt.workspace)
-    target = resolve_target(workspace, paths, profile=request.profile,
-                            endpoint=request.endpoint, model=request.model,
-                            api_key_env=request.api_key_env, vision=request.vision)
-    session = await build_session(target, replace(
-        request.session, origin="run", approver=None if sys.stdin.isatty() else _refuse,
-        progress=progress, resume=rebuilt, ask_trust=_ask_trust if sys.stdin.isatty() else None,
-    ), paths)
+    tree = None
+    if request.worktree is not None:
+        tree = open_worktree(workspace, request.worktree or None)
+        workspace = tree.workspace
+    try:
+        rebuilt = None
+        if request.resume or request.continue_latest:
+            rebuilt = await resume_here(paths, workspace, request.resume,
+                                        request.continue_latest, err)
+            workspace = Path(rebuilt.workspace)
+        target = resolve_target(workspace, paths, profile=request.profile,
+                                endpoint=request.endpoint, model=request.model,
+                                api_key_env=request.api_key_env, vision=request.vision,
+                                worktree=tree if tree and tree.workspace == workspace else None)
+        session = await build_session(target, replace(
+            request.session, origin="run", approver=None if sys.stdin.isatty() else _refuse,
+            progress=progress, resume=rebuilt,
+            ask_trust=_ask_trust if sys.stdin.isatty() else None,
+        ), paths)
+    except BaseException:
+        if tree is not None:
+            tree.discard()  # a start that failed leaves no new worktree behind
+        raise
     agent = session.agent
     agent.asker = run_asker(err)  # ask_user: the terminal, or nobody without one
     if rebuilt is not None:
@@ -269,6 +285,8 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
                      f"not end with one ({'an empty answer' if empty else reason})")
     finally:
         await session.aclose()
+        if target.worktree is not None:  # how to merge or remove it
+            print(target.worktree.exit_advice(), file=err, flush=True)
     printer.end()
     if printer.errors or empty:
         return EXIT_ERROR  # an empty answer did nothing: a script must not take it as done

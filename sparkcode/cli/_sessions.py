@@ -61,6 +61,8 @@ def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
         flag = " (damaged)" if r.problems or r.truncated else ""
         typer.echo(f"{r.id:<12}  {r.created:<25}  {r.requests:>4}  {r.completion_tokens:>7}  "
                    f"{human_duration(r.duration_s):>7}  {r.engine} / {r.model or '?'}{flag}")
+        if r.worktree:
+            typer.echo(f"{'':<12}  worktree {r.worktree} (branch {r.branch or '?'})")
 
 
 @sessions_app.command("show")
@@ -85,6 +87,8 @@ def show_cmd(
     typer.echo(f"session {session.id}  ({session.path})")
     typer.echo(f"  created    {summary.created}  origin {summary.origin}")
     typer.echo(f"  workspace  {summary.workspace}")
+    if summary.worktree:
+        typer.echo(f"  worktree   {summary.worktree} (branch {summary.branch or '?'})")
     typer.echo(f"  engine     {engine.get('profile') or 'endpoint'} at {engine.get('base_url')}"
                f"  vLLM {engine.get('vllm_version') or '?'}")
     typer.echo(f"  model      {summary.model or '?'}  revision "

@@ -32,6 +32,10 @@ class SessionSummary:
     duration_s: float
     problems: int
     truncated: bool
+    worktree: str | None = None
+    """The git worktree the session worked in (``--worktree``), None outside one."""
+    branch: str | None = None
+    """That worktree's branch (``sparkcode/NAME``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,8 +61,18 @@ def summarize(session: Session) -> SessionSummary:
         engine=str(engine.get("profile") or engine.get("base_url") or "?"),
         requests=len(session.exchanges), events=len(session.events), completion_tokens=tokens,
         duration_s=max(duration, 0.0), problems=len(session.problems),
-        truncated=session.truncated_tail,
+        truncated=session.truncated_tail, **_worktree(session.header),
     )
+
+
+def _worktree(header: dict[str, Any]) -> dict[str, str | None]:
+    """The header's ``worktree`` record as the summary's two fields."""
+    record = header.get("worktree")
+    if not isinstance(record, dict):
+        return {"worktree": None, "branch": None}
+    path, branch = record.get("path"), record.get("branch")
+    return {"worktree": path if isinstance(path, str) else None,
+            "branch": branch if isinstance(branch, str) else None}
 
 
 _CHUNK_PREFIX = b'{"kind":"chunk"'
@@ -122,6 +136,7 @@ def quick_summary(path: Path) -> SessionSummary:
         engine=str(engine.get("profile") or engine.get("base_url") or "?"),
         requests=requests, events=events, completion_tokens=tokens,
         duration_s=max((last_t - t0) / 1e9, 0.0), problems=problems, truncated=truncated,
+        **_worktree(header),
     )
 
 
