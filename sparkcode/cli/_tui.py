@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from ._options import ApiKeyEnvOption, EndpointOption, ModelOption
+from ._options import ApiKeyEnvOption, EndpointOption, ModelOption, WorktreeGroup, WorktreeOption
 
 
 def register(app: typer.Typer) -> None:
     """Make plain ``sparkcode`` (no subcommand) open the TUI."""
-    app.callback(invoke_without_command=True)(tui)
+    app.callback(invoke_without_command=True, cls=WorktreeGroup)(tui)
 
 
 def tui(
@@ -35,6 +35,7 @@ def tui(
     resume: Annotated[str | None, typer.Option(
         "--resume", "-r", help="Continue the recorded session ID (`sparkcode sessions list`).",
     )] = None,
+    worktree: WorktreeOption = None,
 ) -> None:
     """Open the sparkcode terminal UI (run a subcommand for anything else)."""
     from engine.errors import UserError
@@ -44,7 +45,8 @@ def tui(
             ("--profile", profile), ("--endpoint", endpoint), ("--model", model),
             ("--api-key-env", api_key_env), ("--workspace", workspace),
             ("--vision", vision or None),
-            ("--resume", resume), ("--continue", continue_latest or None)) if value is not None]
+            ("--resume", resume), ("--continue", continue_latest or None),
+            ("--worktree", worktree)) if value is not None]
         if given:
             # They belong to the TUI; silently ignoring them would run the subcommand
             # against another engine or workspace than the one asked for.
@@ -59,22 +61,35 @@ def tui(
     from engine.paths import Paths
     from sparkcode.cli._run import resume_here
     from sparkcode.tui.launch import LaunchOptions, build_app
+    from sparkcode.worktree import find_worktree, open_worktree
 
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
     root = (workspace or Path.cwd()).expanduser().resolve()
-    rebuilt = None
-    if resume or continue_latest:
-        rebuilt = asyncio.run(resume_here(Paths.from_env(), root, resume, continue_latest,
-                                          sys.stderr))
-        root = Path(rebuilt.workspace)
-    app = build_app(LaunchOptions(
-        workspace=root, profile=profile, endpoint=endpoint, model=model,
-        api_key_env=api_key_env, resume=rebuilt, vision=vision,
-    ))
+    tree = open_worktree(root, worktree or None) if worktree is not None else None
+    try:
+        if tree is not None:
+            root = tree.workspace
+        rebuilt = None
+        if resume or continue_latest:
+            rebuilt = asyncio.run(resume_here(Paths.from_env(), root, resume, continue_latest,
+                                              sys.stderr))
+            root = Path(rebuilt.workspace)
+        # The worktree opened here, or the one a resumed session was recorded in.
+        tree_here = tree if tree is not None and tree.workspace == root else find_worktree(root)
+        app = build_app(LaunchOptions(
+            workspace=root, profile=profile, endpoint=endpoint, model=model,
+            api_key_env=api_key_env, resume=rebuilt, vision=vision, worktree=tree_here,
+        ))
+    except BaseException:
+        if tree is not None:
+            tree.discard()  # a start that failed leaves no new worktree behind
+        raise
     app.run()
+    if tree_here is not None:  # how to merge or remove it
+        typer.echo(tree_here.exit_advice(), err=True)
     note_running_engine()
 
 

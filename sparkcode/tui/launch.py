@@ -10,6 +10,7 @@ from engine.profiles import render
 from sparkcode.agent.instructions import load_instructions
 from sparkcode.builder import StartTarget, resolve_target
 from sparkcode.replay import Rebuilt
+from sparkcode.worktree import Worktree, find_worktree
 
 from .agent_adapter import connect
 from .agent_port import AgentPort, SessionRequest
@@ -33,6 +34,8 @@ class LaunchOptions:
     """Open with this recorded conversation (``--continue`` / ``--resume``)."""
     vision: bool = False
     """``--vision``: the ``--endpoint``'s model takes images."""
+    worktree: Worktree | None = None
+    """``--worktree``: the git worktree the session works in (its ``workspace``)."""
 
 
 def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeApp:
@@ -44,7 +47,8 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
     paths = paths or Paths.from_env()
     target = resolve_target(options.workspace, paths, profile=options.profile,
                             endpoint=options.endpoint, model=options.model,
-                            api_key_env=options.api_key_env, vision=options.vision)
+                            api_key_env=options.api_key_env, vision=options.vision,
+                            worktree=options.worktree)
     engine, settings = _engine_for(target, paths)
     register_custom(target.commands)
 
@@ -57,7 +61,8 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
         if request.workspace is not None and request.workspace != target.workspace:
             # Resuming a session of another workspace (the user said yes).
             here = replace(target, workspace=request.workspace,
-                           instructions=load_instructions(request.workspace))
+                           instructions=load_instructions(request.workspace),
+                           worktree=find_worktree(request.workspace))
         return await connect(here, paths, resume=request.resume, ask_trust=ask_trust,
                              asker=asker)
 

@@ -67,7 +67,7 @@ class SessionsScreen(Screen[str | None]):
     def on_mount(self) -> None:
         grid = self.query_one(DataTable)
         grid.add_columns("ID", "created", "requests", "tokens", "engine / model",
-                         "last replay")
+                         "worktree", "last replay")
         self.action_refresh()
         grid.focus()
 
@@ -79,7 +79,8 @@ class SessionsScreen(Screen[str | None]):
             damaged = " !" if row.problems or row.truncated else ""
             grid.add_row(row.id + damaged, row.created, str(row.requests),
                          str(row.completion_tokens), f"{row.engine} / {row.model or '?'}",
-                         result_summary(self.store.load_result(row.id)), key=row.id)
+                         row.branch or "-", result_summary(self.store.load_result(row.id)),
+                         key=row.id)
         if not self.rows:
             self.query_one("#sessions-result", Static).update(
                 f"no sessions recorded yet in {self.store.directory}")
@@ -102,13 +103,16 @@ class SessionsScreen(Screen[str | None]):
     def _show(self, session_id: str) -> None:
         result = self.store.load_result(session_id)
         widget = self.query_one("#sessions-result", Static)
+        row = next((r for r in self.rows if r.id == session_id), None)
+        where = (f"\nworktree {row.worktree} (branch {row.branch or '?'})"
+                 if row is not None and row.worktree else "")
         if result is None:
             widget.update(f"session {session_id}: not replayed yet "
-                          f"(sparkcode replay {session_id} --rerun)")
+                          f"(sparkcode replay {session_id} --rerun){where}")
             return
         text = table(result)
         more = details(result)
-        widget.update(f"session {session_id}, replayed {result.get('at', '')}\n\n{text}"
+        widget.update(f"session {session_id}, replayed {result.get('at', '')}{where}\n\n{text}"
                       + (f"\n\n{more}" if more else ""))
 
     def _play(self, speed: float) -> None:
