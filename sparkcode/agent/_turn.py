@@ -80,6 +80,7 @@ class Agent(Protocol):
     rewind: Rewind
     turns: int
     steering: list[str]
+    pending_context: list[str]
     _ctx: ToolContext
     _cancel: bool
     _loops: dict[str, int]
@@ -142,6 +143,9 @@ async def turn_events(self: Agent, user_text: str,
         yield self._finished("blocked", "", 0, 0, 0)
         return
     sent = f"{user_text}\n\n{context}" if context else user_text
+    if self.pending_context:  # what the user ran with !cmd, before their words
+        sent = "\n\n".join([*self.pending_context, sent])
+        self.pending_context = []
     attached = attachment(user_text, self._ctx.workspace, self.settings.attach_files)
     if attached is not None:
         sent += "\n\n" + attached.text

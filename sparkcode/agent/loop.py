@@ -88,6 +88,7 @@ from .tools import (
     workspace_listing,
 )
 from .undo import UndoError, UndoStore
+from .user_shell import run_user_shell
 
 _SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|(?:^|[^\d&>])>{1,2}(?!&)")
 """A shell command that moves, removes or writes files (a redirection to a file, not
@@ -175,6 +176,9 @@ class Agent:
         self._loops: dict[str, int] = {}
         self.steering: list[str] = []
         """Messages handed to the running turn (:meth:`steer`), not delivered yet."""
+        self.pending_context: list[str] = []
+        """What the user ran with ``!cmd`` (:meth:`run_shell`) since the last message:
+        it goes at the top of the next user message (``_turn.py``)."""
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
         self.explorer: Explorer | None = (
@@ -236,6 +240,15 @@ class Agent:
         self._notify(ModeChanged(mode=self.permissions.mode))
         return notice
 
+    async def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[Event]:
+        """``!cmd``: run the user's ``command`` under the ``bash`` tool's rules and keep
+        its output for the next message (:mod:`.user_shell`); ``ValueError`` if empty."""
+        async for event in run_user_shell(command, serial, tools=self.tools,
+                                          permissions=self.permissions, ctx=self._ctx,
+                                          ask=self._ask, pending=self.pending_context):
+            self._notify(event)
+            yield event
+
     def take_steering(self) -> list[str]:
         """The steered messages no turn delivered (emptied)."""
         texts, self.steering = self.steering, []
@@ -245,6 +258,7 @@ class Agent:
         """Forget the conversation and the todo list (the system prompt stays)."""
         self.history = self.history[:1]
         self.effort_pinned = None
+        self.pending_context = []
         if self.todos.items:
             self.todos.clear()
             self._notify(TodoUpdated(items=()))  # recorded, so a resume has no list either

@@ -87,6 +87,9 @@ class LiveAgent:
                  images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
         return self.agent.run_turn(text, images)
 
+    def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[Event]:
+        return self.agent.run_shell(command, serial)
+
     def cancel(self) -> None:
         self.agent.cancel()
 

@@ -68,6 +68,11 @@ class AgentPort(Protocol):
                  images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
         """Run one user turn (``images`` go with its message), yielding its events."""
 
+    def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[Event]:
+        """``!cmd``: run the user's shell command under the shell tool's rules (sandbox,
+        approval), yielding its events; its output goes with the next message.
+        ``ValueError`` for an empty command."""
+
     def cancel(self) -> None:
         """Ask the running turn to stop at its next frame or tool boundary."""
 

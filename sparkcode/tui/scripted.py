@@ -165,6 +165,8 @@ class ScriptedAgent:
     closed: bool = False
     compactions: list[str] = field(default_factory=list)
     """The focus of each /compact."""
+    shell_commands: list[str] = field(default_factory=list)
+    """What ``!cmd`` asked to run (the scripted agent runs none)."""
     steering: list[str] = field(default_factory=list)
     """Messages steered into the running turn; a script may deliver them."""
     vision: bool = True
@@ -214,6 +216,11 @@ class ScriptedAgent:
         script = self.scripts.pop(0)
         async for event in script(self, text):
             yield event
+
+    async def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[ev.Event]:
+        self.shell_commands.append(command)
+        yield ev.Notice(message=f"!{command}: the scripted agent runs no shell command",
+                        code="user_shell")
 
     def cancel(self) -> None:
         self.cancels += 1

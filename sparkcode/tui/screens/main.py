@@ -31,6 +31,7 @@ from ..editor import edit_prompt
 from ..keys import bindings
 from ..messages import AttentionNeeded, EnginePanelToggled
 from ..queueing import Queueing
+from ..shell_escape import refusal, run_shell_escape
 from ..turn import TurnRenderer
 from ..widgets.approval import ApprovalCard, ApprovalStack
 from ..widgets.chat import DegenerationWarning, ThinkingBlock
@@ -194,6 +195,9 @@ class MainScreen(CommandSurface):
             if card is not None:
                 card.focus()  # Enter on an empty prompt goes to the waiting card
             return
+        if text.startswith("!"):
+            self.shell_escape(text[1:].strip(), event.shown)
+            return
         if not text.startswith("/") and (self.attachments.pending or image_mentions(text)):
             self.run_worker(self._send_with_images(text, event.shown), group="command",
                             exit_on_error=False)
@@ -234,6 +238,23 @@ class MainScreen(CommandSurface):
                            "Start")
             return
         self.start_turn(text)
+
+    def shell_escape(self, command: str, shown: str) -> None:
+        """``!command``: run it under the shell tool's rules (``..shell_escape``); a
+        refusal is shown and the prompt keeps the text."""
+        problem = refusal(command, turn_running=self.turn_running, view=self.engine_view)
+        if problem is not None:
+            self.error(problem)
+            return
+        self.prompt.remember(shown)
+        self.prompt.value = ""
+        self.turn_running, self._stopped = True, False
+        self._turn_serial += 1
+        self._run_shell(command, self._turn_serial)
+
+    @work(exclusive=True, group="turn", exit_on_error=False)
+    async def _run_shell(self, command: str, serial: int) -> None:
+        await run_shell_escape(self, command, serial)
 
     async def _send_with_images(self, text: str, shown: str) -> None:
         """Send a message with images: each one is read and accepted before the prompt

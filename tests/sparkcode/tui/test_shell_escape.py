@@ -1,0 +1,81 @@
+"""``!cmd`` in the prompt over the real agent (the scripted OpenAI server as the model):
+a real shell runs it under the shell tool's rules, its output is shown and goes with
+the next message; a declined command says so and sends nothing; an empty one is
+refused and the prompt keeps it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Static
+
+from engine.paths import Paths
+from sparkcode.agent.user_shell import EMPTY, context_text
+from sparkcode.tui.widgets import ErrorMessage, Notice, ToolCard
+from sparkcode.tui.widgets.approval import ApprovalCard
+from tests.support.scripted import Reply, ScriptedServer
+
+from .conftest import live_app
+from .test_pilot import texts, type_line, until
+
+
+def _last_user(server: ScriptedServer, request: int) -> str:
+    content: Any = server.requests[request]["messages"][-1]["content"]
+    assert isinstance(content, str), content
+    return content
+
+
+def test_context_text_caps_the_middle() -> None:
+    assert context_text("ls", "a\nb") == (
+        "[I ran this shell command myself; its result follows]\n$ ls\na\nb")
+    long = context_text("yes", "x" * 50 + "y" * 50, cap=20)
+    assert "x" * 10 + "\n[... 80 characters cut ...]\n" + "y" * 10 in long
+
+
+async def test_bang_runs_the_command_and_the_next_request_carries_it(
+        workspace: Path, paths: Paths) -> None:
+    server = ScriptedServer([Reply(content=["it printed a greeting"]),
+                             Reply(content=["nothing new"])])
+    app = live_app(workspace, paths, server)
+    async with app.run_test(size=(110, 40)) as pilot:
+        prompt = app.main.prompt
+        await type_line(pilot, "!")
+        await until(pilot, lambda: EMPTY in texts(app, ErrorMessage))
+        assert prompt.value == "!"  # refused, not lost
+        await type_line(pilot, "!echo hello-$((40 + 2)) && pwd")
+        await until(pilot, lambda: any("its output goes with your next message" in t
+                                       for t in texts(app, Notice)))
+        assert not app.main.turn_running and prompt.value == ""
+        card = app.main.query_one(ToolCard)
+        result = str(card.query_one(".tool-result", Static).render())
+        assert "exit code 0" in result and "hello-42" in result
+        assert server.requests == []  # no model request for the command itself
+        await type_line(pilot, "what did it print?")
+        await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
+        sent = _last_user(server, 0)
+        assert sent.startswith("[I ran this shell command myself; its result follows]\n"
+                               "$ echo hello-$((40 + 2)) && pwd\nexit code 0")
+        assert f"hello-42\n{workspace}" in sent
+        assert sent.endswith("what did it print?")
+        await type_line(pilot, "and now?")  # said once: the next message is plain
+        await until(pilot, lambda: len(server.requests) == 2 and not app.main.turn_running)
+        assert _last_user(server, 1) == "and now?"
+
+
+async def test_a_declined_bang_command_is_not_run_nor_sent(workspace: Path,
+                                                           paths: Paths) -> None:
+    server = ScriptedServer([Reply(content=["ok"])])
+    app = live_app(workspace, paths, server, permission_mode="ask")
+    async with app.run_test(size=(110, 40)) as pilot:
+        await type_line(pilot, "!touch made.txt")
+        await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
+        assert "touch made.txt" in app.main.query_one(ApprovalCard).request.summary
+        await pilot.press("n")
+        await until(pilot, lambda: any("!touch made.txt was not run" in t
+                                       for t in texts(app, Notice)))
+        assert not (workspace / "made.txt").exists()
+        assert not app.main.turn_running
+        await type_line(pilot, "hello")
+        await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
+        assert _last_user(server, 0) == "hello"
