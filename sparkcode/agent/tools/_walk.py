@@ -13,8 +13,10 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "
 
 def walk_files(root: Path, base: Path) -> Iterator[Path]:
     """Files under ``base``, skipping VCS, virtualenv and cache directories,
-    never following directory symlinks (they may point out of the workspace)."""
+    never following directory symlinks (they may point out of the workspace). A ``.git``
+    file (a worktree's or a submodule's pointer to its git directory) is skipped too."""
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
         for name in sorted(filenames):
-            yield Path(dirpath) / name
+            if name != ".git":
+                yield Path(dirpath) / name

@@ -75,8 +75,9 @@ async def test_two_sessions_in_two_worktrees_share_one_server_and_edit_only_thei
 
 async def test_a_worktree_session_resumes_in_its_worktree_and_a_removed_one_is_named(
         repo: Path) -> None:
+    look = [("list_files", "{}"), ("grep", json.dumps({"pattern": "^1$"}))]
     with serve([Reply(tool_calls=[write("x.txt", "1\n")]), Reply(content=["ok"]),
-                Reply(content=["again"])]) as server:
+                Reply(tool_calls=look), Reply(content=["again"])]) as server:
         code, _, err = await run(RunRequest(
             prompt="one", workspace=repo, endpoint=url(server), worktree="fix",
             session=SessionOptions(permission_mode="full-auto")))
@@ -87,6 +88,11 @@ async def test_a_worktree_session_resumes_in_its_worktree_and_a_removed_one_is_n
             prompt="two", workspace=repo, endpoint=url(server), resume=first.id))
     assert code == EXIT_OK, err
     assert out.strip() == "again" and "this session works in the worktree" in err
+    # The file tools see the worktree's files (the session's first edit).
+    listed, found = [str(m["content"]) for m in server.requests[-1]["messages"]
+                     if m["role"] == "tool"][-2:]
+    assert listed.splitlines() == [".gitignore", "hello.py", "x.txt"]  # no `.git` file
+    assert found == "x.txt:1: 1"
     assert "merge it:    git -C" in err  # the advice again, for the resumed session
     rows = SessionStore(Paths.from_env().sessions_dir).summaries()
     assert [r.branch for r in rows] == ["sparkcode/fix", "sparkcode/fix"]
