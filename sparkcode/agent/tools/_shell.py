@@ -14,6 +14,7 @@ import os
 import shlex
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,9 @@ class Bash(Tool):
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         command = str(args.get("command", ""))
-        how = "run in the background" if args.get("background") is True else "run"
+        as_job = args.get("background") is True or (
+            self.background and ends_in_background(command))
+        how = "run in the background" if as_job else "run"
         return Preview(summary=f"{how}: {command.splitlines()[0][:100] if command else ''}",
                        detail=command)
 
@@ -100,6 +103,9 @@ class Bash(Tool):
             raise ToolError(f"background must be true or false, got {background!r}")
         if background:
             return await start_background(command, ctx)
+        if self.background and ends_in_background(command) and ctx.jobs is not None:
+            out = await start_background(command.rstrip()[:-1].rstrip(), ctx)
+            return replace(out, text=f"{AS_JOB}\n{out.text}")
         timeout = args.get("timeout_s") or ctx.bash_timeout_s
         try:
             timeout = float(timeout)
@@ -118,15 +124,30 @@ RUN_IN_ONE = ("; run what needs it in the same command (`server & sleep 1; curl 
               "kill %1`)")
 
 
-def backgrounds(command: str) -> bool:
-    """``command`` has a lone ``&`` (not ``&&``, ``>&``, ``&>`` or a quoted one)."""
-    if "&" not in command:
-        return False
+AS_JOB = "(the command ends with `&`: it was started as a background job, as with " \
+         "background: true)"
+"""Said when a trailing ``&`` made a job: in a tmux trial the 1.5B, offered
+``background``, wrote ``python3 -m http.server 8765 &`` and then asked job_output for
+job 1, four times."""
+
+
+def _tokens(command: str) -> list[str]:
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     try:
-        return "&" in list(lexer)
+        return list(lexer)
     except ValueError:  # unbalanced quotes: bash will say so
-        return False
+        return []
+
+
+def ends_in_background(command: str) -> bool:
+    """The whole command is ``X &``: one lone ``&``, as its last token."""
+    tokens = _tokens(command)
+    return len(tokens) > 1 and tokens[-1] == "&" and tokens.count("&") == 1
+
+
+def backgrounds(command: str) -> bool:
+    """``command`` has a lone ``&`` (not ``&&``, ``>&``, ``&>`` or a quoted one)."""
+    return "&" in command and "&" in _tokens(command)
 
 
 async def run_command(command: str, ctx: ToolContext, timeout: float, *,

@@ -57,6 +57,19 @@ def ctx(workspace: Path, table: JobTable) -> ToolContext:
     return ToolContext(workspace=workspace.resolve(), jobs=table)
 
 
+async def wait_for_port(port: int, seconds: float = 20) -> None:
+    """Until a server answers on ``port``."""
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient() as client:
+        while True:
+            try:
+                await client.get(f"http://127.0.0.1:{port}/")
+                return
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "the server never answered"
+                await asyncio.sleep(0.1)
+
+
 async def start(command: str, context: ToolContext) -> str:
     out = await Bash().run({"command": command, "background": True}, context)
     return out.text
@@ -254,12 +267,12 @@ async def test_a_process_left_behind_by_an_ended_job_is_still_stopped(
 @pytest.mark.parametrize("offered", [True, False])
 async def test_a_foreground_command_that_backgrounds_a_server_is_told_it_ended(
         workspace: Path, offered: bool) -> None:
-    """``server &`` in a foreground call: the server is ended with the call, and the
+    """``server & ...`` in a foreground call: the server is ended with the call, and the
     result says so (with the way that works), instead of a bare exit code 0."""
     port = free_port()
     out = await Bash(background=offered).run(
-        {"command": f"nohup {sys.executable} -m http.server {port} >/dev/null 2>&1 &"},
-        ToolContext(workspace=workspace.resolve()))
+        {"command": f"nohup {sys.executable} -m http.server {port} >/dev/null 2>&1 & "
+                    "sleep 0.2"}, ToolContext(workspace=workspace.resolve()))
     assert out.text.startswith("exit code 0")
     assert "did not outlive it" in out.text
     assert ("background: true" in out.text) is offered
@@ -268,8 +281,33 @@ async def test_a_foreground_command_that_backgrounds_a_server_is_told_it_ended(
         httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
 
 
+async def test_a_command_ending_in_ampersand_becomes_a_job_where_jobs_are_offered(
+        workspace: Path) -> None:
+    """What the 1.5B wrote when offered ``background``: ``server &``, then job_output
+    for job 1. It is started as job 1, which answers; without the job tools it is not."""
+    table = JobTable()
+    port = free_port()
+    out = await Bash().run({"command": f"{sys.executable} -m http.server {port} &"},
+                           ctx(workspace, table))
+    assert out.text.startswith("(the command ends with `&`: it was started as a background "
+                               "job") and "started job 1" in out.text
+    await wait_for_port(port)
+    assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 200
+    await table.aclose()
+    assert by_cmdline(sys.executable, "-m", "http.server", str(port)) == []
+    plain = await Bash(background=False).run({"command": "sleep 0.1 &"},
+                                             ctx(workspace, JobTable()))
+    assert plain.text.startswith("exit code 0")
+
+
 def test_only_a_lone_ampersand_backgrounds() -> None:
-    from sparkcode.agent.tools._shell import backgrounds
+    from sparkcode.agent.tools._shell import backgrounds, ends_in_background
+
+    assert ends_in_background("python -m http.server 8765 &")
+    assert ends_in_background("nohup srv > log 2>&1 &")
+    assert not ends_in_background("srv & sleep 1; curl x")
+    assert not ends_in_background("a & b &")
+    assert not ends_in_background("make && make test")
 
     assert backgrounds("python -m http.server &")
     assert backgrounds("server & sleep 1; curl x")
