@@ -28,47 +28,30 @@ PLAN_NOTE = (
     "the user approves the plan.]"
 )
 """Appended to the user's message while the permission mode is ``plan``."""
-# DEFAULT_SYSTEM_PROMPT said "a software project (the workspace)" and "relative to the
-# workspace root" until 2026-12-02: the 1.5B then wrote workspace/calc.py for calc.py.
+# No "the workspace" in DEFAULT_SYSTEM_PROMPT: a small model wrote workspace/calc.py for
+# calc.py (docs/experiments/2026-12-02-agent-suite.md).
 TASK_REMINDER = (
     "\n\n(The task: {task}\nReply with the next step: another tool call, or "
     '{{"answer":"..."}} if the task is done.)'
 )
-"""Appended to every tool result with ``task_reminder``. A small model loses the task
-once a tool result follows it: the Qwen2.5-Coder-0.5B repeated the same call or
-answered with a tool's description (docs/agent.md). A further sentence, "A question
-is done once you know the answer; change files only if the task asks for it.", was
-measured in the agent suite (2026-12-02) and removed: the 1.5B still edited the file
-it was asked about in 2 of 3 answer tries."""
+"""Appended to every tool result with ``task_reminder``: a small model loses the task
+once a tool result follows it (docs/experiments/2026-12-02-qwen-small-model-mode.md)."""
 CHANGED_REMINDER = (
     "\n\n(The task: {task}\nThat change is made. If the task asks for nothing more (no "
     "other file, no test run), reply "
     '{{"answer":"..."}} saying what you did; otherwise make the next tool call.)'
 )
-"""TASK_REMINDER after a change that was made (a tool of kind ``edit`` that succeeded).
-After writing hello.txt as asked, the 1.5B's next step under TASK_REMINDER was an
-edit of it to "world" or "hi" (greedy: edit -0.22, answer -1.59); under this one it
-answered, and after renaming in one file of three it still went on to the next
-(replayed requests, 2026-12-02, docs/agent.md). "(no other file, no test run)" was
-added after the suite's run: without it, told "fix the bug in calc.py, then run the
-tests again", the 1.5B fixed it and answered without the test run
-(tests/e2e/test_qwen_coder.py)."""
+"""TASK_REMINDER after a change that was made (a tool of kind ``edit`` that succeeded):
+under TASK_REMINDER a small model went on editing a finished file
+(docs/experiments/2026-12-02-agent-suite.md)."""
 NAMED_FILES_REMINDER = (
     "\n\n(The task: {task}\nThat change is made. Next, the task asks for a change in "
     "{files}: make that change with a tool call.)"
 )
 """CHANGED_REMINDER when the task asks to change files (``questions.files_to_change``)
-that no edit of this turn has changed and the task does not keep. Told "Add a function
-square(x) to mathx.py ..., and add a test for it to test_mathx.py", the 1.5B wrote
-square and, under CHANGED_REMINDER, answered that it had added the test: add-function
-was 0 of 9 tries in the suite's 3-try run (2026-12-03). Replaying that step (greedy and
-3 seeds at 0.7, 2026-12-04, docs/agent.md): "The task also names test_mathx.py, not
-changed yet: if the task asks for a change there, make it next; otherwise reply ..."
-was answered 4 times of 4; "The task also asks for a change in test_mathx.py, not made
-yet: make it next." led to a change of test_mathx.py 3 times of 4, and in the suite it
-was echoed as the answer ("make it next", 3 of 9 tries); this wording led to a call
-changing the test file 4 times of 4, at this step and at add-function-clamp's; a
-second request after the answer ("[Not done yet:] ...") was answered again 4 of 4."""
+that no edit of this turn has changed and the task does not keep: without it a small
+model answered that it had added a test it never wrote; this wording was chosen by
+replaying that step (docs/experiments/2026-12-02-agent-suite.md)."""
 QUESTION_REMINDER = (
     "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
     "as you know the answer; otherwise make the next tool call.)"
@@ -79,9 +62,8 @@ RUN_REMINDER = (
     'with the next step: another tool call, or {{"answer":"..."}} if the task is done.)'
 )
 """TASK_REMINDER while the task asks to run something (``questions.asks_a_run``) and no
-``bash`` call has been made this turn. In the agent suite's run-tests tries the 1.5B
-read one file and answered without running the tests it was told to run (2 of 3 on
-try 1, 2026-12-03, docs/agent.md)."""
+``bash`` call has been made this turn: a small model answered without the run it was
+told to make (docs/experiments/2026-12-02-agent-suite.md)."""
 QUESTION_RUN_REMINDER = (
     "\n\n(The question: {task}\nNo file is to be changed. It asks for a run that has not "
     'been made yet: make it with bash, then reply {{"answer":"..."}} with what it showed.)'
@@ -174,8 +156,8 @@ class AgentSettings:
     """While the turn's message asks to run something (``questions.asks_a_run``) and no
     ``bash`` call has run, its first ``_turn.RUN_BEFORE_ANSWER_REQUESTS`` requests
     cannot answer (small-model mode: no answer in the schema; otherwise
-    ``tool_choice: "required"``). Told by RUN_REMINDER that the run was still to be
-    made, the greedy 1.5B still answered run-tests-file after reading one file."""
+    ``tool_choice: "required"``): RUN_REMINDER alone did not stop a small model
+    answering first (docs/experiments/2026-12-02-agent-suite.md)."""
     keep_told_files: bool = False
     """Files the turn's message says not to change ("do not change the tests", "do not
     edit calc.py"; ``questions.kept_files``) are refused to the edit tools that turn
@@ -187,14 +169,13 @@ class AgentSettings:
     interpreter sparkcode runs on, which may be older than the project's."""
     refuse_lost_definitions: bool = False
     """Refuse a change that would delete a Python file's top-level functions, classes
-    or methods that the turn's message does not name (``tools._lost``): the 1.5B wrote a
-    file it was asked to add a function to as that function alone. Off by default: a
+    or methods that the turn's message does not name (``tools._lost``): a small model
+    wrote a file as the one function it was asked to add (docs/experiments/). Off by default: a
     capable model deletes only what it means to, which the message need not name."""
     workspace_files: bool = False
     """End the system prompt with the workspace's files as they are when the session
-    starts (as Gemini CLI's first context does). Without it Qwen2.5-Coder-1.5B
-    guessed paths (``src/main/python/calc.py`` for ``calc.py``) in 5 of 16 tries of
-    the agent suite and never found a test file it was not told of (docs/agent.md)."""
+    starts (as Gemini CLI's first context does), for a model that guesses paths
+    (docs/experiments/2026-12-02-agent-suite.md)."""
     attach_files: int = 0
     """Bytes of the project's files shown with each user message (``attach``): the
     whole project when it fits, else the files the message names; 0: none."""
@@ -203,8 +184,7 @@ class AgentSettings:
     kind ``edit``, and its reminder says to answer once the answer is known."""
     hidden_arguments: tuple[str, ...] = ()
     """Optional arguments (``TOOL.ARG``) the model is not shown (``ToolRegistry.hiding``):
-    the 1.5B set ``bash.sandbox`` false (refused), ``timeout_s`` 0 and ``replace_all`` on
-    a line that was in two functions (docs/agent.md)."""
+    a small model set them to its harm (docs/experiments/2026-12-02-agent-suite.md)."""
     first_step_tool: bool = False
     """A turn's first request must call a tool: in small-model mode its schema has
     no answer, otherwise it is sent with ``tool_choice: "required"``."""
