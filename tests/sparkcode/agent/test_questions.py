@@ -56,7 +56,7 @@ async def test_a_question_turn_offers_no_edit_tool_and_asks_for_the_answer(
     first, second = (r["structured_outputs"]["json"] for r in server.requests[:2])
     assert _names(first) == ["read_file", "list_files", "grep", "bash", "job_output",
                              "job_stop", "git_status", "git_diff", "git_log", "git_commit",
-                             "todo", "task"]
+                             "todo", "task", "ask_user"]
     assert _names(second)[-1] == "ANSWER" and "edit_file" not in _names(second)
     assert any(n.code == "question_read_only" for n in of(events, Notice))
     result = server.requests[1]["messages"][-1]["content"]
