@@ -51,9 +51,8 @@ class Record(Protocol):
 LOOP_NUDGE = ("you made this call several times in a row and its result, above, was the "
               "same each time. Do not repeat it: use what it showed (read or edit the file "
               "it points to), or give your answer.")
-"""The result of a looping call with ``loop_nudge``. Without it the loop question ended
-4 of 24 tries of the agent suite for Qwen2.5-Coder-1.5B (docs/agent.md), 3 of them
-right after the model ran the same test command three times."""
+"""The result of a looping call with ``loop_nudge``: without it the loop question
+ended tries a small model could still finish (docs/experiments/2026-12-02-agent-suite.md)."""
 
 
 def stop_note(reason: str) -> str:

@@ -22,9 +22,8 @@ from .tools import ToolRegistry
 
 NAME_KEYS: tuple[str, ...] = ("tool", "name")
 """The key that names the tool in a call step. ``name`` is the hermes shape Qwen
-was trained on ({"name": ..., "arguments": ...}): held to ``tool``, the
-Qwen2.5-Coder-0.5B wrote ``{"answer": "edit_file(calc.py, ...)"}`` on 3 of 3
-tasks (docs/agent.md), since the grammar let it start no other key it knew."""
+was trained on ({"name": ..., "arguments": ...}): held to ``tool``, Qwen wrote its
+calls inside the answer (docs/experiments/2026-12-02-qwen-small-model-mode.md)."""
 
 
 def step_schema(registry: ToolRegistry, name_key: str = "tool", *,
@@ -64,10 +63,8 @@ def tools_prompt(registry: ToolRegistry, name_key: str = "tool") -> str:
     """What the system prompt adds: the reply format and each tool's arguments.
 
     The examples are written without spaces, as the grammar makes the model write
-    them (``disable_any_whitespace``). Shown ``{"answer": "..."}``, the 1.5B went for
-    the space after the colon, was held to ``":``, and then wrote ``{"answer":"}"}``
-    or ``{"answer":""}`` (the `}` answers of docs/agent.md); shown the compact form, its
-    ``":"`` had log-probability -0.01 and it wrote the answer (2026-12-02)."""
+    them (``disable_any_whitespace``): shown spaces, a small model reached for them and,
+    held to ``":``, wrote ``{"answer":"}"}`` (docs/experiments/2026-12-02-agent-suite.md)."""
     lines = ["", "", "Reply with exactly one JSON object each time. To use a tool: "
              f'{{"{name_key}":"NAME","arguments":{{...}}}}; you then get its result. When '
              'the task is done: {"answer":"what you did or found"}. Tools:']
@@ -94,13 +91,11 @@ def results_as_user(history: list[Message], name_key: str = "tool") -> list[Mess
 
     Sent as the API's tool messages, Qwen's template renders a step twice (the JSON it
     wrote, then the call again in ``<tool_call>`` tags) and its result in
-    ``<tool_response>`` tags, a form the schema never lets the model write. Replayed
-    from 5 failed tries of the agent suite (greedy, Qwen2.5-Coder-1.5B, 2026-12-02),
-    the next step was ``{"answer": "}"}`` after one edit of two (2 tries) or the same
-    test run again (2) or a made-up value (1); with the results as user messages it
-    was the missing edit or a read of the file in question in all 5. The history
-    itself stays the API's form (every call with its result); only the request differs,
-    the same way every time, so the prompt prefix stays cacheable.
+    ``<tool_response>`` tags, a form the schema never lets the model write; as user
+    messages the results led to sensible next steps
+    (docs/experiments/2026-12-02-agent-suite.md). The history itself stays the API's
+    form (every call with its result); only the request differs, the same way every
+    time, so the prompt prefix stays cacheable.
     """
     out: list[Message] = []
     for msg in history:

@@ -1,9 +1,7 @@
 """Files attached to the user's message as a turn starts (``[agent] attach_files``).
 
-A small model spends most of a try finding what a larger one would read at once:
-in the agent suite Qwen2.5-Coder-1.5B guessed paths (``workspace/calc.py``,
-``src/main/python/calc.py``), read line ranges outside the file and lost the task
-after a read (docs/agent.md). Aider adds the files a request names to the chat for
+A small model spends most of a try finding what a larger one would read at once
+(docs/experiments/2026-12-02-agent-suite.md). Aider adds the files a request names to the chat for
 the same reason. With ``attach_files = N`` (bytes, 0 = off) the turn's message is
 followed by:
 

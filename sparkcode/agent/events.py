@@ -127,8 +127,7 @@ class ApprovalDecision:
     """Who answered. A person's refusal ends the turn (they want to say what next);
     ``"rule"`` is a program's policy (``sparkcode bench agent``'s approver): the call
     is refused, its ``reason`` is the tool result, and the turn goes on, so the
-    model can do it another way (a 1.5B that asked to leave the sandbox lost two
-    bench tries because the refusal ended them)."""
+    model can do it another way."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,12 +1,8 @@
 """Does the user's message ask a question rather than for a change (or ask for a run)?
 
 ``[agent] questions_read_only`` uses it: a turn that only asks is offered no tool
-that edits files. In the agent suite the Qwen2.5-Coder-1.5B, shown the project and
-asked "How many times at most does fetch() ... try a request?", edited client.py
-and answered "The code has errors"; greedy, its next step after reading was an
-edit (log-probability -0.1) rather than the answer (-2.4), and no wording of the
-system prompt or the reminder tried (2026-12-02, docs/agent.md) turned that
-round without also making it answer "fixed" before editing on a fix task.
+that edits files: a small model asked about a file edited it, and no prompt wording
+tried stopped that (docs/experiments/2026-12-02-agent-suite.md).
 
 The rule is plain words, not a model: a message is a question when it asks
 (a sentence ending in "?", an opening such as "what", "which", "how", "why",
@@ -44,10 +40,9 @@ _RUN = re.compile(r"\brun\b", re.I)
 
 
 def asks_a_run(text: str) -> bool:
-    """``text`` asks to run something (the tests). Such a turn gets no CHANGED_REMINDER:
-    told "fix the bug in calc.py, then run the tests again", the 1.5B under it answered
-    after the edit, without the run (tests/e2e/test_qwen_coder.py, greedy), and with
-    the plain reminder ran the tests."""
+    """``text`` asks to run something (the tests). Such a turn gets no CHANGED_REMINDER,
+    under which a small model answered after the edit without the run
+    (tests/e2e/test_qwen_coder.py)."""
     return bool(_RUN.search(text))
 
 
