@@ -136,11 +136,9 @@ CODER_MIN_RAM_GIB = 14.0
 weights, a 2 GiB KV cache and about 2.5 GB for vLLM's processes (its [memory]
 need_gib = 8) beside a desktop's own use; a "16 GB" machine reports about
 15.5 GiB, so the line is drawn at 14. Below it, the 0.5B (cpu-coder-small,
-need_gib = 5). The 1.5B is preferred wherever it fits because it is the one that
-does the work: on the 24-task agent suite with three tries it solved 14 tasks, the
-0.5B 3 and SmolLM2 1 (docs/agent.md; median 72 s against 38 s and 17 s per try on 2
-cores, so the 1.5B is slower but usable). Cores are not part of the rule: 2 cores
-were enough."""
+need_gib = 5). The 1.5B is preferred wherever it fits: it solved by far the most of
+the agent suite's tasks, slower but usable on 2 cores
+(docs/experiments/2026-12-02-agent-suite.md). Cores are not part of the rule."""
 
 
 def default_profile_name(paths: Paths | None = None) -> str:

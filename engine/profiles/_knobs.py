@@ -95,8 +95,7 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     result shows the model the broken lines (SWE-agent's lint-guarded edit)."""
     refuse_lost_definitions: bool | None = None
     """Refuse a change that would delete a Python file's functions, classes or methods
-    the message does not name (the 1.5B wrote a file it was to add to as the new
-    function alone)."""
+    the message does not name (docs/experiments/2026-12-02-agent-suite.md)."""
     task_tool: bool | None = None
     """Offer the ``task`` tool (a read-only explore sub-conversation that returns a
     summary); the small-model profiles turn it off."""
