@@ -1,16 +1,19 @@
 """``!cmd`` in the prompt over the real agent (the scripted OpenAI server as the model):
-a real shell runs it under the shell tool's rules, its output is shown and goes with
-the next message; a declined command says so and sends nothing; an empty one is
-refused and the prompt keeps it."""
+a real shell runs it under the shell tool's rules (approval, deny rules, the real
+bubblewrap sandbox), its output is shown and goes with the next message; a declined
+command says so and sends nothing; an empty one is refused and the prompt keeps it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Static
 
 from engine.paths import Paths
+from sparkcode.agent.tools._sandbox import find_bwrap
 from sparkcode.agent.user_shell import EMPTY, context_text
 from sparkcode.tui.widgets import ErrorMessage, Notice, ToolCard
 from sparkcode.tui.widgets.approval import ApprovalCard
@@ -79,3 +82,41 @@ async def test_a_declined_bang_command_is_not_run_nor_sent(workspace: Path,
         await type_line(pilot, "hello")
         await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
         assert _last_user(server, 0) == "hello"
+
+
+async def test_a_deny_rule_refuses_a_bang_command(workspace: Path, paths: Paths) -> None:
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text('[permissions]\ndeny = ["bash:rm *"]\n')
+    (workspace / "keep.txt").write_text("kept\n")
+    server = ScriptedServer([])
+    app = live_app(workspace, paths, server)  # full-auto: only the rule stops it
+    async with app.run_test(size=(110, 40)) as pilot:
+        await type_line(pilot, "!rm keep.txt")
+        await until(pilot, lambda: any(
+            "!rm keep.txt was not run: refused: denied by rule 'bash:rm *'" in t
+            for t in texts(app, Notice)))
+        assert (workspace / "keep.txt").read_text() == "kept\n"
+        assert not app.main.query(ApprovalCard)
+
+
+async def test_a_bang_command_runs_in_the_sandbox(workspace: Path, paths: Paths) -> None:
+    if find_bwrap().path is None:
+        pytest.skip("bubblewrap does not work here")
+    # Not under /tmp: the sandbox gives a private /tmp, where a write succeeds.
+    outside = Path("/var/tmp") / f"sparkcode-bang-{os.getpid()}.txt"
+    outside.unlink(missing_ok=True)
+    server = ScriptedServer([])
+    app = live_app(workspace, paths, server, permission_mode="sandbox")
+    async with app.run_test(size=(110, 40)) as pilot:
+        await type_line(pilot, "!touch inside.txt")
+        await until(pilot, lambda: any("!touch inside.txt: its output goes" in t
+                                       for t in texts(app, Notice)))
+        assert (workspace / "inside.txt").exists()
+        await type_line(pilot, f"!touch {outside}")
+        # The sandbox stops the write outside the workspace; running it outside asks.
+        await until(pilot, lambda: bool(app.main.query(ApprovalCard)), timeout=10)
+        assert "run outside the sandbox" in app.main.query_one(ApprovalCard).request.summary
+        assert not outside.exists()
+        await pilot.press("n")
+        await until(pilot, lambda: not app.main.turn_running)
+        assert not outside.exists()
