@@ -22,6 +22,8 @@ from .events import ApprovalResolved, Event, Notice, ToolCallStarted
 from .permissions import Permissions
 from .tools import Bash, ToolContext, ToolRegistry
 
+CALL_ID_PREFIX = "user-shell-"
+"""The call id of a ``!cmd``'s bash call (recorded events: not the model's calls)."""
 CONTEXT_CAP = 8_000
 """Characters of a command's output that go into the conversation (head and tail)."""
 EMPTY = ("'!' needs a command after it: !git status runs it in the workspace under the "
@@ -51,7 +53,7 @@ async def run_user_shell(command: str, serial: int, *, tools: ToolRegistry,
     tool = tools.get("bash") or Bash(background=False)
     args = {"command": command}
     raw = json.dumps(args, ensure_ascii=False)
-    call = CheckedCall(call_id=f"user-shell-{serial}", name="bash", raw_arguments=raw,
+    call = CheckedCall(call_id=f"{CALL_ID_PREFIX}{serial}", name="bash", raw_arguments=raw,
                        args=args, history_arguments=raw, tool=tool)
     results: list[str] = []
     refused = False

@@ -35,6 +35,7 @@ from sparkcode.agent.events import TodoItem
 from sparkcode.agent.loop import stop_note
 from sparkcode.agent.rewind import TurnMark
 from sparkcode.agent.tools import default_tools
+from sparkcode.agent.user_shell import CALL_ID_PREFIX as USER_SHELL_PREFIX
 from sparkcode.config import PERMISSION_MODES, PermissionMode
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 
@@ -205,7 +206,8 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
         return [{"role": "assistant", "content": content}] if content else []
     registry = default_tools()
     after = [e for e in session.events if e.t_ns > last.t_ns]
-    started = [e for e in after if e.type == "ToolCallStarted"]
+    started = [e for e in after if e.type == "ToolCallStarted"  # not the user's !cmd
+               and not str(e.data.get("call_id")).startswith(USER_SHELL_PREFIX)]
     if started and not calls:
         calls = [ToolCall(index=i, id=str(e.data.get("call_id")), name=str(e.data.get("name")),
                           arguments=str(e.data.get("raw_arguments") or ""))

@@ -15,6 +15,8 @@ from textual.widgets import Static
 from engine.paths import Paths
 from sparkcode.agent.tools._sandbox import find_bwrap
 from sparkcode.agent.user_shell import EMPTY, context_text
+from sparkcode.replay import rebuild_conversation
+from sparkcode.sessions import SessionStore, load_session
 from sparkcode.tui.widgets import ErrorMessage, Notice, ToolCard
 from sparkcode.tui.widgets.approval import ApprovalCard
 from tests.support.scripted import Reply, ScriptedServer
@@ -120,3 +122,22 @@ async def test_a_bang_command_runs_in_the_sandbox(workspace: Path, paths: Paths)
         await pilot.press("n")
         await until(pilot, lambda: not app.main.turn_running)
         assert not outside.exists()
+
+
+async def test_a_session_resumed_after_a_bang_command_has_no_call_of_it(
+        workspace: Path, paths: Paths) -> None:
+    server = ScriptedServer([Reply(content=["hello back"])])
+    app = live_app(workspace, paths, server)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await type_line(pilot, "hello")
+        await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
+        await type_line(pilot, "!echo after-the-answer")
+        await until(pilot, lambda: any("its output goes" in t for t in texts(app, Notice)))
+    store = SessionStore(paths.sessions_dir)
+    session = load_session(store.files()[0])
+    assert [e.data["call_id"] for e in session.events if e.type == "ToolCallStarted"] == [
+        "user-shell-2"]  # recorded, as what the user ran
+    rebuilt = await rebuild_conversation(session, store=store)
+    # The model's answer had no tool call: the !cmd's recorded call is not taken for one.
+    assert [m["role"] for m in rebuilt.history] == ["system", "user", "assistant"]
+    assert "tool_calls" not in rebuilt.history[-1]
