@@ -48,16 +48,17 @@ from acp.schema import (
 from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.agent import AgentError, ApprovalDecision, ApprovalRequested, TurnFinished
-from sparkcode.agent.context_report import context_report
+from sparkcode.agent.events import Event
 from sparkcode.agent.images import ImageAttachment, ImageError, image_from_bytes, refuse_text_only
 from sparkcode.agent.settings import ACT_PROMPT
-from sparkcode.agent.tools import JobError
-from sparkcode.agent.undo import UndoError
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import PermissionMode
+from sparkcode.operations import Operation
+from sparkcode.sessions import SessionStore
 
 from ._asking import acp_asker
-from ._commands import EFFORTS, AcpCommand, available_commands, jobs_command, parse_command
+from ._commands import available_commands, parse_command
+from ._dispatch import Context, run_command
 from ._updates import STOP_REASONS, UpdateMapper
 
 log = logging.getLogger(__name__)
@@ -66,10 +67,6 @@ PromptBlock = (TextContentBlock | ImageContentBlock | AudioContentBlock | Resour
                | EmbeddedResourceContentBlock)
 BOOT_CALL = "sparkcode-engine"
 """The tool-call ID under which the engine's boot is shown."""
-
-
-class CommandError(Exception):
-    """A slash command that cannot run now; the message says why."""
 
 
 def user_error(message: str, code: int = -32602) -> RequestError:
@@ -363,48 +360,25 @@ class AcpSession:
             await self.send(update_current_mode(permissions.mode))
             await self.say(notice)
 
-    async def _command(self, session: AgentSession, command: AcpCommand,
+    async def _command(self, session: AgentSession, op: Operation,
                        arg: str) -> PromptResponse:
-        agent = session.agent
-        reply = ""
-        try:
-            if command.name == "clear":
-                agent.clear()
-                reply = "a new conversation (the workspace is unchanged)"
-            elif command.name == "undo":
-                undone = await asyncio.to_thread(agent.undo)
-                reply = (f"undo: turn {undone.turn or '-'} taken back "
-                         f"({undone.messages_removed} messages); files: "
-                         f"{', '.join(undone.changed) or 'none changed'}; /redo brings it back")
-            elif command.name == "redo":
-                redone = await asyncio.to_thread(agent.redo)
-                reply = (f"redo: turn {redone.turn} is back ({redone.messages_restored} "
-                         f"messages); files: {', '.join(redone.changed) or 'none changed'}")
-            elif command.name == "compact":
-                assert self.mapper is not None
-                async for compacted in agent.compact_now(arg):
-                    for update in self.mapper.updates(compacted):
-                        await self.send(update)
-                reply = "compacted"
-            elif command.name == "context":
-                reply = context_report(agent).text()
-            elif command.name == "effort":
-                if arg not in EFFORTS:
-                    raise CommandError(f"/effort takes one of {', '.join(EFFORTS)}")
-                agent.settings.reasoning_effort = arg
-                reply = f"reasoning effort: {arg}"
-            elif command.name == "jobs":
-                reply = await jobs_command(agent.jobs, arg)
-            elif command.name == "act":
-                if agent.permissions.mode != "plan":
-                    raise CommandError("not in plan mode (switch to the plan mode first)")
+        if op.name == "act":
+            agent = session.agent
+            if agent.permissions.mode == "plan":
                 await self.set_mode(self._mode_before_plan or "sandbox")
                 await self.send(update_current_mode(agent.permissions.mode))
                 return await self._turn(session, ACT_PROMPT)
-        except (UndoError, CommandError, JobError) as exc:
-            reply = f"/{command.name} failed: {exc}"
+            reply = "/act failed: not in plan mode (switch to the plan mode first)"
+        else:
+            reply = await run_command(Context(session, self._show,
+                                              SessionStore(self.paths.sessions_dir)), op, arg)
         await self.send(update_agent_message_text(reply))
         return PromptResponse(stop_reason="end_turn")
+
+    async def _show(self, event: Event) -> None:
+        assert self.mapper is not None
+        for update in self.mapper.updates(event):
+            await self.send(update)
 
     async def aclose(self) -> None:
         if self._build is None:

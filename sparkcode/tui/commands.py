@@ -1,18 +1,18 @@
-"""The slash commands, each declared once together with its handler.
+"""The TUI's slash commands: the operations of :mod:`sparkcode.operations` offered
+here, each with the handler that runs it on the screen.
 
-A command is a :class:`SlashCommand` registered with :func:`command` on an
-``async def handler(screen, arg)``; parsing, completion, ``/help``, the command
-palette (``palette.py``) and the main screen's dispatch all read :data:`COMMANDS`.
-To add one::
+What a command is (name, help, argument and its allowed values, idle-only, palette
+title) is declared once in the registry, which ACP reads too; :data:`COMMANDS` is
+built from it at each use (then the workspace's custom commands), and parsing,
+completion, ``/help``, the command palette (``palette.py``) and the main screen's
+dispatch all read it. An operation written once there (a ``setting`` or a ``query``)
+needs nothing here; one that works on the screen has a handler::
 
-    @command("plan", "/plan on|off", "plan before editing", choices=("on", "off"))
+    @handles("plan")
     async def _plan(screen: CommandScreen, arg: str) -> None:
-        screen.with_agent(lambda agent: ...)
-        await screen.say(f"plan mode: {arg}")
+        ...
 
-Handlers see the screen only through :class:`CommandScreen`, the small protocol of
-what they use (``say``, ``with_agent``, ``agent``...), so this module imports no
-screen and the screen, completion and the prompt can import it without a circle;
+Handlers see the screen only through :class:`CommandScreen` (``command_port.py``);
 a handler that raises :class:`CommandError` (or anything else) is reported in the
 conversation as ``/name failed: ...``.
 """
@@ -21,108 +21,31 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from engine.paths import Paths
 from sparkcode.agent.agents_md import draft_agents_md
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested, Event
-from sparkcode.agent.instructions import FILE_NAMES, Instructions
+from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+from sparkcode.agent.instructions import FILE_NAMES
 from sparkcode.agent.loop import ACT_PROMPT
-from sparkcode.config import PERMISSION_MODES
 from sparkcode.custom_commands import CustomCommand, CustomCommands
 from sparkcode.hook_specs import project_hooks
-from sparkcode.replay import Rebuilt
-from sparkcode.sessions import SessionStore
+from sparkcode.operations import REGISTRY, Operation, OperationError, offered
 from sparkcode.trust import TrustStore
 
 from .agent_port import AgentPort
-from .attach import Attachments, Surface
-from .exporting import USAGE as EXPORT_USAGE
+from .command_port import CommandScreen
 from .exporting import export_transcript
-
-APPROVAL_MODES: tuple[str, ...] = PERMISSION_MODES
-EFFORTS: tuple[str, ...] = ("low", "high", "max")
-DEGENERATE: tuple[str, ...] = ("stop", "warn", "off")
-
-
-
-class _ModeShown(Protocol):
-    def show_mode(self, mode: str) -> None: ...
-
-
-class _ModelNamed(Protocol):
-    @property
-    def model(self) -> str | None: ...
-
-
-class _EventShown(Protocol):
-    async def handle(self, event: Event) -> None: ...
-
-
-class CommandScreen(Surface, Protocol):
-    """What a slash-command handler needs from the screen (the main screen is one).
-
-    A protocol, not the screen's class: the screen dispatches to the handlers, so
-    naming the screen here would close an import circle through completion and
-    the prompt (the import-rule test forbids any)."""
-
-    workspace: Path
-    """Where the agent's tools work."""
-    resume: Rebuilt | None
-    """The recorded conversation the next agent continues, until it is built."""
-    mode_before_plan: str | None
-    """The approval mode /plan left, for /act to go back to."""
-    agent: AgentPort | None
-    """The agent, once built."""
-    sessions: SessionStore
-    """The recorded sessions (``/export`` finds this one's recording there)."""
-
-    @property
-    def engine_view(self) -> _ModelNamed:
-        """The latest engine snapshot (its model, before the agent knows one)."""
-
-    @property
-    def instructions(self) -> Instructions: ...
-
-    @property
-    def attachments(self) -> Attachments: ...
-
-    @property
-    def prompt(self) -> _ModeShown: ...
-
-    @property
-    def renderer(self) -> _EventShown: ...
-
-    def with_agent(self, apply: Callable[[AgentPort], None]) -> None: ...
-
-    async def show_markdown(self, text: str) -> None: ...
-
-    def model_changed(self, model: str) -> None: ...
-
-    def workspace_changed(self) -> None: ...
-
-    async def ask(self, request: ApprovalRequested) -> ApprovalDecision: ...
-
-    async def new_conversation(self) -> None: ...
-
-    async def redraw(self) -> None: ...
-
-    async def open_sessions(self) -> None: ...
-
-    def action_toggle_engine(self) -> None: ...
-
-    def send(self, text: str) -> None: ...
-
 
 Handler = Callable[[CommandScreen, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class SlashCommand:
-    """One command the prompt understands."""
+    """One command the prompt understands: an operation of the registry (or a custom
+    command) with the handler that runs it here."""
 
     name: str
     usage: str
@@ -137,26 +60,75 @@ class SlashCommand:
     custom: bool = False
     """A Markdown file's command (:mod:`sparkcode.custom_commands`): sends its prompt."""
     palette: str = ""
-    """Its title in the command palette (``palette.py``; empty: ``/name``)."""
+    """Its title in the command palette (``palette.py``; empty: not listed)."""
 
 
-COMMANDS: dict[str, SlashCommand] = {}
-"""Every command by name, in declaration order (the order ``/help`` lists them)."""
+HANDLERS: dict[str, Handler] = {}
+"""The TUI's own handlers, by operation name (an operation written once needs none)."""
 
 
-def command(name: str, usage: str, help: str, *, choices: tuple[str, ...] = (),
-            integer: bool = False, idle_only: bool = False,
-            palette: str = "") -> Callable[[Handler], Handler]:
-    """Declare a slash command with the decorated coroutine as its handler."""
+def handles(name: str) -> Callable[[Handler], Handler]:
+    """Declare the decorated coroutine as the TUI's handler of operation ``name``."""
 
     def register(handler: Handler) -> Handler:
-        if name in COMMANDS:
-            raise ValueError(f"slash command /{name} is declared twice")
-        COMMANDS[name] = SlashCommand(name, usage, help, handler, choices, integer, idle_only,
-                                      palette=palette)
+        if name in HANDLERS:
+            raise ValueError(f"slash command /{name} has two TUI handlers")
+        HANDLERS[name] = handler
         return handler
 
     return register
+
+
+def _shared(op: Operation) -> Handler:
+    """The handler of an operation written once in :mod:`sparkcode.operations`."""
+
+    async def run(screen: CommandScreen, arg: str) -> None:
+        if op.setting is not None:
+            setting = op.setting(arg)
+            screen.with_agent(setting.apply)
+            await screen.say(setting.said)
+            return
+        if op.query is None:
+            raise CommandError(f"/{op.name} has no handler in the TUI")
+        if screen.agent is None:
+            raise CommandError(op.no_agent or f"/{op.name}: the agent is not connected yet")
+        reply = await op.query(screen.agent, arg)
+        await (screen.show_markdown(reply.text) if reply.markdown else screen.say(reply.text))
+
+    return run
+
+
+def _slash(op: Operation) -> SlashCommand:
+    handler = HANDLERS.get(op.name) or _shared(op)
+    return SlashCommand(op.name, op.usage, op.help, handler, op.choices,
+                        op.arg is not None and op.arg.integer, op.idle_only,
+                        palette=op.palette)
+
+
+_CUSTOM: dict[str, SlashCommand] = {}
+
+
+class _Commands(Mapping[str, SlashCommand]):
+    """The registry's TUI operations, then the workspace's custom commands; read
+    afresh at each use, so an operation registered later is here too."""
+
+    def _table(self) -> dict[str, SlashCommand]:
+        table = {op.name: _slash(op) for op in offered("tui")}
+        table.update((n, c) for n, c in _CUSTOM.items() if n not in table)
+        return table
+
+    def __getitem__(self, name: str) -> SlashCommand:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+COMMANDS: Mapping[str, SlashCommand] = _Commands()
+"""Every command by name, in declaration order (the order ``/help`` lists them)."""
 
 
 CUSTOM_NOTES: list[str] = []
@@ -165,11 +137,10 @@ CUSTOM_NOTES: list[str] = []
 
 def register_custom(custom: CustomCommands) -> None:
     """Make the workspace's custom commands slash commands (replacing earlier ones)."""
-    for name in [n for n, c in COMMANDS.items() if c.custom]:
-        del COMMANDS[name]
+    _CUSTOM.clear()
     CUSTOM_NOTES.clear()
     for cmd in custom.commands:
-        if cmd.name in COMMANDS:
+        if cmd.name in REGISTRY:
             CUSTOM_NOTES.append(f"custom command {cmd.path} skipped: /{cmd.name} is a "
                                 "built-in command")
             continue
@@ -177,11 +148,11 @@ def register_custom(custom: CustomCommands) -> None:
         async def send(screen: CommandScreen, arg: str, cmd: CustomCommand = cmd) -> None:
             screen.send(cmd.expand(arg))
 
-        COMMANDS[cmd.name] = SlashCommand(cmd.name, cmd.usage, cmd.description, send,
-                                          custom=True)
+        _CUSTOM[cmd.name] = SlashCommand(cmd.name, cmd.usage, cmd.description, send,
+                                         custom=True)
 
 
-class CommandError(ValueError):
+class CommandError(OperationError):
     """A slash command line that cannot be run; the message says why."""
 
 
@@ -231,31 +202,17 @@ def help_markdown() -> str:
 # -- the commands ----------------------------------------------------------------
 
 
-@command("help", "/help", "show the commands and key bindings", palette="Help")
+@handles("help")
 async def _help(screen: CommandScreen, arg: str) -> None:
     await screen.show_markdown(help_markdown())
 
 
-@command("clear", "/clear", "start a new conversation", idle_only=True,
-         palette="Clear conversation")
+@handles("clear")
 async def _clear(screen: CommandScreen, arg: str) -> None:
     await screen.new_conversation()
 
 
-@command("effort", "/effort low|high|max", "set the reasoning effort", choices=EFFORTS,
-         palette="Reasoning effort")
-async def _effort(screen: CommandScreen, arg: str) -> None:
-    screen.with_agent(lambda agent: agent.set_reasoning_effort(arg))
-    await screen.say(f"reasoning effort: {arg}")
-
-
-@command("budget", "/budget N", "set the thinking token budget (0: no thinking)", integer=True)
-async def _budget(screen: CommandScreen, arg: str) -> None:
-    screen.with_agent(lambda agent: agent.set_thinking_token_budget(int(arg)))
-    await screen.say(f"thinking budget: {int(arg)} tokens")
-
-
-@command("model", "/model [NAME]", "show or set the model requests ask for")
+@handles("model")
 async def _model(screen: CommandScreen, arg: str) -> None:
     if arg:
         screen.with_agent(lambda agent: agent.set_model(arg))
@@ -266,9 +223,7 @@ async def _model(screen: CommandScreen, arg: str) -> None:
     await screen.say(f"model: {current or 'not known yet'}")
 
 
-@command("approve", "/approve " + "|".join(APPROVAL_MODES),
-         "set which tool calls need approval (docs/agent.md)", choices=APPROVAL_MODES,
-         palette="Approval mode")
+@handles("approve")
 async def _approve(screen: CommandScreen, arg: str) -> None:
     await _set_mode(screen, arg)
 
@@ -287,8 +242,7 @@ async def _set_mode(screen: CommandScreen, mode: str) -> None:
     await screen.say(f"approval mode: {shown}" + (f" ({notes[0]})" if notes else ""))
 
 
-@command("plan", "/plan", "plan mode: only read-only tools run; the model answers with a "
-         "plan and a todo list (/act carries it out)")
+@handles("plan")
 async def _plan(screen: CommandScreen, arg: str) -> None:
     def remember(agent: AgentPort) -> None:
         if agent.approval_mode != "plan":
@@ -298,8 +252,7 @@ async def _plan(screen: CommandScreen, arg: str) -> None:
     await _set_mode(screen, "plan")
 
 
-@command("act", "/act", "approve the plan: leave plan mode and let the model carry it out",
-         idle_only=True)
+@handles("act")
 async def _act(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None or screen.agent.approval_mode != "plan":
         raise CommandError("not in plan mode (/plan enters it)")
@@ -308,16 +261,7 @@ async def _act(screen: CommandScreen, arg: str) -> None:
     screen.send(ACT_PROMPT)
 
 
-@command("degenerate", "/degenerate stop|warn|off",
-         "what a looping or garbled stream does: stop it, only warn, or not watch",
-         choices=DEGENERATE)
-async def _degenerate(screen: CommandScreen, arg: str) -> None:
-    screen.with_agent(lambda agent: agent.set_degenerate_mode(arg))
-    await screen.say(f"degenerate streams: {arg}")
-
-
-@command("undo", "/undo", "take the last turn back: its messages and its file changes",
-         idle_only=True, palette="Undo last turn")
+@handles("undo")
 async def _undo(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None and screen.resume is None:
         raise CommandError("nothing to undo yet")
@@ -328,8 +272,7 @@ async def _undo(screen: CommandScreen, arg: str) -> None:
     screen.workspace_changed()
 
 
-@command("redo", "/redo", "bring back the turn /undo took back (messages and files)",
-         idle_only=True, palette="Redo turn")
+@handles("redo")
 async def _redo(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None:
         raise CommandError("nothing to redo")
@@ -339,17 +282,7 @@ async def _redo(screen: CommandScreen, arg: str) -> None:
     screen.workspace_changed()
 
 
-@command("thinking-history", "/thinking-history on|off",
-         "send the model's reasoning back between the tool calls of a turn",
-         choices=("on", "off"))
-async def _thinking_history(screen: CommandScreen, arg: str) -> None:
-    screen.with_agent(lambda agent: agent.set_thinking_history(arg == "on"))
-    await screen.say(f"thinking history: {arg} (reasoning is "
-                     f"{'sent back within a turn' if arg == 'on' else 'not sent back'})")
-
-
-@command("instructions", "/instructions", "show the project instructions (AGENTS.md) loaded",
-         palette="Project instructions")
+@handles("instructions")
 async def _instructions(screen: CommandScreen, arg: str) -> None:
     loaded = screen.instructions
     if not loaded.files:
@@ -368,7 +301,7 @@ async def _instructions(screen: CommandScreen, arg: str) -> None:
     await screen.show_markdown(text)
 
 
-@command("init", "/init", "draft an AGENTS.md from the repository, to approve", idle_only=True)
+@handles("init")
 async def _init(screen: CommandScreen, arg: str) -> None:
     target = screen.workspace / "AGENTS.md"
     if target.exists():
@@ -391,25 +324,22 @@ async def _init(screen: CommandScreen, arg: str) -> None:
                      "keeps its system prompt, so its prefix cache stays warm)")
 
 
-@command("sessions", "/sessions", "browse recorded sessions", palette="Sessions")
+@handles("sessions")
 async def _sessions(screen: CommandScreen, arg: str) -> None:
     await screen.open_sessions()
 
 
-@command("export", EXPORT_USAGE, "write this session's transcript (Markdown or HTML: turns, "
-         "thinking, tool calls, figures) and say where", palette="Export transcript")
+@handles("export")
 async def _export(screen: CommandScreen, arg: str) -> None:
     await screen.say(await export_transcript(screen, arg))
 
 
-@command("engine", "/engine", "show or hide the engine panel", palette="Engine panel")
+@handles("engine")
 async def _engine(screen: CommandScreen, arg: str) -> None:
     screen.action_toggle_engine()
 
 
-@command("compact", "/compact [FOCUS]", "summarise the conversation now to free context "
-         "(FOCUS: what the summary must keep); the open todo list is kept word for word",
-         idle_only=True)
+@handles("compact")
 async def _compact(screen: CommandScreen, arg: str) -> None:
     if screen.agent is None:
         raise CommandError("nothing to compact yet: the conversation is empty")
@@ -418,16 +348,7 @@ async def _compact(screen: CommandScreen, arg: str) -> None:
         await screen.renderer.handle(event)
 
 
-@command("context", "/context", "show what fills the context window, part by part")
-async def _context(screen: CommandScreen, arg: str) -> None:
-    if screen.agent is None:
-        raise CommandError("no conversation yet: /context shows the parts once the agent "
-                           "is connected (after the first prompt)")
-    await screen.show_markdown(screen.agent.context_report())
-
-
-@command("trust", "/trust", "trust this project: its hooks (.sparkcode/hooks.toml, "
-         ".claude/settings.json) run in sessions started from now on")
+@handles("trust")
 async def _trust(screen: CommandScreen, arg: str) -> None:
     hooks = project_hooks(screen.workspace)
     TrustStore(Paths.from_env().state_dir).trust(screen.workspace)
@@ -438,8 +359,7 @@ async def _trust(screen: CommandScreen, arg: str) -> None:
     await screen.show_markdown(f"trusted {screen.workspace}; {when}. Its hooks:\n\n{listed}")
 
 
-@command("image", "/image [PATH|clear]", "attach an image (PNG, JPEG or WebP) to the next "
-         "message; alone: list the attached ones; clear: drop them")
+@handles("image")
 async def _image(screen: CommandScreen, arg: str) -> None:
     attachments = screen.attachments
     if arg == "clear":
@@ -454,17 +374,3 @@ async def _image(screen: CommandScreen, arg: str) -> None:
     else:
         await screen.say("no image attached: /image PATH, @shot.png in the prompt, or paste "
                          "an image file's path")
-
-
-@command("jobs", "/jobs [stop N]", "list the background jobs the model started (state, pid, "
-         "command); stop N ends job N and its processes", palette="Background jobs")
-async def _jobs(screen: CommandScreen, arg: str) -> None:
-    if screen.agent is None:
-        raise CommandError("no background jobs: the conversation has not started")
-    if not arg:
-        await screen.show_markdown(screen.agent.jobs_report())
-        return
-    verb, _, number = arg.partition(" ")
-    if verb != "stop" or not number.strip().isdigit():
-        raise CommandError("usage: /jobs [stop N]")
-    await screen.say(await screen.agent.stop_job(int(number)))

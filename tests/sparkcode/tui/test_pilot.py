@@ -11,6 +11,7 @@ from textual.widgets import Log, Markdown
 
 from engine.supervisor import EngineStatus, NodeStatus
 from sparkcode.agent import events as ev
+from sparkcode.operations import EFFORTS
 from sparkcode.tui import SparkcodeApp
 from sparkcode.tui.screens.main import MainScreen
 from sparkcode.tui.scripted import (
@@ -158,7 +159,7 @@ async def test_bad_commands_are_reported_inline(app_factory: AppFactory) -> None
         await type_line(pilot, "/c")  # clear, compact or context: none is guessed
         await until(pilot, lambda: len(texts(app, ErrorMessage)) == 4)
         errors = texts(app, ErrorMessage)
-        assert errors[0] == "usage: /effort low|high|max"
+        assert errors[0] == "usage: /effort " + "|".join(EFFORTS)  # every value the setting takes
         assert errors[1].startswith("usage: /budget N")
         assert errors[2].startswith("unknown command /nonsense")
         assert errors[3].startswith("unknown command /c;")
