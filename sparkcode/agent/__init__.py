@@ -14,8 +14,11 @@ Public surface (used by the TUI, ``sparkcode run`` and the session recorder):
 
 from __future__ import annotations
 
+from ._calls import check_call
+from ._chat_types import TASK_HEADER, api_key_headers
 from ._gitlib import require_git
-from ._salvage import Salvage, salvage
+from ._salvage import Salvage, recover, salvage
+from ._structured import RESULT_PREFIX
 from .client import ChatClient, ChatError, ChatResult, EngineGone, ModelCard
 from .events import *  # noqa: F403
 from .events import __all__ as _event_names
@@ -27,6 +30,8 @@ from .undo import UndoError, UndoStore
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "RESULT_PREFIX",
+    "TASK_HEADER",
     "Agent",
     "AgentSettings",
     "Approver",
@@ -41,8 +46,11 @@ __all__ = [
     "ToolRegistry",
     "UndoError",
     "UndoStore",
+    "api_key_headers",
+    "check_call",
     "default_tools",
     "parse_metrics",
+    "recover",
     "require_git",
     "salvage",
     *_event_names,

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tools._walk import walk_files
+from .tools import walk_files
 
 MAX_FILES = 200
 """Files looked at for the whole-project rule; a project with more is not small."""

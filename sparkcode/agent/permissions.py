@@ -27,8 +27,7 @@ from typing import Any, Literal
 from sparkcode.config import Config, PermissionMode
 
 from .settings import PLAN_NOTE
-from .tools import Tool
-from .tools._sandbox import BwrapStatus, Sandbox, find_bwrap
+from .tools import BwrapStatus, Sandbox, Tool, find_bwrap
 
 Verdict = Literal["allow", "ask", "deny"]
 PLAN_REFUSAL = ("plan mode: only read-only tools run, and this call would change something. "

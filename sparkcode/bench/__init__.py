@@ -19,11 +19,13 @@ from engine.errors import UserError
 from engine.paths import Paths
 
 from . import _agent, _humaneval, _kld, _loops, _throughput
+from ._agent_tasks import load_tasks
 from ._report import columns, plot, table, write_outputs
 from ._results import KINDS, ResultDir, default_dir
 from ._run import Work, console, run_targets
 from ._sandbox import Limits, Outcome, isolation, run_program
 from ._target import TargetSpec, build_specs, unique_labels
+from ._texts import text_set
 
 WORK: dict[str, Work] = {"humaneval": _humaneval.run, "throughput": _throughput.run,
                          "loops": _loops.run, "kld": _kld.run, "agent": _agent.run}
@@ -99,8 +101,10 @@ __all__ = [
     "humaneval_settings",
     "isolation",
     "load_problems",
+    "load_tasks",
     "report",
     "resume",
     "run_program",
     "start",
+    "text_set",
 ]

@@ -48,11 +48,10 @@ from sparkcode.agent import (
     Notice,
     ToolCallStarted,
     TurnFinished,
+    check_call,
 )
-from sparkcode.agent._calls import check_call
 from sparkcode.agent.client import ToolCall
-from sparkcode.agent.tools import ToolRegistry
-from sparkcode.agent.tools._sandbox import Sandbox, find_bwrap
+from sparkcode.agent.tools import Sandbox, ToolRegistry, find_bwrap
 from sparkcode.builder import SessionOptions, StartTarget, build_session, resolve_target
 from sparkcode.config import Config, DiagnosticsConfig
 
@@ -131,7 +130,7 @@ class Tally:
     calls: int = 0
     malformed: int = 0
     """Calls the agent refused before running: not JSON, an unknown tool, a
-    missing or mistyped argument (:func:`~sparkcode.agent._calls.check_call`)."""
+    missing or mistyped argument (:func:`~sparkcode.agent.check_call`)."""
     salvaged: int = 0
     """Replies whose calls were recovered from the text (``tool_call_salvaged``)."""
     degenerate: bool = False

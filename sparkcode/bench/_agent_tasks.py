@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
-from sparkcode.agent.tools._sandbox import Sandbox
+from sparkcode.agent.tools import Sandbox
 
 KINDS = ("answer", "fix-line", "fix-test", "create", "rename", "add-function", "run-tests",
          "refactor")

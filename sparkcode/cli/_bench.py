@@ -202,7 +202,7 @@ def kld_cmd(
     boot_timeout: BootTimeout = 900.0,
 ) -> None:
     """KL divergence of each target against the first (teacher-forced, prompt log-probs)."""
-    from sparkcode.bench._texts import text_set
+    from sparkcode.bench import text_set
 
     chosen = texts or ["code", "prose"]
     for name in chosen:
@@ -262,7 +262,7 @@ def agent_cmd(
     from sparkcode import bench
 
     if list_tasks:
-        from sparkcode.bench._agent_tasks import load_tasks
+        from sparkcode.bench import load_tasks
 
         for task in load_tasks().values():
             typer.echo(f"{task.id:<22} {task.kind:<13} {task.prompt}")

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from engine.errors import UserError
-from sparkcode.agent._chat_types import ChatError, api_key_headers
+from sparkcode.agent import ChatError, api_key_headers
 from sparkcode.sessions import (
     Exchange,
     Session,

@@ -5,7 +5,7 @@ the agent's own dicts serialised, so the history at the last request is that
 body's ``messages`` exactly. What the last request did not carry is rebuilt
 the way the agent built it: its recorded response is read back through the
 agent's own :class:`~sparkcode.agent.client.StreamParser` (content and tool calls)
-and :func:`~sparkcode.agent._calls.check_call`, tool results come from the
+and :func:`~sparkcode.agent.check_call`, tool results come from the
 recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
 applied. The first request of the resumed session therefore repeats the
 recorded prefix byte for byte, and the engine's prefix cache hits. The requests
@@ -26,9 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from engine.errors import UserError
-from sparkcode.agent._calls import check_call
-from sparkcode.agent._salvage import recover
-from sparkcode.agent._structured import RESULT_PREFIX
+from sparkcode.agent import RESULT_PREFIX, check_call, recover
 from sparkcode.agent.client import ChatError, StreamParser, ToolCall
 from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.events import TodoItem

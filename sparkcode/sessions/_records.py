@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkcode.agent._chat_types import TASK_HEADER
+from sparkcode.agent import TASK_HEADER
 
 FORMAT_VERSION = 2
 SUFFIX = ".jsonl"

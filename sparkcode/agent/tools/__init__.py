@@ -33,6 +33,7 @@ from ._sandbox import BwrapStatus, Sandbox, find_bwrap
 from ._shell import Bash
 from ._task import TASK_TOOL, TaskTool
 from ._todo import Todo
+from ._walk import walk_files
 from ._web import WebFetch
 
 
@@ -151,6 +152,7 @@ __all__ = [
     "is_test_file",
     "default_tools",
     "find_bwrap",
+    "walk_files",
     "is_read_only_command",
     "resolve_in_workspace",
     "unified_diff",
