@@ -9,23 +9,24 @@ from typing import Any
 
 from engine.paths import Paths
 from sparkcode.agent.asking import Asker
-from sparkcode.agent.context_report import context_report
 from sparkcode.agent.events import Event
 from sparkcode.agent.images import ImageAttachment
 from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
-from sparkcode.config import DEGENERATE_MODES, PERMISSION_MODES
+from sparkcode.config import PERMISSION_MODES
+from sparkcode.operations import AgentOps
 from sparkcode.replay import Rebuilt
 from sparkcode.session_hooks import AskTrust
 
 
-class LiveAgent:
-    """:class:`sparkcode.agent.Agent` seen through the TUI's :class:`AgentPort`."""
+class LiveAgent(AgentOps):
+    """:class:`sparkcode.agent.Agent` seen through the TUI's :class:`AgentPort` (the
+    settings, ``/context`` and ``/jobs`` as :class:`~sparkcode.operations.AgentOps` has
+    them, the same code ACP runs)."""
 
     def __init__(self, session: AgentSession) -> None:
+        super().__init__(session.agent)
         self.session = session
         """What the builder made: agent, connection, recorder."""
-        self.agent = session.agent
-        """The wrapped agent."""
 
     @property
     def model(self) -> str:
@@ -42,9 +43,6 @@ class LiveAgent:
     @property
     def session_id(self) -> str | None:
         return self.session.session_id
-
-    def set_thinking_history(self, on: bool) -> None:
-        self.agent.settings.thinking_history = on
 
     def transcript(self) -> list[dict[str, Any]]:
         return list(self.agent.history)
@@ -64,21 +62,10 @@ class LiveAgent:
     def set_model(self, name: str) -> None:
         self.agent.client.model = name
 
-    def set_reasoning_effort(self, effort: str) -> None:
-        self.agent.settings.reasoning_effort = effort
-
-    def set_thinking_token_budget(self, budget: int) -> None:
-        self.agent.settings.thinking_token_budget = budget
-
     def set_approval_mode(self, mode: str) -> str | None:
         if mode not in PERMISSION_MODES:
             raise ValueError(f"unknown approval mode {mode!r}")
         return self.agent.set_mode(mode)
-
-    def set_degenerate_mode(self, mode: str) -> None:
-        if mode not in DEGENERATE_MODES:
-            raise ValueError(f"unknown degenerate-stream mode {mode!r}")
-        self.agent.settings.degenerate = mode
 
     def load_image(self, path: Path, name: str | None = None) -> ImageAttachment:
         return self.agent.load_image(path, name)
@@ -93,19 +80,8 @@ class LiveAgent:
     def cancel(self) -> None:
         self.agent.cancel()
 
-    def jobs_report(self) -> str:
-        return self.agent.jobs.table()
-
-    async def stop_job(self, job_id: int) -> str:
-        job = self.agent.jobs.get(job_id)
-        await self.agent.jobs.stop(job)
-        return job.describe()
-
     def compact(self, focus: str) -> AsyncIterator[Event]:
         return self.agent.compact_now(focus)
-
-    def context_report(self) -> str:
-        return context_report(self.agent).text()
 
     def steer(self, text: str) -> None:
         self.agent.steer(text)

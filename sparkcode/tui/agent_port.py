@@ -25,7 +25,7 @@ class AgentPort(Protocol):
 
     @property
     def reasoning_effort(self) -> str:
-        """``low``, ``high`` or ``max`` (sent as ``reasoning_effort``)."""
+        """One of ``sparkcode.operations.EFFORTS`` (sent as ``reasoning_effort``)."""
 
     @property
     def thinking_token_budget(self) -> int:

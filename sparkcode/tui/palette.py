@@ -1,7 +1,7 @@
 """The command palette's slash commands, built from :data:`.commands.COMMANDS`.
 
-A command declared with a ``palette`` title (``@command(..., palette="Undo last turn")``)
-is listed under that title, one entry per allowed argument when it has choices
+An operation declared with a ``palette`` title (``sparkcode.operations``:
+``Operation("undo", ..., palette="Undo last turn")``) is listed under that title, one entry per allowed argument when it has choices
 (``Approval mode: full-auto``); the workspace's custom commands are listed as
 ``/name``. Choosing one runs the same line the prompt would (``/approve full-auto``),
 so the palette and the prompt cannot drift apart. The app adds its own actions (start
