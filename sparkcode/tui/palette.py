@@ -1,11 +1,12 @@
 """The command palette's slash commands, built from :data:`.commands.COMMANDS`.
 
 An operation declared with a ``palette`` title (``sparkcode.operations``:
-``Operation("undo", ..., palette="Undo last turn")``) is listed under that title, one entry per allowed argument when it has choices
-(``Approval mode: full-auto``); the workspace's custom commands are listed as
-``/name``. Choosing one runs the same line the prompt would (``/approve full-auto``),
-so the palette and the prompt cannot drift apart. The app adds its own actions (start
-and stop the engine, stop the turn, fold thinking) beside these.
+``Operation("undo", ..., palette="Undo last turn")``) is listed under that title, one
+entry per allowed argument when it has choices (``Approval mode: full-auto``); the
+workspace's custom commands are listed as ``/name``. Choosing one runs the same line
+the prompt would (``/approve full-auto``), so the palette and the prompt cannot drift
+apart. The app adds its own actions (start and stop the engine, stop the turn, fold
+thinking) beside these.
 """
 
 from __future__ import annotations

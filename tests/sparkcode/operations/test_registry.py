@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import get_args
 
+import msgspec
 import pytest
 
 from engine.paths import Paths
@@ -64,12 +65,14 @@ def test_every_offered_operation_runs_in_its_front_and_no_handler_is_left_over()
 def test_effort_takes_every_value_of_the_setting_in_both_fronts() -> None:
     assert EFFORTS == get_args(ReasoningEffort) and "medium" in EFFORTS
     for effort in EFFORTS:
-        AgentKnobs(reasoning_effort=effort)  # the setting's own type takes it
+        msgspec.convert({"reasoning_effort": effort}, AgentKnobs)  # the setting takes it
         assert tui.parse_command(f"/effort {effort}").arg == effort
         parsed = acp_parse(f"/effort {effort}")
         assert parsed is not None and parsed[0].choices == EFFORTS
     hint = next(c for c in available_commands() if c.name == "effort").input
     assert hint is not None and hint.root.hint.split("|") == list(EFFORTS)
+    with pytest.raises(msgspec.ValidationError):  # and the registry offers no other
+        msgspec.convert({"reasoning_effort": "huge"}, AgentKnobs)
     with pytest.raises(tui.CommandError, match=r"usage: /effort none\|minimal\|low\|medium"):
         tui.parse_command("/effort huge")
 
