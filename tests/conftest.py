@@ -82,12 +82,14 @@ E2E_LAST = ("test_two_nodes.py", "test_agent_task.py", "test_agent_conversation.
 """First-lane modules that run last, in this order: they need the trained agent model, so
 its background build (``pytest_sessionstart``) has the rest of the suite to finish in."""
 E2E_SECOND_LANE = ("test_engine_cli.py", "test_vision.py", "test_hybrid.py",
-                   "test_capture_vllm.py", "test_tui.py", "test_replay.py",
+                   "test_capture_vllm.py", "test_tui.py", "test_run_worktree.py",
+                   "test_replay.py",
                    "test_w8a8_serving.py")
 """The second engine lane: tiny engines that decode little, queued after every other test
 (``make test`` passes ``--no-loadscope-reorder``, so xdist hands work out in this order),
 so the worker that finishes the unit tests runs them beside the first lane's later modules.
-``test_tui.py`` then ``test_replay.py`` share the session's tiny engine and
+``test_tui.py``, ``test_run_worktree.py`` then ``test_replay.py`` share the session's
+tiny engine and
 ``test_replay.py`` stops it. Each lane has its own slot of ``tests/support/engine.py``'s
 engine lock: at most two engines run at once."""
 
