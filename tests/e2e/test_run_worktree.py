@@ -34,8 +34,8 @@ async def test_two_worktree_sessions_share_the_running_engine(
     for name in ("a", "b"):
         out, err = io.StringIO(), io.StringIO()
         code = await run_headless(RunRequest(
-            prompt="write a function that adds two numbers", workspace=repo, as_json=True, endpoint=tiny_engine.base_url,
-            worktree=name, session=SessionOptions(
+            prompt="write a function that adds two numbers", workspace=repo, as_json=True,
+            endpoint=tiny_engine.base_url, worktree=name, session=SessionOptions(
                 permission_mode="full-auto", seed=1,
                 knobs=AgentKnobs(temperature=0.0, max_turns=1, max_tokens=48,
                                  thinking_token_budget=-1))), out=out, err=err)
