@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import shutil
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -18,7 +22,8 @@ from sparkcode.cli import app
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.sessions import SessionStore
 from tests.support.http_server import serve, url
-from tests.support.scripted import Reply
+from tests.support.loopback import running
+from tests.support.scripted import Reply, reply_frames
 
 runner = CliRunner()
 
@@ -71,6 +76,68 @@ async def test_two_sessions_in_two_worktrees_share_one_server_and_edit_only_thei
     assert {r["branch"] for r in as_json} == {"sparkcode/a", "sparkcode/b"}
     shown = runner.invoke(app, ["sessions", "show", rows["sparkcode/a"].id])
     assert f"worktree   {a} (branch sparkcode/a)" in shown.stdout
+
+
+class _ByPrompt(BaseHTTPRequestHandler):
+    """A scripted server for sessions at once: the reply follows the request's first user
+    message (``write NAME``): a write of NAME.txt, then, after its result, an answer."""
+
+    server: _Routing
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        data = json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        messages = body["messages"]
+        name = next(str(m["content"]) for m in messages if m["role"] == "user").split()[-1]
+        with self.server.lock:
+            self.server.names.append(name)
+        if not any(m["role"] == "tool" for m in messages):
+            # Each first request waits for the other's: both sessions are in flight at once.
+            self.server.barrier.wait()
+            reply = Reply(tool_calls=[write(f"{name}.txt", f"from {name}\n")])
+        else:
+            reply = Reply(content=[f"done {name}"])
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for chunk in reply_frames(reply):
+            self.wfile.write(chunk)
+            self.wfile.flush()
+
+
+class _Routing(ThreadingHTTPServer):
+    lock: threading.Lock
+    names: list[str]
+    barrier: threading.Barrier
+
+
+async def test_two_worktree_sessions_at_once_against_one_server(repo: Path) -> None:
+    server = _Routing(("127.0.0.1", 0), _ByPrompt)
+    server.lock, server.names = threading.Lock(), []
+    server.barrier = threading.Barrier(2, timeout=10)
+    with running(server):
+        results = await asyncio.gather(*(run(RunRequest(
+            prompt=f"write {name}", workspace=repo, endpoint=url(server), worktree=name,
+            session=SessionOptions(permission_mode="full-auto", record=False)))
+            for name in ("a", "b")))
+    for code, _, err in results:
+        assert code == EXIT_OK, err
+    assert [out.strip() for _, out, _ in results] == ["done a", "done b"]
+    assert sorted(server.names) == ["a", "a", "b", "b"]
+    a, b = trees(repo) / "a", trees(repo) / "b"
+    assert sorted(p.name for p in a.iterdir()) == [".git", ".gitignore", "a.txt", "hello.py"]
+    assert sorted(p.name for p in b.iterdir()) == [".git", ".gitignore", "b.txt", "hello.py"]
+    assert not (repo / "a.txt").exists() and not (repo / "b.txt").exists()
 
 
 async def test_a_worktree_session_resumes_in_its_worktree_and_a_removed_one_is_named(
