@@ -30,12 +30,12 @@ is never sent back to the model.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._pyparse import literal_eval
 from .tools import ToolRegistry
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
@@ -356,7 +356,7 @@ def _loads_object(text: str) -> tuple[dict[str, Any] | None, str]:
                 obj = json.loads(fixed)
             except (ValueError, RecursionError):
                 try:
-                    obj = ast.literal_eval(fixed)
+                    obj = literal_eval(fixed)
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
                     continue
             if isinstance(obj, dict):

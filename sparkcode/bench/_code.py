@@ -21,6 +21,8 @@ import json
 import re
 from typing import Any
 
+from .._pyparse import parse
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _PY = {"", "python", "py", "python3"}
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
@@ -35,7 +37,7 @@ def _parsable_prefix(code: str) -> ast.Module | None:
     lines = code.splitlines()
     for end in range(len(lines), 0, -1):
         try:
-            return ast.parse("\n".join(lines[:end]))
+            return parse("\n".join(lines[:end]))
         except (SyntaxError, ValueError):
             continue
     return None

@@ -22,6 +22,7 @@ import ast
 import re
 from pathlib import Path
 
+from ..._pyparse import parse
 from ._base import ToolContext, ToolError
 
 
@@ -29,7 +30,7 @@ def _definitions(text: str) -> list[str] | None:
     """The names of ``text``'s top-level functions and classes and of its classes'
     methods (``Class.method``), in order; None when it does not parse."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError):
         return None
     names: list[str] = []

@@ -18,12 +18,12 @@ interpreter is refused as well, the reason the guard is a setting, off by defaul
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
 import tomllib
 from pathlib import Path
 
+from ..._pyparse import parse
 from ._base import ToolContext, ToolError
 
 _CONTEXT = 2
@@ -34,7 +34,7 @@ _PYTHON = f"Python {sys.version_info.major}.{sys.version_info.minor}"
 
 def _python_error(text: str) -> tuple[int, str] | None:
     try:
-        ast.parse(text)
+        parse(text)
     except SyntaxError as exc:
         return exc.lineno or 1, f"{exc.msg} (as {_PYTHON} parses it)"
     except ValueError as exc:  # source with a NUL byte
