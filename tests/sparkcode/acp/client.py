@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from acp import spawn_agent_process
+from acp import Client, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
@@ -77,8 +77,10 @@ async def spawn(client: EditorClient, *args: str, home: Path, cwd: Path,
     # The agent's stderr (its log) goes to a file a failing test can show.
     home.mkdir(parents=True, exist_ok=True)
     with (home / "acp-agent.log").open("ab") as log:
-        async with spawn_agent_process(client, sys.executable, "-m", "sparkcode", "acp", *args,
-                                       env=env, cwd=cwd,
+        # The test editor implements the two methods the agent calls; the SDK answers
+        # method-not-found for the rest of the Client protocol.
+        async with spawn_agent_process(cast(Client, client), sys.executable, "-m",
+                                       "sparkcode", "acp", *args, env=env, cwd=cwd,
                                        transport_kwargs={"stderr": log.fileno()},
                                        use_unstable_protocol=unstable) as (conn, proc):
             yield conn, proc

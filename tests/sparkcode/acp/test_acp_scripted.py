@@ -187,7 +187,7 @@ async def test_a_malformed_line_gets_a_json_rpc_error_and_the_agent_keeps_runnin
     import os
     import sys
 
-    from tests.sparkcode.acp.client import ROOT
+    from tests.support import ROOT
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sparkcode", "acp", "--endpoint", "http://127.0.0.1:9",

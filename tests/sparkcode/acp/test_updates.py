@@ -17,6 +17,8 @@ from acp.schema import (
     ResourceContentBlock,
     SseMcpServer,
     TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
 )
 
 from engine.paths import Paths
@@ -59,6 +61,7 @@ def test_one_usage_update_a_request_and_the_acceptance_added_when_it_comes(
         "completion_tokens": 10, "reasoning_tokens": 0, "cached_tokens": None}}
     (again,) = mapper.updates(MetricsUpdate(acceptance_length=2.5, prefix_cache_hit_rate=0.9,
                                             kv_cache_usage=0.1))
+    assert again.field_meta is not None
     assert again.field_meta["sparkcode"]["acceptance_length"] == 2.5
     assert again.field_meta["sparkcode"]["decode_tok_s"] == 12.5
 
@@ -69,17 +72,20 @@ def test_an_edit_of_a_new_file_is_a_diff_without_old_text_and_a_failure_has_none
     (start,) = mapper.updates(ToolCallStarted(call_id="c1", name="write_file",
                                               arguments={"path": "n.md", "content": "x"},
                                               raw_arguments=""))
+    assert isinstance(start, ToolCallStart) and start.locations
     assert (start.kind, start.status, start.title) == ("edit", "pending", "write_file n.md")
     assert start.locations[0].path == str(tmp_path / "n.md")
     (tmp_path / "n.md").write_text("x")
     (done,) = mapper.updates(ToolCallFinished(call_id="c1", name="write_file", result="wrote",
                                               diff="+x"))
+    assert isinstance(done, ToolCallProgress) and done.content is not None
     assert [(c.type, getattr(c, "old_text", "-")) for c in done.content] == [
         ("diff", None), ("content", "-")]
     mapper.updates(ToolCallStarted(call_id="c2", name="edit_file", arguments={"path": "n.md"},
                                    raw_arguments=""))
     (failed,) = mapper.updates(ToolCallFinished(call_id="c2", name="edit_file", result="no",
                                                 error="no match"))
+    assert isinstance(failed, ToolCallProgress) and failed.content is not None
     assert failed.status == "failed" and [c.type for c in failed.content] == ["content"]
 
 

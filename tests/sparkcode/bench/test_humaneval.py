@@ -71,7 +71,7 @@ def test_canonical_pass_all_and_wrong_pass_none_side_by_side(tmp_path: Path) -> 
 
 
 def _plus_file(path: Path, ids: list[str]) -> Path:
-    inputs = {"HumanEval/0": [[[1.0, 2.0, 3.0], 0.5], [[1.0, 2.8, 3.0], 0.3]],
+    inputs: dict[str, list[Any]] = {"HumanEval/0": [[[1.0, 2.0, 3.0], 0.5], [[1.0, 2.8, 3.0], 0.3]],
               "HumanEval/2": [[3.5], [1.25], [10.0]],
               "HumanEval/4": [[[1.0, 2.0, 3.0, 4.0]], [[-1.0, 1.0]]]}
     with path.open("w") as fh:
