@@ -205,6 +205,7 @@ def check_vllm_graphs() -> None:
     os.environ["SPARKCODE_PLUGIN_FEATURES"] = "w2_quant,fp4_pool"
     os.environ.update({**USAGE_STATS_OFF, **HUB_OFFLINE})  # as every profile's launch
     from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
 
     with tempfile.TemporaryDirectory() as tmp:
         model = build_w2_qwen3_moe(Path(tmp) / "model", pool=((0, 1), (1, 2)))
@@ -212,11 +213,12 @@ def check_vllm_graphs() -> None:
                   gpu_memory_utilization=0.2, enforce_eager=False)
         mode = str(llm.llm_engine.vllm_config.compilation_config.cudagraph_mode)
         ids = [1, *range(40, 72)]
-        res = llm.generate([{"prompt_token_ids": ids}],
+        res = llm.generate([TokensPrompt(prompt_token_ids=ids)],
                            SamplingParams(max_tokens=16, temperature=0, logprobs=0))[0]
         new = list(res.outputs[0].token_ids)
-        served = torch.tensor([lp[t].logprob for lp, t in
-                               zip(res.outputs[0].logprobs, new, strict=True)])
+        logprobs = res.outputs[0].logprobs
+        assert isinstance(logprobs, list), "asked for logprobs=0: one dict per new token"
+        served = torch.tensor([lp[t].logprob for lp, t in zip(logprobs, new, strict=True)])
         ref = reference_logprobs(model.path.parent / "bf16", model.dequantized, ids + new)
         diff = float((served - ref[len(ids) - 1:]).abs().mean())
         del llm
@@ -231,13 +233,14 @@ def check_vllm_graphs() -> None:
 def _time(fn: Callable[[], object], iters: int) -> float:
     fn()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     start.record()
     for _ in range(iters):
         fn()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
+    return float(start.elapsed_time(end)) / 1e3 / iters
 
 
 class _Cycle:

@@ -151,9 +151,9 @@ def recorded() -> Iterator[Traffic]:
             interpreter.InterpreterBuilder.set_grid_idx = patched_grid
 
 
-class _TorchLaunches(TorchDispatchMode):
+class _TorchLaunches(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self, traffic: Traffic) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.traffic = traffic
         self.inside = False
 
