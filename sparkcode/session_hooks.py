@@ -1,6 +1,6 @@
 """A session's hooks: the user's from ``config.toml``, the project's once trusted.
 
-Kept apart from :mod:`sparkcode.builder` so the trust question has one home:
+Kept apart from :mod:`sparkcode.start` so the trust question has one home:
 the user's hooks always run; the project's (``.sparkcode/hooks.toml``,
 ``.claude/settings.json``) run when the project is remembered as trusted
 (:class:`~sparkcode.trust.TrustStore`), when the start trusts it

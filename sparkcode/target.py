@@ -2,7 +2,7 @@
 
 A target is an OpenAI-compatible endpoint, a profile (the managed engine it runs, or the
 endpoint it names), or the managed engine as it runs now. ``run``/``acp``/the TUI (via
-:func:`sparkcode.builder.resolve_target`), replay's ``--rerun`` and ``sparkcode bench``
+:func:`sparkcode.start.resolve_target`), replay's ``--rerun`` and ``sparkcode bench``
 all describe what they talk to with it, and reach it with :meth:`Target.reach` (the
 engine keeps running) or :meth:`Target.opened` (an engine started here is stopped
 afterwards). Both go through the engine side's one access module,

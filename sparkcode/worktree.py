@@ -18,7 +18,7 @@ A worktree starts from HEAD of the tree the session was started in: uncommitted
 changes there are not in it (the start says so). ``--worktree NAME`` again reopens the
 sparkcode worktree NAME as it was left; any other branch or path of that name is
 refused with what to do. A session recorded in a worktree resumes there
-(:func:`sparkcode.resume.find_resume`), and a removed worktree is named as such.
+(:func:`sparkcode.start.find_resume`), and a removed worktree is named as such.
 """
 
 from __future__ import annotations

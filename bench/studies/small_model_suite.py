@@ -44,8 +44,8 @@ from engine.paths import Paths
 from engine.profiles import AgentKnobs, load_profile
 from engine.supervisor import running
 from sparkcode.agent.tools import default_tools
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import RunRequest, run_headless
+from sparkcode.start import SessionOptions
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Editors (Zed, JetBrains, Neovim's CodeCompanion, Emacs agent-shell, Toad) spawn
 ``sparkcode acp`` and speak JSON-RPC 2.0 on its stdin/stdout through the
 official SDK (PyPI ``agent-client-protocol``, import ``acp``). A front as thin
-as ``sparkcode run``: every session is built by :mod:`sparkcode.builder`.
+as ``sparkcode run``: every session is built by :mod:`sparkcode.start`.
 
 - ``_agent``: initialize, session/new, session/load, modes, prompt, cancel.
 - ``_session``: one session's background build, turns, approvals, commands.

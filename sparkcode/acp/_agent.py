@@ -40,11 +40,10 @@ from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode import __version__
 from sparkcode.agent.tools import default_tools
-from sparkcode.builder import SessionOptions, resolve_target
 from sparkcode.config import McpServerConfig
 from sparkcode.replay import Rebuilt
-from sparkcode.resume import find_resume
 from sparkcode.sessions import SessionStore, new_session_id
+from sparkcode.start import SessionOptions, find_resume, resolve_target
 
 from ._asking import form_elicitation
 from ._commands import as_mode, mode_state

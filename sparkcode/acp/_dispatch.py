@@ -17,11 +17,11 @@ from engine.errors import UserError
 from sparkcode.agent.events import Event
 from sparkcode.agent.tools import JobError
 from sparkcode.agent.undo import UndoError
-from sparkcode.builder import AgentSession
 from sparkcode.operations import AgentOps, Operation, OperationError
 from sparkcode.operations.export import export_transcript
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
+from sparkcode.start import AgentSession
 
 Show = Callable[[Event], Awaitable[None]]
 """Sends one agent event to the editor as its updates."""

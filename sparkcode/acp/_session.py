@@ -51,10 +51,10 @@ from sparkcode.agent import AgentError, ApprovalDecision, ApprovalRequested, Tur
 from sparkcode.agent.events import Event
 from sparkcode.agent.images import ImageAttachment, ImageError, image_from_bytes, refuse_text_only
 from sparkcode.agent.settings import ACT_PROMPT
-from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import PermissionMode
 from sparkcode.operations import Operation
 from sparkcode.sessions import SessionStore
+from sparkcode.start import AgentSession, SessionOptions, StartTarget, build_session
 
 from ._asking import acp_asker
 from ._commands import available_commands, parse_command

@@ -1,7 +1,7 @@
 """The agent suite: each try of each task is one real agent turn in a fresh git
 workspace, then the task's check (:mod:`._agent_tasks`).
 
-A try goes through the one session builder (:mod:`sparkcode.builder`) exactly
+A try goes through the one session builder (:mod:`sparkcode.start`) exactly
 as ``sparkcode run`` and the TUI do, so a profile's agent settings (small-model
 mode, sampling, thinking budget) apply unchanged; what the bench fixes instead
 of ``config.toml`` (which it does not read, so a user's rules and MCP servers
@@ -52,8 +52,8 @@ from sparkcode.agent import (
 )
 from sparkcode.agent.client import ToolCall
 from sparkcode.agent.tools import Sandbox, ToolRegistry, find_bwrap
-from sparkcode.builder import SessionOptions, StartTarget, build_session, resolve_target
 from sparkcode.config import Config, DiagnosticsConfig
+from sparkcode.start import SessionOptions, StartTarget, build_session, resolve_target
 
 from ._agent_tasks import Task, check, load_tasks, make_workspace, select, workspace_diff
 from ._run import Context

@@ -50,8 +50,8 @@ def acp_cmd(
     """Serve ACP v1 on stdin/stdout, for Zed, Neovim, Toad and other editors."""
     from engine.profiles import knobs_from
     from sparkcode.acp import AcpOptions, SparkcodeAcpAgent, protocol_stdout, serve
-    from sparkcode.builder import SessionOptions
     from sparkcode.cli._run import FLAGS
+    from sparkcode.start import SessionOptions
 
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")

@@ -49,11 +49,16 @@ from sparkcode.agent import (
 from sparkcode.agent.hooks import describe
 from sparkcode.agent.output_schema import OutputSchemaError, final_answer, load_schema
 from sparkcode.agent.tools import TodoList
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.hook_specs import HookSpec
 from sparkcode.replay import Rebuilt
-from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
+from sparkcode.start import (
+    SessionOptions,
+    WorkspaceMismatch,
+    build_session,
+    find_resume,
+    resolve_target,
+)
 from sparkcode.worktree import open_worktree
 
 from ._asking import run_asker

@@ -196,7 +196,7 @@ def fork_cmd(
     import asyncio
 
     from sparkcode.replay import rebuild_conversation
-    from sparkcode.resume import write_fork
+    from sparkcode.start import write_fork
 
     paths = Paths.from_env()
     sessions = SessionStore(paths.sessions_dir)

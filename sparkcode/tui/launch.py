@@ -8,8 +8,8 @@ from pathlib import Path
 from engine.paths import Paths
 from engine.profiles import render
 from sparkcode.agent.instructions import load_instructions
-from sparkcode.builder import StartTarget, resolve_target
 from sparkcode.replay import Rebuilt
+from sparkcode.start import StartTarget, resolve_target
 from sparkcode.worktree import Worktree, find_worktree
 
 from .agent_adapter import connect

@@ -8,8 +8,8 @@ from typing import Any
 from textual.app import App
 
 from sparkcode.replay import Rebuilt
-from sparkcode.resume import WorkspaceMismatch, find_resume
 from sparkcode.sessions import SessionStore
+from sparkcode.start import WorkspaceMismatch, find_resume
 
 from .screens.confirm import ConfirmScreen
 

@@ -39,10 +39,10 @@ from sparkcode.agent import (
     default_tools,
 )
 from sparkcode.agent.output_schema import OutputSchemaError, check_answer
-from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest
 from sparkcode.replay import Target, model_turns, rerun
 from sparkcode.sessions import Exchange, Session, SessionStore
+from sparkcode.start import AgentSession, SessionOptions, build_session, resolve_target
 from tests.support.agent_model import (
     CHAT_TEMPLATE,
     FINAL_ANSWER,

@@ -30,9 +30,9 @@ from engine.profiles import AgentKnobs
 from engine.supervisor import Supervisor
 from sparkcode.agent import UndoStore
 from sparkcode.agent.undo import UndoError
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest
 from sparkcode.sessions import SessionStore, load_session, model_turns_count
+from sparkcode.start import SessionOptions
 from tests.support.agent_model import (
     FINAL_ANSWER,
     GLM_PATH,

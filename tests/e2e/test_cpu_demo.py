@@ -22,8 +22,8 @@ from sparkcode.agent import events as ev
 from sparkcode.agent._structured import structured_outputs
 from sparkcode.agent.context import SUMMARY_PREFIX
 from sparkcode.agent.tools import default_tools
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunRequest, run_headless
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from tests.support.engine import RunningEngine, run_engine
 from tests.support.mcp_config import stdio_server_toml
 

@@ -20,7 +20,7 @@ import pytest
 from engine.paths import Paths
 from engine.profiles import AgentKnobs, EffortPlacement
 from sparkcode.agent import UsageUpdate
-from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from tests.support.engine import RunningEngine, free_port, run_engine
 from tests.support.prompts import GLM_TEMPLATE
 from tests.support.tiny_models import write_profile

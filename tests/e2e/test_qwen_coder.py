@@ -41,8 +41,8 @@ from engine.paths import APP_NAME, Paths
 from engine.profiles import AgentKnobs, load_profile
 from sparkcode.agent.tools import NAMES_LEFT
 from sparkcode.bench._agent_tasks import load_tasks, make_workspace
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, EXIT_STOPPED, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.support.engine import RunningEngine, run_engine
 
 pytestmark = pytest.mark.engine

@@ -17,9 +17,9 @@ import pytest
 
 from engine.paths import Paths
 from engine.profiles import AgentKnobs
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_ERROR, RunRequest, run_headless
 from sparkcode.sessions import SessionStore, load_session
+from sparkcode.start import SessionOptions
 from tests.support.engine import RunningEngine
 from tests.support.headless import make_repo
 

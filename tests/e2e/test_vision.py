@@ -119,8 +119,8 @@ async def test_an_image_attached_through_sparkcode_reaches_the_model(
 
     from engine.paths import Paths
     from engine.profiles import AgentKnobs
-    from sparkcode.builder import SessionOptions, build_session, resolve_target
     from sparkcode.sessions import blobs_dir, load_session
+    from sparkcode.start import SessionOptions, build_session, resolve_target
     from tests.support.images import write_image
 
     workspace = tmp_path / "ws"
@@ -167,8 +167,8 @@ async def test_run_image_with_a_vision_profile_reaches_the_model(
     from transformers import AutoTokenizer
 
     from engine.profiles import AgentKnobs
-    from sparkcode.builder import SessionOptions
     from sparkcode.cli._run import RunRequest, run_headless
+    from sparkcode.start import SessionOptions
     from tests.support.images import write_image
 
     workspace = tmp_path / "ws"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from engine.paths import Paths
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.custom_commands import load_commands
+from sparkcode.start import SessionOptions
 from sparkcode.tui import commands as tui_commands
 from sparkcode.tui.completion import suggest_completion
 from sparkcode.tui.scripted import ScriptedAgent, answer_script

@@ -17,9 +17,8 @@ from engine.errors import UserError
 from engine.profiles import KNOB_NAMES, AgentKnobs, check_knobs, overlay, parse_profile
 from sparkcode.agent import AgentSettings
 from sparkcode.agent.settings import KNOB_TO_SETTING
-from sparkcode.builder import SessionOptions, _settings
 from sparkcode.config import Config, parse_config
-from sparkcode.connection import Connection
+from sparkcode.start import Connection, SessionOptions, session_settings
 
 ENDPOINT = '[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "http://h/v1"\n'
 DEFAULTS = AgentSettings()
@@ -73,8 +72,7 @@ def toml(knobs: dict[str, Any]) -> str:
 def conn_for(profile_text: str, tmp_path: Path) -> Connection:
     spec = parse_profile(profile_text, tmp_path / "x.toml")
     return Connection(base_url="http://h/v1", model="m", api_key_env=None, max_model_len=None,
-                      reasoning_effort="low", thinking_token_budget=1536, profile="x",
-                      profile_spec=spec)
+                      profile="x", profile_spec=spec)
 
 
 def assert_reached(settings: AgentSettings, knobs: dict[str, Any], where: str) -> None:
@@ -95,13 +93,13 @@ def test_every_knob_is_taken_in_all_three_places_and_reaches_the_agent(tmp_path:
     conn = conn_for(ENDPOINT + toml(knobs), tmp_path)
     assert conn.profile_spec is not None
     assert msgspec.structs.asdict(conn.profile_spec.agent) == knobs
-    assert_reached(_settings(Config(), conn, SessionOptions()), knobs, "profile")
+    assert_reached(session_settings(Config(), conn, SessionOptions()), knobs, "profile")
     # 2. config.toml's [agent]
     config = parse_config(toml(knobs), tmp_path / "config.toml")
-    assert_reached(_settings(config, bare, SessionOptions()), knobs, "config.toml")
+    assert_reached(session_settings(config, bare, SessionOptions()), knobs, "config.toml")
     # 3. a start's options
     started = SessionOptions(knobs=AgentKnobs(**knobs))
-    assert_reached(_settings(Config(), bare, started), knobs, "start")
+    assert_reached(session_settings(Config(), bare, started), knobs, "start")
 
 
 def test_a_later_layer_wins_for_every_knob(tmp_path: Path) -> None:
@@ -109,14 +107,14 @@ def test_a_later_layer_wins_for_every_knob(tmp_path: Path) -> None:
     second = {name: two_values(name)[1] for name in KNOB_NAMES}
     conn = conn_for(ENDPOINT + toml(first), tmp_path)
     config = parse_config(toml(second), tmp_path / "config.toml")
-    assert_reached(_settings(config, conn, SessionOptions()), second, "config over profile")
+    assert_reached(session_settings(config, conn, SessionOptions()), second, "config over profile")
     started = SessionOptions(knobs=AgentKnobs(**first))
-    assert_reached(_settings(config, conn, started), first, "start over config")
+    assert_reached(session_settings(config, conn, started), first, "start over config")
     assert overlay(AgentKnobs(**first), AgentKnobs()) == AgentKnobs(**first)
 
 
 def test_a_start_is_held_to_the_ranges_the_files_are(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"this start: top_p: must be a number in \(0, 1\]"):
-        _settings(Config(), conn_for(ENDPOINT, tmp_path),
+        session_settings(Config(), conn_for(ENDPOINT, tmp_path),
                   SessionOptions(knobs=AgentKnobs(top_p=0.0)))
     assert check_knobs(AgentKnobs(temperature=2.0), "x").temperature == 2.0

@@ -13,7 +13,7 @@ from engine.errors import EngineStateError, UserError
 from engine.paths import Paths
 from engine.profiles import LaunchSpec, load_profile
 from engine.supervisor import Reuse, Supervisor
-from sparkcode.builder import resolve_target
+from sparkcode.start import resolve_target
 from sparkcode.target import Target
 from tests.support.engine import FAKE_ENGINE, free_port, stop_leftover_engine
 

@@ -161,19 +161,17 @@ def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
     # Measured (docs/agent.md, bench/studies/small_model_suite.py): SmolLM2 completed 2/18
     # tasks in small-model mode and 0/18 without, so cpu-demo keeps it on; the
     # Spark model drives the API's tools itself.
-    from sparkcode.builder import SessionOptions, _settings
     from sparkcode.config import Config
-    from sparkcode.connection import Connection
+    from sparkcode.start import Connection, SessionOptions, session_settings
 
     cpu = load_profile("cpu-demo", paths)
     assert load_profile("glm53-flash-spark", paths).agent.structured_tools is False
 
     def structured(options: SessionOptions) -> bool:
         conn = Connection(base_url="http://127.0.0.1:8400/v1", model="smollm2-135m-instruct",
-                          api_key_env=None, max_model_len=8192, reasoning_effort="low",
-                          thinking_token_budget=1536, profile="cpu-demo", managed=True,
-                          profile_spec=cpu)
-        return _settings(Config(), conn, options).structured_tools
+                          api_key_env=None, max_model_len=8192, profile="cpu-demo",
+                          managed=True, profile_spec=cpu)
+        return session_settings(Config(), conn, options).structured_tools
 
     assert structured(SessionOptions()) is True
     assert structured(SessionOptions(knobs=AgentKnobs(structured_tools=False))) is False

@@ -15,8 +15,8 @@ from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.acp import _session
 from sparkcode.acp._session import BOOT_CALL, AcpSession
-from sparkcode.builder import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.config import Config
+from sparkcode.start import AgentSession, SessionOptions, StartTarget, build_session
 from sparkcode.target import Target
 from tests.support.scripted import Reply, ScriptedServer
 

@@ -14,9 +14,9 @@ from sparkcode.agent import Agent, ChatClient, Permissions
 from sparkcode.agent.asking import Answer, Question, no_user, option_answer
 from sparkcode.agent.events import ToolCallFinished
 from sparkcode.agent.tools import ASK_TOOL, default_tools
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from engine.profiles import AgentKnobs
 from sparkcode.agent import DegenerationDetected, TurnFinished
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_OK, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer

@@ -16,6 +16,7 @@ from engine.paths import Paths
 from engine.profiles._schema import parse_profile
 from sparkcode.agent.context import compact, estimate_tokens
 from sparkcode.agent.context_report import context_report
+from sparkcode.agent.events import TurnStarted
 from sparkcode.agent.images import (
     ImageError,
     content_text,
@@ -24,9 +25,9 @@ from sparkcode.agent.images import (
     sniff,
     user_content,
 )
-from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import ConfigError, parse_config
+from sparkcode.start import AgentSession, SessionOptions, build_session, resolve_target
 from tests.support import ROOT
 from tests.support.http_server import serve, url
 from tests.support.images import image_bytes, write_image
@@ -111,7 +112,8 @@ async def test_the_request_carries_the_image_and_context_shows_it(workspace: Pat
         events = [e async for e in agent.run_turn("what is this?", [image])]
     finally:
         await session.aclose()
-    assert events[0].images == (f"shot.png (PNG, 280x280, {len(data)} B)",)  # type: ignore[attr-defined]
+    assert isinstance(events[0], TurnStarted)
+    assert events[0].images == (f"shot.png (PNG, 280x280, {len(data)} B)",)
     user = server.requests[0]["messages"][-1]
     assert user["content"][1]["image_url"]["url"] == (
         "data:image/png;base64," + base64.b64encode(data).decode())

@@ -13,8 +13,8 @@ from engine.profiles import load_profile, parse_profile
 from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
 from sparkcode.agent.agents_md import draft_agents_md
 from sparkcode.agent.instructions import load_instructions
-from sparkcode.builder import resolve_target, session_seed
 from sparkcode.config import ConfigError, parse_config
+from sparkcode.start import resolve_target, session_seed
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from sparkcode.agent.events import (
 )
 from sparkcode.agent.tools import Bash, JobTable, Sandbox, ToolContext, find_bwrap
 from sparkcode.agent.tools._shell import run_command
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.config import Config
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from tests.sparkcode.agent.test_jobs import alive, by_cmdline, free_port, group_members
 from tests.support.scripted import Reply, ScriptedServer
 

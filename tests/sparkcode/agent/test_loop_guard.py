@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from sparkcode.agent.loop_guard import Call, LoopGuard, similar
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_STOPPED, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

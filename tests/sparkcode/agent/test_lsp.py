@@ -35,7 +35,6 @@ from sparkcode.agent.lsp import (
     render,
 )
 from sparkcode.agent.tools import ToolContext, ToolOutput, default_tools, find_bwrap
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import (
     PYTHON_SERVER,
@@ -44,6 +43,7 @@ from sparkcode.config import (
     LanguageServerConfig,
     parse_config,
 )
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

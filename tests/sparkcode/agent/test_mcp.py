@@ -20,9 +20,9 @@ from sparkcode.agent import Agent, AgentSettings, ChatClient, Permissions
 from sparkcode.agent.events import ApprovalRequested, Event, ToolCallFinished
 from sparkcode.agent.mcp_tools import McpHub, McpTool
 from sparkcode.agent.tools import BwrapStatus, ToolContext, ToolError, default_tools
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config, ConfigError, McpServerConfig, PermissionRule, parse_config
+from sparkcode.start import SessionOptions
 from tests.support import ROOT
 from tests.support.http_server import serve, url
 from tests.support.mcp_config import stdio_server_toml

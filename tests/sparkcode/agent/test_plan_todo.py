@@ -18,9 +18,9 @@ from sparkcode.agent.events import (
 )
 from sparkcode.agent.loop import ACT_PROMPT, PLAN_NOTE
 from sparkcode.agent.tools import BwrapStatus
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config, PermissionRule
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer
 

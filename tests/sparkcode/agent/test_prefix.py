@@ -31,10 +31,10 @@ from sparkcode.agent import (
 )
 from sparkcode.agent._turn import QUESTION_REFUSAL
 from sparkcode.agent.effort import PLACEMENTS, placement_names
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.config import Config
 from sparkcode.replay import rebuild_conversation
 from sparkcode.sessions import SessionStore
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from tests.support.prompts import (
     GLM_TEMPLATE,
     QWEN_TEMPLATE,

@@ -186,8 +186,8 @@ async def test_without_bubblewrap_the_session_says_once_why_and_asks(
 
     from sparkcode.agent import permissions
     from sparkcode.agent.tools import BwrapStatus
-    from sparkcode.builder import SessionOptions
     from sparkcode.cli._run import EXIT_STOPPED, RunRequest, run_headless
+    from sparkcode.start import SessionOptions
     from tests.support.http_server import serve, url
 
     missing = BwrapStatus(None, "bubblewrap (bwrap) is not installed (apt-get install "

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from engine.paths import Paths
 from sparkcode.agent.skills import load_skills
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

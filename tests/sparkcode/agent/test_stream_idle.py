@@ -21,8 +21,8 @@ from sparkcode.agent.stream_idle import (
     idle_timeout_s,
     measured_prefill,
 )
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer

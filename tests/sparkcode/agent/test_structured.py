@@ -25,8 +25,8 @@ from sparkcode.agent._structured import (
     tools_prompt,
 )
 from sparkcode.agent.tools import default_tools
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer

@@ -18,6 +18,7 @@ from sparkcode.agent import (
     Event,
     Permissions,
     ReasoningDelta,
+    RequestStarted,
     TaskEvent,
     ToolCallFinished,
     ToolCallStarted,
@@ -27,11 +28,11 @@ from sparkcode.agent import (
     event_to_json,
 )
 from sparkcode.agent.subagent import TASK_NOTE
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config
 from sparkcode.replay import play_events, rebuild_conversation
 from sparkcode.sessions import SessionStore
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer
 
@@ -208,7 +209,7 @@ async def test_run_json_shows_the_nested_events_and_the_session_loads_again(
             and type(e.event).__name__ in ("RequestStarted", "ToolCallStarted")] \
         == ["RequestStarted", "ToolCallStarted", "RequestStarted"]
     assert all(e.call_id == call_id for e in played if isinstance(e, TaskEvent))
-    assert [e.request for e in played if type(e).__name__ == "RequestStarted"] == [1, 2]
+    assert [e.request for e in played if isinstance(e, RequestStarted)] == [1, 2]
 
 
 def test_a_task_event_is_json_with_its_inner_event() -> None:

@@ -18,9 +18,9 @@ from sparkcode.agent import ApprovalRequested, ChatClient, ToolCallFinished
 from sparkcode.agent.loop import Agent, AgentSettings
 from sparkcode.agent.permissions import Permissions
 from sparkcode.agent.tools import ToolContext, ToolError, WebFetch, default_tools
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import RunRequest, run_headless
 from sparkcode.config import Config, ConfigError, WebFetchConfig, parse_config
+from sparkcode.start import SessionOptions
 from tests.sparkcode.agent.test_loop import of, run
 from tests.support.http_server import serve, url
 from tests.support.loopback import running

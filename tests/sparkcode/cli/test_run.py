@@ -12,8 +12,8 @@ import pytest
 from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import AgentKnobs
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sparkcode.agent.asking import Answer, Question
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._asking import NO_TERMINAL, run_asker
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

@@ -19,7 +19,6 @@ import pytest
 from engine.errors import UserError
 from engine.profiles import AgentKnobs
 from sparkcode.agent.output_schema import FINAL_PROMPT
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import (
     EXIT_ERROR,
     EXIT_OK,
@@ -28,6 +27,7 @@ from sparkcode.cli._run import (
     RunRequest,
     run_headless,
 )
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

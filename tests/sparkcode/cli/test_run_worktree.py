@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.builder import SessionOptions
 from sparkcode.cli import app
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.sessions import SessionStore
+from sparkcode.start import SessionOptions
 from tests.support.http_server import serve, url
 from tests.support.loopback import running
 from tests.support.scripted import Reply, reply_frames

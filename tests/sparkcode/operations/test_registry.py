@@ -13,7 +13,6 @@ from engine.profiles import AgentKnobs, ReasoningEffort
 from sparkcode.acp import _dispatch
 from sparkcode.acp._commands import available_commands
 from sparkcode.acp._commands import parse_command as acp_parse
-from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.operations import (
     EFFORTS,
     REGISTRY,
@@ -26,6 +25,7 @@ from sparkcode.operations import (
     registered,
 )
 from sparkcode.sessions import SessionStore
+from sparkcode.start import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.tui import commands as tui
 from sparkcode.tui.completion import suggest_completion, unique_command
 from tests.support.scripted import Reply as ModelReply

@@ -9,8 +9,8 @@ import pytest
 
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.config import PermissionMode
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest

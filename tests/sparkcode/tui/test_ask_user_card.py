@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Input
 
 from engine.paths import Paths
-from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest

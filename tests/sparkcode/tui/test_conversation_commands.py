@@ -10,15 +10,15 @@ from textual.widgets import DataTable, Markdown
 
 from engine.paths import Paths
 from sparkcode.agent.instructions import load_instructions
-from sparkcode.resume import find_resume
 from sparkcode.sessions import SessionStore
+from sparkcode.start import find_resume
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.screens.confirm import ConfirmScreen
 from sparkcode.tui.screens.sessions import SessionsScreen
 from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine, answer_script, edit_script
 from sparkcode.tui.widgets import ApprovalCard, AssistantMessage, Notice, ToolCard, UserMessage
-from tests.sparkcode.test_resume import record_two_turns
+from tests.sparkcode.start.test_resume import record_two_turns
 
 from .conftest import READY
 from .test_pilot import DIFF, AppFactory, texts, type_line, until

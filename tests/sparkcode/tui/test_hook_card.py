@@ -9,7 +9,7 @@ import pytest
 
 from engine.paths import Paths
 from sparkcode.agent import events as ev
-from sparkcode.builder import SessionOptions, build_session, resolve_target
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from sparkcode.trust import TrustStore
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent

@@ -179,7 +179,7 @@ def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
 
 def test_no_thinking_budget_is_sent_to_an_engine_without_a_reasoning_parser(
         paths: Paths, tmp_path: Path) -> None:
-    from sparkcode.connection import budget_to_send
+    from sparkcode.start import budget_to_send
     from tests.support.tiny_models import write_profile
 
     write_profile(paths.config_dir, "bare", tmp_path, 8555)  # no reasoning parser/config

@@ -10,9 +10,9 @@ from pathlib import Path
 from engine.paths import Paths
 from engine.profiles import AgentKnobs
 from sparkcode.agent import events as ev
-from sparkcode.builder import SessionOptions, build_session, resolve_target
 from sparkcode.replay import play_events
 from sparkcode.sessions import SessionStore, exchange_output, is_model_call
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest

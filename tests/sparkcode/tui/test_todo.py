@@ -10,13 +10,13 @@ from typing import Any
 from engine.paths import Paths
 from sparkcode.agent import events as ev
 from sparkcode.agent.loop import ACT_PROMPT
-from sparkcode.resume import find_resume
 from sparkcode.sessions import SessionStore
+from sparkcode.start import find_resume
 from sparkcode.tui.launch import LaunchOptions, build_app
 from sparkcode.tui.scripted import ScriptedAgent
 from sparkcode.tui.widgets import AssistantMessage, Notice, TodoPanel
 from sparkcode.tui.widgets.todo_panel import render_todos
-from tests.sparkcode.test_resume_todos import record_plan
+from tests.sparkcode.start.test_resume_todos import record_plan
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 
@@ -47,7 +47,7 @@ async def test_plan_shows_the_todo_list_and_act_carries_it_out(app_factory: AppF
         await type_line(pilot, "fix the bug")
         await until(pilot, lambda: agent.turns_run == 1 and not app.main.turn_running)
         assert agent.approval_mode == "plan"
-        assert app.main.prompt.placeholder.startswith("Plan mode")
+        assert str(app.main.prompt.placeholder).startswith("Plan mode")
         assert panel.display
         assert str(panel.render()) == "todo 0/2\n ○ 1. read the code\n ○ 2. fix it"
         await type_line(pilot, "/act")

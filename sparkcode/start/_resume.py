@@ -3,7 +3,7 @@
 The fronts (``sparkcode --continue`` / ``--resume``, ``sparkcode run --resume``,
 ``sparkcode sessions fork``, the TUI's ``/sessions``) find the session here and
 get a :class:`~sparkcode.replay.Rebuilt` conversation to hand to the session
-builder (:class:`sparkcode.builder.SessionOptions` ``resume``). A session from
+builder (:class:`sparkcode.start.SessionOptions` ``resume``). A session from
 another workspace is refused with :class:`WorkspaceMismatch`, which names both
 directories, so the front can ask the user before switching.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 
 from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.replay import Rebuilt, rebuild_conversation
-from sparkcode.sessions import SessionRecorder, SessionStore, SessionSummary
-from sparkcode.worktree import recorded_worktree, same_repository
+
+from ..replay import Rebuilt, rebuild_conversation
+from ..sessions import SessionRecorder, SessionStore, SessionSummary
+from ..worktree import recorded_worktree, same_repository
 
 
 class WorkspaceMismatch(UserError):

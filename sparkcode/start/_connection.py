@@ -2,12 +2,12 @@
 managed local engine (started here when it is not running).
 
 :func:`connect` reaches a start's :class:`~sparkcode.target.Target` (from
-``builder.resolve_target``) and returns a :class:`Connection` with the base URL, the
-model (asked from ``/v1/models`` when not given), the name of the environment
-variable holding the API key (the key itself is read at request time and never
-stored), the engine's ``max_model_len`` and the agent defaults
-(``reasoning_effort``, ``thinking_token_budget``) the profile and ``config.toml``
-give (the session builder's overlay, without a start's own choices).
+:func:`~sparkcode.start.resolve_target`) and returns a :class:`Connection` with the
+base URL, the model (asked from ``/v1/models`` when not given), the name of the
+environment variable holding the API key (the key itself is read at request time and
+never stored), the engine's ``max_model_len`` and the loaded profile. The agent's
+settings are not here: the session builder lays the profile, ``config.toml`` and the
+start over the defaults once (:func:`~sparkcode.start.session_settings`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import AgentKnobs, Profile, overlay
+from engine.profiles import Profile
 
-from .agent.client import ChatClient, ChatError
-from .agent.settings import settings_from
-from .config import Config
-from .target import Progress, Target, normalise_base_url
+from ..agent.client import ChatClient, ChatError
+from ..target import Progress, Target
 
 
 class EndpointError(UserError):
@@ -40,8 +38,6 @@ class Connection:
     model: str
     api_key_env: str | None
     max_model_len: int | None
-    reasoning_effort: str
-    thinking_token_budget: int
     profile: str | None = None
     """The profile used, None for ``--endpoint``."""
     managed: bool = False
@@ -53,7 +49,7 @@ class Connection:
         return ChatClient(self.base_url, self.model, self.api_key_env, transport=transport)
 
 
-async def connect(target: Target, paths: Paths, *, config: Config,
+async def connect(target: Target, paths: Paths, *,
                   start_engine: bool = True, progress: Progress | None = None,
                   transport: httpx.AsyncBaseTransport | None = None) -> Connection:
     """Reach ``target`` (booting its managed engine when allowed) and ask ``/v1/models``."""
@@ -63,7 +59,7 @@ async def connect(target: Target, paths: Paths, *, config: Config,
         reached = await asyncio.to_thread(target.reach, paths, start=start_engine,
                                           progress=say, on_phase=lambda p: say(f"  {p}"))
     return await _finish(reached.base_url, reached.model, reached.api_key_env,
-                         reached.profile, config, reached.managed, transport)
+                         reached.profile, reached.managed, transport)
 
 
 def budget_to_send(prof: Profile | None, managed: bool, budget: int) -> int:
@@ -80,7 +76,7 @@ def budget_to_send(prof: Profile | None, managed: bool, budget: int) -> int:
 
 
 async def _finish(base: str, model: str | None, api_key_env: str | None,
-                  prof: Profile | None, config: Config, managed: bool,
+                  prof: Profile | None, managed: bool,
                   transport: httpx.AsyncBaseTransport | None) -> Connection:
     client = ChatClient(base, model or "", api_key_env, transport=transport)
     try:
@@ -99,12 +95,8 @@ async def _finish(base: str, model: str | None, api_key_env: str | None,
             known = ", ".join(c.id for c in cards)
             raise EndpointError(f"{base} does not serve model {model!r} (it serves: {known})")
         card = found[0]
-    said = settings_from(overlay(prof.agent if prof is not None else AgentKnobs(), config))
-    budget = budget_to_send(prof, managed, said.thinking_token_budget)
     return Connection(base_url=base, model=card.id, api_key_env=api_key_env,
                       max_model_len=card.max_model_len,
-                      reasoning_effort=said.reasoning_effort,
-                      thinking_token_budget=budget,
                       profile=prof.name if prof is not None else None, managed=managed,
                       profile_spec=prof)
 
@@ -112,8 +104,6 @@ async def _finish(base: str, model: str | None, api_key_env: str | None,
 __all__ = [
     "Connection",
     "EndpointError",
-    "Progress",
     "budget_to_send",
     "connect",
-    "normalise_base_url",
 ]

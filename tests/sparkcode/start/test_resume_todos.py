@@ -11,13 +11,12 @@ from typing import Any
 
 from engine.paths import Paths
 from sparkcode.agent.events import TodoItem
-from sparkcode.builder import SessionOptions
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.replay import rebuild_conversation
-from sparkcode.resume import find_resume, write_fork
 from sparkcode.sessions import SessionStore, load_session
-from tests.sparkcode.test_resume import start, turn
-from tests.sparkcode.test_resume import ws as ws  # the fixture
+from sparkcode.start import SessionOptions, find_resume, write_fork
+from tests.sparkcode.start.test_resume import start, turn
+from tests.sparkcode.start.test_resume import ws as ws  # the fixture
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply, ScriptedServer
 

@@ -13,7 +13,7 @@ resume path all start a session here, so a setting lands in one place:
 
 Adding a setting: a field of :class:`~engine.profiles.AgentKnobs` (a profile,
 ``config.toml`` and a start can then all say it) and its default in
-:class:`~sparkcode.agent.AgentSettings`; :func:`_settings` lays the three over
+:class:`~sparkcode.agent.AgentSettings`; :func:`session_settings` lays the three over
 the defaults (docs/architecture.md, "Adding a setting").
 """
 
@@ -35,7 +35,7 @@ from engine.profiles import (
     overlay,
 )
 
-from .agent import (
+from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
     Agent,
     AgentSettings,
@@ -45,21 +45,21 @@ from .agent import (
     UndoStore,
     require_git,
 )
-from .agent.instructions import Instructions, load_instructions
-from .agent.lsp import Diagnostics
-from .agent.mcp_tools import McpHub
-from .agent.sampling import new_session_seed
-from .agent.settings import settings_from
-from .agent.skills import load_skills, skill_tools
-from .agent.tools import Tool, WebFetch, default_tools
-from .config import Config, PermissionMode, load_config
-from .connection import Connection, Progress, budget_to_send, connect
-from .custom_commands import CustomCommands, load_commands
-from .replay import Rebuilt
-from .session_hooks import AskTrust, session_hooks
-from .sessions import SessionRecorder, event_recorder, start_recording
-from .target import Reuse, Target
-from .worktree import Worktree, find_worktree
+from ..agent.instructions import Instructions, load_instructions
+from ..agent.lsp import Diagnostics
+from ..agent.mcp_tools import McpHub
+from ..agent.sampling import new_session_seed
+from ..agent.settings import settings_from
+from ..agent.skills import load_skills, skill_tools
+from ..agent.tools import Tool, WebFetch, default_tools
+from ..config import Config, PermissionMode, load_config
+from ..custom_commands import CustomCommands, load_commands
+from ..replay import Rebuilt
+from ..session_hooks import AskTrust, session_hooks
+from ..sessions import SessionRecorder, event_recorder, start_recording
+from ..target import Progress, Reuse, Target
+from ..worktree import Worktree, find_worktree
+from ._connection import Connection, budget_to_send, connect
 
 
 @dataclass(frozen=True)
@@ -190,10 +190,9 @@ async def build_session(target: StartTarget, options: SessionOptions,
                         paths: Paths) -> AgentSession:
     """Connect, start recording and assemble the agent for ``target``."""
     require_git()  # before an engine starts for a session that could not run
-    conn = await connect(target.target, paths, config=target.config,
-                         start_engine=options.start_engine, progress=options.progress,
-                         transport=options.transport)
-    settings = replace(_settings(target.config, conn, options), vision=target.vision)
+    conn = await connect(target.target, paths, start_engine=options.start_engine,
+                         progress=options.progress, transport=options.transport)
+    settings = replace(session_settings(target.config, conn, options), vision=target.vision)
     resume = options.resume
     permissions = Permissions(target.config, mode=options.permission_mode)
     extra: dict[str, Any] = {"permission_mode": permissions.mode,
@@ -260,7 +259,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
                         mcp=hub, notes=notes, diagnostics=diagnostics)
 
 
-def _settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:
+def session_settings(config: Config, conn: Connection,
+                     options: SessionOptions) -> AgentSettings:
     """The one overlay: the profile's knobs, then ``config.toml``'s, then this
     start's, over :class:`AgentSettings`' defaults."""
     profile = conn.profile_spec.agent if conn.profile_spec is not None else AgentKnobs()
@@ -299,4 +299,6 @@ __all__ = [
     "StartTarget",
     "build_session",
     "resolve_target",
+    "session_seed",
+    "session_settings",
 ]

@@ -7,9 +7,17 @@ import pytest
 
 from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.builder import resolve_target
+from sparkcode.agent import AgentSettings
 from sparkcode.config import Config, load_config
-from sparkcode.connection import Connection, EndpointError, connect, normalise_base_url
+from sparkcode.start import (
+    Connection,
+    EndpointError,
+    SessionOptions,
+    connect,
+    resolve_target,
+    session_settings,
+)
+from sparkcode.target import normalise_base_url
 
 
 async def resolve_connection(*, endpoint: str | None = None, model: str | None = None,
@@ -17,14 +25,27 @@ async def resolve_connection(*, endpoint: str | None = None, model: str | None =
                              start_engine: bool = True,
                              transport: httpx.AsyncBaseTransport | None = None) -> Connection:
     """What a front does: the start's one Target (``resolve_target``), then ``connect``."""
+    conn, _ = await resolve_session(endpoint=endpoint, model=model, profile=profile,
+                                    config=config, start_engine=start_engine,
+                                    transport=transport)
+    return conn
+
+
+async def resolve_session(*, endpoint: str | None = None, model: str | None = None,
+                          profile: str | None = None, config: Config | None = None,
+                          start_engine: bool = True,
+                          transport: httpx.AsyncBaseTransport | None = None,
+                          ) -> tuple[Connection, AgentSettings]:
+    """The connection and the settings a session built on it gets (the builder's one
+    overlay of the profile and ``config.toml``, with no choice of the start's own)."""
     paths = Paths.from_env()
     workspace = paths.data_dir
     workspace.mkdir(parents=True, exist_ok=True)
     config = config if config is not None else load_config(paths)
     start = resolve_target(workspace, paths, profile=profile, endpoint=endpoint, model=model,
                            config=config)
-    return await connect(start.target, paths, config=start.config, start_engine=start_engine,
-                         transport=transport)
+    conn = await connect(start.target, paths, start_engine=start_engine, transport=transport)
+    return conn, session_settings(start.config, conn, SessionOptions())
 
 
 def models(*cards: tuple[str, int]) -> httpx.MockTransport:
@@ -49,10 +70,10 @@ def test_endpoint_must_be_http() -> None:
 
 
 async def test_endpoint_asks_models_for_name_and_context() -> None:
-    conn = await resolve_connection(endpoint="http://h:1", transport=models(("a", 4096),
-                                                                            ("b", 8192)))
+    conn, said = await resolve_session(endpoint="http://h:1", transport=models(("a", 4096),
+                                                                               ("b", 8192)))
     assert (conn.base_url, conn.model, conn.max_model_len) == ("http://h:1/v1", "a", 4096)
-    assert conn.reasoning_effort == "low" and conn.thinking_token_budget == 1536
+    assert said.reasoning_effort == "low" and said.thinking_token_budget == 1536
     assert not conn.managed and conn.profile is None
 
 
@@ -67,9 +88,9 @@ async def test_named_model_must_exist() -> None:
 
 async def test_config_overrides_profile_defaults() -> None:
     config = Config(reasoning_effort="high", thinking_token_budget=-1)
-    conn = await resolve_connection(endpoint="http://h:1", config=config,
+    _, said = await resolve_session(endpoint="http://h:1", config=config,
                                     transport=models(("a", 1)))
-    assert conn.reasoning_effort == "high" and conn.thinking_token_budget == -1
+    assert said.reasoning_effort == "high" and said.thinking_token_budget == -1
 
 
 async def test_endpoint_profile_uses_its_url_and_key_variable() -> None:
@@ -87,9 +108,10 @@ async def test_endpoint_profile_uses_its_url_and_key_variable() -> None:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EXAMPLE_KEY", "secret")
-        conn = await resolve_connection(profile="hosted", transport=httpx.MockTransport(handler))
+        conn, said = await resolve_session(profile="hosted",
+                                           transport=httpx.MockTransport(handler))
     assert conn.base_url == "https://api.example.com/v1" and conn.model == "m"
-    assert conn.api_key_env == "EXAMPLE_KEY" and conn.thinking_token_budget == 512
+    assert conn.api_key_env == "EXAMPLE_KEY" and said.thinking_token_budget == 512
     assert seen[0].headers["authorization"] == "Bearer secret"
     assert "secret" not in repr(conn)
 

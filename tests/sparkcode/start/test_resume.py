@@ -14,10 +14,18 @@ import pytest
 from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import AgentKnobs
-from sparkcode.builder import AgentSession, SessionOptions, build_session, resolve_target
 from sparkcode.replay import ResumeError, rebuild_conversation
-from sparkcode.resume import WorkspaceMismatch, find_resume, latest_session, write_fork
 from sparkcode.sessions import SessionStore, load_session
+from sparkcode.start import (
+    AgentSession,
+    SessionOptions,
+    WorkspaceMismatch,
+    build_session,
+    find_resume,
+    latest_session,
+    resolve_target,
+    write_fork,
+)
 from tests.support.scripted import Reply, ScriptedServer
 
 WRITE = json.dumps({"path": "notes.md", "content": "hello\n"})
