@@ -43,7 +43,7 @@ Example::
     [[hooks.PostToolUse]]          # a command after each matching tool call
     matcher = "edit_file|write_file|multi_edit"   # a regex on tool names
     command = "ruff format --quiet ."             # the event's JSON on stdin
-    timeout_s = 60                                # (sparkcode.hook_specs)
+    timeout_s = 60                                # (sparkcode.hooks)
 
     [web_fetch]                    # the web_fetch tool (off unless enabled)
     enabled = true
@@ -106,7 +106,7 @@ from ._diagnostics_config import (
     Severity,
 )
 from ._keys_config import KEY_ACTIONS, KeyAction, Where, parse_keys
-from .hook_specs import HookSpec, parse_hooks_table
+from .hooks import HookSpec, parse_hooks_table
 
 PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "full-auto",

@@ -1,6 +1,6 @@
 """Running hooks: a user's command on an agent event, Claude Code's contract.
 
-Each hook (:class:`~sparkcode.hook_specs.HookSpec`) is ``bash -c COMMAND`` in
+Each hook (:class:`~sparkcode.hooks.HookSpec`) is ``bash -c COMMAND`` in
 the workspace, in its own process group, with the event's JSON on stdin::
 
     {"session_id": ..., "transcript_path": ..., "cwd": ..., "hook_event_name":
@@ -23,6 +23,12 @@ Hooks never run inside the shell sandbox: they are the user's own commands,
 like ``config.toml``'s MCP servers. A timeout (default 60 s) kills the whole
 process group, so a hook that started a server or ``sleep`` does not linger.
 Output kept per stream is capped at :data:`OUTPUT_CAP` characters.
+
+The declarations and the trust are :mod:`sparkcode.hooks`; which hooks a session
+runs and the line a front shows for a run are :mod:`sparkcode.hooks.session`. This
+module stays in the agent: the loop and a turn call it at their events and it yields
+the agent's ``HookRan``, so in ``sparkcode/hooks/`` it would be the circle
+hooks -> agent -> hooks.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..hook_specs import HookEvent, HookSpec
+from ..hooks import HookEvent, HookSpec
 from .events import HookRan
 
 OUTPUT_CAP = 10_000
@@ -172,25 +178,6 @@ def added_context(runs: Sequence[HookRan]) -> str:
     return "\n".join(r.stdout.strip() for r in runs if r.exit_code == 0 and r.stdout.strip())
 
 
-def describe(run: HookRan) -> str:
-    """One short line for the user: what ran and how it ended."""
-    what = f"{run.hook_event} hook `{_short(run.command)}`"
-    if run.timed_out:
-        return f"{what} timed out after {run.duration_s:.0f}s and was killed"
-    if run.exit_code is None:
-        return f"{what} failed: {_short(run.stderr, 200)}"
-    if run.blocked:
-        return f"{what} blocked: {_short(run.stderr, 200) or '(no reason given)'}"
-    if run.exit_code != 0:
-        return f"{what} failed (exit {run.exit_code}): {_short(run.stderr, 200)}"
-    return f"{what} ok" + (f": {_short(run.stdout, 200)}" if run.stdout.strip() else "")
-
-
-def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 __all__ = [
     "OUTPUT_CAP",
     "STOP_CONTINUES",
@@ -199,7 +186,6 @@ __all__ = [
     "added_context",
     "before_prompt",
     "blocked_reason",
-    "describe",
     "run_hook",
 ]
 

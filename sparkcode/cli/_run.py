@@ -46,10 +46,10 @@ from sparkcode.agent import (
     UsageUpdate,
     event_to_json,
 )
-from sparkcode.agent.hooks import describe
 from sparkcode.agent.output_schema import OutputSchemaError, final_answer, load_schema
 from sparkcode.agent.tools import TodoList
-from sparkcode.hook_specs import HookSpec
+from sparkcode.hooks import HookSpec
+from sparkcode.hooks.session import describe
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 from sparkcode.start import (

@@ -54,8 +54,8 @@ from ..agent.skills import load_skills, skill_tools
 from ..agent.tools import Tool, WebFetch, default_tools
 from ..config import Config, PermissionMode, load_config
 from ..custom_commands import CustomCommands, load_commands
+from ..hooks.session import AskTrust, session_hooks
 from ..replay import Rebuilt
-from ..session_hooks import AskTrust, session_hooks
 from ..sessions import SessionRecorder, event_recorder, start_recording
 from ..target import Progress, Reuse, Target
 from ..worktree import Worktree, find_worktree
@@ -147,7 +147,7 @@ class SessionOptions:
     """Start the MCP servers of ``config.toml``."""
     trust_project: bool | None = None
     """Run the project's hooks: True trusts the project (remembered), False does not,
-    None asks ``ask_trust`` unless it was trusted before (:mod:`.session_hooks`)."""
+    None asks ``ask_trust`` unless it was trusted before (:mod:`sparkcode.hooks.session`)."""
     ask_trust: AskTrust | None = None
     session_id: str | None = None
     """The recording's ID (default: a new one); ``sparkcode acp`` names it before the

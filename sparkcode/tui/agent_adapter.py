@@ -12,9 +12,9 @@ from sparkcode.agent.asking import Asker
 from sparkcode.agent.events import Event
 from sparkcode.agent.images import ImageAttachment
 from sparkcode.config import PERMISSION_MODES
+from sparkcode.hooks.session import AskTrust
 from sparkcode.operations import AgentOps
 from sparkcode.replay import Rebuilt
-from sparkcode.session_hooks import AskTrust
 from sparkcode.start import AgentSession, SessionOptions, StartTarget, build_session
 
 

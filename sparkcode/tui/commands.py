@@ -31,9 +31,8 @@ from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import FILE_NAMES
 from sparkcode.agent.loop import ACT_PROMPT
 from sparkcode.custom_commands import CustomCommand, CustomCommands
-from sparkcode.hook_specs import project_hooks
+from sparkcode.hooks import TrustStore, project_hooks
 from sparkcode.operations import REGISTRY, Operation, OperationError, offered
-from sparkcode.trust import TrustStore
 
 from .agent_port import AgentPort
 from .command_port import CommandScreen

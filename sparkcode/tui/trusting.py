@@ -1,6 +1,6 @@
 """The TUI's question whether to trust a project's hooks (asked once, remembered).
 
-The session builder asks it (:mod:`sparkcode.session_hooks`) when the first
+The session builder asks it (:mod:`sparkcode.hooks.session`) when the first
 prompt builds the agent, inside that prompt's worker, so the question is a
 :class:`ConfirmScreen` over the conversation; a yes is remembered for the
 project's path, a no leaves the hooks unrun with a note naming ``/trust``.
@@ -15,8 +15,8 @@ from typing import Any
 from textual.app import App
 from textual.worker import NoActiveWorker
 
-from sparkcode.hook_specs import HookSpec
-from sparkcode.session_hooks import AskTrust
+from sparkcode.hooks import HookSpec
+from sparkcode.hooks.session import AskTrust
 
 from .screens.confirm import ConfirmScreen
 

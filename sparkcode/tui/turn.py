@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkcode.agent import events as ev
-from sparkcode.agent.hooks import describe
+from sparkcode.hooks.session import describe
 
 from .stats import StatsTracker
 from .widgets.approval import ApprovalStack

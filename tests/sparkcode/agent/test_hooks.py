@@ -1,4 +1,4 @@
-"""Hooks with real shells: block, format, time out, crash, trust (scripted server)."""
+"""Hooks with real shells: block, format, time out, crash, stop (scripted server)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-from engine.paths import Paths
 from sparkcode.agent import HookRan, Notice, ToolCallFinished, TurnFinished, TurnStarted
-from sparkcode.agent.hooks import STOP_CONTINUES, HookContext, Hooks, describe
-from sparkcode.config import parse_config
-from sparkcode.hook_specs import HookConfigError, HookSpec, parse_claude_hooks, project_hooks
-from sparkcode.session_hooks import session_hooks
-from sparkcode.trust import TrustStore
+from sparkcode.agent.hooks import STOP_CONTINUES, HookContext, Hooks
+from sparkcode.hooks import HookSpec
+from sparkcode.hooks.session import describe
 from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.scripted import Reply, ScriptedServer
 
@@ -170,78 +167,6 @@ async def test_a_stop_hook_sends_the_model_back_but_only_a_few_times(workspace: 
     assert last["role"] == "user" and "tests fail: 2 failed" in last["content"]
     assert any(n.code == "stop_hook_limit" for n in of(events, Notice))
     assert of(events, TurnFinished)[-1].reason == "stop"
-
-
-def test_config_toml_hooks_and_their_bad_entries(tmp_path: Path) -> None:
-    cfg = parse_config('[[hooks.PostToolUse]]\nmatcher = "edit_file|write_file"\n'
-                       'command = "ruff format ."\ntimeout_s = 30\n', tmp_path / "c.toml")
-    (spec,) = cfg.hooks
-    assert spec.event == "PostToolUse" and spec.timeout_s == 30 and spec.matches("edit_file")
-    assert not spec.matches("multi_edit") and not spec.matches("bash")
-    for bad, why in [('[[hooks.PostTool]]\ncommand = "x"\n', "unknown hook event"),
-                     ('[[hooks.Stop]]\ncommand = ""\n', "command must be"),
-                     ('[[hooks.Stop]]\ncommand = "x"\nmatcher = "("\n', "not a valid regex"),
-                     ('[[hooks.Stop]]\ncommand = "x"\ntimeout_s = 0\n', "timeout"),
-                     ('[[hooks.Stop]]\ncommand = "x"\nwhen = 1\n', "unknown key 'when'")]:
-        with pytest.raises(HookConfigError, match=why):
-            parse_config(bad, tmp_path / "c.toml")
-
-
-def test_claude_settings_hooks_are_read_with_claude_tool_names(workspace: Path) -> None:
-    (workspace / ".claude").mkdir()
-    (workspace / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
-        "PostToolUse": [{"matcher": "Edit|Write", "hooks": [
-            {"type": "command", "command": "npx prettier --write .", "timeout": 20}]}]}}))
-    (workspace / ".sparkcode").mkdir()
-    (workspace / ".sparkcode" / "hooks.toml").write_text('[[Stop]]\ncommand = "make test"\n')
-    found = project_hooks(workspace)
-    assert [(s.event, s.source) for s in found] == [
-        ("Stop", ".sparkcode/hooks.toml"), ("PostToolUse", ".claude/settings.json")]
-    post = found[1]
-    assert post.matches("edit_file") and post.matches("write_file") and post.timeout_s == 20
-    assert not post.matches("bash")
-    with pytest.raises(HookConfigError, match="only \"type\": \"command\""):
-        parse_claude_hooks({"Stop": [{"hooks": [{"type": "http", "url": "x"}]}]}, "s.json")
-
-
-async def test_project_hooks_run_only_once_the_project_is_trusted(workspace: Path,
-                                                                  paths: Paths) -> None:
-    (workspace / ".sparkcode").mkdir()
-    (workspace / ".sparkcode" / "hooks.toml").write_text('[[Stop]]\ncommand = "true"\n')
-    user = (HookSpec("Stop", "echo user"),)
-
-    async def start(trust: bool | None, answer: bool | None = None) -> tuple[Hooks, list[str]]:
-        async def ask(ws: Path, specs: tuple[HookSpec, ...]) -> bool:
-            assert ws == workspace and specs[0].command == "true"
-            assert answer is not None
-            return answer
-
-        return await session_hooks(workspace, user, paths, trust=trust,
-                                   ask=ask if answer is not None else None,
-                                   session_id="s", transcript=None)
-
-    got, notes = await start(None)  # `run` without a terminal and without the flag
-    assert got.specs == user and "not trusted" in notes[0] and "--trust-project" in notes[0]
-    got, _ = await start(None, answer=False)
-    assert got.specs == user and not TrustStore(paths.state_dir).is_trusted(workspace)
-    # A real shell proves the untrusted hook is not run at all.
-    server = ScriptedServer([Reply(content=["ok"])])
-    agent = make_agent(server, workspace)
-    agent.hooks = got
-    assert [r.command for r in of(await run(agent, "hi"), HookRan)] == ["echo user"]
-    got, _ = await start(None, answer=True)  # asked once, remembered
-    assert [s.command for s in got.specs] == ["echo user", "true"]
-    got, notes = await start(None)
-    assert len(got.specs) == 2 and "project hooks: 1" in notes[0]
-
-
-async def test_a_malformed_project_hook_file_is_a_note_not_a_failed_start(
-        workspace: Path, paths: Paths) -> None:
-    (workspace / ".sparkcode").mkdir()
-    (workspace / ".sparkcode" / "hooks.toml").write_text("[[Stop]\n")
-    got, notes = await session_hooks(workspace, (), paths, trust=True, ask=None,
-                                     session_id=None, transcript=None)
-    assert not got.specs and "malformed TOML" in notes[0]
 
 
 async def test_a_hook_that_exits_leaving_a_child_keeps_its_exit_code(workspace: Path) -> None:

@@ -240,7 +240,7 @@ def test_jobs_end_when_the_app_exits_or_is_signalled(workspace: Path, how: str) 
 
 
 def test_claude_code_hook_matchers_name_the_job_tools() -> None:
-    from sparkcode.hook_specs import HookSpec
+    from sparkcode.hooks import HookSpec
 
     spec = HookSpec("PreToolUse", "true", matcher="BashOutput|KillShell")
     assert spec.matches("job_output") and spec.matches("job_stop")

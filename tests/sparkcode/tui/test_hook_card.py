@@ -9,8 +9,8 @@ import pytest
 
 from engine.paths import Paths
 from sparkcode.agent import events as ev
+from sparkcode.hooks import TrustStore
 from sparkcode.start import SessionOptions, build_session, resolve_target
-from sparkcode.trust import TrustStore
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_adapter import LiveAgent
 from sparkcode.tui.agent_port import AgentPort, SessionRequest

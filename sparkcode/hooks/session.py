@@ -1,12 +1,16 @@
-"""A session's hooks: the user's from ``config.toml``, the project's once trusted.
+"""A session's hooks: the user's from ``config.toml``, the project's once trusted;
+and the one line a front shows for a hook's run (:func:`describe`).
 
 Kept apart from :mod:`sparkcode.start` so the trust question has one home:
 the user's hooks always run; the project's (``.sparkcode/hooks.toml``,
 ``.claude/settings.json``) run when the project is remembered as trusted
-(:class:`~sparkcode.trust.TrustStore`), when the start trusts it
+(:class:`~sparkcode.hooks.TrustStore`), when the start trusts it
 (``run --trust-project``), or when ``ask`` says yes (a terminal's question),
 and the answer is remembered. Otherwise they are skipped with a note saying
 how to trust the project.
+
+Public and outside the package's ``__init__``: it needs the agent's runner
+(:mod:`sparkcode.agent.hooks`), which needs the declarations from the ``__init__``.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from pathlib import Path
 
 from engine.paths import Paths
 
-from .agent.hooks import HookContext, Hooks
-from .hook_specs import HookConfigError, HookSpec, project_hooks
-from .trust import TrustStore
+from ..agent.events import HookRan
+from ..agent.hooks import HookContext, Hooks
+from ._specs import HookConfigError, HookSpec, project_hooks
+from ._trust import TrustStore
 
 AskTrust = Callable[[Path, tuple[HookSpec, ...]], Awaitable[bool]]
 """Asks the user whether to trust the project's hooks (shown to them)."""
@@ -58,4 +63,23 @@ async def session_hooks(workspace: Path, user: tuple[HookSpec, ...], paths: Path
     return Hooks(specs, context), notes
 
 
-__all__ = ["AskTrust", "session_hooks"]
+def describe(run: HookRan) -> str:
+    """One short line for the user: what ran and how it ended."""
+    what = f"{run.hook_event} hook `{_short(run.command)}`"
+    if run.timed_out:
+        return f"{what} timed out after {run.duration_s:.0f}s and was killed"
+    if run.exit_code is None:
+        return f"{what} failed: {_short(run.stderr, 200)}"
+    if run.blocked:
+        return f"{what} blocked: {_short(run.stderr, 200) or '(no reason given)'}"
+    if run.exit_code != 0:
+        return f"{what} failed (exit {run.exit_code}): {_short(run.stderr, 200)}"
+    return f"{what} ok" + (f": {_short(run.stdout, 200)}" if run.stdout.strip() else "")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = ["AskTrust", "describe", "session_hooks"]

@@ -15,7 +15,7 @@ Claude Code's hook format, where it fits (code.claude.com/docs/en/hooks):
   ``{"PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command",
   "command": "...", "timeout": 30}]}]}``.
 
-Project hooks run only once the user trusts the project (:mod:`sparkcode.trust`).
+Project hooks run only once the user trusts the project (:class:`~sparkcode.hooks.TrustStore`).
 A matcher is matched whole (``re.fullmatch``) against sparkcode's tool name and
 Claude Code's name for the same tool (``edit_file`` is also ``Edit``), so a
 ``.claude/settings.json`` written for Claude Code works unchanged; an empty
@@ -134,7 +134,8 @@ def parse_claude_hooks(doc: Any, where: str) -> tuple[HookSpec, ...]:
 
 
 def project_hooks(workspace: Path) -> tuple[HookSpec, ...]:
-    """The hooks the project declares (not yet trusted: see :mod:`sparkcode.trust`)."""
+    """The hooks the project declares (not yet trusted: see
+    :class:`~sparkcode.hooks.TrustStore`)."""
     out: list[HookSpec] = []
     for rel in PROJECT_HOOK_FILES:
         path = workspace / rel
