@@ -1,5 +1,6 @@
 """One language server process for one workspace: started, initialized, fed the
-edited files' texts, asked for their diagnostics, shut down.
+edited files' texts, asked for their diagnostics (and, through :attr:`rpc`, the
+navigation requests of ``_navigate``), shut down.
 
 Diagnostics arrive pushed (``textDocument/publishDiagnostics``), tagged with the
 document version they were computed for when the server supports that (pyright
@@ -104,9 +105,28 @@ class LanguageServer:
         tail = self.rpc.stderr_tail.strip().splitlines()[-1:] if self.rpc.stderr_tail else []
         return how + (f"; its last words: {tail[0][:200]}" if tail else "")
 
-    async def diagnostics(self, path: Path, text: str) -> list[Diagnostic]:
-        """The server's diagnostics for ``path`` holding ``text`` (sent first when it
-        is not what the server has); waits for them, so callers bound it."""
+    async def sync(self, path: Path, text: str) -> None:
+        """Make ``text`` the server's content of ``path``: opened, or changed when it
+        holds another (nothing is sent when it holds this one)."""
+        await self._sync(path, text)
+
+    def open_text(self, path: Path) -> str | None:
+        """The text this server holds open for ``path`` (None: not open; it reads the
+        file from disk)."""
+        doc = self._docs.get(path.as_uri())
+        return doc.text if doc is not None else None
+
+    def open_version(self, path: Path) -> int | None:
+        doc = self._docs.get(path.as_uri())
+        return doc.version if doc is not None else None
+
+    async def close(self, path: Path) -> None:
+        """Close ``path`` if open (the server reads it from disk again)."""
+        uri = path.as_uri()
+        if self._docs.pop(uri, None) is not None:
+            await self.rpc.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    async def _sync(self, path: Path, text: str) -> _Document:
         uri = path.as_uri()
         doc = self._docs.get(uri)
         if doc is None:
@@ -122,6 +142,12 @@ class LanguageServer:
                 "textDocument": {"uri": uri, "version": doc.version},
                 "contentChanges": [{"text": text}]})
         self._docs.move_to_end(uri)
+        return doc
+
+    async def diagnostics(self, path: Path, text: str) -> list[Diagnostic]:
+        """The server's diagnostics for ``path`` holding ``text`` (sent first when it
+        is not what the server has); waits for them, so callers bound it."""
+        doc = await self._sync(path, text)
         if doc.published is not None and doc.published[0] >= doc.version:
             return doc.published[1]
         future: asyncio.Future[list[Diagnostic]] = self.loop.create_future()

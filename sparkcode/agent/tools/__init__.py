@@ -8,6 +8,7 @@ from typing import Any
 from engine.errors import UserError
 
 from ._after_edit import NAMES_LEFT
+from ._apply import FileChange, apply_changes, changes_diff, plan_changes
 from ._ask import ASK_TOOL, AskUser
 from ._base import (
     EditChecker,
@@ -88,21 +89,32 @@ class ToolRegistry:
         return view
 
 
+NAVIGATION_TOOLS = ("definition", "references", "rename")
+"""The language server's tools (``sparkcode.agent.lsp.navigation_tools``): built-in
+names a tool list may give, offered only where a server for the language runs."""
+
+
 def default_tools(extra: Sequence[Tool] | None = None,
-                  only: Sequence[str] | None = None, *, task: bool = True) -> ToolRegistry:
+                  only: Sequence[str] | None = None, *, task: bool = True,
+                  navigation: Sequence[Tool] = ()) -> ToolRegistry:
     """The built-in tools (those named in ``only``, if given; ``task`` unless
-    ``task`` is False), then ``extra`` (a session's skills, web and MCP tools), in a
-    fixed order."""
+    ``task`` is False) with the ``navigation`` tools the session's language servers
+    can answer (named in :data:`NAVIGATION_TOOLS`), then ``extra`` (a session's skills,
+    web and MCP tools), in a fixed order."""
     builtin: list[Tool] = [
         ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
         JobOutput(), JobStop(), GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(),
         *([TaskTool()] if task else []), AskUser(),
+        *(t for t in navigation if t.name in NAVIGATION_TOOLS),
     ]
     if only:
-        unknown = sorted(set(only) - {t.name for t in builtin})
+        known = {t.name for t in builtin} | set(NAVIGATION_TOOLS)
+        unknown = sorted(set(only) - known)
         if unknown:
+            names = [*(t.name for t in builtin if t.name not in NAVIGATION_TOOLS),
+                     *NAVIGATION_TOOLS]
             raise UserError(f"unknown tool(s) {', '.join(unknown)} in the tool list (the "
-                            f"built-in tools are: {', '.join(t.name for t in builtin)})")
+                            f"built-in tools are: {', '.join(names)})")
         # bash offers ``background`` only beside the tools that read and stop a job.
         jobs = "job_output" in only
         builtin = [Bash(background=jobs) if t.name == "bash" else t for t in builtin
@@ -118,6 +130,7 @@ __all__ = [
     "EditChecker",
     "EditFeedback",
     "EditFile",
+    "FileChange",
     "GitCommit",
     "GitDiff",
     "GitLog",
@@ -131,6 +144,7 @@ __all__ = [
     "KeptFiles",
     "ListFiles",
     "MultiEdit",
+    "NAVIGATION_TOOLS",
     "NAMES_LEFT",
     "Preview",
     "ReadFile",
@@ -147,13 +161,16 @@ __all__ = [
     "ToolRegistry",
     "WebFetch",
     "WriteFile",
+    "apply_changes",
     "cap_output",
+    "changes_diff",
     "check_read_only",
     "is_test_file",
     "default_tools",
     "find_bwrap",
     "walk_files",
     "is_read_only_command",
+    "plan_changes",
     "resolve_in_workspace",
     "unified_diff",
     "workspace_listing",
