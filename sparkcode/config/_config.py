@@ -96,7 +96,8 @@ from engine.profiles import (
     decode_toml,
 )
 
-from ._diagnostics_config import (
+from ..hooks import HookSpec, parse_hooks_table
+from ._diagnostics import (
     PYTHON_SERVER,
     SEVERITIES,
     DiagnosticsConfig,
@@ -105,8 +106,7 @@ from ._diagnostics_config import (
     LanguageServerTable,
     Severity,
 )
-from ._keys_config import KEY_ACTIONS, KeyAction, Where, parse_keys
-from .hooks import HookSpec, parse_hooks_table
+from ._keys import KEY_ACTIONS, KeyAction, Where, parse_keys
 
 PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "full-auto",
@@ -207,7 +207,7 @@ class Config(AgentTable, frozen=True, kw_only=True):
     diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     keys: tuple[tuple[str, str], ...] = ()
     """``[keys]`` checked: (Textual binding id, key string) pairs for the TUI's keymap
-    (``_keys_config.KEY_ACTIONS`` names the actions)."""
+    (``_keys.KEY_ACTIONS`` names the actions)."""
     source: Path | None = None
 
 
@@ -354,6 +354,7 @@ __all__ = [
     "KeyAction",
     "LanguageServerConfig",
     "McpServerConfig",
+    "NotifyMode",
     "PermissionMode",
     "PermissionRule",
     "Severity",

@@ -3,7 +3,7 @@
 
 ``DiagnosticsConfig`` is what a session uses: the table's knobs (declared once, in
 ``_DiagnosticsKnobs``) and its servers, the built-in Python one first.
-``sparkcode.config`` reads the file and re-exports these names.
+``_config.py`` reads the file; the package re-exports these names.
 """
 
 from __future__ import annotations
