@@ -198,7 +198,10 @@ class Diagnostics:
 
     async def _nav_lost(self, slot: _Slot, exc: Exception, what: str) -> str:
         """The error of a navigation call whose server failed (it is dropped)."""
+        started = slot.server is not None
         why = await self._gone(slot, exc)
+        if not started and not isinstance(exc, OSError):
+            why = f"did not start ({why})"
         name = _program(slot.spec)
         if slot.starts >= MAX_STARTS:
             slot.off = (f"diagnostics after edits: {name} {why}; after {slot.starts} starts "

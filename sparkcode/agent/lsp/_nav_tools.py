@@ -37,7 +37,7 @@ from ..tools import (
 )
 from ._hub import Diagnostics
 from ._navigate import Location, locations, read_source, rename_texts, source_line
-from ._positions import lines_of, plain_symbol, symbol_index, utf16_units
+from ._positions import from_utf16, lines_of, plain_symbol, symbol_index, utf16_units
 
 MAX_LOCATIONS = 40
 """Places listed per call; the rest are counted."""
@@ -83,8 +83,9 @@ def _target(args: dict[str, Any], ctx: ToolContext) -> _Target:
         lines = lines_of(read_source(path))
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
-    if line > len(lines):
-        raise ToolError(f"{shown} has {len(lines)} lines, so there is no line {line}")
+    count = len(lines) - (len(lines) > 1 and lines[-1] == "")  # as an editor counts
+    if line > count:
+        raise ToolError(f"{shown} has {count} lines, so there is no line {line}")
     index = symbol_index(lines[line - 1], symbol)
     if index is None:
         raise ToolError(_absent(lines, line, symbol, shown))
@@ -108,7 +109,11 @@ def _listing(found: list[Location], ctx: ToolContext) -> str:
     lines = []
     for loc in found[:MAX_LOCATIONS]:
         text = source_line(loc.path, loc.line, cache)
-        column = loc.character + 1
+        try:
+            column = from_utf16(text, loc.character) + 1
+        except ValueError:
+            column = loc.character + 1
+        text = text.strip()
         inside = loc.path.is_relative_to(ctx.workspace)
         rel = loc.path.relative_to(ctx.workspace) if inside else loc.path
         lines.append(f"{rel}:{loc.line + 1}:{column}: {text[:LINE_CHARS]}"

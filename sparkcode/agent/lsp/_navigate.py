@@ -12,6 +12,7 @@ is a :class:`ToolError` and changes nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from ..tools import ToolError
 from ._hub import Diagnostics, Stats, source_stats
 from ._positions import applied, lines_of, text_edits, uri_path, workspace_edits
 from ._server import LanguageServer
+
+READY_S = 10.0
+"""The longest a call waits for the server to analyse the file asked about (a server
+that never sends diagnostics for it costs each call this, then is asked anyway)."""
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,8 @@ async def refresh(server: LanguageServer, seen: Stats, workspace: Path,
                   target: Path) -> None:
     """Send ``server`` every source file that differs from what it read (``seen``):
     changed or created since, or open with other text; a deleted one it holds open is
-    closed. ``target``, the file asked about, is sent (opened) too: a basedpyright
-    just started answered a definition in a file it had not opened with nothing
-    (its first 1.5 s)."""
+    closed. ``target``, the file asked about, is sent (opened) too, and analysed
+    (:func:`_analysed`)."""
     now = await asyncio.to_thread(source_stats, workspace, server.spec)
     for path, stat in now.items():
         if seen.get(path) == stat and server.open_text(path) is None and path != target:
@@ -52,11 +56,23 @@ async def refresh(server: LanguageServer, seen: Stats, workspace: Path,
             text = await asyncio.to_thread(read_source, path)
         except OSError:
             continue
-        await server.sync(path, text)
+        if path == target:
+            await _analysed(server, path, text)
+        else:
+            await server.sync(path, text)
         seen[path] = stat
     for path in [p for p in seen if p not in now]:
         await server.close(path)
         del seen[path]
+
+
+async def _analysed(server: LanguageServer, path: Path, text: str) -> None:
+    """Send ``path``'s text and wait (at most :data:`READY_S`) for its diagnostics, the
+    sign that the server has analysed it: a basedpyright just started answered a
+    rename there with nothing before it had (and a definition in its first 1.5 s)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(READY_S):
+            await server.diagnostics(path, text)
 
 
 def _params(path: Path, line: int, character: int) -> dict[str, Any]:
@@ -163,11 +179,11 @@ def _new_texts(server: LanguageServer, answer: Any, old: str, new: str,
 
 
 def source_line(path: Path, line: int, cache: dict[Path, list[str] | None]) -> str:
-    """Line ``line`` (0-based) of ``path``, stripped ("" where it cannot be read)."""
+    """Line ``line`` (0-based) of ``path`` ("" where it cannot be read)."""
     if path not in cache:
         try:
             cache[path] = lines_of(read_source(path))
         except OSError:
             cache[path] = None
     lines = cache[path]
-    return lines[line].strip() if lines is not None and 0 <= line < len(lines) else ""
+    return lines[line] if lines is not None and 0 <= line < len(lines) else ""
