@@ -46,7 +46,7 @@ from ..agent import (
     require_git,
 )
 from ..agent.instructions import Instructions, load_instructions
-from ..agent.lsp import Diagnostics
+from ..agent.lsp import Diagnostics, navigation_tools
 from ..agent.mcp_tools import McpHub
 from ..agent.sampling import new_session_seed
 from ..agent.settings import settings_from
@@ -235,7 +235,8 @@ async def build_session(target: StartTarget, options: SessionOptions,
         permissions=permissions,
         tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
                              *(hub.tools if hub else [])], task=bool(settings.task_tool),
-                            only=settings.tools or None),
+                            only=settings.tools or None,
+                            navigation=navigation_tools(diagnostics)),
         undo=UndoStore(target.workspace, paths.data_dir),
         metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
         system_prompt=prompt, checker=diagnostics,
