@@ -31,6 +31,7 @@ from .events import (
 from .hooks import Hooks, blocked_reason
 from .loop_guard import Call, LoopGuard
 from .permissions import Permissions
+from .scaffold.prompts import LOOP_NUDGE
 from .tools import Tool, ToolContext, ToolError, ToolOutput
 from .undo import UndoError, UndoStore
 
@@ -46,13 +47,6 @@ class Record(Protocol):
     (:attr:`ToolOutput.unfinished`)."""
 
     def __call__(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None: ...
-
-
-LOOP_NUDGE = ("you made this call several times in a row and its result, above, was the "
-              "same each time. Do not repeat it: use what it showed (read or edit the file "
-              "it points to), or give your answer.")
-"""The result of a looping call with ``loop_nudge``: without it the loop question
-ended tries a small model could still finish (docs/experiments/2026-12-02-agent-suite.md)."""
 
 
 def stop_note(reason: str) -> str:

@@ -7,7 +7,7 @@ streams it closes the stream early when the thinking runs past its budget
 ``stop`` mode, or when the turn is cancelled; the result is kept either way.
 In small-model mode the answer text is the step's decoded ``answer``
 (``step_text``); the detector still watches the text the model wrote.
-What to do with the result is the turn loop's business (``loop.py``).
+What to do with the result is the turn's business (``_turn.py``).
 """
 
 from __future__ import annotations
@@ -49,26 +49,6 @@ def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
         # A sampling parameter, not rendered in the prompt: free to change.
         params["thinking_token_budget"] = s.thinking_token_budget
     return params
-
-
-def forced_specs(specs: list[dict[str, Any]], settings: AgentSettings) -> list[dict[str, Any]]:
-    """The tool list with ``settings.force_tool`` marked strict (and narrowed).
-
-    vLLM (0.32, hermes and other structural-tag parsers) constrains only the call
-    envelope of a named tool_choice; the arguments follow the tool's schema only
-    when the tool is marked strict (measured: without it a random model's
-    arguments came back as `true`).
-    """
-    schema = settings.force_tool_parameters
-    out = []
-    for spec in specs:
-        if spec["function"]["name"] == settings.force_tool:
-            function = {**spec["function"], "strict": True}
-            if schema is not None:
-                function["parameters"] = schema
-            spec = {**spec, "function": function}
-        out.append(spec)
-    return out
 
 
 def context_overflow(exc: BaseException) -> bool:

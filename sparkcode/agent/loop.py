@@ -16,17 +16,17 @@ after an error or a cancelled turn, so nothing is lost and the user can go on.
 This module is the conversation: its state between turns and what a front
 may do with it (subscribe, cancel, steer, clear, undo and redo, images,
 compaction). One turn, when to send, compact, retry, stop or end, is
-``_turn.py``; the ``task`` tool's read-only sub-conversation ``subagent.py``;
-the settings and fixed prompts ``settings.py``.
+``_turn.py``; the small-model mechanisms the turn calls at its named points
+``scaffold/`` (:attr:`Agent.scaffold`); the ``task`` tool's read-only
+sub-conversation ``subagent.py``; the settings and fixed prompts ``settings.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from .. import config as _config
@@ -35,7 +35,6 @@ from ._calls import CheckedCall
 from ._compaction import compact_when_needed
 from ._execute import stop_note
 from ._reply import empty_answer_note
-from ._structured import structured_outputs, tools_prompt
 from ._turn import turn_events
 from .asking import Asker
 from .client import ChatClient
@@ -50,11 +49,9 @@ from .events import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
-    FinishReason,
     ModeChanged,
     RedoApplied,
     TodoUpdated,
-    TurnFinished,
     UndoApplied,
 )
 from .hooks import Hooks
@@ -63,18 +60,8 @@ from .metrics import MetricsPoller
 from .permissions import Permissions
 from .rewind import Rewind
 from .sampling import request_seed
-from .settings import (
-    ACT_PROMPT,
-    CHANGED_REMINDER,
-    DEFAULT_SYSTEM_PROMPT,
-    NAMED_FILES_REMINDER,
-    PLAN_NOTE,
-    QUESTION_REMINDER,
-    QUESTION_RUN_REMINDER,
-    RUN_REMINDER,
-    TASK_REMINDER,
-    AgentSettings,
-)
+from .scaffold import Scaffold
+from .settings import ACT_PROMPT, DEFAULT_SYSTEM_PROMPT, PLAN_NOTE, AgentSettings
 from .stream_idle import idle_timeout_s
 from .subagent import Explorer
 from .tools import (
@@ -85,19 +72,15 @@ from .tools import (
     ToolContext,
     ToolRegistry,
     default_tools,
-    workspace_listing,
 )
 from .undo import UndoError, UndoStore
 from .user_shell import run_user_shell
 
-_SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|(?:^|[^\d&>])>{1,2}(?!&)")
-"""A shell command that moves, removes or writes files (a redirection to a file, not
-``2>&1`` or ``2>/dev/null``): the named files it mentions count as changed
-(``Agent._to_change``)."""
 log = logging.getLogger(__name__)
 
 Approver = Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]
 Subscriber = Callable[[Event], None]
+
 
 class Agent:
     """One conversation with one model in one workspace."""
@@ -119,35 +102,30 @@ class Agent:
         checker: EditChecker | None = None,
         jobs: JobTable | None = None,
         asker: Asker | None = None,
+        scaffold: Scaffold | None = None,
     ) -> None:
         """``explore``: run the ``task`` tool's sub-conversations when the tools have it
         (False for such a sub-conversation itself); ``jobs``: the background jobs'
         table to share (a sub-conversation gets its conversation's); ``asker``: asks the
-        person ``ask_user``'s questions (:attr:`asker`)."""
+        person ``ask_user``'s questions (:attr:`asker`); ``scaffold``: the small-model
+        policy (default: :meth:`Scaffold.for_settings`, every guard)."""
         self.client = client
         self.workspace = workspace.resolve()
         self.settings = settings or AgentSettings()
         self.permissions = permissions or Permissions(_config.Config())
-        self.tools = tools or default_tools()
-        if self.settings.hidden_arguments:
-            self.tools = self.tools.hiding(self.settings.hidden_arguments)
+        self.scaffold = scaffold or Scaffold.for_settings(self.settings)
+        """The small-model mechanisms (``scaffold/``), called by each turn."""
+        session = self.scaffold.start_session(self.workspace, tools or default_tools(),
+                                              system_prompt)
+        self.tools = session.tools
         self.undo_store = undo
         self.metrics = metrics
         self.approver = approver
         self.hooks = hooks
         """The session's hooks (:mod:`.hooks`); None or empty: none run."""
-        self._session_started = False
-        self._structured: dict[str, Any] | None = None
-        self._structured_first: dict[str, Any] | None = None
-        if self.settings.structured_tools:
-            key = self.settings.step_name_key
-            self._structured = structured_outputs(self.tools, key)
-            if self.settings.first_step_tool:
-                self._structured_first = structured_outputs(self.tools, key, answer=False)
-            system_prompt += tools_prompt(self.tools, key)
-        if self.settings.workspace_files:
-            system_prompt += "\n\nThe workspace's files:\n" + workspace_listing(self.workspace)
-        self.history: list[Message] = [{"role": "system", "content": system_prompt}]
+        self.session_started = False
+        """A turn has run the hooks' session start (``startup`` or ``resume``)."""
+        self.history: list[Message] = [{"role": "system", "content": session.system_prompt}]
         self.effort_pinned: str | None = None
         """The conversation's first effort, which a pinned placement sends in every
         request (``effort.py``); None before the first; a resume sets the recorded one."""
@@ -159,21 +137,9 @@ class Agent:
         self.requests_sent = 0
         """Model requests of this session so far (numbers the derived seeds)."""
         self._subscribers: list[Subscriber] = []
-        self._question = False
-        """The current turn only asks (``settings.questions_read_only``): no edit tools."""
-        self._runs_asked = False
-        """The current turn asks to run something (``questions.asks_a_run``): no
-        CHANGED_REMINDER after its edits."""
-        self._run_pending = False
-        """The current turn asks to run something and no ``bash`` call has run yet:
-        RUN_REMINDER (or QUESTION_RUN_REMINDER) instead of the plain one."""
-        self._to_change: tuple[str, ...] = ()
-        """Files the current turn's message asks to change and does not keep (``questions.
-        files_to_change``, ``kept_files``): NAMED_FILES_REMINDER lists those not changed."""
-        self._changed: set[str] = set()
-        """Names (last path part) of the files this turn's edits have changed."""
         self._cancel = False
-        self._loops: dict[str, int] = {}
+        self.loop_counts: dict[str, int] = {}
+        """The last turn's loop guard counts (its :attr:`TurnFinished.loops`)."""
         self.steering: list[str] = []
         """Messages handed to the running turn (:meth:`steer`), not delivered yet."""
         self.pending_context: list[str] = []
@@ -188,13 +154,12 @@ class Agent:
         self.jobs = jobs if jobs is not None else JobTable()
         """The session's background jobs; the session's close ends them."""
         self.jobs.offered = "job_output" in self.tools.names
-        self._ctx = ToolContext(workspace=self.workspace,
-                                bash_timeout_s=self.settings.bash_timeout_s, todos=self.todos,
-                                explore=self.explorer, checker=checker,
-                                hidden_arguments=frozenset(self.settings.hidden_arguments),
-                                refuse_syntax_errors=self.settings.refuse_syntax_errors,
-                                refuse_lost_definitions=self.settings.refuse_lost_definitions,
-                                jobs=self.jobs, asker=asker)
+        self.tool_context = ToolContext(workspace=self.workspace,
+                                        bash_timeout_s=self.settings.bash_timeout_s,
+                                        todos=self.todos, explore=self.explorer,
+                                        checker=checker, jobs=self.jobs, asker=asker)
+        """What every tool call may use; the scaffold sets its guards' fields."""
+        self.scaffold.set_up_tools(self.tool_context)
 
     # -- public API ----------------------------------------------------------
 
@@ -202,11 +167,11 @@ class Agent:
     def asker(self) -> Asker | None:
         """Who answers ``ask_user`` (:mod:`.asking`): the front sets it (the TUI's card,
         the editor over ACP, ``run``'s terminal); None: nobody can be asked."""
-        return self._ctx.asker
+        return self.tool_context.asker
 
     @asker.setter
     def asker(self, asker: Asker | None) -> None:
-        self._ctx.asker = asker
+        self.tool_context.asker = asker
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with every event; returns a function that unsubscribes."""
@@ -244,8 +209,9 @@ class Agent:
         """``!cmd``: run the user's ``command`` under the ``bash`` tool's rules and keep
         its output for the next message (:mod:`.user_shell`); ``ValueError`` if empty."""
         async for event in run_user_shell(command, serial, tools=self.tools,
-                                          permissions=self.permissions, ctx=self._ctx,
-                                          ask=self._ask, pending=self.pending_context):
+                                          permissions=self.permissions,
+                                          ctx=self.tool_context, ask=self.ask_approval,
+                                          pending=self.pending_context):
             self._notify(event)
             yield event
 
@@ -310,6 +276,7 @@ class Agent:
         raise :class:`~.images.ImageError` before the history changes."""
         if images and not self.settings.vision:
             raise refuse_text_only(self.client.model)
+        self._cancel = False
         try:
             async for event in turn_events(self, user_text, tuple(images)):
                 self._notify(event)
@@ -336,20 +303,9 @@ class Agent:
             except Exception:  # a broken observer must not break the turn
                 log.exception("event subscriber failed on %s", event.event_type)
 
-    def _drop_thinking(self) -> None:
-        """Earlier turns' reasoning leaves the history at a new user message.
-
-        The model's template renders reasoning only after the last user message,
-        so the rendered prompt, and the prefix cache, are the same either way;
-        the request stays small and a resumed session's bodies match.
-        """
-        field = self.settings.thinking_field
-        for i, msg in enumerate(self.history):
-            if field in msg:
-                self.history[i] = {k: v for k, v in msg.items() if k != field}
-
-    def _sampling(self) -> dict[str, Any]:
-        """temperature, top_p and this request's derived seed (None: not sent)."""
+    def next_sampling(self) -> dict[str, Any]:
+        """temperature, top_p and the next request's derived seed (None: not sent);
+        counts the request (:attr:`requests_sent`)."""
         s = self.settings
         seed = None
         if s.seed is not None:
@@ -357,45 +313,11 @@ class Agent:
         self.requests_sent += 1
         return {"temperature": s.temperature, "top_p": s.top_p, "seed": seed}
 
-    def _finished(self, reason: FinishReason, content: str, requests: int, prompt: int,
-                  completion: int) -> TurnFinished:
-        return TurnFinished(reason=reason, content=content, requests=requests,
-                            prompt_tokens=prompt, completion_tokens=completion,
-                            loops=dict(self._loops))
-
-    def _tool_result(self, call: CheckedCall, text: str, /, unfinished: bool = False) -> None:
-        ran = call.tool is not None and not text.startswith(("error:", "refused:", "not run:"))
-        if ran and call.tool is not None and call.tool.kind == "shell":
-            self._run_pending = False
-            command = str(call.args.get("command", ""))
-            if _SHELL_CHANGES.search(command):  # git mv helpers.py textutil.py
-                self._changed.update(PurePosixPath(name).name for name in self._to_change
-                                     if name in command)
-        path = call.args.get("path")
-        if ran and call.tool is not None and call.tool.kind == "edit" and isinstance(path, str):
-            self._changed.add(PurePosixPath(path).name)
-        if self.settings.task_reminder:
-            reminder = RUN_REMINDER if self._run_pending else TASK_REMINDER
-            if self._question:
-                reminder = QUESTION_RUN_REMINDER if self._run_pending else QUESTION_REMINDER
-            elif ran and call.tool is not None and call.tool.kind == "edit" \
-                    and not self._runs_asked and not unfinished:
-                # Not after a change that left work (half a rename, a new error).
-                reminder = CHANGED_REMINDER
-                left = self._left_to_change()
-                if left:
-                    reminder = NAMED_FILES_REMINDER.replace("{files}", left)
-            text += reminder.format(task=self._ctx.task)
-        self.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
-
-    def _left_to_change(self) -> str:
-        """The files the task asks to change that no edit of this turn has changed yet,
-        as words ("a.py and b.py"); "" when none is left."""
-        left = [name for name in self._to_change if PurePosixPath(name).name not in self._changed]
-        return " and ".join(filter(None, (", ".join(left[:-1]), left[-1]))) if left else ""
-
-    async def _ask(self, call: CheckedCall, kind: Any, summary: str, detail: str,
-                   box: list[ApprovalDecision]) -> AsyncIterator[Event]:
+    async def ask_approval(self, call: CheckedCall, kind: Any, summary: str, detail: str,
+                           box: list[ApprovalDecision]) -> AsyncIterator[Event]:
+        """The approval round trip: yields the :class:`ApprovalRequested` (answered by
+        its future, or by :attr:`approver`) and its resolution, and puts the decision
+        in ``box``."""
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         request = ApprovalRequested(call_id=call.call_id, tool=call.name, kind=kind,
                                     summary=summary, detail=detail, future=future)
@@ -410,7 +332,9 @@ class Agent:
         yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=decision.approved,
                                by=decision.by, reason=decision.reason)
 
-    async def _maybe_compact(self, *, force: bool = False) -> AsyncIterator[Event]:
+    async def compact_if_full(self, *, force: bool = False) -> AsyncIterator[Event]:
+        """Compact the history when it passes ``compact_threshold`` (or ``force``); the
+        events are a turn's, which the turn yields (subscribers are not told here)."""
         async for event in compact_when_needed(self, force=force):
             yield event
 
@@ -424,7 +348,7 @@ class Agent:
         s = self.settings
         params = {**effort_params(placement(s.effort_placement), self.effort_pinned,
                                   s.reasoning_effort, thinking_closed=True),
-                  "max_tokens": 1024, **self._sampling()}
+                  "max_tokens": 1024, **self.next_sampling()}
         idle = idle_timeout_s(s.stream_idle_timeout_s, self.client.prefill.tok_s,
                               self.context.estimate(messages))
         async with self.client.stream_chat(messages, params=params,

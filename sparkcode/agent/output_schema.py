@@ -97,7 +97,7 @@ def final_params(agent: Agent, schema: dict[str, Any]) -> dict[str, Any]:
     the effort as its placement says it, so a pinned template renders the same prefix)
     with thinking closed (the work is done; a thinking model held by the grammar from
     its first token could not think anyway) and the grammar."""
-    params = request_params(agent.settings, agent._sampling(), thinking_closed=True,
+    params = request_params(agent.settings, agent.next_sampling(), thinking_closed=True,
                             prompt_estimate=agent.context.estimate(agent.history),
                             pinned_effort=agent.effort_pinned)
     params.pop("return_token_ids", None)  # for salvaging tool calls; there are none here

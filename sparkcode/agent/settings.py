@@ -29,46 +29,8 @@ PLAN_NOTE = (
 )
 """Appended to the user's message while the permission mode is ``plan``."""
 # No "the workspace" in DEFAULT_SYSTEM_PROMPT: a small model wrote workspace/calc.py for
-# calc.py (docs/experiments/2026-12-02-agent-suite.md).
-TASK_REMINDER = (
-    "\n\n(The task: {task}\nReply with the next step: another tool call, or "
-    '{{"answer":"..."}} if the task is done.)'
-)
-"""Appended to every tool result with ``task_reminder``: a small model loses the task
-once a tool result follows it (docs/experiments/2026-12-02-qwen-small-model-mode.md)."""
-CHANGED_REMINDER = (
-    "\n\n(The task: {task}\nThat change is made. If the task asks for nothing more (no "
-    "other file, no test run), reply "
-    '{{"answer":"..."}} saying what you did; otherwise make the next tool call.)'
-)
-"""TASK_REMINDER after a change that was made (a tool of kind ``edit`` that succeeded):
-under TASK_REMINDER a small model went on editing a finished file
-(docs/experiments/2026-12-02-agent-suite.md)."""
-NAMED_FILES_REMINDER = (
-    "\n\n(The task: {task}\nThat change is made. Next, the task asks for a change in "
-    "{files}: make that change with a tool call.)"
-)
-"""CHANGED_REMINDER when the task asks to change files (``questions.files_to_change``)
-that no edit of this turn has changed and the task does not keep: without it a small
-model answered that it had added a test it never wrote; this wording was chosen by
-replaying that step (docs/experiments/2026-12-02-agent-suite.md)."""
-QUESTION_REMINDER = (
-    "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
-    "as you know the answer; otherwise make the next tool call.)"
-)
-"""TASK_REMINDER for a question turn (``questions_read_only``)."""
-RUN_REMINDER = (
-    "\n\n(The task: {task}\nIt asks for a run that has not been made yet (bash). Reply "
-    'with the next step: another tool call, or {{"answer":"..."}} if the task is done.)'
-)
-"""TASK_REMINDER while the task asks to run something (``questions.asks_a_run``) and no
-``bash`` call has been made this turn: a small model answered without the run it was
-told to make (docs/experiments/2026-12-02-agent-suite.md)."""
-QUESTION_RUN_REMINDER = (
-    "\n\n(The question: {task}\nNo file is to be changed. It asks for a run that has not "
-    'been made yet: make it with bash, then reply {{"answer":"..."}} with what it showed.)'
-)
-"""QUESTION_REMINDER while the question's run has not been made (as RUN_REMINDER)."""
+# calc.py (docs/experiments/2026-12-02-agent-suite.md). The small-model scaffolding's
+# texts (the task reminders, the loop nudge) are in ``scaffold/prompts.py``.
 ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
               "in_progress and then done as you go.")
 """What switching from plan to act sends (the TUI's /act)."""
@@ -144,17 +106,18 @@ class AgentSettings:
     step_name_key: str = "tool"
     """Small-model mode: the key naming the tool in a call step (``_structured.NAME_KEYS``)."""
     task_reminder: bool = False
-    """Append the turn's task to every tool result (for models that lose it)."""
+    """Append the turn's task to every tool result (for models that lose it;
+    ``scaffold/_reminders.py``)."""
     results_as_user: bool = False
     """Small-model mode: send each tool result as a user message after the step as the
     model wrote it, not as the API's tool message (``_structured.results_as_user``)."""
     loop_nudge: bool = False
     """A turn's first loop of calls (``loop_guard``) is not asked about: the call is not
-    run and its result tells the model to stop repeating it (``_execute.LOOP_NUDGE``);
+    run and its result tells the model to stop repeating it (``scaffold.prompts.LOOP_NUDGE``);
     a second loop in the turn asks as usual."""
     run_before_answer: bool = False
     """While the turn's message asks to run something (``questions.asks_a_run``) and no
-    ``bash`` call has run, its first ``_turn.RUN_BEFORE_ANSWER_REQUESTS`` requests
+    ``bash`` call has run, its first ``scaffold.RUN_BEFORE_ANSWER_REQUESTS`` requests
     cannot answer (small-model mode: no answer in the schema; otherwise
     ``tool_choice: "required"``): RUN_REMINDER alone did not stop a small model
     answering first (docs/experiments/2026-12-02-agent-suite.md)."""

@@ -2,7 +2,7 @@
 
 The command goes through :func:`~._execute.execute_call` as a ``bash`` call, so the
 same ``[permissions]`` rules, permission mode, sandbox and approval (the agent's
-:meth:`~.loop.Agent._ask`: an :class:`~.events.ApprovalRequested` the front answers)
+:meth:`~.loop.Agent.ask_approval`: an :class:`~.events.ApprovalRequested` the front answers)
 decide whether and where it runs, with the tool's own timeout and output cap. It is
 not a model turn: no request goes out, no hook runs and no undo snapshot is taken.
 What it printed waits in :attr:`Agent.pending_context

@@ -29,7 +29,7 @@ from sparkcode.agent import (
     UndoStore,
     UsageUpdate,
 )
-from sparkcode.agent._execute import LOOP_NUDGE
+from sparkcode.agent.scaffold.prompts import LOOP_NUDGE
 from sparkcode.config import Config, PermissionRule
 from tests.support.scripted import Reply, ScriptedServer, assistant_messages
 

@@ -29,7 +29,7 @@ from sparkcode.agent import (
     Permissions,
     ToolCallFinished,
 )
-from sparkcode.agent._turn import QUESTION_REFUSAL
+from sparkcode.agent.scaffold import QUESTION_REFUSAL
 from sparkcode.agent.effort import PLACEMENTS, placement_names
 from sparkcode.config import Config
 from sparkcode.replay import rebuild_conversation
