@@ -6,6 +6,8 @@ Public surface (used by the TUI, ``sparkcode run`` and the session recorder):
   transport the caller may wrap (recording) or replace (``MockTransport``).
 - :class:`Agent` / :class:`AgentSettings` (``loop.py``): ``run_turn(text)`` is an
   async generator of events; ``subscribe(cb)`` for observers; ``undo()``.
+- :class:`~.scaffold.Scaffold` (``scaffold/``): the small-model mechanisms, one guard
+  module each, which a turn calls at named points (``Agent.scaffold``).
 - The events (``events.py``), :class:`MetricsPoller` (``metrics.py``),
   :class:`UndoStore` (``undo.py``), :class:`Permissions` (``permissions.py``).
 - :func:`salvage` (``_salvage.py``): tool calls recovered from a reply's text; public
