@@ -24,7 +24,7 @@ class Compactable(Protocol):
     rewind: Rewind
     turns: int
 
-    async def _summarise(self, messages: list[Message]) -> str: ...
+    async def summarise(self, messages: list[Message]) -> str: ...
 
 
 async def compact_when_needed(agent: Compactable, *, force: bool = False, focus: str = "",
@@ -45,7 +45,7 @@ async def compact_when_needed(agent: Compactable, *, force: bool = False, focus:
     todos = agent.todos
     footer = ("The todo list, still open:\n" + todos.render()
               if any(item.status != "done" for item in todos.items) else "")
-    new, count = await compact(agent.history, agent._summarise, limit_chars=limit * 2,
+    new, count = await compact(agent.history, agent.summarise, limit_chars=limit * 2,
                                keep_turn=not whole, focus=focus, footer=footer)
     if count == 0:
         what = "nothing to compact yet: the conversation is empty" if whole else (

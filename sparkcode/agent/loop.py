@@ -344,7 +344,9 @@ class Agent:
             self._notify(event)
             yield event
 
-    async def _summarise(self, messages: list[Message]) -> str:
+    async def summarise(self, messages: list[Message]) -> str:
+        """The model's summary of ``messages`` (compaction's request: thinking closed,
+        at most 1024 tokens)."""
         s = self.settings
         params = {**effort_params(placement(s.effort_placement), self.effort_pinned,
                                   s.reasoning_effort, thinking_closed=True),
