@@ -43,8 +43,10 @@ NAVIGATION_S = 15.0
 basedpyright answered definition, references and rename in a two-file project in
 0.1 s here (2 cores, load 5); a large project's references take longer, and a hung
 server costs the call no more than this."""
-SCAN_FILES = 5000
-"""Source files whose size and time are compared before a navigation call."""
+SCAN_FILES = 20_000
+"""Files of the workspace looked at, at most, for the source files whose size and
+time are compared before a navigation call (this repository's 1,000 files, 618 of
+them Python, took 13-18 ms)."""
 
 Stats = dict[Path, tuple[int, int]]
 """Source files by path: (mtime_ns, size)."""
@@ -324,8 +326,8 @@ class Diagnostics:
 def source_stats(workspace: Path, spec: LanguageServerConfig) -> Stats:
     """The workspace's files of ``spec``'s language (at most :data:`SCAN_FILES`)."""
     stats: Stats = {}
-    for path in walk_files(workspace, workspace):
-        if len(stats) == SCAN_FILES:
+    for n, path in enumerate(walk_files(workspace, workspace)):
+        if n == SCAN_FILES:
             break
         if any(path.name.endswith(ext) for ext in spec.extensions):
             with contextlib.suppress(OSError):
