@@ -266,3 +266,30 @@ async def test_the_session_offers_the_tools_only_where_a_server_can_answer(
     assert ("rename" in names) is offered
     assert ("references" in names) is (offered and "tools" not in config)
     assert "read_file" in names
+
+
+@shared_loop
+async def test_a_headless_run_renames_through_the_sessions_own_hub(
+        workspace: Path, patient: None) -> None:
+    # The builder's hub is both the edits' checker and the tools' server.
+    project(workspace)
+    path = Paths.from_env().config_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[diagnostics]\ntimeout_s = 30\n")
+    rename = call("rename", path="report.py", line=5, symbol="calc_total",
+                  new_name="total_price")
+    with serve([Reply(tool_calls=[rename]), Reply(content=["done"])]) as server:
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_headless(RunRequest(
+            prompt="rename calc_total to total_price", workspace=workspace, as_json=True,
+            endpoint=url(server),
+            session=SessionOptions(permission_mode="auto-edit", record=False)),
+            out=out, err=err)
+    assert code == EXIT_OK, err.getvalue()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    [finished] = [e for e in events if e["type"] == "ToolCallFinished"]
+    assert finished["result"].startswith("renamed calc_total to total_price: 4 places in 3 "
+                                         "files"), finished
+    assert texts(workspace) == RENAMED
+    tool_message = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert tool_message["content"] == finished["result"]
