@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
 from sparkcode.tui import SparkcodeApp, TuiSettings
@@ -85,8 +86,8 @@ async def capture(out: Path, workspace: Path) -> str:
     async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
-    settings = TuiSettings(workspace=workspace, model=agent.model, auto_start=False,
-                           poll_s=0.1, idle_poll_s=0.1)
+    settings = TuiSettings(workspace=workspace, paths=Paths.from_env(), model=agent.model,
+                           auto_start=False, poll_s=0.1, idle_poll_s=0.1)
     app = SparkcodeApp(settings, ScriptedEngine(current=ENGINE, profile_name="cpu-coder"),
                        factory)
     async with app.run_test(size=SIZE) as pilot:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import httpx
 
+from engine.paths import Paths
 from sparkcode.agent.client import ChatClient
 from sparkcode.replay import Target, model_turns, prepare_body, rerun
 from sparkcode.sessions import Session, load_session, start_recording
@@ -51,7 +52,8 @@ async def engine_seconds(http: httpx.AsyncClient, root: str) -> float:
 
 
 async def record(base_url: str, workspace: Path, max_tokens: int) -> Path:
-    recorder, transport = start_recording(base_url, workspace=workspace, model="tiny")
+    recorder, transport = start_recording(base_url, workspace=workspace, paths=Paths.from_env(),
+                                          model="tiny")
     client = ChatClient(base_url, "tiny", transport=transport)
     messages: list[dict[str, str]] = [{"role": "system", "content": "You write code."}]
     for prompt in PROMPTS:

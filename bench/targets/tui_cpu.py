@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.agent import events as ev
 from sparkcode.tui import SparkcodeApp, TuiSettings
@@ -198,7 +199,7 @@ async def measure(rate: float, seconds: float, *, draw: bool = True) -> Result:
     async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
-    settings = TuiSettings(workspace=Path.cwd(), model="bench")
+    settings = TuiSettings(workspace=Path.cwd(), paths=Paths.from_env(), model="bench")
     app = SparkcodeApp(settings, engine, factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(1.0)

@@ -93,9 +93,10 @@ def mcp_configs(servers: list[McpServer] | None) -> tuple[McpServerConfig, ...]:
 class SparkcodeAcpAgent:
     """Implements the agent side of ACP v1 (:class:`acp.Agent`) over sparkcode."""
 
-    def __init__(self, options: AcpOptions, paths: Paths | None = None) -> None:
+    def __init__(self, options: AcpOptions, paths: Paths) -> None:
         self.options = options
-        self.paths = paths or Paths.from_env()
+        self.paths = paths
+        """The directories ``sparkcode acp`` resolved once, for every editor session."""
         self.sessions: dict[str, AcpSession] = {}
         self.client: Client | None = None
         self.form_elicitation = False

@@ -263,7 +263,7 @@ async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
 
 
 async def run(ctx: Context) -> None:
-    paths = Paths.from_env()
+    paths = ctx.paths
     tasks = load_tasks()
     spec = TargetSpec.from_json(ctx.result.target(ctx.label)["spec"])
     running = Supervisor(paths).status().profile if spec.kind == "running" else None

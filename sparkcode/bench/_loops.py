@@ -106,7 +106,7 @@ async def _sample(ctx: Context, paths: Paths, index: int, prompt: str, dropped: 
 
 
 async def run(ctx: Context) -> None:
-    paths = Paths.from_env()
+    paths = ctx.paths
     items = prompts(int(ctx.settings["n"]))
     keys = [str(i) for i in range(len(items))]
     bar = ctx.bar("loops", keys)

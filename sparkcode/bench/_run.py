@@ -68,6 +68,8 @@ class Context:
     target: LiveTarget
     progress: Progress
     log: Log
+    paths: Paths
+    """The directories ``sparkcode bench`` resolved once (sessions, engine, profiles)."""
 
     @property
     def label(self) -> str:
@@ -110,7 +112,7 @@ def run_targets(result: ResultDir, specs: list[TargetSpec], labels: list[str], p
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
             with Progress(*columns, console=out, transient=not sys.stderr.isatty()) as bar:
-                asyncio.run(_interruptible(work(Context(result, target, bar, log))))
+                asyncio.run(_interruptible(work(Context(result, target, bar, log, paths))))
         result.set_target(label, done=True)
     result.data["complete"] = True
     result.save()

@@ -204,15 +204,18 @@ def run_cmd(
             force_tool=force_tool, force_tool_parameters=schema,
             trust_project=True if trust_project else None),
     )
-    code = asyncio.run(run_headless(request))
+    code = asyncio.run(run_headless(request, Paths.from_env()))
     if code:
         raise typer.Exit(code)
 
 
 async def run_headless(request: RunRequest, paths: Paths | None = None,
                        out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Resolve the engine, run one turn, print it; returns the exit status."""
-    paths = paths or Paths.from_env()
+    """Resolve the engine, run one turn, print it; returns the exit status.
+
+    ``paths``: the directories the command resolved once; None reads them from the
+    environment here, the one default, for the tests that drive a run in-process."""
+    paths = paths if paths is not None else Paths.from_env()
     out = out or sys.stdout
     err = err or sys.stderr
 

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from engine.paths import Paths
+
 from ._options import ApiKeyEnvOption, EndpointOption, ModelOption, WorktreeGroup, WorktreeOption
 
 
@@ -58,7 +60,6 @@ def tui(
     import asyncio
     import sys
 
-    from engine.paths import Paths
     from sparkcode.cli._run import resume_here
     from sparkcode.tui.launch import LaunchOptions, build_app
     from sparkcode.worktree import find_worktree, open_worktree
@@ -67,6 +68,7 @@ def tui(
         raise UserError("--endpoint and --profile exclude each other; pass one")
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
+    paths = Paths.from_env()  # once for this start: resume, the app and the note on exit
     root = (workspace or Path.cwd()).expanduser().resolve()
     tree = open_worktree(root, worktree or None) if worktree is not None else None
     try:
@@ -74,15 +76,14 @@ def tui(
             root = tree.workspace
         rebuilt = None
         if resume or continue_latest:
-            rebuilt = asyncio.run(resume_here(Paths.from_env(), root, resume, continue_latest,
-                                              sys.stderr))
+            rebuilt = asyncio.run(resume_here(paths, root, resume, continue_latest, sys.stderr))
             root = Path(rebuilt.workspace)
         # The worktree opened here, or the one a resumed session was recorded in.
         tree_here = tree if tree is not None and tree.workspace == root else find_worktree(root)
         app = build_app(LaunchOptions(
             workspace=root, profile=profile, endpoint=endpoint, model=model,
             api_key_env=api_key_env, resume=rebuilt, vision=vision, worktree=tree_here,
-        ))
+        ), paths)
     except BaseException:
         if tree is not None:
             tree.discard()  # a start that failed leaves no new worktree behind
@@ -90,17 +91,16 @@ def tui(
     app.run()
     if tree_here is not None:  # how to merge or remove it
         typer.echo(tree_here.exit_advice(), err=True)
-    note_running_engine()
+    note_running_engine(paths)
 
 
-def note_running_engine() -> None:
+def note_running_engine(paths: Paths) -> None:
     """Say on the way out that the engine keeps running (it is kept warm on purpose: a GLM
     boot takes minutes), and how to stop it."""
-    from engine.paths import Paths
     from engine.supervisor import Supervisor
 
     try:
-        status = Supervisor(Paths.from_env()).status()
+        status = Supervisor(paths).status()
     except Exception:  # noqa: BLE001 - a note must never turn a clean exit into an error
         return
     if status.state in ("booting", "ready", "unhealthy"):

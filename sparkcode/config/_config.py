@@ -261,9 +261,9 @@ class _ConfigFile(_Table, frozen=True):
 _MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
-def load_config(paths: Paths | None = None) -> Config:
+def load_config(paths: Paths) -> Config:
     """Read ``config.toml``; defaults when it does not exist."""
-    path = (paths or Paths.from_env()).config_file
+    path = paths.config_file
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

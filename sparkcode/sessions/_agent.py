@@ -52,8 +52,8 @@ def start_recording(
     base_url: str,
     *,
     workspace: Path,
+    paths: Paths,
     model: str | None = None,
-    paths: Paths | None = None,
     api_key_env: str | None = None,
     origin: str = "agent",
     inner: httpx.AsyncBaseTransport | None = None,
@@ -72,7 +72,6 @@ def start_recording(
     """
     import os
 
-    paths = paths or Paths.from_env()
     extra_secrets = []
     if api_key_env and os.environ.get(api_key_env):
         extra_secrets.append(os.environ[api_key_env])

@@ -17,6 +17,7 @@ from engine.paths import Paths
 from engine.supervisor import EngineStatus
 from sparkcode.agent.instructions import Instructions
 from sparkcode.config import NotifyMode
+from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
@@ -45,6 +46,9 @@ class TuiSettings:
 
     workspace: Path
     """Where the agent's tools work (and @path completion looks)."""
+    paths: Paths
+    """The start's directories, resolved once by the front (``sparkcode``'s command):
+    the recorded sessions (``/sessions``) and the trusted projects (``/trust``)."""
     endpoint: str | None = None
     """The base URL requests go to (a managed engine's URL or a user's server)."""
     model: str | None = None
@@ -57,8 +61,6 @@ class TuiSettings:
     """Seconds between polls otherwise."""
     show_engine_panel: bool = False
     """Open with the engine panel shown."""
-    sessions_dir: Path | None = None
-    """Where recorded sessions are (``/sessions``); None: ``Paths.from_env()``'s."""
     instructions: Instructions = field(default_factory=Instructions)
     """The project instructions read at start (shown, and ``/instructions``)."""
     notify: NotifyMode = "both"
@@ -98,11 +100,11 @@ class SparkcodeApp(App[None]):
         self._panel_shown = settings.show_engine_panel
         self.notifier = Notifier(settings.notify, self._write_terminal, lambda: self.app_focus)
         """Rings the bell / shows a desktop notification while the terminal is blurred."""
-        sessions = SessionStore(settings.sessions_dir or Paths.from_env().sessions_dir)
         self._main = MainScreen(settings.workspace, self._build_agent, self.engine_view,
+                                sessions=SessionStore(settings.paths.sessions_dir),
+                                trust=TrustStore(settings.paths.state_dir),
                                 show_engine_panel=settings.show_engine_panel,
-                                sessions=sessions, instructions=settings.instructions,
-                                resume=resume)
+                                instructions=settings.instructions, resume=resume)
 
     async def _build_agent(self, request: SessionRequest) -> AgentPort:
         # Through the attribute, so a caller may swap the factory before the first prompt.

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from sparkcode.agent.events import ApprovalDecision, ApprovalRequested, Event
 from sparkcode.agent.instructions import Instructions
+from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
@@ -50,6 +51,8 @@ class CommandScreen(Surface, Protocol):
     """The agent, once built."""
     sessions: SessionStore
     """The recorded sessions (``/export`` finds this one's recording there)."""
+    trust: TrustStore
+    """The projects trusted to run their hooks (``/trust`` remembers this one)."""
 
     @property
     def engine_view(self) -> _ModelNamed:

@@ -25,13 +25,12 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.paths import Paths
 from sparkcode.agent.agents_md import draft_agents_md
 from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
 from sparkcode.agent.instructions import FILE_NAMES
 from sparkcode.agent.loop import ACT_PROMPT
 from sparkcode.custom_commands import CustomCommand, CustomCommands
-from sparkcode.hooks import TrustStore, project_hooks
+from sparkcode.hooks import project_hooks
 from sparkcode.operations import REGISTRY, Operation, OperationError, offered
 
 from .agent_port import AgentPort
@@ -350,7 +349,7 @@ async def _compact(screen: CommandScreen, arg: str) -> None:
 @handles("trust")
 async def _trust(screen: CommandScreen, arg: str) -> None:
     hooks = project_hooks(screen.workspace)
-    TrustStore(Paths.from_env().state_dir).trust(screen.workspace)
+    screen.trust.trust(screen.workspace)
     listed = "\n".join(f"- `{h.event}` [{h.matcher or '*'}] `{h.command}` ({h.source})"
                        for h in hooks) or "(it declares none yet)"
     when = ("they run from the first prompt on" if screen.agent is None else

@@ -38,13 +38,13 @@ class LaunchOptions:
     """``--worktree``: the git worktree the session works in (its ``workspace``)."""
 
 
-def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeApp:
+def build_app(options: LaunchOptions, paths: Paths) -> SparkcodeApp:
     """Resolve the engine (endpoint or profile) and build the app; nothing starts yet.
 
     The config and the profile are read once here (:func:`resolve_target`); the
-    engine panel and the agent's session builder share them.
+    engine panel and the agent's session builder share them; ``paths`` is the one the
+    front resolved.
     """
-    paths = paths or Paths.from_env()
     target = resolve_target(options.workspace, paths, profile=options.profile,
                             endpoint=options.endpoint, model=options.model,
                             api_key_env=options.api_key_env, vision=options.vision,
@@ -66,8 +66,7 @@ def build_app(options: LaunchOptions, paths: Paths | None = None) -> SparkcodeAp
         return await connect(here, paths, resume=request.resume, ask_trust=ask_trust,
                              asker=asker)
 
-    settings = replace(settings, sessions_dir=paths.sessions_dir,
-                       instructions=target.instructions, notify=target.config.notify,
+    settings = replace(settings, instructions=target.instructions, notify=target.config.notify,
                        keys=target.config.keys)
     app = SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
     built.append(app)
@@ -78,8 +77,9 @@ def _engine_for(target: StartTarget, paths: Paths) -> tuple[EngineControl, TuiSe
     workspace = target.workspace
     engine = engine_control(target.target, paths)
     if isinstance(engine, ExternalEndpoint):
-        return engine, TuiSettings(workspace, endpoint=engine.base_url, model=engine.model)
+        return engine, TuiSettings(workspace, paths, endpoint=engine.base_url,
+                                   model=engine.model)
     to = target.target
     assert to.profile is not None  # a managed target has its profile
     model = to.model or render(to.profile, paths).model or None
-    return engine, TuiSettings(workspace, model=model, auto_start=True)
+    return engine, TuiSettings(workspace, paths, model=model, auto_start=True)

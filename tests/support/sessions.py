@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from engine.paths import Paths
 from sparkcode.agent.client import ChatClient
 from sparkcode.sessions import SessionRecorder, start_recording
 
@@ -83,7 +84,8 @@ async def record_conversation(turns: list[list[dict[str, Any]]], server_transpor
                               *, api_key_env: str | None = None) -> SessionRecorder:
     """Send each message list through a recording ChatClient; return the recorder."""
     recorder, transport = start_recording("http://scripted.test/v1", workspace=workspace,
-                                          model="m", inner=server_transport,
+                                          paths=Paths.from_env(), model="m",
+                                          inner=server_transport,
                                           api_key_env=api_key_env)
     client = ChatClient("http://scripted.test/v1", "m", api_key_env=api_key_env,
                         transport=transport)

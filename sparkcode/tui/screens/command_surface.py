@@ -21,6 +21,7 @@ from textual.widgets import Markdown
 
 from engine.errors import UserError
 from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
@@ -47,10 +48,12 @@ class CommandSurface(Screen[None]):
     """True while a turn streams."""
 
     def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
-                 sessions: SessionStore, resume: Rebuilt | None) -> None:
+                 sessions: SessionStore, trust: TrustStore, resume: Rebuilt | None) -> None:
         super().__init__()
         self.sessions = sessions
         """The recorded sessions (``/sessions``, resume)."""
+        self.trust = trust
+        """The projects trusted to run their hooks (``/trust`` remembers this one)."""
         self.state = ConversationState(workspace, agent_factory, resume)
         """The shown conversation's agent, workspace and what it continues."""
         self.engine_view = engine_view

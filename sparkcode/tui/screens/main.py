@@ -16,10 +16,10 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
-from engine.paths import Paths
 from sparkcode.agent import events as ev
 from sparkcode.agent.images import ImageAttachment
 from sparkcode.agent.instructions import Instructions
+from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore
 
@@ -68,10 +68,9 @@ class MainScreen(CommandSurface):
     BINDINGS: ClassVar[list[BindingType]] = bindings("screen")
 
     def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
-                 *, show_engine_panel: bool = False, sessions: SessionStore | None = None,
+                 *, sessions: SessionStore, trust: TrustStore, show_engine_panel: bool = False,
                  instructions: Instructions | None = None, resume: Rebuilt | None = None) -> None:
-        super().__init__(workspace, agent_factory, engine_view,
-                         sessions or SessionStore(Paths.from_env().sessions_dir), resume)
+        super().__init__(workspace, agent_factory, engine_view, sessions, trust, resume)
         self.instructions = instructions or Instructions()
         """The project instructions read at start (``/instructions``)."""
         self._show_panel = show_engine_panel

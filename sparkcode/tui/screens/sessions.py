@@ -18,7 +18,6 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from engine.errors import UserError
-from engine.paths import Paths
 from sparkcode.replay import details, table
 from sparkcode.sessions import SessionStore, SessionSummary
 
@@ -51,9 +50,9 @@ class SessionsScreen(Screen[str | None]):
         Binding("r", "refresh", "Refresh"),
     ]
 
-    def __init__(self, store: SessionStore | None = None) -> None:
+    def __init__(self, store: SessionStore) -> None:
         super().__init__()
-        self.store = store or SessionStore(Paths.from_env().sessions_dir)
+        self.store = store
         self.rows: list[SessionSummary] = []
 
     def compose(self) -> ComposeResult:

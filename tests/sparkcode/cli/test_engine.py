@@ -129,13 +129,13 @@ def test_leaving_the_tui_says_the_engine_keeps_running(
     running = EngineStatus(state="ready", pid=4242, profile="cpu-demo",
                            base_url="http://127.0.0.1:8400/v1")
     monkeypatch.setattr(Supervisor, "status", lambda self: running)
-    note_running_engine()
+    note_running_engine(Paths.from_env())
     err = capsys.readouterr().err
     assert ("the cpu-demo engine is still running on http://127.0.0.1:8400/v1 "
             "(ready, pid 4242)") in err
     assert "`sparkcode engine stop` stops it" in err
     monkeypatch.setattr(Supervisor, "status", lambda self: EngineStatus(state="stopped"))
-    note_running_engine()
+    note_running_engine(Paths.from_env())
     assert capsys.readouterr().err == ""
 
 

@@ -134,7 +134,8 @@ async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path:
     async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
-    settings = TuiSettings(workspace=tmp_path, model="m", poll_s=0.1, idle_poll_s=0.1)
+    settings = TuiSettings(workspace=tmp_path, paths=paths, model="m", poll_s=0.1,
+                           idle_poll_s=0.1)
     app = SparkcodeApp(settings, ScriptedEngine(), factory)
     async with app.run_test(size=(110, 36)) as pilot:
         prompt = app.main.query_one(PromptInput)

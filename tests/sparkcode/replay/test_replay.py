@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.paths import Paths
 from sparkcode.replay import (
     Target,
     details,
@@ -149,6 +150,7 @@ async def test_requests_the_server_refused_are_not_resent(tmp_path: Path) -> Non
         return await echo.handle(request)
 
     recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
+                                          paths=Paths.from_env(),
                                           inner=httpx.MockTransport(handler))
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     async with client.stream_chat([{"role": "user", "content": "hi there"}],

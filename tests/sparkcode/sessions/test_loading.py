@@ -106,12 +106,13 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.support.sessions import EchoServer
 from sparkcode.agent.client import ChatClient
+from engine.paths import Paths
 from sparkcode.sessions import start_recording
 
 async def main():
     server = EchoServer(delay_s=0.02)
     recorder, transport = start_recording("http://scripted.test/v1", workspace=Path("."),
-                                          inner=server.transport())
+                                          paths=Paths.from_env(), inner=server.transport())
     print(recorder.path, flush=True)
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     words = " ".join(f"w{{i}}" for i in range(5000))

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.paths import Paths
 from sparkcode.agent import events as ev
 from sparkcode.agent.client import ChatClient
 from sparkcode.sessions import (
@@ -123,6 +124,7 @@ async def test_monitoring_polls_are_not_recorded(tmp_path: Path) -> None:
         return await server.handle(request)
 
     recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
+                                          paths=Paths.from_env(),
                                           inner=httpx.MockTransport(handler))
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     assert await client.fetch_metrics() == "vllm:x 1\n"
@@ -142,6 +144,7 @@ async def test_monitoring_polls_are_not_recorded(tmp_path: Path) -> None:
 
 async def test_connect_and_quit_records_nothing(tmp_path: Path) -> None:
     recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
+                                          paths=Paths.from_env(),
                                           inner=EchoServer().transport())
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     await client.list_models()
@@ -154,6 +157,7 @@ async def test_connect_and_quit_records_nothing(tmp_path: Path) -> None:
 async def test_a_stream_closed_early_is_marked(tmp_path: Path) -> None:
     server = EchoServer()
     recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
+                                          paths=Paths.from_env(),
                                           inner=server.transport())
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     async with client.stream_chat([{"role": "user", "content": "a b c d e f"}]) as stream:

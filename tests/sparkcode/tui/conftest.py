@@ -33,7 +33,9 @@ def make_app(workspace: Path, scripts: list[TurnScript] | None = None, *,
     async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
-    settings = TuiSettings(workspace=workspace, model="smollm2-135m-instruct",
+    # The directories each test's SPARKCODE_HOME gives (tests/conftest.py).
+    settings = TuiSettings(workspace=workspace, paths=Paths.from_env(),
+                           model="smollm2-135m-instruct",
                            auto_start=auto_start, poll_s=0.1, idle_poll_s=0.1,
                            show_engine_panel=show_engine_panel)
     return SparkcodeApp(settings, engine, factory), agent, engine
@@ -53,7 +55,7 @@ def live_app(workspace: Path, paths: Paths, server: ScriptedServer, *,
             origin="tui", start_engine=False, transport=server.transport(), mcp=False,
             permission_mode=permission_mode), paths))
 
-    return SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
+    return SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
                         ScriptedEngine(current=READY), factory)
 
 

@@ -39,7 +39,7 @@ def asking_app(workspace: Path, paths: Paths, server: ScriptedServer) -> Sparkco
         session.agent.asker = user_asker(lambda: built[0])
         return LiveAgent(session)
 
-    app = SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
+    app = SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
                        ScriptedEngine(current=READY), factory)
     built.append(app)
     return app

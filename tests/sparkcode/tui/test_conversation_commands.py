@@ -33,7 +33,7 @@ def app_with(workspace: Path, paths: Paths, agent: ScriptedAgent,
         return agent
 
     settings = TuiSettings(workspace=workspace, model="m", poll_s=0.1, idle_poll_s=0.1,
-                           sessions_dir=paths.sessions_dir,
+                           paths=paths,
                            instructions=load_instructions(workspace))
     app = SparkcodeApp(settings, ScriptedEngine(current=READY), factory,
                        **kwargs)  # type: ignore[arg-type]

@@ -63,7 +63,7 @@ def _trusting_app(workspace: Path, paths: Paths, server: ScriptedServer) -> Spar
             origin="tui", start_engine=False, transport=server.transport(), mcp=False,
             permission_mode="full-auto", ask_trust=trust_asker(lambda: built[0])), paths))
 
-    app = SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
+    app = SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
                        ScriptedEngine(current=READY), factory)
     built.append(app)
     return app

@@ -46,7 +46,7 @@ async def test_steps_show_as_a_tool_card_and_the_answer_as_prose(workspace: Path
         built.append(LiveAgent(session))
         return built[-1]
 
-    app = SparkcodeApp(TuiSettings(workspace=workspace, model="m"),
+    app = SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
                        ScriptedEngine(current=READY), factory)
     expected = json.loads(ANSWER)["answer"]
     async with app.run_test(size=(100, 40)) as pilot:

@@ -55,7 +55,7 @@ def test_the_command_opens_the_worktree_and_says_how_to_merge_it_on_exit(
         def run(self) -> None:
             (launched[0].workspace / "made.txt").write_text("by the session\n")
 
-    def fake_build_app(options: LaunchOptions) -> Ran:
+    def fake_build_app(options: LaunchOptions, paths: Paths) -> Ran:
         launched.append(options)
         return Ran()
 
