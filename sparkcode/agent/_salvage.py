@@ -357,7 +357,7 @@ def _loads_object(text: str) -> tuple[dict[str, Any] | None, str]:
             except (ValueError, RecursionError):
                 try:
                     obj = literal_eval(fixed)
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     continue
             if isinstance(obj, dict):
                 return obj, ""

@@ -29,8 +29,8 @@ from sparkcode.agent import (
     Permissions,
     ToolCallFinished,
 )
-from sparkcode.agent.scaffold import QUESTION_REFUSAL
 from sparkcode.agent.effort import PLACEMENTS, placement_names
+from sparkcode.agent.scaffold import QUESTION_REFUSAL
 from sparkcode.config import Config
 from sparkcode.replay import rebuild_conversation
 from sparkcode.sessions import SessionStore

@@ -52,6 +52,15 @@ def test_unreadable_calls_say_exactly_what_is_wrong() -> None:
                                                     "the tools are: read_file, write_file")
 
 
+def test_a_dict_used_as_a_key_is_unreadable_not_a_crash() -> None:
+    # Python's literal reading (the repair for single quotes) raises TypeError on an
+    # unhashable key; hypothesis found it (tests/sparkcode/agent/test_fuzz.py).
+    cut = salvage('<tool_call>\n{"name": "write_file", "arguments": {{}: 1}}\n</tool_call>',
+                  default_tools())
+    assert not cut.calls and cut.unreadable[0].name == "write_file"
+    assert cut.unreadable[0].problem.startswith("the JSON in your <tool_call> could not be read")
+
+
 def test_attempts_without_an_opening_tag_are_told_and_json_data_is_not() -> None:
     tools = default_tools()
     orphan = salvage('Done.\n{"name": "write_file", "arguments": {"path": x}}\n</tool_call>\nok',
