@@ -1,10 +1,11 @@
 """The navigation tools the model calls: ``definition``, ``references`` and ``rename``,
 answered by the session's language server (:mod:`._navigate`).
 
-A call names the place by file, 1-based line and the name as written on that line:
-a small model copies a name from the file it read far more reliably than it counts a
-column, so the column is where the name first stands on that line (a name absent from
-the line is the error, with the lines that have it). Results are
+A call names the place by file, the name and, optionally, a 1-based line: a small
+model copies a name from the file it read far more reliably than it counts a column
+(or a line), so the column is where the name first stands on that line, and a line
+without the name is taken as a guess (the name's definition in the file, else its
+nearest use, said in the result). Results are
 ``path:line:column: source line``, paths relative to the workspace, at most
 :data:`MAX_LOCATIONS`. ``rename`` is an edit: its new texts go through
 :func:`~sparkcode.agent.tools.plan_changes` and :func:`~sparkcode.agent.tools.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import keyword
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,37 +48,57 @@ LINE_CHARS = 160
 
 _PATH = {"type": "string", "description": "A file where the name appears, relative to "
                                           "the workspace."}
-_LINE = {"type": "integer", "description": "A line number (1-based) of that file where "
-                                           "the name appears."}
-_SYMBOL = {"type": "string", "description": "The name as written on that line, e.g. "
+_LINE = {"type": "integer", "description": "Optional: a line number (1-based) of that file "
+                                           "where the name appears."}
+_SYMBOL = {"type": "string", "description": "The name as written in the file, e.g. "
                                             "calc_total."}
+
+
+_DEFINES = r"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^{name}\s*[:=]"
+"""A line that defines the name (a function, a class or a module-level assignment)."""
 
 
 class _Target:
     """Where a call points: the file, its text and the LSP position of the name."""
 
     def __init__(self, path: Path, shown: str, line: int, character: int,
-                 symbol: str) -> None:
+                 symbol: str, asked: int | None = None) -> None:
         self.path, self.shown, self.symbol = path, shown, symbol
         self.line, self.character = line, character
+        self.asked = asked
+        """The line the call gave when the name was not on it (None: it was, or none
+        was given)."""
 
     @property
     def where(self) -> str:
-        return f"{self.symbol} ({self.shown} line {self.line + 1})"
+        moved = "" if self.asked is None else \
+            f", not line {self.asked}, which does not have it"
+        return f"{self.symbol} ({self.shown} line {self.line + 1}{moved})"
 
 
-def _target(args: dict[str, Any], ctx: ToolContext) -> _Target:
-    path = resolve_in_workspace(ctx.workspace, args.get("path", ""))
-    shown = str(path.relative_to(ctx.workspace)) if path != ctx.workspace else "."
-    raw_symbol = args.get("symbol")
-    if not isinstance(raw_symbol, str) or not plain_symbol(raw_symbol):
-        raise ToolError("symbol must be the name as written on the line, e.g. calc_total")
-    symbol = plain_symbol(raw_symbol)
+def _line_arg(args: dict[str, Any]) -> int | None:
     line = args.get("line")
+    if line is None:
+        return None
     if isinstance(line, str) and line.strip().isdigit():
         line = int(line)
     if not isinstance(line, int) or isinstance(line, bool) or line < 1:
         raise ToolError("line must be a line number of the file, counting from 1")
+    return line
+
+
+def _target(args: dict[str, Any], ctx: ToolContext) -> _Target:
+    """The place a call names. A line that does not have the name is taken as a guess
+    (the 1.5B gave line numbers it had not read and failed every rename try, 0 of 9 in
+    ``sparkcode bench agent --kind rename``): the name's definition in the file is used,
+    else its use nearest that line, and the result says so."""
+    path = resolve_in_workspace(ctx.workspace, args.get("path", ""))
+    shown = str(path.relative_to(ctx.workspace)) if path != ctx.workspace else "."
+    raw_symbol = args.get("symbol")
+    if not isinstance(raw_symbol, str) or not plain_symbol(raw_symbol):
+        raise ToolError("symbol must be the name as written in the file, e.g. calc_total")
+    symbol = plain_symbol(raw_symbol)
+    line = _line_arg(args)
     if not path.is_file():
         raise ToolError(f"{shown} is not a file of the workspace")
     try:
@@ -84,24 +106,31 @@ def _target(args: dict[str, Any], ctx: ToolContext) -> _Target:
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
     count = len(lines) - (len(lines) > 1 and lines[-1] == "")  # as an editor counts
-    if line > count:
-        raise ToolError(f"{shown} has {count} lines, so there is no line {line}")
-    index = symbol_index(lines[line - 1], symbol)
-    if index is None:
-        raise ToolError(_absent(lines, line, symbol, shown))
-    return _Target(path, shown, line - 1, utf16_units(lines[line - 1], index), symbol)
-
-
-def _absent(lines: list[str], line: int, symbol: str, shown: str) -> str:
-    """The error for a name that is not on the line: that line, and the lines it is on."""
-    quoted = lines[line - 1].strip()[:LINE_CHARS]
-    on = [n for n, text in enumerate(lines, 1) if symbol_index(text, symbol) is not None]
-    said = f"{symbol!r} is not on line {line} of {shown} (line {line} is: {quoted!r})"
+    if line is not None and line <= count:
+        index = symbol_index(lines[line - 1], symbol)
+        if index is not None:
+            return _Target(path, shown, line - 1, utf16_units(lines[line - 1], index), symbol)
+    on = [n for n, text in enumerate(lines[:count], 1) if symbol_index(text, symbol) is not None]
     if not on:
-        return f"{said}, nor anywhere else in {shown}; give a file and line where it appears"
-    listed = ", ".join(map(str, on[:10])) + (", ..." if len(on) > 10 else "")
-    return f"{said}; it appears on line{'s' if len(on) > 1 else ''} {listed}: call again " \
-        "with one of them"
+        raise ToolError(_absent(lines, line if line is not None and line <= count else None,
+                                symbol, shown))
+    pattern = _DEFINES.format(name=re.escape(symbol))
+    defining = [n for n in on if re.search(pattern, lines[n - 1])]
+    chosen = defining[0] if defining else \
+        min(on, key=lambda n: abs(n - line)) if line is not None else on[0]
+    index = symbol_index(lines[chosen - 1], symbol)
+    assert index is not None
+    return _Target(path, shown, chosen - 1, utf16_units(lines[chosen - 1], index), symbol,
+                   asked=line)
+
+
+def _absent(lines: list[str], line: int | None, symbol: str, shown: str) -> str:
+    """The error for a name that is nowhere in the file."""
+    if line is None:
+        return f"{symbol!r} is not in {shown}; give a file where it appears"
+    quoted = lines[line - 1].strip()[:LINE_CHARS]
+    return f"{symbol!r} is not on line {line} of {shown} (line {line} is: {quoted!r}), " \
+        f"nor anywhere else in {shown}; give a file where it appears"
 
 
 def _listing(found: list[Location], ctx: ToolContext) -> str:
@@ -141,10 +170,10 @@ class Definition(_NavigationTool):
     def __init__(self, hub: Diagnostics) -> None:
         super().__init__(hub, "definition",
                          "Find where a function, class, method or variable is defined, "
-                         "using the language server. Give a file and line where the name "
-                         "is used, and the name.",
+                         "using the language server. Give a file where the name is used, "
+                         "and the name.",
                          {"path": _PATH, "line": _LINE, "symbol": _SYMBOL}, "read",
-                         ("path", "line", "symbol"))
+                         ("path", "symbol"))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         target = _target(args, ctx)
@@ -162,9 +191,9 @@ class References(_NavigationTool):
         super().__init__(hub, "references",
                          "List every place in the project where a function, class, method "
                          "or variable is defined or used, using the language server. Give "
-                         "a file and line where the name appears, and the name.",
+                         "a file where the name appears, and the name.",
                          {"path": _PATH, "line": _LINE, "symbol": _SYMBOL}, "read",
-                         ("path", "line", "symbol"))
+                         ("path", "symbol"))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         target = _target(args, ctx)
@@ -184,10 +213,10 @@ class Rename(_NavigationTool):
                          "Rename a function, class, method, variable or parameter "
                          "everywhere: its definition and every use, in every file, in one "
                          "call (the language server finds them; imports included). Give a "
-                         "file and line where the name appears, the name and the new name.",
+                         "file where the name appears, the name and the new name.",
                          {"path": _PATH, "line": _LINE, "symbol": _SYMBOL,
                           "new_name": {"type": "string", "description": "The new name."}},
-                         "edit", ("path", "line", "symbol", "new_name"))
+                         "edit", ("path", "symbol", "new_name"))
 
     async def _plan(self, args: dict[str, Any],
                     ctx: ToolContext) -> tuple[_Target, str, list[FileChange], int]:
