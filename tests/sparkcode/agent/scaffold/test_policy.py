@@ -99,7 +99,7 @@ def test_the_turn_names_no_private_attribute_of_the_agent() -> None:
     assert private == []
     protocol = next(n for n in tree.body if isinstance(n, ast.ClassDef)
                     and n.name == "Conversation")
-    names = [getattr(n, "name", None) or getattr(getattr(n, "target", None), "id", "")
+    names = [str(getattr(n, "name", None) or getattr(getattr(n, "target", None), "id", ""))
              for n in protocol.body]
     assert names and not [n for n in names if n.startswith("_")]
 
