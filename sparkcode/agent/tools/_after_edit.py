@@ -7,7 +7,7 @@ answered, 0 of 9 rename tries (docs/agent.md). The result of that first edit now
 says where the old name is still used (``calc_total`` is gone from shop.py but still
 used in main.py (lines 1, 4), test_shop.py (lines 3, 8)), and the turn keeps the
 plain reminder instead of the one that invites an answer
-(:data:`~sparkcode.agent.settings.CHANGED_REMINDER`). The same line tells any
+(:data:`~sparkcode.agent.scaffold.prompts.CHANGED_REMINDER`). The same line tells any
 model that a function it deleted is still called elsewhere. An edit whose file the
 language server finds new problems in is unfinished too: told "from a import
 old_name" -> "new_name" and basedpyright's '"old_name" is not defined' on line 3,
