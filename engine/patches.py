@@ -73,8 +73,11 @@ def load_manifest(patches_dir: Path = PATCHES_DIR) -> list[PatchEntry]:
     for i, raw in enumerate(doc.get("patch", [])):
         try:
             entry = PatchEntry(
-                number=int(raw["number"]), file=str(raw["file"]), target=str(raw["target"]),
-                vllm_version=str(raw["vllm_version"]), purpose=str(raw["purpose"]),
+                number=int(raw["number"]),
+                file=str(raw["file"]),
+                target=str(raw["target"]),
+                vllm_version=str(raw["vllm_version"]),
+                purpose=str(raw["purpose"]),
                 upstream=str(raw.get("upstream", "")),
                 plugin_feature=str(raw.get("plugin_feature", "")),
             )
@@ -124,7 +127,7 @@ def _find(haystack: list[str], needle: tuple[str, ...], start: int) -> int:
     """Index of ``needle`` in ``haystack`` at or after ``start``, or -1."""
     n = len(needle)
     for at in range(start, len(haystack) - n + 1):
-        if tuple(haystack[at:at + n]) == needle:
+        if tuple(haystack[at : at + n]) == needle:
             return at
     return -1
 
@@ -159,7 +162,7 @@ def apply_text(patch_text: str, target_text: str, source: str = "patch") -> str:
         found = _find(lines, hunk.old, at)
         if found < 0:
             raise PatchError(f"{source}: hunk at old line {hunk.old_start} does not apply")
-        lines[found:found + len(hunk.old)] = list(hunk.new)
+        lines[found : found + len(hunk.old)] = list(hunk.new)
         at = found + len(hunk.new)
     return "\n".join(lines) + ("\n" if target_text.endswith("\n") else "")
 
@@ -183,8 +186,9 @@ def installed_vllm_version() -> str | None:
     return None
 
 
-def check_patch(entry: PatchEntry, patches_dir: Path, root: Path | None,
-                version: str | None) -> PatchCheck:
+def check_patch(
+    entry: PatchEntry, patches_dir: Path, root: Path | None, version: str | None
+) -> PatchCheck:
     """Dry-run one patch against the vLLM source under ``root``."""
     patch_path = patches_dir / entry.file
     try:

@@ -21,7 +21,8 @@ def main(argv: list[str]) -> None:
 
     cli_env_setup()  # type: ignore[no-untyped-call]
     parser = FlexibleArgumentParser(  # type: ignore[no-untyped-call]
-        description="vllm serve, launched by sparkcode")
+        description="vllm serve, launched by sparkcode"
+    )
     subparsers = parser.add_subparsers(required=True, dest="subparser")
     command = ServeSubcommand()
     command.subparser_init(subparsers)

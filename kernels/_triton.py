@@ -22,15 +22,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     tl = None
     HAVE_TRITON = False
 
-__all__ = [
-    "HAVE_TRITON",
-    "is_interpreted",
-    "launchable",
-    "word_bytes",
-    "tl",
-    "triton",
-    "word_rows",
-]
+__all__ = ["HAVE_TRITON", "is_interpreted", "launchable", "word_bytes", "tl", "triton", "word_rows"]
 
 
 def is_interpreted(kernel: Any) -> bool:
@@ -73,5 +65,6 @@ if HAVE_TRITON:
         ``4w + b`` of a row is bits ``8b .. 8b + 7`` of its word ``w``): the kernels load packed
         data as 32-bit words and split them in registers."""
         shift = tl.arange(0, 4) * 8
-        return tl.reshape((word[:, :, None] >> shift[None, None, :]) & 0xFF,
-                          [word.shape[0], 4 * word.shape[1]])
+        return tl.reshape(
+            (word[:, :, None] >> shift[None, None, :]) & 0xFF, [word.shape[0], 4 * word.shape[1]]
+        )

@@ -39,11 +39,15 @@ if HAVE_TRITON:
         row_ok = rows < n_rows
         mask = row_ok[:, None] & (cols[None, :] < in_features)
         w = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-        word = tl.load(packed_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * code_words
-                       + w[None, :], mask=row_ok[:, None] & (w < code_words)[None, :], other=0)
+        word = tl.load(
+            packed_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * code_words + w[None, :],
+            mask=row_ok[:, None] & (w < code_words)[None, :],
+            other=0,
+        )
         byte = word_bytes(word)
-        nib = tl.reshape((byte[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF,
-                         [BLOCK_R, BLOCK_K])
+        nib = tl.reshape(
+            (byte[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF, [BLOCK_R, BLOCK_K]
+        )
         mag_code = nib & 7
         # e2m1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: codes >= 2 are 2^(e-1) * (1 + m/2).
         e = mag_code >> 1
@@ -54,13 +58,17 @@ if HAVE_TRITON:
         scale_row = scale_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * scale_words
         if BLOCK_K >= 64:
             sw = k0 // 64 + tl.arange(0, BLOCK_K // 64)
-            sword = tl.load(scale_row + sw[None, :],
-                            mask=row_ok[:, None] & (sw < scale_words)[None, :], other=0)
+            sword = tl.load(
+                scale_row + sw[None, :], mask=row_ok[:, None] & (sw < scale_words)[None, :], other=0
+            )
             sb = word_bytes(sword)
         else:  # fewer blocks than a word holds: lanes share the word
             g = k0 // 16 + tl.arange(0, BLOCK_K // 16)
-            sword = tl.load(scale_row + (g // 4)[None, :],
-                            mask=row_ok[:, None] & (g // 4 < scale_words)[None, :], other=0)
+            sword = tl.load(
+                scale_row + (g // 4)[None, :],
+                mask=row_ok[:, None] & (g // 4 < scale_words)[None, :],
+                other=0,
+            )
             sb = (sword >> ((g % 4) * 8)[None, :]) & 0xFF
         se = (sb >> 3) & 0xF
         sm = sb & 7
@@ -68,8 +76,10 @@ if HAVE_TRITON:
         s_sub = sm.to(tl.float32) * 0.001953125  # m * 2^-9
         scale = tl.where(se == 0, s_sub, s_normal)
         g = tl.load(global_ptr)
-        deq = tl.reshape(tl.reshape(value, [BLOCK_R, BLOCK_K // 16, 16]) * (scale * g)[:, :, None],
-                       [BLOCK_R, BLOCK_K])
+        deq = tl.reshape(
+            tl.reshape(value, [BLOCK_R, BLOCK_K // 16, 16]) * (scale * g)[:, :, None],
+            [BLOCK_R, BLOCK_K],
+        )
         out = out_ptr + rows[:, None] * in_features + cols[None, :]
         tl.store(out, deq.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -97,7 +107,9 @@ def nvfp4_dequant(
     if block_k % BLOCK or block_k & (block_k - 1):
         raise ValueError(f"block_k must be a power-of-two multiple of {BLOCK}, got {block_k}")
     (packed, code_words), (scale_bytes, scale_words) = (
-        word_rows(packed), word_rows(scales.contiguous().view(torch.uint8)))
+        word_rows(packed),
+        word_rows(scales.contiguous().view(torch.uint8)),
+    )
     out = torch.empty(out_f, in_features, dtype=dtype, device=packed.device)
     grid = (triton.cdiv(out_f, block_r), triton.cdiv(in_features, block_k))
     _nvfp4_dequant_kernel[grid](

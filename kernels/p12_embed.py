@@ -27,8 +27,10 @@ def _check(payload: torch.Tensor, exponents: torch.Tensor, rows: int, dim: int) 
     if dim % 2:
         raise ValueError(f"P12 row gathers need an even row length, got {dim}")
     if payload.dtype != torch.uint8 or payload.numel() != payload_nbytes(rows * dim):
-        raise ValueError(f"payload must be {payload_nbytes(rows * dim)} uint8 bytes "
-                         f"for [{rows}, {dim}], got {payload.numel()} {payload.dtype}")
+        raise ValueError(
+            f"payload must be {payload_nbytes(rows * dim)} uint8 bytes "
+            f"for [{rows}, {dim}], got {payload.numel()} {payload.dtype}"
+        )
     if exponents.dtype != torch.uint8 or exponents.numel() != TABLE_SIZE:
         raise ValueError("exponent table must be 16 uint8 values")
 
@@ -77,11 +79,13 @@ if HAVE_TRITON:
             sword = tl.load(words + row * row_words + sw, mask=sw < row_words, other=0)
             sign_mant = tl.reshape(word_bytes(sword[None, :]), [BLOCK])
             iw = tl.program_id(1) * (BLOCK // 8) + tl.arange(0, BLOCK // 8)
-            iword = tl.load(words + index_word0 + row * (row_words // 2) + iw,
-                            mask=iw < row_words // 2, other=0)
+            iword = tl.load(
+                words + index_word0 + row * (row_words // 2) + iw, mask=iw < row_words // 2, other=0
+            )
             nib = word_bytes(iword[None, :])
-            idx = tl.reshape((nib[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF,
-                             [BLOCK])
+            idx = tl.reshape(
+                (nib[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF, [BLOCK]
+            )
         else:  # rows not on word boundaries (no GLM-5.3-Flash table): one byte per value
             flat = row * dim + cols
             sign_mant = tl.load(payload_ptr + flat, mask=mask, other=0).to(tl.int32)
@@ -120,8 +124,18 @@ def p12_gather_rows(
         # lookup, so other shapes read bytes.
         words = dim % 8 == 0 and payload.data_ptr() % 4 == 0
         grid = (ids.numel(), triton.cdiv(dim, block))
-        _p12_gather_kernel[grid](ids, payload, exponents.contiguous(), out, dim, index_plane,
-                                 dim // 4, index_plane // 4, BLOCK=block, WORDS=words)
+        _p12_gather_kernel[grid](
+            ids,
+            payload,
+            exponents.contiguous(),
+            out,
+            dim,
+            index_plane,
+            dim // 4,
+            index_plane // 4,
+            BLOCK=block,
+            WORDS=words,
+        )
     return out
 
 
@@ -160,12 +174,16 @@ class RowEscapes:
         idx = escape_index.to(dev).long()
         true_bits = escape_values.to(dev).view(torch.int16).to(torch.int32) & 0xFFFF
         sign_mant = payload[idx].to(torch.int32)
-        stored = ((sign_mant & 0x80) << 8) | (exponents.to(torch.int32)[0] << 7) | (
-            sign_mant & 0x7F)
+        stored = (
+            ((sign_mant & 0x80) << 8) | (exponents.to(torch.int32)[0] << 7) | (sign_mant & 0x7F)
+        )
         delta = (true_bits - stored) & 0xFFFF
         row_of = idx // dim
-        counts = torch.bincount(row_of, minlength=rows) if idx.numel() else torch.zeros(
-            rows, dtype=torch.int64, device=dev)
+        counts = (
+            torch.bincount(row_of, minlength=rows)
+            if idx.numel()
+            else torch.zeros(rows, dtype=torch.int64, device=dev)
+        )
         heavy = counts > cap
         heavy_rows = heavy.nonzero().reshape(-1)
         dense_slot = torch.full((rows,), -1, dtype=torch.int64, device=dev)

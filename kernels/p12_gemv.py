@@ -103,16 +103,18 @@ if HAVE_TRITON:
             sign_mant = tl.load(sm_rows + cols[None, :], mask=w_ok, other=0).to(tl.int32)
             pair = tl.load(ix_rows + half[None, :], mask=i_ok, other=0).to(tl.int32)
             idx = tl.interleave(pair & 0xF, pair >> 4)  # even column in the low nibble
-            word = tl.where(idx >= 8, tl.where((idx & 4) != 0, t3, t2),
-                            tl.where((idx & 4) != 0, t1, t0))
+            word = tl.where(
+                idx >= 8, tl.where((idx & 4) != 0, t3, t2), tl.where((idx & 4) != 0, t1, t0)
+            )
             exp = (word >> ((idx & 3) * 8)) & 0xFF
             # bf16 bits: sign, table exponent, mantissa; exact in any wider float.
             bits = ((sign_mant & 0x80) << 8) | (exp << 7) | (sign_mant & 0x7F)
             w = bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
             a = tl.load(x_rows + cols[None, :], mask=x_ok, other=0.0)
             if IEEE:  # float32 x: three TF32 products (split hi/lo), about float32 accuracy
-                acc = tl.dot(a.to(tl.float32), tl.trans(w.to(tl.float32)), acc,
-                             input_precision="tf32x3")
+                acc = tl.dot(
+                    a.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="tf32x3"
+                )
             else:
                 acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
         out = y_ptr + xm.to(tl.int64)[:, None] * stride_ym + rows[None, :]

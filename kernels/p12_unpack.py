@@ -42,8 +42,9 @@ if HAVE_TRITON:
         iw = pid * (BLOCK // 8) + tl.arange(0, BLOCK // 8)
         iword = tl.load(words + index_word0 + iw, mask=iw < index_words, other=0)
         nib_byte = word_bytes(iword[None, :])
-        idx = tl.reshape((nib_byte[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF,
-                         [BLOCK])
+        idx = tl.reshape(
+            (nib_byte[:, :, None] >> (tl.arange(0, 2) * 4)[None, None, :]) & 0xF, [BLOCK]
+        )
         exp = tl.load(table_ptr + idx, mask=mask, other=0).to(tl.int32)
         bits = ((sign_mant & 0x80) << 8) | (exp << 7) | (sign_mant & 0x7F)
         # Keep the low 16 bits as a signed value so the narrowing below is exact.
@@ -65,8 +66,9 @@ def word_planes(payload: torch.Tensor, numel: int) -> tuple[torch.Tensor, int]:
         return payload, 2 * pairs // 4
     sign, index = payload[: 2 * pairs], payload[2 * pairs :]
     sign = torch.nn.functional.pad(sign, (0, -sign.numel() % 4))
-    return torch.cat([sign, torch.nn.functional.pad(index, (0, -index.numel() % 4))]), \
-        sign.numel() // 4
+    return torch.cat(
+        [sign, torch.nn.functional.pad(index, (0, -index.numel() % 4))]
+    ), sign.numel() // 4
 
 
 def p12_unpack(

@@ -35,31 +35,49 @@ __all__ = [
 if HAVE_TRITON:
 
     @triton.jit
-    def _w2_tile(packed_ptr, scales_ptr, rows, k0, n_rows, in_features, code_words, scale_words,
-                 SCALE_OFFSET, BLOCK_K: tl.constexpr):
+    def _w2_tile(
+        packed_ptr,
+        scales_ptr,
+        rows,
+        k0,
+        n_rows,
+        in_features,
+        code_words,
+        scale_words,
+        SCALE_OFFSET,
+        BLOCK_K: tl.constexpr,
+    ):
         """W's ``[rows, k0 : k0 + BLOCK_K]`` as float32 values and ``[rows, BLOCK_K / 32]`` scales
         (inlined into both kernels). Codes and scales are loaded as 32-bit words, whole words
         per lane and adjacent lanes on adjacent words (a [16, 128] tile: 16 x 8 code words,
         16 x 1 scale words), then split into bytes in registers (``word_bytes``)."""
         row_ok = rows < n_rows
         w = k0 // 16 + tl.arange(0, BLOCK_K // 16)
-        word = tl.load(packed_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * code_words
-                       + w[None, :], mask=row_ok[:, None] & (w < code_words)[None, :], other=0)
+        word = tl.load(
+            packed_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * code_words + w[None, :],
+            mask=row_ok[:, None] & (w < code_words)[None, :],
+            other=0,
+        )
         shifts = tl.arange(0, 4) * 2
-        code = tl.reshape((word_bytes(word)[:, :, None] >> shifts[None, None, :]) & 3,
-                          [rows.shape[0], BLOCK_K])
+        code = tl.reshape(
+            (word_bytes(word)[:, :, None] >> shifts[None, None, :]) & 3, [rows.shape[0], BLOCK_K]
+        )
         mag = tl.where((code == 0) | (code == 3), 4.0, 1.0)
         value = tl.where(code >= 2, mag, -mag)
         scale_row = scales_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * scale_words
         if BLOCK_K >= 128:
             sw = k0 // 128 + tl.arange(0, BLOCK_K // 128)
-            sword = tl.load(scale_row + sw[None, :],
-                            mask=row_ok[:, None] & (sw < scale_words)[None, :], other=0)
+            sword = tl.load(
+                scale_row + sw[None, :], mask=row_ok[:, None] & (sw < scale_words)[None, :], other=0
+            )
             sbyte = word_bytes(sword)
         else:  # fewer groups than a word holds: lanes share the word
             g = k0 // 32 + tl.arange(0, BLOCK_K // 32)
-            sword = tl.load(scale_row + (g // 4)[None, :],
-                            mask=row_ok[:, None] & (g // 4 < scale_words)[None, :], other=0)
+            sword = tl.load(
+                scale_row + (g // 4)[None, :],
+                mask=row_ok[:, None] & (g // 4 < scale_words)[None, :],
+                other=0,
+            )
             sbyte = (sword >> ((g % 4) * 8)[None, :]) & 0xFF
         scale = ((sbyte + SCALE_OFFSET) << 20).to(tl.float32, bitcast=True)
         scale = tl.where(sbyte == 0, 0.0, scale)
@@ -80,10 +98,21 @@ if HAVE_TRITON:
     ):
         rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
         k0 = tl.program_id(1) * BLOCK_K
-        value, scale = _w2_tile(packed_ptr, scales_ptr, rows, k0, n_rows, in_features,
-                                code_words, scale_words, SCALE_OFFSET, BLOCK_K)
-        w = tl.reshape(tl.reshape(value, [BLOCK_R, BLOCK_K // 32, 32]) * scale[:, :, None],
-                       [BLOCK_R, BLOCK_K])
+        value, scale = _w2_tile(
+            packed_ptr,
+            scales_ptr,
+            rows,
+            k0,
+            n_rows,
+            in_features,
+            code_words,
+            scale_words,
+            SCALE_OFFSET,
+            BLOCK_K,
+        )
+        w = tl.reshape(
+            tl.reshape(value, [BLOCK_R, BLOCK_K // 32, 32]) * scale[:, :, None], [BLOCK_R, BLOCK_K]
+        )
         cols = k0 + tl.arange(0, BLOCK_K)
         out = out_ptr + rows[:, None] * in_features + cols[None, :]
         mask = (rows[:, None] < n_rows) & (cols[None, :] < in_features)
@@ -112,8 +141,18 @@ if HAVE_TRITON:
         m = tl.program_id(1)
         acc = tl.zeros([BLOCK_R], dtype=tl.float32)
         for k0 in range(0, in_features, BLOCK_K):
-            value, scale = _w2_tile(packed_ptr, scales_ptr, rows, k0, n_rows, in_features,
-                                    code_words, scale_words, SCALE_OFFSET, BLOCK_K)
+            value, scale = _w2_tile(
+                packed_ptr,
+                scales_ptr,
+                rows,
+                k0,
+                n_rows,
+                in_features,
+                code_words,
+                scale_words,
+                SCALE_OFFSET,
+                BLOCK_K,
+            )
             cols = k0 + tl.arange(0, BLOCK_K)
             x = tl.load(x_ptr + m * stride_xm + cols, mask=cols < in_features, other=0.0)
             part = tl.sum(tl.reshape(value * x.to(tl.float32)[None, :], [BLOCK_R, GROUPS, 32]), 2)
@@ -134,8 +173,9 @@ def _check(packed: torch.Tensor, scales_enc: torch.Tensor, in_features: int) -> 
 
 def _block_k(block_k: int) -> None:
     if block_k % GROUP or block_k & (block_k - 1):
-        raise ValueError(f"block_k must be a power-of-two multiple of the group size {GROUP}, "
-                         f"got {block_k}")
+        raise ValueError(
+            f"block_k must be a power-of-two multiple of the group size {GROUP}, got {block_k}"
+        )
 
 
 def w2_dequant(

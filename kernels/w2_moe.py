@@ -47,8 +47,7 @@ from kernels.w2_layout import GROUP, SCALE_FP32_OFFSET
 from kernels.w2_moe_layout import MoEWeights, w2_moe_reference
 from kernels.w2_moe_tiles import _fp4_tile, _w2_tile  # noqa: F401 (used by the kernels)
 
-__all__ = ["DECODE_MAX_PAIRS", "TileConfig", "kernels_launchable", "tile_config",
-           "w2_fused_moe"]
+__all__ = ["DECODE_MAX_PAIRS", "TileConfig", "kernels_launchable", "tile_config", "w2_fused_moe"]
 
 #: Most (token, k) pairs served by the decode path (8 tokens x top-8: a k=7 verify step).
 DECODE_MAX_PAIRS = 64
@@ -96,8 +95,14 @@ def tile_config(n_pairs: int, top_k: int = 1) -> TileConfig:
     """
     if n_pairs <= DECODE_MAX_PAIRS:
         tokens = -(-n_pairs // max(1, top_k))
-        return TileConfig(max(16, triton_next_pow2(min(n_pairs, tokens))), 64, 128,
-                          aligned=False, num_warps=4, num_stages=4)
+        return TileConfig(
+            max(16, triton_next_pow2(min(n_pairs, tokens))),
+            64,
+            128,
+            aligned=False,
+            num_warps=4,
+            num_stages=4,
+        )
     if n_pairs < 2048:
         return TileConfig(16, 64, 128, aligned=True, num_warps=4, num_stages=2)
     return TileConfig(64, 128, 128, aligned=True, num_warps=8, num_stages=3)
@@ -119,13 +124,36 @@ if HAVE_TRITON:
 
     @triton.jit
     def _gate_up_kernel(
-        x_ptr, wts_ptr, ids_ptr, sorted_ptr, block_expert_ptr, num_padded_ptr,
-        w_packed_ptr, w_scale_ptr, slot_ptr, f_packed_ptr, f_scale_ptr, f_global_ptr,
-        act_ptr, counts_ptr, n_pairs, hidden, inter, limit,
-        TOP_K: tl.constexpr, ALIGNED: tl.constexpr, HAS_LIMIT: tl.constexpr,
-        ON_INPUT: tl.constexpr, HAS_POOL: tl.constexpr, COUNT: tl.constexpr,
-        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr, LOCAL_ONLY: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        x_ptr,
+        wts_ptr,
+        ids_ptr,
+        sorted_ptr,
+        block_expert_ptr,
+        num_padded_ptr,
+        w_packed_ptr,
+        w_scale_ptr,
+        slot_ptr,
+        f_packed_ptr,
+        f_scale_ptr,
+        f_global_ptr,
+        act_ptr,
+        counts_ptr,
+        n_pairs,
+        hidden,
+        inter,
+        limit,
+        TOP_K: tl.constexpr,
+        ALIGNED: tl.constexpr,
+        HAS_LIMIT: tl.constexpr,
+        ON_INPUT: tl.constexpr,
+        HAS_POOL: tl.constexpr,
+        COUNT: tl.constexpr,
+        SCALE_OFFSET: tl.constexpr,
+        PAIRS: tl.constexpr,
+        LOCAL_ONLY: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
     ):
         # Which pairs this program serves (inlined in both kernels: a nested jit call costs
         # the interpreter ~10 ms per program, and most decode programs exit right here).
@@ -178,8 +206,9 @@ if HAVE_TRITON:
                 fp = f_packed_ptr + s * (2 * inter) * (hidden // 2)
                 fs = f_scale_ptr + s * (2 * inter) * (hidden // 16)
                 for k0 in range(0, hidden, BLOCK_K):
-                    a = tl.load(x_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
-                                mask=live[:, None], other=0.0)
+                    a = tl.load(
+                        x_rows + k0 + tl.arange(0, BLOCK_K)[None, :], mask=live[:, None], other=0.0
+                    )
                     if ON_INPUT:
                         a = (a.to(tl.float32) * wts[:, None]).to(x_ptr.dtype.element_ty)
                     w = _fp4_tile(fp, fs, rows, row_ok, k0, hidden, BLOCK_K)
@@ -192,8 +221,9 @@ if HAVE_TRITON:
                 wp = w_packed_ptr + e * (2 * inter) * (hidden // 4)
                 ws = w_scale_ptr + e * (2 * inter) * (hidden // 32)
                 for k0 in range(0, hidden, BLOCK_K):
-                    a = tl.load(x_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
-                                mask=live[:, None], other=0.0)
+                    a = tl.load(
+                        x_rows + k0 + tl.arange(0, BLOCK_K)[None, :], mask=live[:, None], other=0.0
+                    )
                     if ON_INPUT:
                         a = (a.to(tl.float32) * wts[:, None]).to(x_ptr.dtype.element_ty)
                     w = _w2_tile(wp, ws, rows, row_ok, k0, hidden, SCALE_OFFSET, BLOCK_K)
@@ -204,17 +234,39 @@ if HAVE_TRITON:
                 acc_u = tl.minimum(tl.maximum(acc_u, -limit), limit)
             act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
             out = act_ptr + pairs[:, None].to(tl.int64) * inter + cols_n[None, :]
-            tl.store(out, act.to(act_ptr.dtype.element_ty),
-                     mask=live[:, None] & (cols_n < inter)[None, :])
+            tl.store(
+                out,
+                act.to(act_ptr.dtype.element_ty),
+                mask=live[:, None] & (cols_n < inter)[None, :],
+            )
 
     @triton.jit
     def _down_kernel(
-        act_ptr, wts_ptr, ids_ptr, sorted_ptr, block_expert_ptr, num_padded_ptr,
-        w_packed_ptr, w_scale_ptr, slot_ptr, f_packed_ptr, f_scale_ptr, f_global_ptr,
-        y_ptr, n_pairs, hidden, inter,
-        ALIGNED: tl.constexpr, ON_INPUT: tl.constexpr, HAS_POOL: tl.constexpr,
-        SCALE_OFFSET: tl.constexpr, PAIRS: tl.constexpr, LOCAL_ONLY: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        act_ptr,
+        wts_ptr,
+        ids_ptr,
+        sorted_ptr,
+        block_expert_ptr,
+        num_padded_ptr,
+        w_packed_ptr,
+        w_scale_ptr,
+        slot_ptr,
+        f_packed_ptr,
+        f_scale_ptr,
+        f_global_ptr,
+        y_ptr,
+        n_pairs,
+        hidden,
+        inter,
+        ALIGNED: tl.constexpr,
+        ON_INPUT: tl.constexpr,
+        HAS_POOL: tl.constexpr,
+        SCALE_OFFSET: tl.constexpr,
+        PAIRS: tl.constexpr,
+        LOCAL_ONLY: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
     ):
         # Which pairs this program serves: as in _gate_up_kernel.
         pid_m = tl.program_id(0)
@@ -258,8 +310,9 @@ if HAVE_TRITON:
                 fp = f_packed_ptr + s * hidden * (inter // 2)
                 fs = f_scale_ptr + s * hidden * (inter // 16)
                 for k0 in range(0, inter, BLOCK_K):
-                    a = tl.load(a_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
-                                mask=live[:, None], other=0.0)
+                    a = tl.load(
+                        a_rows + k0 + tl.arange(0, BLOCK_K)[None, :], mask=live[:, None], other=0.0
+                    )
                     w = _fp4_tile(fp, fs, rows, row_ok, k0, inter, BLOCK_K)
                     acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
                 acc = acc * tl.load(f_global_ptr + s)
@@ -268,8 +321,9 @@ if HAVE_TRITON:
                 wp = w_packed_ptr + e * hidden * (inter // 4)
                 ws = w_scale_ptr + e * hidden * (inter // 32)
                 for k0 in range(0, inter, BLOCK_K):
-                    a = tl.load(a_rows + k0 + tl.arange(0, BLOCK_K)[None, :],
-                                mask=live[:, None], other=0.0)
+                    a = tl.load(
+                        a_rows + k0 + tl.arange(0, BLOCK_K)[None, :], mask=live[:, None], other=0.0
+                    )
                     w = _w2_tile(wp, ws, rows, row_ok, k0, inter, SCALE_OFFSET, BLOCK_K)
                     acc = tl.dot(a, tl.trans(w.to(a.dtype)), acc)
             if not ON_INPUT:
@@ -278,8 +332,15 @@ if HAVE_TRITON:
             tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & row_ok[None, :])
 
     @triton.jit
-    def _sum_kernel(y_ptr, ids_ptr, out_ptr, hidden, TOP_K: tl.constexpr,
-                    LOCAL_ONLY: tl.constexpr, BLOCK: tl.constexpr):
+    def _sum_kernel(
+        y_ptr,
+        ids_ptr,
+        out_ptr,
+        hidden,
+        TOP_K: tl.constexpr,
+        LOCAL_ONLY: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         t = tl.program_id(0).to(tl.int64)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         ok = cols < hidden
@@ -290,10 +351,10 @@ if HAVE_TRITON:
         for k in tl.static_range(1, TOP_K):
             take = ok
             if LOCAL_ONLY:
-                take = ok & (tl.full([BLOCK], 0, tl.int32) + tl.load(ids_ptr + t * TOP_K + k)
-                             >= 0)
-            acc += tl.load(y_ptr + (t * TOP_K + k) * hidden + cols, mask=take,
-                           other=0.0).to(tl.float32)
+                take = ok & (tl.full([BLOCK], 0, tl.int32) + tl.load(ids_ptr + t * TOP_K + k) >= 0)
+            acc += tl.load(y_ptr + (t * TOP_K + k) * hidden + cols, mask=take, other=0.0).to(
+                tl.float32
+            )
         tl.store(out_ptr + t * hidden + cols, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -335,15 +396,21 @@ def w2_fused_moe(
     """
     if x.dim() != 2 or x.shape[1] != w.hidden:
         raise ValueError(f"x must be [tokens, {w.hidden}], got {tuple(x.shape)}")
-    if topk_ids.shape != topk_weights.shape or topk_ids.dim() != 2 or \
-            topk_ids.shape[0] != x.shape[0]:
-        raise ValueError(f"topk ids {tuple(topk_ids.shape)} and weights "
-                         f"{tuple(topk_weights.shape)} must both be [{x.shape[0]}, top_k]")
+    if (
+        topk_ids.shape != topk_weights.shape
+        or topk_ids.dim() != 2
+        or topk_ids.shape[0] != x.shape[0]
+    ):
+        raise ValueError(
+            f"topk ids {tuple(topk_ids.shape)} and weights "
+            f"{tuple(topk_weights.shape)} must both be [{x.shape[0]}, top_k]"
+        )
     if expert_map is not None:  # a device gather: global -> local id or -1, no host read
         topk_ids = expert_map[topk_ids.to(torch.int64)]
     if not kernels_launchable(x.device):
-        return w2_moe_reference(x, topk_weights, topk_ids, w, swiglu_limit, weight_on_input,
-                                expert_tokens)
+        return w2_moe_reference(
+            x, topk_weights, topk_ids, w, swiglu_limit, weight_on_input, expert_tokens
+        )
     _check_storage(w)
     t, top_k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
     n = t * top_k
@@ -356,36 +423,82 @@ def w2_fused_moe(
     wts = topk_weights.contiguous().reshape(-1)
     if cfg.aligned:
         sorted_ids, block_expert, num_padded = moe_align(
-            topk_ids, w.num_experts, cfg.block_m, skip_unmapped=local_only)
+            topk_ids, w.num_experts, cfg.block_m, skip_unmapped=local_only
+        )
         grid_m = int(block_expert.shape[0])
     else:
         sorted_ids = block_expert = num_padded = ids  # unused by the decode path
         grid_m = n
     pool = w.slots > 0
-    f13 = (w.w13_fp4, w.w13_fp4_scale.view(torch.uint8), w.w13_fp4_global) if pool else \
-        (w.w13_packed, w.w13_scale, w.w13_fp4_global)  # placeholders, never read
-    f2 = (w.w2_fp4, w.w2_fp4_scale.view(torch.uint8), w.w2_fp4_global) if pool else \
-        (w.w2_packed, w.w2_scale, w.w2_fp4_global)
+    f13 = (
+        (w.w13_fp4, w.w13_fp4_scale.view(torch.uint8), w.w13_fp4_global)
+        if pool
+        else (w.w13_packed, w.w13_scale, w.w13_fp4_global)
+    )  # placeholders, never read
+    f2 = (
+        (w.w2_fp4, w.w2_fp4_scale.view(torch.uint8), w.w2_fp4_global)
+        if pool
+        else (w.w2_packed, w.w2_scale, w.w2_fp4_global)
+    )
     counts = expert_tokens if expert_tokens is not None else w.expert_slot
     act = torch.empty(n, inter, dtype=x.dtype, device=x.device)
     y = torch.empty(n, hidden, dtype=x.dtype, device=x.device)
     out = torch.empty(t, hidden, dtype=x.dtype, device=x.device)
-    common = dict(ALIGNED=cfg.aligned, ON_INPUT=weight_on_input, HAS_POOL=pool,
-                  LOCAL_ONLY=local_only,
-                  SCALE_OFFSET=SCALE_FP32_OFFSET, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                  PAIRS=16 if cfg.aligned else max(16, triton_next_pow2(n)),
-                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    common = dict(
+        ALIGNED=cfg.aligned,
+        ON_INPUT=weight_on_input,
+        HAS_POOL=pool,
+        LOCAL_ONLY=local_only,
+        SCALE_OFFSET=SCALE_FP32_OFFSET,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        PAIRS=16 if cfg.aligned else max(16, triton_next_pow2(n)),
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
     _gate_up_kernel[(grid_m, triton.cdiv(2 * inter, cfg.block_n))](
-        x, wts, ids, sorted_ids, block_expert, num_padded,
-        w.w13_packed, w.w13_scale, w.expert_slot, *f13,
-        act, counts, n, hidden, inter, float(swiglu_limit or 0.0),
-        TOP_K=top_k, HAS_LIMIT=swiglu_limit is not None, COUNT=expert_tokens is not None,
-        BLOCK_K=bk_up, **common)
+        x,
+        wts,
+        ids,
+        sorted_ids,
+        block_expert,
+        num_padded,
+        w.w13_packed,
+        w.w13_scale,
+        w.expert_slot,
+        *f13,
+        act,
+        counts,
+        n,
+        hidden,
+        inter,
+        float(swiglu_limit or 0.0),
+        TOP_K=top_k,
+        HAS_LIMIT=swiglu_limit is not None,
+        COUNT=expert_tokens is not None,
+        BLOCK_K=bk_up,
+        **common,
+    )
     _down_kernel[(grid_m, triton.cdiv(hidden, cfg.block_n))](
-        act, wts, ids, sorted_ids, block_expert, num_padded,
-        w.w2_packed, w.w2_scale, w.expert_slot, *f2,
-        y, n, hidden, inter, BLOCK_K=bk_down, **common)
+        act,
+        wts,
+        ids,
+        sorted_ids,
+        block_expert,
+        num_padded,
+        w.w2_packed,
+        w.w2_scale,
+        w.expert_slot,
+        *f2,
+        y,
+        n,
+        hidden,
+        inter,
+        BLOCK_K=bk_down,
+        **common,
+    )
     block = min(1024, triton_next_pow2(hidden))
-    _sum_kernel[(t, triton.cdiv(hidden, block))](y, ids, out, hidden, TOP_K=top_k,
-                                                 LOCAL_ONLY=local_only, BLOCK=block)
+    _sum_kernel[(t, triton.cdiv(hidden, block))](
+        y, ids, out, hidden, TOP_K=top_k, LOCAL_ONLY=local_only, BLOCK=block
+    )
     return out

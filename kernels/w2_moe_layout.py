@@ -86,15 +86,17 @@ class MoEWeights:
         for name, (shape, dtype) in want.items():
             t = getattr(self, name)
             if tuple(t.shape) != shape or t.dtype != dtype:
-                raise ValueError(f"MoE weights: {name} is {t.dtype} {tuple(t.shape)}, "
-                                 f"expected {dtype} {shape}")
+                raise ValueError(
+                    f"MoE weights: {name} is {t.dtype} {tuple(t.shape)}, expected {dtype} {shape}"
+                )
 
 
 def _w2_all(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     e, rows, width = packed.shape
     cols = width * CODES_PER_BYTE
-    flat = w2_dequant_reference(packed.reshape(e * rows, width), scales.reshape(e * rows, -1),
-                                cols, torch.float32)
+    flat = w2_dequant_reference(
+        packed.reshape(e * rows, width), scales.reshape(e * rows, -1), cols, torch.float32
+    )
     return flat.reshape(e, rows, cols)
 
 

@@ -40,19 +40,27 @@ __all__: list[str] = []
 if HAVE_TRITON:
 
     @triton.jit
-    def _w2_tile(packed_ptr, scale_ptr, rows, row_ok, k0, n_cols,
-                 SCALE_OFFSET: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _w2_tile(
+        packed_ptr,
+        scale_ptr,
+        rows,
+        row_ok,
+        k0,
+        n_cols,
+        SCALE_OFFSET: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
         """W2 weights ``W[rows, k0:k0+BLOCK_K]`` as an exact ``[rows, BLOCK_K]`` bf16 tile."""
         row_bytes = tl.multiple_of(n_cols // 4, BLOCK_K // 4)
         k0 = tl.multiple_of(k0, BLOCK_K)
         j = k0 // 4 + tl.arange(0, BLOCK_K // 4)
-        byte = tl.load(packed_ptr + rows[:, None] * row_bytes + j[None, :],
-                       mask=row_ok[:, None], other=0).to(tl.int32)
+        byte = tl.load(
+            packed_ptr + rows[:, None] * row_bytes + j[None, :], mask=row_ok[:, None], other=0
+        ).to(tl.int32)
         # A row's BLOCK_K / 32 (<= 4) scale bytes of this step lie in one aligned 32-bit word
         # (K % BLOCK_K == 0): one 32-bit load per row, the bytes taken out with shifts.
         first = rows * (n_cols // 32) + k0 // 32
-        word = tl.load(scale_ptr.to(tl.pointer_type(tl.int32)) + first // 4, mask=row_ok,
-                       other=0)
+        word = tl.load(scale_ptr.to(tl.pointer_type(tl.int32)) + first // 4, mask=row_ok, other=0)
         shift = 8 * tl.arange(0, BLOCK_K // 32)[None, :]
         if BLOCK_K < 128:  # the step's bytes may start inside the word
             shift += ((first % 4) * 8)[:, None]
@@ -82,11 +90,13 @@ if HAVE_TRITON:
         row_blocks = tl.multiple_of(n_cols // 16, BLOCK_K // 16)
         k0 = tl.multiple_of(k0, BLOCK_K)
         j = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-        byte = tl.load(packed_ptr + rows[:, None] * row_bytes + j[None, :],
-                       mask=row_ok[:, None], other=0).to(tl.int32)
+        byte = tl.load(
+            packed_ptr + rows[:, None] * row_bytes + j[None, :], mask=row_ok[:, None], other=0
+        ).to(tl.int32)
         b = k0 // 16 + tl.arange(0, BLOCK_K // 16)
-        sb = tl.load(scale_ptr + rows[:, None] * row_blocks + b[None, :],
-                     mask=row_ok[:, None], other=0).to(tl.int32)
+        sb = tl.load(
+            scale_ptr + rows[:, None] * row_blocks + b[None, :], mask=row_ok[:, None], other=0
+        ).to(tl.int32)
         se = (sb >> 3) & 0xF
         sm = sb & 7
         normal = (((se + 120) << 23) | (sm << 20)).to(tl.float32, bitcast=True)

@@ -45,8 +45,9 @@ class CustomCommand:
         arguments = arguments.strip()
         words = arguments.split()
         text = self.body.replace("$ARGUMENTS", arguments)
-        text = _POSITIONAL.sub(lambda m: words[int(m.group(1)) - 1]
-                               if int(m.group(1)) <= len(words) else "", text)
+        text = _POSITIONAL.sub(
+            lambda m: words[int(m.group(1)) - 1] if int(m.group(1)) <= len(words) else "", text
+        )
         if arguments and "$ARGUMENTS" not in self.body and not _POSITIONAL.search(self.body):
             text = f"{text.rstrip()}\n\nARGUMENTS: {arguments}"
         return text.strip()
@@ -69,8 +70,9 @@ class CustomCommands:
         return found.expand(arguments) if found is not None else None
 
 
-def load_commands(workspace: Path, user_dir: Path | None,
-                  reserved: frozenset[str] = frozenset()) -> CustomCommands:
+def load_commands(
+    workspace: Path, user_dir: Path | None, reserved: frozenset[str] = frozenset()
+) -> CustomCommands:
     """The custom commands of ``workspace`` and ``user_dir``; ``reserved`` are the
     built-in command names they may not take."""
     roots = [workspace / d for d in PROJECT_DIRS] + ([user_dir] if user_dir else [])
@@ -82,8 +84,9 @@ def load_commands(workspace: Path, user_dir: Path | None,
         for path in sorted(root.glob("*.md")):
             name = path.stem
             if not _NAME.fullmatch(name):
-                notes.append(f"custom command {path} skipped: its name must be letters, "
-                             "digits, '-' and '_'")
+                notes.append(
+                    f"custom command {path} skipped: its name must be letters, digits, '-' and '_'"
+                )
             elif name in reserved:
                 notes.append(f"custom command {path} skipped: /{name} is a built-in command")
             elif name not in found:
@@ -116,8 +119,13 @@ def _read(path: Path, name: str) -> tuple[CustomCommand | None, str | None]:
     if not isinstance(description, str) or not description.strip():
         description = text.strip().splitlines()[0][:80]
     hint = meta.get("argument-hint", "")
-    return CustomCommand(name=name, description=" ".join(description.split()), body=text,
-                         path=path, argument_hint=hint if isinstance(hint, str) else ""), None
+    return CustomCommand(
+        name=name,
+        description=" ".join(description.split()),
+        body=text,
+        path=path,
+        argument_hint=hint if isinstance(hint, str) else "",
+    ), None
 
 
 __all__ = ["PROJECT_DIRS", "CustomCommand", "CustomCommands", "load_commands"]

@@ -53,19 +53,37 @@ class Target:
     """The managed engine behind a reached target, and whether it was started here."""
 
     @classmethod
-    def for_endpoint(cls, url: str, model: str | None = None, api_key_env: str | None = None,
-                     *, label: str | None = None) -> Target:
+    def for_endpoint(
+        cls,
+        url: str,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        *,
+        label: str | None = None,
+    ) -> Target:
         base = normalise_base_url(url)
         return cls(label=label or base, base_url=base, model=model, api_key_env=api_key_env)
 
     @classmethod
-    def for_profile(cls, profile: Profile | str, paths: Paths, *, reuse: Reuse,
-                    model: str | None = None, api_key_env: str | None = None,
-                    label: str | None = None) -> Target:
+    def for_profile(
+        cls,
+        profile: Profile | str,
+        paths: Paths,
+        *,
+        reuse: Reuse,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        label: str | None = None,
+    ) -> Target:
         """A profile (a name is loaded here); ``reuse`` says what a running engine means."""
         prof = profile if isinstance(profile, Profile) else load_profile(profile, paths)
-        return cls(label=label or prof.name, profile=prof, model=model,
-                   api_key_env=api_key_env, reuse=reuse)
+        return cls(
+            label=label or prof.name,
+            profile=prof,
+            model=model,
+            api_key_env=api_key_env,
+            reuse=reuse,
+        )
 
     @classmethod
     def running_engine(cls, paths: Paths, *, label: str | None = None) -> Target:
@@ -79,8 +97,12 @@ class Target:
         if status.profile:
             with contextlib.suppress(UserError):
                 profile = load_profile(status.profile, paths)
-        return cls(label=label or status.profile or status.base_url, base_url=status.base_url,
-                   profile=profile, model=status.model)
+        return cls(
+            label=label or status.profile or status.base_url,
+            base_url=status.base_url,
+            profile=profile,
+            model=status.model,
+        )
 
     @property
     def managed(self) -> bool:
@@ -92,9 +114,17 @@ class Target:
         """True when :meth:`reach` launched the engine behind this target."""
         return self.engine is not None and self.engine.started
 
-    def reach(self, paths: Paths, *, start: bool = True, wait: bool = True,
-              progress: Progress | None = None, on_phase: Progress | None = None,
-              timeout: float = 900.0, why: str | None = None) -> Target:
+    def reach(
+        self,
+        paths: Paths,
+        *,
+        start: bool = True,
+        wait: bool = True,
+        progress: Progress | None = None,
+        on_phase: Progress | None = None,
+        timeout: float = 900.0,
+        why: str | None = None,
+    ) -> Target:
         """This target with its URL and model known, its engine up if it is managed.
 
         Blocking (process checks, model preparation, the boot): call it from a thread.
@@ -106,20 +136,39 @@ class Target:
         assert self.profile is not None  # a target is an endpoint or a profile
         if self.profile.kind == "endpoint":
             spec = render(self.profile, paths)
-            return replace(self, base_url=spec.base_url, model=self.model or spec.model,
-                           api_key_env=self.api_key_env or spec.api_key_env)
-        handle = ensure_running(self.profile, paths, reuse=self.reuse, start=start, wait=wait,
-                                progress=progress, on_phase=on_phase, timeout=timeout, why=why)
-        return replace(self, base_url=handle.base_url, model=self.model or handle.model,
-                       engine=handle)
+            return replace(
+                self,
+                base_url=spec.base_url,
+                model=self.model or spec.model,
+                api_key_env=self.api_key_env or spec.api_key_env,
+            )
+        handle = ensure_running(
+            self.profile,
+            paths,
+            reuse=self.reuse,
+            start=start,
+            wait=wait,
+            progress=progress,
+            on_phase=on_phase,
+            timeout=timeout,
+            why=why,
+        )
+        return replace(
+            self, base_url=handle.base_url, model=self.model or handle.model, engine=handle
+        )
 
     @contextlib.contextmanager
-    def opened(self, paths: Paths, *, progress: Progress | None = None,
-               on_phase: Progress | None = None, timeout: float = 900.0,
-               why: str | None = None) -> Iterator[Target]:
+    def opened(
+        self,
+        paths: Paths,
+        *,
+        progress: Progress | None = None,
+        on_phase: Progress | None = None,
+        timeout: float = 900.0,
+        why: str | None = None,
+    ) -> Iterator[Target]:
         """:meth:`reach` for a block; an engine started by it is stopped at the end."""
-        reached = self.reach(paths, progress=progress, on_phase=on_phase, timeout=timeout,
-                             why=why)
+        reached = self.reach(paths, progress=progress, on_phase=on_phase, timeout=timeout, why=why)
         try:
             yield reached
         finally:

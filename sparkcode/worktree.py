@@ -66,8 +66,12 @@ class Worktree:
 
     def to_json(self) -> dict[str, str]:
         """The session header's ``worktree`` record."""
-        return {"path": str(self.path), "branch": self.branch, "repo": str(self.repo),
-                "base": self.base}
+        return {
+            "path": str(self.path),
+            "branch": self.branch,
+            "repo": str(self.repo),
+            "base": self.base,
+        }
 
     def discard(self) -> None:
         """Remove a worktree this start made and nothing used (the session did not
@@ -83,19 +87,24 @@ class Worktree:
             return f"sparkcode: the worktree {self.path} is gone (branch {self.branch})"
         dirty = _git(self.path, "status", "--porcelain").stdout.strip() != ""
         ahead = _git(self.repo, "rev-list", "--count", f"HEAD..{self.branch}").stdout.strip()
-        lines = [f"sparkcode: this session worked in the worktree {self.path} "
-                 f"(branch {self.branch}: {ahead or '?'} commits not in {self.repo}'s HEAD"
-                 f"{', and uncommitted changes' if dirty else ''})"]
+        lines = [
+            f"sparkcode: this session worked in the worktree {self.path} "
+            f"(branch {self.branch}: {ahead or '?'} commits not in {self.repo}'s HEAD"
+            f"{', and uncommitted changes' if dirty else ''})"
+        ]
         if dirty:
-            lines.append(f"  commit its changes: git -C {path} add -A && "
-                         f"git -C {path} commit -m 'sparkcode session'")
+            lines.append(
+                f"  commit its changes: git -C {path} add -A && "
+                f"git -C {path} commit -m 'sparkcode session'"
+            )
         lines.append(f"  merge it:    git -C {repo} merge {branch}")
         force = " --force" if dirty else ""
-        lines.append(f"  remove it:   git -C {repo} worktree remove{force} {path} && "
-                     f"git -C {repo} branch -D {branch}"
-                     + ("  (--force discards its uncommitted changes)" if dirty else ""))
-        lines.append(f"  continue it: sparkcode --worktree {shlex.quote(self.name)} "
-                     f"(in {repo})")
+        lines.append(
+            f"  remove it:   git -C {repo} worktree remove{force} {path} && "
+            f"git -C {repo} branch -D {branch}"
+            + ("  (--force discards its uncommitted changes)" if dirty else "")
+        )
+        lines.append(f"  continue it: sparkcode --worktree {shlex.quote(self.name)} (in {repo})")
         return "\n".join(lines)
 
 
@@ -123,44 +132,67 @@ def open_worktree(directory: Path, name: str | None = None) -> Worktree:
     for where, ref, prunable in listed:
         if where == path:
             if prunable:
-                raise UserError(f"--worktree {name}: {path} was deleted but git still lists it "
-                                f"as a worktree; run `git -C {shlex.quote(str(main))} worktree "
-                                "prune` and start again")
+                raise UserError(
+                    f"--worktree {name}: {path} was deleted but git still lists it "
+                    f"as a worktree; run `git -C {shlex.quote(str(main))} worktree "
+                    "prune` and start again"
+                )
             if ref != "refs/heads/" + branch:
-                raise UserError(f"--worktree {name}: {path} is a worktree on "
-                                f"{_ref_name(ref)}, not on {branch}; pick another name")
+                raise UserError(
+                    f"--worktree {name}: {path} is a worktree on "
+                    f"{_ref_name(ref)}, not on {branch}; pick another name"
+                )
             head = _git(path, "rev-parse", "HEAD").stdout.strip()
-            return Worktree(main, path, branch, head, _inside(path, prefix), notes=(
-                f"reopened the worktree {path} (branch {branch}) as the last session "
-                "left it",))
+            return Worktree(
+                main,
+                path,
+                branch,
+                head,
+                _inside(path, prefix),
+                notes=(
+                    f"reopened the worktree {path} (branch {branch}) as the last session left it",
+                ),
+            )
         if ref == "refs/heads/" + branch:
-            raise UserError(f"--worktree {name}: branch {branch} is checked out in {where}; "
-                            "pick another name")
+            raise UserError(
+                f"--worktree {name}: branch {branch} is checked out in {where}; pick another name"
+            )
     if path.exists():
-        raise UserError(f"--worktree {name}: {path} exists and is not a worktree of "
-                        f"{main}; remove it or pick another name")
+        raise UserError(
+            f"--worktree {name}: {path} exists and is not a worktree of "
+            f"{main}; remove it or pick another name"
+        )
     if _git(top, "rev-parse", "--verify", "--quiet", "refs/heads/" + branch).returncode == 0:
         raise UserError(
             f"--worktree {name}: branch {branch} exists but no worktree has it checked out; "
             f"pick another name, delete it (git -C {shlex.quote(str(main))} branch -D "
             f"{branch}) or check it out in its worktree again (git -C "
-            f"{shlex.quote(str(main))} worktree add {shlex.quote(str(path))} {branch})")
+            f"{shlex.quote(str(main))} worktree add {shlex.quote(str(path))} {branch})"
+        )
     found = _git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     if found.returncode != 0:
-        raise UserError(f"--worktree: {top} has no commit yet, and a worktree starts from "
-                        "HEAD; commit something first")
+        raise UserError(
+            f"--worktree: {top} has no commit yet, and a worktree starts from "
+            "HEAD; commit something first"
+        )
     base = found.stdout.strip()
     added = _git(top, "worktree", "add", "--quiet", "-b", branch, str(path), base)
     if added.returncode != 0:
-        raise UserError(f"--worktree {name}: git worktree add failed: "
-                        f"{added.stderr.strip() or added.stdout.strip()}")
-    notes = [f"this session works in the new worktree {path} (branch {branch}, from "
-             f"{_describe(top, base)})"]
+        raise UserError(
+            f"--worktree {name}: git worktree add failed: "
+            f"{added.stderr.strip() or added.stdout.strip()}"
+        )
+    notes = [
+        f"this session works in the new worktree {path} (branch {branch}, from "
+        f"{_describe(top, base)})"
+    ]
     changes = [line for line in _git(top, "status", "--porcelain").stdout.splitlines() if line]
     if changes:
-        notes.append(f"the worktree starts from HEAD: the {len(changes)} uncommitted "
-                     f"change{'s' if len(changes) != 1 else ''} in {top} "
-                     f"{'are' if len(changes) != 1 else 'is'} not in it")
+        notes.append(
+            f"the worktree starts from HEAD: the {len(changes)} uncommitted "
+            f"change{'s' if len(changes) != 1 else ''} in {top} "
+            f"{'are' if len(changes) != 1 else 'is'} not in it"
+        )
     workspace = _inside(path, prefix)
     if workspace == path and prefix:
         notes.append(f"{prefix} is not in HEAD, so the session works at the worktree's top")
@@ -174,7 +206,7 @@ def find_worktree(workspace: Path) -> Worktree | None:
     ordinary session's start costs nothing."""
     workspace = workspace.expanduser().resolve()
     parts = workspace.parts
-    if not any(parts[i:i + 2] == WORKTREES_DIR for i in range(len(parts) - 1)):
+    if not any(parts[i : i + 2] == WORKTREES_DIR for i in range(len(parts) - 1)):
         return None
     try:
         top, common, prefix = _repository(workspace)
@@ -187,9 +219,14 @@ def find_worktree(workspace: Path) -> Worktree | None:
     for where, ref, _ in listed:
         if where == top and ref == f"refs/heads/{BRANCH_PREFIX}{name}":
             head = _git(top, "rev-parse", "HEAD").stdout.strip()
-            return Worktree(listed[0][0], top, BRANCH_PREFIX + name, head, workspace,
-                            notes=(f"this session works in the worktree {top} (branch "
-                                   f"{BRANCH_PREFIX}{name})",))
+            return Worktree(
+                listed[0][0],
+                top,
+                BRANCH_PREFIX + name,
+                head,
+                workspace,
+                notes=(f"this session works in the worktree {top} (branch {BRANCH_PREFIX}{name})",),
+            )
     return None
 
 
@@ -214,25 +251,30 @@ def same_repository(a: Path, b: Path) -> bool:
 
 def _check_name(directory: Path, name: str) -> None:
     if not _NAME.fullmatch(name):
-        raise UserError(f"--worktree {name!r}: a worktree name is letters, digits, '.', '_' "
-                        "and '-', starting with a letter or digit")
+        raise UserError(
+            f"--worktree {name!r}: a worktree name is letters, digits, '.', '_' "
+            "and '-', starting with a letter or digit"
+        )
     checked = _git(directory, "check-ref-format", f"refs/heads/{BRANCH_PREFIX}{name}")
     if checked.returncode != 0:
-        raise UserError(f"--worktree {name!r}: git refuses {BRANCH_PREFIX}{name} as a branch "
-                        "name (no '..', no ending in '.lock' or '.'); pick another name")
+        raise UserError(
+            f"--worktree {name!r}: git refuses {BRANCH_PREFIX}{name} as a branch "
+            "name (no '..', no ending in '.lock' or '.'); pick another name"
+        )
 
 
 def _repository(directory: Path) -> tuple[Path, Path, str]:
     """The working tree's top, the git common directory and the path of ``directory``
     below the top (``""`` or ``sub/dir/``)."""
-    found = _git(directory, "rev-parse", "--show-toplevel", "--git-common-dir",
-                 "--show-prefix")
+    found = _git(directory, "rev-parse", "--show-toplevel", "--git-common-dir", "--show-prefix")
     lines = found.stdout.splitlines()
     if found.returncode != 0 or len(lines) < 2:
         why = found.stderr.strip().splitlines()
-        raise UserError(f"--worktree needs a git repository, and {directory} is not in the "
-                        f"working tree of one ({why[-1] if why else 'git found none'}); run "
-                        "it in a repository or pass --workspace one")
+        raise UserError(
+            f"--worktree needs a git repository, and {directory} is not in the "
+            f"working tree of one ({why[-1] if why else 'git found none'}); run "
+            "it in a repository or pass --workspace one"
+        )
     top = Path(lines[0]).resolve()
     common = Path(lines[1])
     common = (common if common.is_absolute() else directory / common).resolve()
@@ -246,8 +288,9 @@ def _worktrees(top: Path) -> list[tuple[Path, str, bool]]:
     for block in _git(top, "worktree", "list", "--porcelain").stdout.split("\n\n"):
         fields = dict((line.split(" ", 1) + [""])[:2] for line in block.splitlines() if line)
         if "worktree" in fields:
-            out.append((Path(fields["worktree"]).resolve(), fields.get("branch", ""),
-                        "prunable" in fields))
+            out.append(
+                (Path(fields["worktree"]).resolve(), fields.get("branch", ""), "prunable" in fields)
+            )
     return out
 
 
@@ -268,11 +311,19 @@ def _ref_name(ref: str) -> str:
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              check=False, timeout=60)
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return subprocess.CompletedProcess(["git", *args], 128, "", str(exc))
 
 
-__all__ = ["BRANCH_PREFIX", "Worktree", "default_name", "find_worktree", "open_worktree",
-           "recorded_worktree", "same_repository"]
+__all__ = [
+    "BRANCH_PREFIX",
+    "Worktree",
+    "default_name",
+    "find_worktree",
+    "open_worktree",
+    "recorded_worktree",
+    "same_repository",
+]

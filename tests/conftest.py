@@ -56,6 +56,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def repo(workspace: Path) -> Path:
     """A real git repository with one commit."""
+
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=workspace, check=True, capture_output=True)
 
@@ -81,10 +82,16 @@ the unit tests, 178 s alone."""
 E2E_LAST = ("test_two_nodes.py", "test_agent_task.py", "test_agent_conversation.py")
 """First-lane modules that run last, in this order: they need the trained agent model, so
 its background build (``pytest_sessionstart``) has the rest of the suite to finish in."""
-E2E_SECOND_LANE = ("test_engine_cli.py", "test_vision.py", "test_hybrid.py",
-                   "test_capture_vllm.py", "test_tui.py", "test_run_worktree.py",
-                   "test_replay.py",
-                   "test_w8a8_serving.py")
+E2E_SECOND_LANE = (
+    "test_engine_cli.py",
+    "test_vision.py",
+    "test_hybrid.py",
+    "test_capture_vllm.py",
+    "test_tui.py",
+    "test_run_worktree.py",
+    "test_replay.py",
+    "test_w8a8_serving.py",
+)
 """The second engine lane: tiny engines that decode little, queued after every other test
 (``make test`` passes ``--no-loadscope-reorder``, so xdist hands work out in this order),
 so the worker that finishes the unit tests runs them beside the first lane's later modules.
@@ -106,6 +113,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The modules that boot vLLM go to two xdist groups: with ``-n 2 --dist loadgroup
     --no-loadscope-reorder`` one worker runs the first lane from the start, one module
     after another, while the other runs everything else and then the second lane."""
+
     def rank(item: pytest.Item) -> tuple[int, int]:
         name = item.path.name
         if name in E2E_FIRST:
@@ -115,8 +123,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (1, 0)
 
     first = sorted((item for item in items if lane(item) == "e2e-1"), key=rank)
-    second = sorted((item for item in items if lane(item) == "e2e-2"),
-                    key=lambda item: E2E_SECOND_LANE.index(item.path.name))
+    second = sorted(
+        (item for item in items if lane(item) == "e2e-2"),
+        key=lambda item: E2E_SECOND_LANE.index(item.path.name),
+    )
     for item in first:
         item.add_marker(pytest.mark.xdist_group("e2e-1"))
     for item in second:
@@ -125,8 +135,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = first + rest + second
 
 
-_AGENT_MODEL_USERS = tuple(E2E / name for name in ("test_two_nodes.py", "test_agent_task.py",
-                                                   "test_agent_conversation.py"))
+_AGENT_MODEL_USERS = tuple(
+    E2E / name for name in ("test_two_nodes.py", "test_agent_task.py", "test_agent_conversation.py")
+)
 
 
 def _selects_agent_model_users(config: pytest.Config) -> bool:
@@ -160,7 +171,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     env = {**os.environ, "PYTHONPATH": str(config.rootpath), "OMP_WAIT_POLICY": "PASSIVE"}
     config.stash[_BUILDER] = subprocess.Popen(
         [sys.executable, "-m", "tests.support.agent_model", str(root)],
-        cwd=config.rootpath, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cwd=config.rootpath,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     log.close()
 
 

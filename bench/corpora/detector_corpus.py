@@ -91,8 +91,9 @@ def source_files(root: Path, *, tests: bool) -> list[Path]:
     """
     out: list[Path] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs
-                         if d not in ("site-packages", "dist-packages", "__pycache__"))
+        dirs[:] = sorted(
+            d for d in dirs if d not in ("site-packages", "dist-packages", "__pycache__")
+        )
         parts = set(Path(folder).relative_to(root).parts)
         if bool(parts & {"test", "tests", "idle_test"}) == tests:
             out.extend(Path(folder) / f for f in files if f.endswith(".py"))
@@ -195,7 +196,7 @@ class Sources:
         elif form == "hexdump":
             data = (self.text(paths[0]) or "").encode()[: length // 4]
             for off in range(0, len(data), 16):
-                chunk = data[off:off + 16]
+                chunk = data[off : off + 16]
                 hexed = binascii.hexlify(chunk, " ").decode()
                 text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
                 rows.append(f"{off:08x}: {hexed:<47}  {text}")
@@ -203,7 +204,7 @@ class Sources:
             data = (self.text(paths[0]) or "").encode()[: length // 2]
             encoded = base64.b64encode(data).decode()
             rows.append("payload = (")
-            rows += [f'    "{encoded[i:i + 64]}"' for i in range(0, len(encoded), 64)]
+            rows += [f'    "{encoded[i : i + 64]}"' for i in range(0, len(encoded), 64)]
             rows.append(")")
         elif form == "test_log":
             import re
@@ -215,10 +216,11 @@ class Sources:
         else:
             for path in paths:
                 size = len(self.text(path) or "")
-                rows.append(f"-rw-r--r--  1 root root {size:>8} Jan  1 00:00 "
-                            f"{path.relative_to(root)}")
+                rows.append(
+                    f"-rw-r--r--  1 root root {size:>8} Jan  1 00:00 {path.relative_to(root)}"
+                )
         text = "\n".join(rows) + "\n"
-        return text[:max(length, MIN_CHARS)][:MAX_CHARS]
+        return text[: max(length, MIN_CHARS)][:MAX_CHARS]
 
     def words(self, count: int) -> list[str]:
         """``count`` consecutive words from a docstring."""
@@ -226,7 +228,7 @@ class Sources:
             words = self.rng.choice(self.docstrings()).split()
             if len(words) >= count:
                 first = self.rng.randrange(len(words) - count + 1)
-                return words[first:first + count]
+                return words[first : first + count]
         return ["the"] * count
 
     def identifiers(self) -> list[str]:
@@ -269,14 +271,94 @@ def build_normal(src: Sources, count: int) -> list[Sample]:
 
 _SYMBOLS = "!@#$%^&*()[]{}<>?/\\|~`+=-_;:'\",.。、・…※★☆■□▲△◆◇○●◎§¶†‡°±×÷≈≠≤≥∞√∑∏∫∂∆∇→←↑↓⇒⇔"
 _CYRILLIC = ["ование", "ения", "при", "ость", "ский", "ных", "что", "ить", "ает", "кой", "ств"]
-_CJK = ["的", "是", "在", "不", "了", "有", "和", "人", "这", "中", "大", "为", "上", "个",
-        "国", "我", "以", "要", "他", "时", "来", "用", "们", "生", "到", "作", "地", "于",
-        "出", "就", "分", "对", "成", "会", "可", "主", "发", "年", "动", "同", "工", "也",
-        "计算", "数据", "函数", "返回", "文件", "变量", "の", "です", "ます", "する", "が"]
-_OTHER = ["ال", "من", "في", "한국", "습니다", "에서", "के", "में", "ที่", "และ", "της", "και",
-          "את", "של", "ություն"]
-_ODD = ["\ufffd", "\u200b", "\u200c", "\u200d", "\ufeff", "\x00", "\x1b", "\x07", "\x7f",
-        "\ue000", "\ue01f", "\uf8ff", "\u2060", "\x1f"]
+_CJK = [
+    "的",
+    "是",
+    "在",
+    "不",
+    "了",
+    "有",
+    "和",
+    "人",
+    "这",
+    "中",
+    "大",
+    "为",
+    "上",
+    "个",
+    "国",
+    "我",
+    "以",
+    "要",
+    "他",
+    "时",
+    "来",
+    "用",
+    "们",
+    "生",
+    "到",
+    "作",
+    "地",
+    "于",
+    "出",
+    "就",
+    "分",
+    "对",
+    "成",
+    "会",
+    "可",
+    "主",
+    "发",
+    "年",
+    "动",
+    "同",
+    "工",
+    "也",
+    "计算",
+    "数据",
+    "函数",
+    "返回",
+    "文件",
+    "变量",
+    "の",
+    "です",
+    "ます",
+    "する",
+    "が",
+]
+_OTHER = [
+    "ال",
+    "من",
+    "في",
+    "한국",
+    "습니다",
+    "에서",
+    "के",
+    "में",
+    "ที่",
+    "และ",
+    "της",
+    "και",
+    "את",
+    "של",
+    "ություն",
+]
+_ODD = [
+    "\ufffd",
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\ufeff",
+    "\x00",
+    "\x1b",
+    "\x07",
+    "\x7f",
+    "\ue000",
+    "\ue01f",
+    "\uf8ff",
+    "\u2060",
+    "\x1f",
+]
 
 
 def _prefix(src: Sources) -> str:
@@ -304,7 +386,7 @@ def _subword_loop(src: Sources) -> tuple[str, str]:
     piece = rng.choice(pieces)[:12]
     if len(piece) > 3 and rng.random() < 0.5:
         start = rng.randrange(len(piece) - 2)
-        piece = piece[start:start + rng.randint(2, len(piece) - start)]
+        piece = piece[start : start + rng.randint(2, len(piece) - start)]
     sep = rng.choice(["", "", " ", " ", "_", ", ", "\n", "."])
     reps = _log_uniform(rng, 8, 300)
     return (piece + sep) * reps, f"{piece + sep!r} x{reps}"
@@ -332,7 +414,7 @@ def _sentence_loop(src: Sources) -> tuple[str, str]:
     else:
         lines = [ln for ln in src.chunk(600).splitlines(keepends=True) if ln.strip()]
         first = rng.randrange(len(lines))
-        unit = "".join(lines[first:first + rng.randint(1, 4)])
+        unit = "".join(lines[first : first + rng.randint(1, 4)])
         if not unit.endswith("\n"):
             unit += "\n"
     reps = _log_uniform(rng, 5, 60)
@@ -391,7 +473,7 @@ def _token_salad(src: Sources) -> tuple[str, str]:
         if roll < 0.4:
             piece = rng.choice(latin)
             if len(piece) > 3 and rng.random() < 0.5:
-                piece = piece[rng.randrange(len(piece) - 2):]
+                piece = piece[rng.randrange(len(piece) - 2) :]
         elif roll < 0.7:
             piece = rng.choice(_CJK)
         elif roll < 0.8:
@@ -436,13 +518,17 @@ def build_degenerate(src: Sources, count: int) -> list[Sample]:
         prefix = _prefix(src) if kind != "mixed_script" else ""
         tail, detail = make(src)
         text = prefix + tail + _suffix(src)
-        out.append(Sample(f"{kind}-{i:04d}", "degenerate", kind, text,
-                          f"prefix {len(prefix)} chars; {detail}"))
+        out.append(
+            Sample(
+                f"{kind}-{i:04d}", "degenerate", kind, text, f"prefix {len(prefix)} chars; {detail}"
+            )
+        )
     return out
 
 
-def build(seed: int, normal: int, degenerate: int, root: Path | None = None,
-          doc_files: int = 400) -> list[Sample]:
+def build(
+    seed: int, normal: int, degenerate: int, root: Path | None = None, doc_files: int = 400
+) -> list[Sample]:
     """The whole corpus, in a fixed order for a given seed.
 
     ``doc_files`` is how many source files are parsed for docstrings (fewer
@@ -461,8 +547,10 @@ def write(samples: list[Sample], out_dir: Path) -> Path:
             rel = Path(s.label) / f"{s.name}.txt"
             (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             (out_dir / rel).write_text(s.text, encoding="utf-8", newline="")
-            fh.write(json.dumps({"file": str(rel), "label": s.label, "kind": s.kind,
-                                 "detail": s.detail}) + "\n")
+            fh.write(
+                json.dumps({"file": str(rel), "label": s.label, "kind": s.kind, "detail": s.detail})
+                + "\n"
+            )
     return manifest
 
 
@@ -474,8 +562,9 @@ def load(out_dir: Path) -> list[Sample]:
             row = json.loads(line)
             with (out_dir / row["file"]).open(encoding="utf-8", newline="") as sample:
                 text = sample.read()
-            samples.append(Sample(Path(row["file"]).stem, row["label"], row["kind"], text,
-                                  row["detail"]))
+            samples.append(
+                Sample(Path(row["file"]).stem, row["label"], row["kind"], text, row["detail"])
+            )
     return samples
 
 

@@ -77,14 +77,14 @@ def _tabs(text: str) -> str:
     out = []
     for line in text.splitlines(keepends=True):
         ws = _indent(line)
-        out.append(ws.replace("    ", "\t") + line[len(ws):])
+        out.append(ws.replace("    ", "\t") + line[len(ws) :])
     return "".join(out)
 
 
 def _shift(text: str, base: str, to: str) -> str:
     out = []
     for line in text.splitlines(keepends=True):
-        out.append(to + line[len(base):] if line.startswith(base) and line.strip() else line)
+        out.append(to + line[len(base) :] if line.startswith(base) and line.strip() else line)
     return "".join(out)
 
 
@@ -94,8 +94,9 @@ def _change(block: list[str], rng: random.Random) -> list[str]:
     content = [i for i, ln in enumerate(block) if ln.strip()]
     i = rng.choice(content)
     body = block[i].rstrip("\n")
-    kind = rng.choice(("edit", "same", "deeper", "drop") if len(content) > 1
-                      else ("edit", "same", "deeper"))
+    kind = rng.choice(
+        ("edit", "same", "deeper", "drop") if len(content) > 1 else ("edit", "same", "deeper")
+    )
     if kind == "edit":
         new[i] = body + "  # changed\n"
     elif kind == "same":
@@ -116,7 +117,7 @@ def build(cases: int, seed: int = 0) -> list[Case]:
         lines = text.splitlines(keepends=True)
         k = rng.randint(1, 6)
         start = rng.randrange(0, max(1, len(lines) - k))
-        block = lines[start:start + k]
+        block = lines[start : start + k]
         if not block[0].strip() or not block[-1].endswith("\n") or len(block) < k:
             continue
         old = "".join(block)
@@ -124,14 +125,18 @@ def build(cases: int, seed: int = 0) -> list[Case]:
             continue
         new = "".join(_change(block, rng))
         drift = DRIFTS[len(out) % len(DRIFTS)]
-        before, after = "".join(lines[:start]), "".join(lines[start + k:])
+        before, after = "".join(lines[:start]), "".join(lines[start + k :])
         expected = before + new + after
         base = min((_indent(ln) for ln in block if ln.strip()), key=len)
         if drift == "exact":
             out.append(Case(drift, text, old, new, expected))
         elif drift == "trailing":
-            drifted = "".join(ln.rstrip("\n") + rng.choice((" ", "  ", "\t", " \t")) + "\n"
-                              if ln.strip() and rng.random() < 0.7 else ln for ln in block)
+            drifted = "".join(
+                ln.rstrip("\n") + rng.choice((" ", "  ", "\t", " \t")) + "\n"
+                if ln.strip() and rng.random() < 0.7
+                else ln
+                for ln in block
+            )
             out.append(Case(drift, text, drifted, new, expected))
         elif drift == "tabs":
             if old in _tabs(text):
@@ -147,19 +152,22 @@ def build(cases: int, seed: int = 0) -> list[Case]:
             if old_d.count("\n") > 1 and old_d in text:
                 continue  # the shifted copy is another place's exact text: not drift
             if drift == "mixed":
-                old_d = "".join(ln.rstrip("\n") + "  \n" if ln.strip() else ln
-                                for ln in old_d.splitlines(keepends=True))
+                old_d = "".join(
+                    ln.rstrip("\n") + "  \n" if ln.strip() else ln
+                    for ln in old_d.splitlines(keepends=True)
+                )
             out.append(Case(drift, text, old_d, new_d, expected))
         elif drift == "crlf":
             crlf = text.replace("\n", "\r\n")
             out.append(Case(drift, crlf, old, new, expected.replace("\n", "\r\n")))
         elif drift == "lf":
-            out.append(Case(drift, text, old.replace("\n", "\r\n"),
-                            new.replace("\n", "\r\n"), expected))
+            out.append(
+                Case(drift, text, old.replace("\n", "\r\n"), new.replace("\n", "\r\n"), expected)
+            )
         else:  # content: one visible character of the copy is wrong
             spots = [i for i, c in enumerate(old) if c.isalnum()]
             i = rng.choice(spots)
-            wrong = old[:i] + ("x" if old[i] != "x" else "y") + old[i + 1:]
+            wrong = old[:i] + ("x" if old[i] != "x" else "y") + old[i + 1 :]
             if wrong in text:
                 continue
             out.append(Case(drift, text, wrong, new, None))
@@ -184,8 +192,9 @@ async def evaluate(cases: list[Case]) -> dict[str, Outcome]:
             path.write_bytes(case.file.encode())
             outcome = results.setdefault(case.drift, Outcome())
             try:
-                await tool.run({"path": "f.py", "old_string": case.old,
-                                "new_string": case.new}, ctx)
+                await tool.run(
+                    {"path": "f.py", "old_string": case.old, "new_string": case.new}, ctx
+                )
             except ToolError:
                 if path.read_bytes().decode() != case.file:
                     outcome.wrong += 1  # a refusal that still changed the file

@@ -36,8 +36,7 @@ def _docstrings(files: list[Path]) -> str:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                 ast.AsyncFunctionDef)):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node)
                 if doc and len(doc) >= 300:
                     docs.append(doc)
@@ -49,7 +48,7 @@ def _stream_chunks(tok: Any, files: list[Path], n: int) -> list[torch.Tensor]:
     for path in files:
         ids += tok(path.read_text(encoding="utf-8"), add_special_tokens=False).input_ids
         if len(ids) >= n * SEQ:
-            return [torch.tensor(ids[i * SEQ:(i + 1) * SEQ]) for i in range(n)]
+            return [torch.tensor(ids[i * SEQ : (i + 1) * SEQ]) for i in range(n)]
     raise SystemExit(f"the files give {len(ids)} tokens; need {n * SEQ}")
 
 
@@ -66,12 +65,13 @@ def protocol(tok: Any, reading: str = "heads") -> tuple[torch.Tensor, torch.Tens
     prose_ids = tok(_docstrings(odd), add_special_tokens=False).input_ids
     if len(prose_ids) < 32 * SEQ:
         raise SystemExit(f"docstrings give {len(prose_ids)} tokens; need {32 * SEQ}")
-    prose = [torch.tensor(prose_ids[i * SEQ:(i + 1) * SEQ]) for i in range(32)]
+    prose = [torch.tensor(prose_ids[i * SEQ : (i + 1) * SEQ]) for i in range(32)]
     return torch.stack(calib), torch.stack(code), torch.stack(prose)
 
 
-def spread(kld: torch.Tensor, other: torch.Tensor, draws: int = 10000
-           ) -> tuple[list[float], list[float]]:
+def spread(
+    kld: torch.Tensor, other: torch.Tensor, draws: int = 10000
+) -> tuple[list[float], list[float]]:
     """95% bootstrap intervals, over the held-out chunks, of the mean KLD and of its ratio to
     ``other``'s on the same draw: how much a different choice of chunks could move each."""
     gen = torch.Generator().manual_seed(0)

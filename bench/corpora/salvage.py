@@ -36,8 +36,9 @@ def judge_labelled(case: dict[str, Any]) -> str:
     if expect is None:
         if got:
             return "wrong"
-        return "right" if found.unreadable and all(u.problem for u in found.unreadable) \
-            else "missed"
+        return (
+            "right" if found.unreadable and all(u.problem for u in found.unreadable) else "missed"
+        )
     if got == expect and not found.unreadable:
         return "right"
     return "wrong" if got else "missed"

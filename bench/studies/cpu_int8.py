@@ -39,8 +39,10 @@ def build(out: Path) -> None:
     error = write_w8a8(src, out, progress=print)
     size = (out / "model.safetensors").stat().st_size
     source = (src / "model.safetensors").stat().st_size
-    print(f"wrote {out}: {size / 2**30:.2f} GiB (source {source / 2**30:.2f} GiB); relative "
-          f"weight error of the int8 linears {error:.4f}")
+    print(
+        f"wrote {out}: {size / 2**30:.2f} GiB (source {source / 2**30:.2f} GiB); relative "
+        f"weight error of the int8 linears {error:.4f}"
+    )
 
 
 def _time(fn: Callable[[], torch.Tensor], seconds: float = 2.0) -> float:
@@ -68,8 +70,9 @@ def gemm(k: int, n: int) -> None:
         for rows in (1, 256):
             x = torch.randn(rows, k, dtype=dtype)
 
-            def int8(x: torch.Tensor = x, rows: int = rows,
-                     h: ops.CPUDNNLGEMMHandler = handler) -> torch.Tensor:
+            def int8(
+                x: torch.Tensor = x, rows: int = rows, h: ops.CPUDNNLGEMMHandler = handler
+            ) -> torch.Tensor:
                 xq, xs, xzp = ops.onednn_scaled_int8_quant(x, None, None, True)
                 y = torch.empty((rows, n), dtype=x.dtype)
                 ops.onednn_scaled_mm(h, xq, y, xs, xzp, None, None)
@@ -80,8 +83,10 @@ def gemm(k: int, n: int) -> None:
 
             err = float((int8().float() - ref().float()).norm() / ref().float().norm())
             t_dense, t_int8 = _time(ref), _time(int8)
-            print(f"| {str(dtype).removeprefix('torch.')} | {rows} | {t_dense * 1e3:.2f} | "
-                  f"{t_int8 * 1e3:.2f} | {t_int8 / t_dense:.2f} | {err:.4f} |")
+            print(
+                f"| {str(dtype).removeprefix('torch.')} | {rows} | {t_dense * 1e3:.2f} | "
+                f"{t_int8 * 1e3:.2f} | {t_int8 / t_dense:.2f} | {err:.4f} |"
+            )
     torch.set_default_dtype(torch.float32)
 
 

@@ -37,7 +37,7 @@ def streamed_throughput(samples: list[Sample], delta: int = 4, limit: int = 300_
         detector = DegenerationDetector()
         start = time.perf_counter()
         for i in range(0, len(text), delta):
-            detector.feed(text[i:i + delta])
+            detector.feed(text[i : i + delta])
         detector.finish()
         seconds += time.perf_counter() - start
         chars += len(text)
@@ -72,8 +72,10 @@ def report(rates: Rates, streamed: float, show: int) -> str:
     ]
     if show:
         for sample, verdict in rates.flagged_normal[:show]:
-            lines.append(f"FALSE POSITIVE {sample.name}: {verdict.pattern} at {verdict.position}: "
-                         f"{verdict.detail[:160]}")
+            lines.append(
+                f"FALSE POSITIVE {sample.name}: {verdict.pattern} at {verdict.position}: "
+                f"{verdict.detail[:160]}"
+            )
         for sample in rates.missed[:show]:
             lines.append(f"MISSED {sample.name}: {sample.detail}")
     return "\n".join(lines)
@@ -92,14 +94,25 @@ def main(argv: list[str] | None = None) -> int:
     rates = evaluate(samples)
     streamed = streamed_throughput(samples)
     if args.json:
-        print(json.dumps({
-            "fp_rate": rates.fp_rate, "false_positives": rates.false_positives,
-            "normal": rates.normal, "detection_rate": rates.detection_rate,
-            "detected": rates.detected, "degenerate": rates.degenerate,
-            "by_kind": {k: {"flagged": v[0], "samples": v[1]} for k, v in rates.by_kind.items()},
-            "patterns": {k: dict(v) for k, v in rates.patterns.items()},
-            "chars_per_s": rates.chars / rates.seconds, "streamed_chars_per_s": streamed,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "fp_rate": rates.fp_rate,
+                    "false_positives": rates.false_positives,
+                    "normal": rates.normal,
+                    "detection_rate": rates.detection_rate,
+                    "detected": rates.detected,
+                    "degenerate": rates.degenerate,
+                    "by_kind": {
+                        k: {"flagged": v[0], "samples": v[1]} for k, v in rates.by_kind.items()
+                    },
+                    "patterns": {k: dict(v) for k, v in rates.patterns.items()},
+                    "chars_per_s": rates.chars / rates.seconds,
+                    "streamed_chars_per_s": streamed,
+                },
+                indent=2,
+            )
+        )
     else:
         print(report(rates, streamed, args.show))
     ok = rates.fp_rate <= FP_TARGET and rates.detection_rate >= DETECTION_TARGET

@@ -34,12 +34,15 @@ def main() -> None:
             applicable += kinds[drift]
             correct += r.correct
     drifted = sum(kinds[d] for d in DRIFTS if d not in ("exact", "content"))
-    drifted_ok = sum(results.get(d, Outcome()).correct for d in DRIFTS
-                     if d not in ("exact", "content"))
-    print(f"applied correctly: {correct}/{applicable} = {correct / applicable:.1%} "
-          f"(drifted only: {drifted_ok}/{drifted} = {drifted_ok / drifted:.1%}); "
-          f"wrong applications: {wrong}; wrong copies refused: "
-          f"{results.get('content', Outcome()).refused}/{kinds['content']}")
+    drifted_ok = sum(
+        results.get(d, Outcome()).correct for d in DRIFTS if d not in ("exact", "content")
+    )
+    print(
+        f"applied correctly: {correct}/{applicable} = {correct / applicable:.1%} "
+        f"(drifted only: {drifted_ok}/{drifted} = {drifted_ok / drifted:.1%}); "
+        f"wrong applications: {wrong}; wrong copies refused: "
+        f"{results.get('content', Outcome()).refused}/{kinds['content']}"
+    )
 
 
 if __name__ == "__main__":

@@ -53,20 +53,23 @@ T = TypeVar("T")
 DEFAULT_SHAPES = "1536x576,576x1536,2048x4096,4096x2048"
 
 
-def problem(out_f: int, in_f: int, tokens: int, dev: torch.device
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def problem(
+    out_f: int, in_f: int, tokens: int, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     w = torch.randn(out_f, in_f, generator=gen) * 0.02
     # Correlated inputs with uneven importance, built cheaply from a low-rank mix.
     z = torch.randn(tokens, 256, generator=gen)
     mix = torch.randn(256, in_f, generator=gen) / 16
-    x = z @ mix + 0.3 * torch.randn(tokens, in_f, generator=gen) * \
-        torch.exp(torch.randn(in_f, generator=gen))
+    x = z @ mix + 0.3 * torch.randn(tokens, in_f, generator=gen) * torch.exp(
+        torch.randn(in_f, generator=gen)
+    )
     return w.to(dev), (2 * x.t() @ x / tokens).to(dev)
 
 
-def smollm2_problems(layers: list[int], dev: torch.device
-                     ) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+def smollm2_problems(
+    layers: list[int], dev: torch.device
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     """The real MLP weights of ``layers`` with their calibration Hessians."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -112,8 +115,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--smollm2", help="comma list of SmolLM2-135M layers (replaces --shapes)")
-    parser.add_argument("--expert", default="4096x2048",
-                        help="HIDDENxINTER of the expert --against expert converts")
+    parser.add_argument(
+        "--expert", default="4096x2048", help="HIDDENxINTER of the expert --against expert converts"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -139,30 +143,39 @@ def main() -> None:
         totals[0] += previous
         totals[1] += ours
     if "previous" in against:
-        print(f"\nall {len(problems)} matrices: previous {totals[0]:.2f} s, ours "
-              f"{totals[1]:.2f} s wall ({totals[0] / totals[1]:.2f}x)")
+        print(
+            f"\nall {len(problems)} matrices: previous {totals[0]:.2f} s, ours "
+            f"{totals[1]:.2f} s wall ({totals[0] / totals[1]:.2f}x)"
+        )
 
 
-def compare(w: torch.Tensor, h: torch.Tensor, against: set[str], dev: torch.device
-            ) -> tuple[float, float]:
+def compare(
+    w: torch.Tensor, h: torch.Tensor, against: set[str], dev: torch.device
+) -> tuple[float, float]:
     """Print one matrix's timings; return the wall seconds of previous and ours."""
     wp = wo = 0.0
     if "previous" in against:
         prev, wp, cp = timed(lambda: gptq_quantize_reference(w, h, act_order=True), dev)
         ours, wo, co = timed(lambda: gptq_quantize(w, h, act_order=True), dev)
         _loss, wl, _ = timed(lambda: ours.loss, dev)
-        _plain, wr, cr = timed(lambda: gptq_quantize(w, h, act_order=True, scales="rtn",
-                                                     refit=0), dev)
+        _plain, wr, cr = timed(
+            lambda: gptq_quantize(w, h, act_order=True, scales="rtn", refit=0), dev
+        )
         print(f"  RTN scale rule, no refit (the rule before): {wr:.2f} s wall {cr:.2f} s CPU")
         print(f"  previous {wp:7.2f} s wall {cp:7.2f} s CPU")
-        print(f"  ours     {wo:7.2f} s wall {co:7.2f} s CPU  ({wp / wo:.2f}x wall, "
-              f"{cp / co:.2f}x CPU); + loss {wl:.2f} s ({wp / (wo + wl):.2f}x wall)")
+        print(
+            f"  ours     {wo:7.2f} s wall {co:7.2f} s CPU  ({wp / wo:.2f}x wall, "
+            f"{cp / co:.2f}x CPU); + loss {wl:.2f} s ({wp / (wo + wl):.2f}x wall)"
+        )
         print(f"  {agreement(prev, ours)}", flush=True)
     if "textbook" in against:
         ref, wr, _ = timed(lambda: gptq_reference(w, h), dev)
         fast, wf, _ = timed(lambda: gptq_quantize(w, h, scales="rtn", refit=0), dev)
-        print(f"  textbook loop {wr:7.2f} s, blocked {wf:7.2f} s ({wr / wf:.2f}x); "
-              f"{agreement(ref, fast)}", flush=True)
+        print(
+            f"  textbook loop {wr:7.2f} s, blocked {wf:7.2f} s ({wr / wf:.2f}x); "
+            f"{agreement(ref, fast)}",
+            flush=True,
+        )
     return wp, wo
 
 
@@ -192,13 +205,18 @@ def compare_expert(hidden: int, inter: int, tokens: int, dev: torch.device) -> N
     factor, wf, cf = timed(lambda: factor_hessian(h, damp=0.01, act_order=True), dev)
     new, wa, ca = timed(lambda: after(factor), dev)
     print(f"  before {wb:7.2f} s wall {cb:7.2f} s CPU per expert")
-    print(f"  now    {wa:7.2f} s wall {ca:7.2f} s CPU per expert ({wb / wa:.2f}x wall, "
-          f"{cb / ca:.2f}x CPU), + the shared factor {wf:.2f} s wall {cf:.2f} s CPU once "
-          f"per layer")
+    print(
+        f"  now    {wa:7.2f} s wall {ca:7.2f} s CPU per expert ({wb / wa:.2f}x wall, "
+        f"{cb / ca:.2f}x CPU), + the shared factor {wf:.2f} s wall {cf:.2f} s CPU once "
+        f"per layer"
+    )
     for proj, (a, ea), (b, eb) in zip(("gate", "up", "down"), old, new, strict=True):
         same = torch.equal(a.codes, b.codes) and torch.equal(a.scales, b.scales)
-        print(f"  {proj}: codes and scales {'identical' if same else 'DIFFER'}; output error "
-              f"{ea:.6f} vs {eb:.6f} (rel diff {abs(ea - eb) / ea:.1e})", flush=True)
+        print(
+            f"  {proj}: codes and scales {'identical' if same else 'DIFFER'}; output error "
+            f"{ea:.6f} vs {eb:.6f} (rel diff {abs(ea - eb) / ea:.1e})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

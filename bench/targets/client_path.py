@@ -28,8 +28,28 @@ import httpx
 
 from sparkcode.agent.client import ChatClient
 
-WORDS = ("the model ", "writes ", "some ", "code ", "def ", "return ", "x", " = ", "1\n",
-         "    ", "import ", "for ", "i ", "in ", "range(", ")", ":", "self.", "é", "→ ")
+WORDS = (
+    "the model ",
+    "writes ",
+    "some ",
+    "code ",
+    "def ",
+    "return ",
+    "x",
+    " = ",
+    "1\n",
+    "    ",
+    "import ",
+    "for ",
+    "i ",
+    "in ",
+    "range(",
+    ")",
+    ":",
+    "self.",
+    "é",
+    "→ ",
+)
 
 
 def synthesise(tokens: int, seed: int = 0) -> tuple[bytes, int, int]:
@@ -38,17 +58,35 @@ def synthesise(tokens: int, seed: int = 0) -> tuple[bytes, int, int]:
     frames: list[bytes] = []
     made = 0
     prompt = 1800
-    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
-            "model": "glm-5.3-flash"}
+    base = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "glm-5.3-flash",
+    }
 
     def emit(delta: dict[str, object], n: int, finish: str | None = None) -> None:
         # Field for field what vLLM 0.32 streams with continuous_usage_stats.
         nonlocal made
         made += n
-        body = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                     "finish_reason": finish, "token_ids": None}],
-                "usage": {"prompt_tokens": prompt, "total_tokens": prompt + made,
-                          "completion_tokens": made, "completion_tokens_details": None}}
+        body = {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "token_ids": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "total_tokens": prompt + made,
+                "completion_tokens": made,
+                "completion_tokens_details": None,
+            },
+        }
         frames.append(b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n")
 
     emit({"role": "assistant", "content": ""}, 0)
@@ -64,13 +102,29 @@ def synthesise(tokens: int, seed: int = 0) -> tuple[bytes, int, int]:
             emit({"content": text}, n)
         else:
             if rng.random() < 0.02 or call == 0:
-                emit({"tool_calls": [{"index": call, "id": f"call_{call}", "type": "function",
-                                      "function": {"name": "write_file", "arguments": "{\""}}]},
-                     n)
+                emit(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": call,
+                                "id": f"call_{call}",
+                                "type": "function",
+                                "function": {"name": "write_file", "arguments": '{"'},
+                            }
+                        ]
+                    },
+                    n,
+                )
                 call += 1
             else:
-                emit({"tool_calls": [{"index": call - 1,
-                                      "function": {"arguments": json.dumps(text)[1:-1]}}]}, n)
+                emit(
+                    {
+                        "tool_calls": [
+                            {"index": call - 1, "function": {"arguments": json.dumps(text)[1:-1]}}
+                        ]
+                    },
+                    n,
+                )
     emit({}, 0, finish="tool_calls")
     frames.append(b"data: [DONE]\n\n")
     return b"".join(frames), len(frames), made
@@ -79,11 +133,10 @@ def synthesise(tokens: int, seed: int = 0) -> tuple[bytes, int, int]:
 def transport(payload: bytes, piece: int = 4096) -> httpx.MockTransport:
     async def body() -> AsyncIterator[bytes]:
         for i in range(0, len(payload), piece):
-            yield payload[i:i + piece]
+            yield payload[i : i + piece]
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=body())
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
 
     return httpx.MockTransport(handler)
 
@@ -95,8 +148,9 @@ Timing = tuple[float, float]
 async def bare(payload: bytes) -> Timing:
     async with httpx.AsyncClient(transport=transport(payload)) as http:
         wall, cpu = time.perf_counter(), time.process_time()
-        async with http.stream("POST", "http://bench.test/v1/chat/completions",
-                               json={"stream": True}) as response:
+        async with http.stream(
+            "POST", "http://bench.test/v1/chat/completions", json={"stream": True}
+        ) as response:
             lines = 0
             async for _line in response.aiter_lines():
                 lines += 1
@@ -113,8 +167,10 @@ async def client_path(payload: bytes, expect_tokens: int) -> Timing:
     elapsed = time.perf_counter() - wall, time.process_time() - cpu
     await client.aclose()
     if result.stats.completion_tokens != expect_tokens or not result.tool_calls:
-        raise SystemExit(f"client path miscounted: {result.stats.completion_tokens} tokens, "
-                         f"expected {expect_tokens}")
+        raise SystemExit(
+            f"client path miscounted: {result.stats.completion_tokens} tokens, "
+            f"expected {expect_tokens}"
+        )
     for call in result.tool_calls:
         if not call.arguments.startswith('{"'):
             raise SystemExit("tool call arguments were not assembled")
@@ -136,10 +192,12 @@ async def main() -> None:
     for i, what in ((0, "wall"), (1, "CPU")):
         b = min(r[i] for r in bare_runs)
         c = min(r[i] for r in client_runs)
-        print(f"{what:>4}: bare httpx aiter_lines {b * 1e3:7.1f} ms "
-              f"({tokens / b / 1e6:.2f} M tok/s)"
-              f" | sparkcode ChatClient {c * 1e3:7.1f} ms ({tokens / c / 1e6:.2f} M tok/s)"
-              f" | ratio bare/client {b / c:.2f} (target >= 0.5)")
+        print(
+            f"{what:>4}: bare httpx aiter_lines {b * 1e3:7.1f} ms "
+            f"({tokens / b / 1e6:.2f} M tok/s)"
+            f" | sparkcode ChatClient {c * 1e3:7.1f} ms ({tokens / c / 1e6:.2f} M tok/s)"
+            f" | ratio bare/client {b / c:.2f} (target >= 0.5)"
+        )
 
 
 if __name__ == "__main__":

@@ -45,9 +45,13 @@ def by_hand(home: Path, port: int) -> float:
     paths = Paths.from_env()
     spec = render(load_profile("tiny", paths), paths, port=port)
     began = time.monotonic()
-    proc = subprocess.Popen(spec.argv, env={**os.environ, **spec.env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        spec.argv,
+        env={**os.environ, **spec.env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_healthy(f"http://127.0.0.1:{port}/health", proc)
         return time.monotonic() - began
@@ -64,8 +68,12 @@ def via_sparkcode(home: Path, port: int) -> float:
     env = {**os.environ, "SPARKCODE_HOME": str(home)}
     cli = [sys.executable, "-m", "sparkcode", "engine"]
     began = time.monotonic()
-    subprocess.run([*cli, "start", "--profile", "tiny", "--port", str(port)], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*cli, "start", "--profile", "tiny", "--port", str(port)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     took = time.monotonic() - began
     subprocess.run([*cli, "stop"], env=env, check=True, capture_output=True)
     return took

@@ -64,9 +64,27 @@ GLM_NON_EXPERT_FP8_PARAMS = 2.62e9
 GLM_KDA_STATE_BYTES = 132 * 2**20  # recurrent state read + written per step (fp32)
 GLM_DRAFTER_BYTES = 2.352e9  # DFlash2, BF16
 
-_NO_KERNEL = {"view", "_unsafe_view", "reshape", "as_strided", "expand", "t", "transpose",
-              "permute", "slice", "select", "unsqueeze", "squeeze", "alias", "detach",
-              "empty", "empty_strided", "empty_like", "lift_fresh", "_reshape_alias"}
+_NO_KERNEL = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "as_strided",
+    "expand",
+    "t",
+    "transpose",
+    "permute",
+    "slice",
+    "select",
+    "unsqueeze",
+    "squeeze",
+    "alias",
+    "detach",
+    "empty",
+    "empty_strided",
+    "empty_like",
+    "lift_fresh",
+    "_reshape_alias",
+}
 
 
 def expert_bytes(hidden: int, inter: int, pooled: bool) -> int:
@@ -98,8 +116,9 @@ def recorded() -> Iterator[Traffic]:
     builder_cls = interpreter.InterpreterBuilder
     fn_cls = interpreter.InterpretedFunction
     orig_load, orig_run = builder_cls.create_masked_load, fn_cls.run
-    orig_program = interpreter.GridExecutor.__call__ if hasattr(interpreter, "GridExecutor") \
-        else None
+    orig_program = (
+        interpreter.GridExecutor.__call__ if hasattr(interpreter, "GridExecutor") else None
+    )
 
     def load(self: Any, ptrs: Any, mask: Any, other: Any, *args: Any) -> Any:
         size = np.dtype(interpreter._get_np_dtype(ptrs.get_element_ty())).itemsize
@@ -157,8 +176,7 @@ class _TorchLaunches(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.traffic = traffic
         self.inside = False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.overloadpacket.__name__
         if name not in _NO_KERNEL and not self.inside:
             self.traffic.launches.append(f"aten.{name}")
@@ -168,9 +186,16 @@ class _TorchLaunches(TorchDispatchMode):  # type: ignore[no-untyped-call]
 # -- model: the same counts from the grid and the kernels' loads ------------------------
 
 
-def model_traffic(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int,
-                  x_size: int, cfg: w2_moe.TileConfig, id_size: int = 4,
-                  has_pool: bool = True) -> Traffic:
+def model_traffic(
+    ids: torch.Tensor,
+    slot: torch.Tensor,
+    hidden: int,
+    inter: int,
+    x_size: int,
+    cfg: w2_moe.TileConfig,
+    id_size: int = 4,
+    has_pool: bool = True,
+) -> Traffic:
     """Program and launch bytes of the decode path, from what each program loads."""
     if cfg.aligned:
         raise ValueError("the model covers the decode path (a decode step)")
@@ -201,23 +226,37 @@ def model_traffic(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int
         fp4 = e in pooled
         for b in range(nb_gu):
             rows = rows_in(b, inter, half)
-            t.program_bytes += (pool_scalar + pairs_of[e] * hidden * x_size
-                                + 2 * w_bytes(rows, hidden, fp4) + (8 if fp4 else 0))
+            t.program_bytes += (
+                pool_scalar
+                + pairs_of[e] * hidden * x_size
+                + 2 * w_bytes(rows, hidden, fp4)
+                + (8 if fp4 else 0)
+            )
     routed_tokens = len({i // top_k for i in range(n)})
-    t.launch_bytes += (ids_bytes + pool_scalar * len(experts) + routed_tokens * hidden * x_size
-                       + sum(2 * w_bytes(inter, hidden, e in pooled) + 8 * (e in pooled)
-                             for e in experts))
+    t.launch_bytes += (
+        ids_bytes
+        + pool_scalar * len(experts)
+        + routed_tokens * hidden * x_size
+        + sum(2 * w_bytes(inter, hidden, e in pooled) + 8 * (e in pooled) for e in experts)
+    )
     # down: ids everywhere; active: act rows, router weights, codes, slot, global.
     t.program_bytes += n * nb_d * ids_bytes
     for e in experts:
         fp4 = e in pooled
         for b in range(nb_d):
             rows = rows_in(b, hidden, cfg.block_n)
-            t.program_bytes += (pool_scalar + pairs_of[e] * (inter * x_size + 4)
-                                + w_bytes(rows, inter, fp4) + (4 if fp4 else 0))
-    t.launch_bytes += (ids_bytes + pool_scalar * len(experts) + n * (inter * x_size + 4)
-                       + sum(w_bytes(hidden, inter, e in pooled) + 4 * (e in pooled)
-                             for e in experts))
+            t.program_bytes += (
+                pool_scalar
+                + pairs_of[e] * (inter * x_size + 4)
+                + w_bytes(rows, inter, fp4)
+                + (4 if fp4 else 0)
+            )
+    t.launch_bytes += (
+        ids_bytes
+        + pool_scalar * len(experts)
+        + n * (inter * x_size + 4)
+        + sum(w_bytes(hidden, inter, e in pooled) + 4 * (e in pooled) for e in experts)
+    )
     # sum over top_k: the per-pair rows, once.
     t.program_bytes += n * hidden * x_size
     t.launch_bytes += n * hidden * x_size
@@ -225,8 +264,9 @@ def model_traffic(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int
 
 
 def minimum_bytes(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int) -> int:
-    return sum(expert_bytes(hidden, inter, int(slot[e]) >= 0)
-               for e in set(ids.reshape(-1).tolist()))
+    return sum(
+        expert_bytes(hidden, inter, int(slot[e]) >= 0) for e in set(ids.reshape(-1).tolist())
+    )
 
 
 # -- the bench ---------------------------------------------------------------------------
@@ -234,12 +274,12 @@ def minimum_bytes(ids: torch.Tensor, slot: torch.Tensor, hidden: int, inter: int
 
 def decode_routing(tokens: int, experts: int, top_k: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(experts, generator=g)[:top_k]
-                        for _ in range(tokens)]).to(torch.int32)
+    return torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)]).to(
+        torch.int32
+    )
 
 
-def measure(w: MoEWeights, ids: torch.Tensor,
-            expert_map: torch.Tensor | None = None) -> Traffic:
+def measure(w: MoEWeights, ids: torch.Tensor, expert_map: torch.Tensor | None = None) -> Traffic:
     x = torch.randn(ids.shape[0], w.hidden)
     wts = torch.rand(ids.shape, dtype=torch.float32)
     counts = torch.zeros(w.num_experts, dtype=torch.int64)
@@ -265,18 +305,22 @@ def sharded(hidden: int, inter: int, experts: int, quick: bool = False) -> list[
         tp = random_moe_weights(experts, hidden, inter // 2, (), seed=tokens)
         got = measure(tp, ids)
         low = minimum_bytes(ids, tp.expert_slot, hidden, inter // 2)
-        lines.append(f"  TP=2 {label:11} rank 0: launch bytes {got.launch_bytes / low:.3f}x "
-                     f"its minimum {low:,}; {len(got.launches)} launches")
+        lines.append(
+            f"  TP=2 {label:11} rank 0: launch bytes {got.launch_bytes / low:.3f}x "
+            f"its minimum {low:,}; {len(got.launches)} launches"
+        )
         ep = random_moe_weights(half, hidden, inter, (), seed=tokens)
         expert_map = torch.full((experts,), -1, dtype=torch.int32)
         expert_map[:half] = torch.arange(half, dtype=torch.int32)
         got = measure(ep, ids, expert_map)
         local = ids[ids < half]
         low = minimum_bytes(local, ep.expert_slot, hidden, inter)
-        lines.append(f"  EP=2 {label:11} rank 0 ({len(set(local.tolist()))} of "
-                     f"{len(set(ids.reshape(-1).tolist()))} distinct experts local): launch "
-                     f"bytes {got.launch_bytes / max(low, 1):.3f}x its minimum {low:,}; "
-                     f"{len(got.launches)} launches")
+        lines.append(
+            f"  EP=2 {label:11} rank 0 ({len(set(local.tolist()))} of "
+            f"{len(set(ids.reshape(-1).tolist()))} distinct experts local): launch "
+            f"bytes {got.launch_bytes / max(low, 1):.3f}x its minimum {low:,}; "
+            f"{len(got.launches)} launches"
+        )
         lines += _glm_sharded(tokens, label)
     return lines
 
@@ -286,16 +330,19 @@ def _glm_sharded(tokens: int, label: str) -> list[str]:
     one = expert_bytes(GLM_HIDDEN, GLM_INTER, False)
     distinct, busier = [], []
     for seed in range(200):
-        glm = set(decode_routing(tokens, GLM_EXPERTS, GLM_TOPK, seed=1000 + seed)
-                  .reshape(-1).tolist())
+        glm = set(
+            decode_routing(tokens, GLM_EXPERTS, GLM_TOPK, seed=1000 + seed).reshape(-1).tolist()
+        )
         low0 = sum(e < GLM_EXPERTS // 2 for e in glm)
         distinct.append(len(glm))
         busier.append(max(low0, len(glm) - low0))
     d, b = float(np.mean(distinct)), float(np.mean(busier))
-    return [f"  GLM-5.3-Flash {label:11} routed-expert bytes per MoE layer and rank: one rank "
-            f"{d * one / 1e6:.2f} MB; TP=2 "
-            f"{d * expert_bytes(GLM_HIDDEN, GLM_INTER // 2, False) / 1e6:.2f} MB; EP=2 busier "
-            f"rank {b * one / 1e6:.2f} MB (E[max] {b:.2f} of {d:.2f} experts)"]
+    return [
+        f"  GLM-5.3-Flash {label:11} routed-expert bytes per MoE layer and rank: one rank "
+        f"{d * one / 1e6:.2f} MB; TP=2 "
+        f"{d * expert_bytes(GLM_HIDDEN, GLM_INTER // 2, False) / 1e6:.2f} MB; EP=2 busier "
+        f"rank {b * one / 1e6:.2f} MB (E[max] {b:.2f} of {d:.2f} experts)"
+    ]
 
 
 def pooled_for(ids: torch.Tensor, experts: int, n_pool: int) -> tuple[int, ...]:
@@ -305,8 +352,7 @@ def pooled_for(ids: torch.Tensor, experts: int, n_pool: int) -> tuple[int, ...]:
     return tuple(routed[: n_pool // 2] + others[: n_pool - n_pool // 2])
 
 
-def projection(coverage: float, distinct_per_layer: float | None
-               ) -> dict[str, tuple[float, float]]:
+def projection(coverage: float, distinct_per_layer: float | None) -> dict[str, tuple[float, float]]:
     """``{variant: (other bytes, routed-expert bytes)}`` of one step on a GB10 (an estimate).
     ``distinct_per_layer`` None: plain decode; else a verify step (drafter bytes added)."""
     w2 = expert_bytes(GLM_HIDDEN, GLM_INTER, False)
@@ -314,13 +360,18 @@ def projection(coverage: float, distinct_per_layer: float | None
     per_expert = w2 + coverage * (fp4 - w2)
     out: dict[str, tuple[float, float]] = {}
     for name, bf16_bytes in (("bf16 linears decoded", 2.0), ("bf16 linears P12-packed", 1.5)):
-        non_expert = (GLM_NON_EXPERT_BF16_PARAMS * bf16_bytes + GLM_NON_EXPERT_FP8_PARAMS
-                      + GLM_KDA_STATE_BYTES)
+        non_expert = (
+            GLM_NON_EXPERT_BF16_PARAMS * bf16_bytes
+            + GLM_NON_EXPERT_FP8_PARAMS
+            + GLM_KDA_STATE_BYTES
+        )
         if distinct_per_layer is None:
             out[name] = (non_expert, GLM_TOPK * GLM_MOE_LAYERS * per_expert)
         else:
-            out[name] = (non_expert + GLM_DRAFTER_BYTES,
-                         distinct_per_layer * GLM_MOE_LAYERS * per_expert)
+            out[name] = (
+                non_expert + GLM_DRAFTER_BYTES,
+                distinct_per_layer * GLM_MOE_LAYERS * per_expert,
+            )
     return out
 
 
@@ -332,8 +383,10 @@ def static_shares(path: Path | None) -> tuple[dict[int, float] | None, str]:
 
     path = path or report_path()
     if not path.exists():
-        return None, (f"no static-check figures for the current kernels at {path}: run "
-                      "`python -m bench.targets.kernel_static` first")
+        return None, (
+            f"no static-check figures for the current kernels at {path}: run "
+            "`python -m bench.targets.kernel_static` first"
+        )
     data = json.loads(path.read_text())
     if data.get("kernels_hash") != kernels_hash():
         return None, f"{path} was made from other kernels/ sources (rerun the static check)"
@@ -345,23 +398,29 @@ def static_shares(path: Path | None) -> tuple[dict[int, float] | None, str]:
     return got, f"static check ({path.name}, triton {data.get('triton')})"
 
 
-LEFT_OUT = ("attention compute (MLA/DSA and KDA: only the KDA state's bytes are counted, no "
-            "KV-cache reads), the host step (scheduling, sampling, Python between launches), "
-            "the drafter's forward passes (only its weight bytes are counted, read once at "
-            "full bandwidth), launch gaps; non-expert weights are read at full bandwidth")
+LEFT_OUT = (
+    "attention compute (MLA/DSA and KDA: only the KDA state's bytes are counted, no "
+    "KV-cache reads), the host step (scheduling, sampling, Python between launches), "
+    "the drafter's forward passes (only its weight bytes are counted, read once at "
+    "full bandwidth), launch gaps; non-expert weights are read at full bandwidth"
+)
 
 
 def print_projection(shares: dict[int, float] | None, source: str) -> None:
     """Per-token rates from bytes at full bandwidth, and with the routed experts read at the
     fused MoE's predicted share (1 token: its decode figure; a k=7 verify step: its 8-token
     figure)."""
-    print(f"\nESTIMATE, not measured: GLM-5.3-Flash decode on one GB10 at {GB10_GBPS:.0f} GB/s "
-          "usable. 'ceiling': every byte read once at full bandwidth (launch bytes ~1.00x "
-          "above); 'predicted': routed-expert bytes at the fused MoE's predicted share of "
-          f"bandwidth, {source}")
+    print(
+        f"\nESTIMATE, not measured: GLM-5.3-Flash decode on one GB10 at {GB10_GBPS:.0f} GB/s "
+        "usable. 'ceiling': every byte read once at full bandwidth (launch bytes ~1.00x "
+        "above); 'predicted': routed-expert bytes at the fused MoE's predicted share of "
+        f"bandwidth, {source}"
+    )
     if shares is not None:
-        print(f"  predicted share: {100 * shares[1]:.0f}% at 1 token, {100 * shares[8]:.0f}% "
-              "at 8 tokens (k=7 verify)")
+        print(
+            f"  predicted share: {100 * shares[1]:.0f}% at 1 token, {100 * shares[8]:.0f}% "
+            "at 8 tokens (k=7 verify)"
+        )
     print(f"  left out: {LEFT_OUT}")
     bw = GB10_GBPS * 1e9
     for coverage in (0.0, 0.03):
@@ -375,10 +434,12 @@ def print_projection(shares: dict[int, float] | None, source: str) -> None:
             for label, s1, s8 in rates:
                 tok_s = 1 / (other / bw + experts / (bw * s1))
                 step_ms = (v_other / bw + v_experts / (bw * s8)) * 1e3
-                print(f"  pool coverage {100 * coverage:3.0f}%, {name:24} {label:9}: "
-                      f"{(other + experts) / 1e9:5.2f} GB/token -> {tok_s:5.1f} tok/s; DFlash2 "
-                      f"k=7 verify (30 distinct experts/layer) {step_ms:5.1f} ms/step -> "
-                      f"{5.5 * 1e3 / step_ms:5.1f} tok/s at 5.5 accepted")
+                print(
+                    f"  pool coverage {100 * coverage:3.0f}%, {name:24} {label:9}: "
+                    f"{(other + experts) / 1e9:5.2f} GB/token -> {tok_s:5.1f} tok/s; DFlash2 "
+                    f"k=7 verify (30 distinct experts/layer) {step_ms:5.1f} ms/step -> "
+                    f"{5.5 * 1e3 / step_ms:5.1f} tok/s at 5.5 accepted"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -388,10 +449,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--pool", type=int, default=4, help="pooled experts in the layer")
     ap.add_argument("--quick", action="store_true", help="tiny widths (for the test)")
-    ap.add_argument("--static-json", type=Path,
-                    help="the static check's figures (default: its report for the current "
-                         "kernels in its cache, written by "
-                         "`python -m bench.targets.kernel_static`)")
+    ap.add_argument(
+        "--static-json",
+        type=Path,
+        help="the static check's figures (default: its report for the current "
+        "kernels in its cache, written by "
+        "`python -m bench.targets.kernel_static`)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.hidden, args.inter, args.experts = 128, 64, 16
@@ -405,33 +469,43 @@ def main(argv: list[str] | None = None) -> int:
         got = measure(w, ids)
         model = model_traffic(ids, w.expert_slot, args.hidden, args.inter, 4, cfg)
         minimum = minimum_bytes(ids, w.expert_slot, args.hidden, args.inter)
-        agree = (got.program_bytes, got.launch_bytes) == (model.program_bytes,
-                                                          model.launch_bytes)
+        agree = (got.program_bytes, got.launch_bytes) == (model.program_bytes, model.launch_bytes)
         ok &= agree
         rows.append((label, ids, got, model, minimum, agree))
-    print(f"fused W2 MoE, decode path, measured in Triton's interpreter at hidden "
-          f"{args.hidden}, expert width {args.inter}, {args.experts} experts, top-{GLM_TOPK}, "
-          f"{args.pool} pooled (float32 activations):")
-    print(f"{'step':24} {'distinct':>8} {'launches':>8} {'min bytes':>11} {'launch bytes':>13} "
-          f"{'ratio':>6} {'program bytes':>14} {'ratio':>6} {'model':>6}")
+    print(
+        f"fused W2 MoE, decode path, measured in Triton's interpreter at hidden "
+        f"{args.hidden}, expert width {args.inter}, {args.experts} experts, top-{GLM_TOPK}, "
+        f"{args.pool} pooled (float32 activations):"
+    )
+    print(
+        f"{'step':24} {'distinct':>8} {'launches':>8} {'min bytes':>11} {'launch bytes':>13} "
+        f"{'ratio':>6} {'program bytes':>14} {'ratio':>6} {'model':>6}"
+    )
     for label, ids, got, _model, minimum, agree in rows:
         distinct = len(set(ids.reshape(-1).tolist()))
-        print(f"{label:24} {distinct:8} {len(got.launches):8} {minimum:11,} "
-              f"{got.launch_bytes:13,} {got.launch_bytes / minimum:6.3f} "
-              f"{got.program_bytes:14,} {got.program_bytes / minimum:6.3f} "
-              f"{'same' if agree else 'DIFFERS':>6}")
+        print(
+            f"{label:24} {distinct:8} {len(got.launches):8} {minimum:11,} "
+            f"{got.launch_bytes:13,} {got.launch_bytes / minimum:6.3f} "
+            f"{got.program_bytes:14,} {got.program_bytes / minimum:6.3f} "
+            f"{'same' if agree else 'DIFFERS':>6}"
+        )
         ok &= len(got.launches) <= 3
     print(f"launches: {', '.join(rows[0][2].launches)}")
     ids = decode_routing(16, args.experts, GLM_TOPK, seed=16)
-    w = random_moe_weights(args.experts, args.hidden, args.inter,
-                           pooled_for(ids, args.experts, args.pool), seed=16)
+    w = random_moe_weights(
+        args.experts, args.hidden, args.inter, pooled_for(ids, args.experts, args.pool), seed=16
+    )
     prefill = measure(w, ids)
     torch_ops = [name for name in prefill.launches if name.startswith("aten.")]
-    print(f"prefill, 16 tokens ({ids.numel()} pairs, aligned path): {len(prefill.launches)} "
-          f"launches = {len(torch_ops)} torch ops aligning the routing on the device "
-          f"({', '.join(sorted(set(torch_ops)))}) + 3 kernels; no target")
-    print("\nthe model (equal to the measurement above) at GLM-5.3-Flash's widths "
-          f"(hidden {GLM_HIDDEN}, width {GLM_INTER}, {GLM_EXPERTS} experts, bf16 activations):")
+    print(
+        f"prefill, 16 tokens ({ids.numel()} pairs, aligned path): {len(prefill.launches)} "
+        f"launches = {len(torch_ops)} torch ops aligning the routing on the device "
+        f"({', '.join(sorted(set(torch_ops)))}) + 3 kernels; no target"
+    )
+    print(
+        "\nthe model (equal to the measurement above) at GLM-5.3-Flash's widths "
+        f"(hidden {GLM_HIDDEN}, width {GLM_INTER}, {GLM_EXPERTS} experts, bf16 activations):"
+    )
     for tokens, label in ((1, "decode, 1 token"), (8, "k=7 verify, 8 tokens")):
         ids = decode_routing(tokens, GLM_EXPERTS, GLM_TOPK, seed=tokens)
         slot = torch.full((GLM_EXPERTS,), -1, dtype=torch.int32)
@@ -440,9 +514,11 @@ def main(argv: list[str] | None = None) -> int:
         model = model_traffic(ids, slot, GLM_HIDDEN, GLM_INTER, 2, cfg)
         minimum = minimum_bytes(ids, slot, GLM_HIDDEN, GLM_INTER)
         launch_ratio = model.launch_bytes / minimum
-        print(f"  {label:22} minimum {minimum / 1e6:7.2f} MB; launch bytes "
-              f"{launch_ratio:.4f}x; program bytes {model.program_bytes / minimum:.4f}x; "
-              f"3 launches")
+        print(
+            f"  {label:22} minimum {minimum / 1e6:7.2f} MB; launch bytes "
+            f"{launch_ratio:.4f}x; program bytes {model.program_bytes / minimum:.4f}x; "
+            f"3 launches"
+        )
         ok &= launch_ratio <= 1.1
     print("\nsharded over 2 ranks (per rank; the model above is one rank's):")
     print("\n".join(sharded(args.hidden, args.inter, args.experts, args.quick)))

@@ -49,8 +49,18 @@ Tensor = tuple[str, tuple[int, ...], str, bool]
 # GLM-5.3-Flash's vision tower (shared/notes/glm53-flash.md §1: depth 24, hidden 1024, 16
 # heads, patch 14, temporal patch 2, merge 2, out 4096, projector 10240; the block MLP width
 # 4096 is transformers' Glm5NextVisionConfig default).
-VISION = {"depth": 24, "hidden": 1024, "heads": 16, "inter": 4096, "out": HIDDEN,
-          "proj_inter": 10240, "patch": 14, "temporal": 2, "merge": 2, "channels": 3}
+VISION = {
+    "depth": 24,
+    "hidden": 1024,
+    "heads": 16,
+    "inter": 4096,
+    "out": HIDDEN,
+    "proj_inter": 10240,
+    "patch": 14,
+    "temporal": 2,
+    "merge": 2,
+    "channels": 3,
+}
 
 
 def vision_tensors() -> list[Tensor]:
@@ -59,21 +69,34 @@ def vision_tensors() -> list[Tensor]:
     h, i, o, c = v["hidden"], v["inter"], v["out"], v["proj_inter"]
     shapes: dict[str, tuple[int, ...]] = {
         "patch_embed.proj.weight": (h, v["channels"], v["temporal"], v["patch"], v["patch"]),
-        "patch_embed.proj.bias": (h,), "post_layernorm.weight": (h,),
-        "downsample.weight": (o, h, v["merge"], v["merge"]), "downsample.bias": (o,),
-        "merger.proj.weight": (o, o), "merger.post_projection_norm.weight": (o,),
-        "merger.post_projection_norm.bias": (o,), "merger.gate_proj.weight": (c, o),
-        "merger.up_proj.weight": (c, o), "merger.down_proj.weight": (o, c),
+        "patch_embed.proj.bias": (h,),
+        "post_layernorm.weight": (h,),
+        "downsample.weight": (o, h, v["merge"], v["merge"]),
+        "downsample.bias": (o,),
+        "merger.proj.weight": (o, o),
+        "merger.post_projection_norm.weight": (o,),
+        "merger.post_projection_norm.bias": (o,),
+        "merger.gate_proj.weight": (c, o),
+        "merger.up_proj.weight": (c, o),
+        "merger.down_proj.weight": (o, c),
     }
     for b in range(v["depth"]):
-        for name, shape in (("norm1.weight", (h,)), ("norm2.weight", (h,)),
-                            ("attn.qkv.weight", (3 * h, h)), ("attn.qkv.bias", (3 * h,)),
-                            ("attn.proj.weight", (h, h)), ("attn.proj.bias", (h,)),
-                            ("attn.q_norm.weight", (h // v["heads"],)),
-                            ("attn.k_norm.weight", (h // v["heads"],)),
-                            ("mlp.gate_proj.weight", (i, h)), ("mlp.gate_proj.bias", (i,)),
-                            ("mlp.up_proj.weight", (i, h)), ("mlp.up_proj.bias", (i,)),
-                            ("mlp.down_proj.weight", (h, i)), ("mlp.down_proj.bias", (h,))):
+        for name, shape in (
+            ("norm1.weight", (h,)),
+            ("norm2.weight", (h,)),
+            ("attn.qkv.weight", (3 * h, h)),
+            ("attn.qkv.bias", (3 * h,)),
+            ("attn.proj.weight", (h, h)),
+            ("attn.proj.bias", (h,)),
+            ("attn.q_norm.weight", (h // v["heads"],)),
+            ("attn.k_norm.weight", (h // v["heads"],)),
+            ("mlp.gate_proj.weight", (i, h)),
+            ("mlp.gate_proj.bias", (i,)),
+            ("mlp.up_proj.weight", (i, h)),
+            ("mlp.up_proj.bias", (i,)),
+            ("mlp.down_proj.weight", (h, i)),
+            ("mlp.down_proj.bias", (h,)),
+        ):
             shapes[f"blocks.{b}.{name}"] = shape
     return [(p + n, s, "bf16", False) for n, s in shapes.items()]
 
@@ -90,50 +113,77 @@ def tensors() -> list[Tensor]:
     ]
     for layer in range(LAYERS):
         p = f"{lm}layers.{layer}."
-        out += [(p + "input_layernorm.weight", (HIDDEN,), "bf16", False),
-                (p + "post_attention_layernorm.weight", (HIDDEN,), "bf16", False)]
+        out += [
+            (p + "input_layernorm.weight", (HIDDEN,), "bf16", False),
+            (p + "post_attention_layernorm.weight", (HIDDEN,), "bf16", False),
+        ]
         for site in ("attn", "ffn"):
-            out += [(p + f"hc_{site}_fn", (24, 4 * HIDDEN), "bf16", False),
-                    (p + f"hc_{site}_base", (24,), "f32", False),
-                    (p + f"hc_{site}_scale", (3,), "f32", False)]
+            out += [
+                (p + f"hc_{site}_fn", (24, 4 * HIDDEN), "bf16", False),
+                (p + f"hc_{site}_base", (24,), "f32", False),
+                (p + f"hc_{site}_scale", (3,), "f32", False),
+            ]
         a = p + "self_attn."
         if layer in FULL_ATTN:
-            out += [(a + "q_a_proj.weight", (1536, HIDDEN), "fp8", False),
-                    (a + "q_a_layernorm.weight", (1536,), "bf16", False),
-                    (a + "q_b_proj.weight", (16384, 1536), "fp8", False),
-                    (a + "kv_a_proj_with_mqa.weight", (512, HIDDEN), "fp8", False),
-                    (a + "kv_a_layernorm.weight", (512,), "bf16", False),
-                    (a + "kv_b_proj.weight", (32768, 512), "bf16", False),
-                    (a + "o_proj.weight", (HIDDEN, 16384), "fp8", False)]
+            out += [
+                (a + "q_a_proj.weight", (1536, HIDDEN), "fp8", False),
+                (a + "q_a_layernorm.weight", (1536,), "bf16", False),
+                (a + "q_b_proj.weight", (16384, 1536), "fp8", False),
+                (a + "kv_a_proj_with_mqa.weight", (512, HIDDEN), "fp8", False),
+                (a + "kv_a_layernorm.weight", (512,), "bf16", False),
+                (a + "kv_b_proj.weight", (32768, 512), "bf16", False),
+                (a + "o_proj.weight", (HIDDEN, 16384), "fp8", False),
+            ]
             ix = a + "indexer."
-            out += [(ix + "wq_b.weight", (4096, 1536), "bf16", False),
-                    (ix + "wk.weight", (128, HIDDEN), "bf16", False),
-                    (ix + "k_norm.weight", (128,), "bf16", False),
-                    (ix + "k_norm.bias", (128,), "bf16", False),
-                    (ix + "weights_proj.weight", (32, HIDDEN), "bf16", False),
-                    (ix + "index_kpool_compress_gate", (128, HIDDEN), "bf16", False),
-                    (ix + "index_kpool_compress_ape", (4, 128), "bf16", False)]
+            out += [
+                (ix + "wq_b.weight", (4096, 1536), "bf16", False),
+                (ix + "wk.weight", (128, HIDDEN), "bf16", False),
+                (ix + "k_norm.weight", (128,), "bf16", False),
+                (ix + "k_norm.bias", (128,), "bf16", False),
+                (ix + "weights_proj.weight", (32, HIDDEN), "bf16", False),
+                (ix + "index_kpool_compress_gate", (128, HIDDEN), "bf16", False),
+                (ix + "index_kpool_compress_ape", (4, 128), "bf16", False),
+            ]
         else:  # KDA: q/k/v/b/f_a/g_a are one merged linear of 102 M values
-            for name, shape in (("q_proj", (8192, HIDDEN)), ("k_proj", (8192, HIDDEN)),
-                                ("v_proj", (8192, HIDDEN)), ("b_proj", (64, HIDDEN)),
-                                ("f_a_proj", (128, HIDDEN)), ("g_a_proj", (128, HIDDEN)),
-                                ("f_b_proj", (8192, 128)), ("g_b_proj", (8192, 128)),
-                                ("o_proj", (HIDDEN, 8192))):
+            for name, shape in (
+                ("q_proj", (8192, HIDDEN)),
+                ("k_proj", (8192, HIDDEN)),
+                ("v_proj", (8192, HIDDEN)),
+                ("b_proj", (64, HIDDEN)),
+                ("f_a_proj", (128, HIDDEN)),
+                ("g_a_proj", (128, HIDDEN)),
+                ("f_b_proj", (8192, 128)),
+                ("g_b_proj", (8192, 128)),
+                ("o_proj", (HIDDEN, 8192)),
+            ):
                 out.append((a + f"{name}.weight", shape, "bf16", True))
             for name in ("q_conv1d", "k_conv1d", "v_conv1d"):
                 out.append((a + f"{name}.weight", (8192, 1, 4), "bf16", False))
-            out += [(a + "o_norm.weight", (128,), "bf16", False),
-                    (a + "A_log", (64,), "f32", False), (a + "dt_bias", (8192,), "f32", False)]
+            out += [
+                (a + "o_norm.weight", (128,), "bf16", False),
+                (a + "A_log", (64,), "f32", False),
+                (a + "dt_bias", (8192,), "f32", False),
+            ]
         m = p + "mlp."
         if layer in DENSE:
-            out += [(m + f"{n}.weight", s, "fp8", False) for n, s in (
-                ("gate_proj", (DENSE_INTER, HIDDEN)), ("up_proj", (DENSE_INTER, HIDDEN)),
-                ("down_proj", (HIDDEN, DENSE_INTER)))]
+            out += [
+                (m + f"{n}.weight", s, "fp8", False)
+                for n, s in (
+                    ("gate_proj", (DENSE_INTER, HIDDEN)),
+                    ("up_proj", (DENSE_INTER, HIDDEN)),
+                    ("down_proj", (HIDDEN, DENSE_INTER)),
+                )
+            ]
             continue
-        out += [(m + "gate.weight", (EXPERTS, HIDDEN), "bf16", False),
-                (m + "gate.e_score_correction_bias", (EXPERTS,), "f32", False)]
-        for n, s in (("gate_proj", (MOE_INTER, HIDDEN)), ("up_proj", (MOE_INTER, HIDDEN)),
-                     ("down_proj", (HIDDEN, MOE_INTER))):
+        out += [
+            (m + "gate.weight", (EXPERTS, HIDDEN), "bf16", False),
+            (m + "gate.e_score_correction_bias", (EXPERTS,), "f32", False),
+        ]
+        for n, s in (
+            ("gate_proj", (MOE_INTER, HIDDEN)),
+            ("up_proj", (MOE_INTER, HIDDEN)),
+            ("down_proj", (HIDDEN, MOE_INTER)),
+        ):
             out.append((m + f"shared_experts.{n}.weight", s, "fp8", False))
             out += [(m + f"experts.{e}.{n}.weight", s, "w2", False) for e in range(EXPERTS)]
     return out
@@ -165,8 +215,12 @@ def group(name: str, dtype: str) -> str:
     if "embed_tokens" in name or name.startswith("lm_head"):
         return "embed_tokens + lm_head (BF16)"
     if dtype == "bf16":
-        if ".self_attn." in name and ("_proj" in name) and "indexer" not in name and (
-                "kv_b_proj" not in name):
+        if (
+            ".self_attn." in name
+            and ("_proj" in name)
+            and "indexer" not in name
+            and ("kv_b_proj" not in name)
+        ):
             return "KDA projections (BF16)"
         return "other BF16 (MLA kv_b, indexer, mHC, routers, norms, convs)"
     return "FP8 / F32 (MLA, shared experts, dense MLP, scales)"
@@ -183,15 +237,23 @@ def main() -> None:
         g[1] += cost(t, args.escape_rate, packed=False)
         g[2] += cost(t, args.escape_rate, packed=True)
     pool_experts = POOL_BUDGET // FP4_EXPERT_BYTES
-    rows["FP4 hot-expert pool (2 GiB budget)"] = [0, pool_experts * FP4_EXPERT_BYTES,
-                                                  pool_experts * FP4_EXPERT_BYTES]
+    rows["FP4 hot-expert pool (2 GiB budget)"] = [
+        0,
+        pool_experts * FP4_EXPERT_BYTES,
+        pool_experts * FP4_EXPERT_BYTES,
+    ]
     # A separate BF16 checkpoint, served as is (notes §8); vLLM counts it in the model memory.
     rows["DFlash2 drafter (BF16, own checkpoint)"] = [0, DRAFTER_BYTES, DRAFTER_BYTES]
-    order = ["routed experts (W2)", "FP4 hot-expert pool (2 GiB budget)",
-             "KDA projections (BF16)", "embed_tokens + lm_head (BF16)",
-             "other BF16 (MLA kv_b, indexer, mHC, routers, norms, convs)",
-             "FP8 / F32 (MLA, shared experts, dense MLP, scales)",
-             VISION_ROW, "DFlash2 drafter (BF16, own checkpoint)"]
+    order = [
+        "routed experts (W2)",
+        "FP4 hot-expert pool (2 GiB budget)",
+        "KDA projections (BF16)",
+        "embed_tokens + lm_head (BF16)",
+        "other BF16 (MLA kv_b, indexer, mHC, routers, norms, convs)",
+        "FP8 / F32 (MLA, shared experts, dense MLP, scales)",
+        VISION_ROW,
+        "DFlash2 drafter (BF16, own checkpoint)",
+    ]
     gib = 2.0**30
     print(f"escape rate {args.escape_rate:.2e}; FP4 pool {pool_experts} experts")
     print("| part | values | decoded at load (GiB) | P12 kept packed (GiB) | saved (GiB) |")
@@ -202,13 +264,16 @@ def main() -> None:
         total[0] += before
         total[1] += after
         print(f"| {name} | {n / 1e9:.3f} B |" if n else f"| {name} | |", end="")
-        print(f" {before / gib:.2f} | {after / gib:.2f} | "
-              f"{(before - after) / gib:.2f} |")
-    print(f"| **total** | | **{total[0] / gib:.2f}** | **{total[1] / gib:.2f}** | "
-          f"**{(total[0] - total[1]) / gib:.2f}** |")
-    print(f"seed's model memory {SEED_MODEL_GIB} GiB: decoded {total[0] / gib:.2f} GiB "
-          f"({total[0] / gib - SEED_MODEL_GIB:+.2f}), packed {total[1] / gib:.2f} GiB "
-          f"({total[1] / gib - SEED_MODEL_GIB:+.2f})")
+        print(f" {before / gib:.2f} | {after / gib:.2f} | {(before - after) / gib:.2f} |")
+    print(
+        f"| **total** | | **{total[0] / gib:.2f}** | **{total[1] / gib:.2f}** | "
+        f"**{(total[0] - total[1]) / gib:.2f}** |"
+    )
+    print(
+        f"seed's model memory {SEED_MODEL_GIB} GiB: decoded {total[0] / gib:.2f} GiB "
+        f"({total[0] / gib - SEED_MODEL_GIB:+.2f}), packed {total[1] / gib:.2f} GiB "
+        f"({total[1] / gib - SEED_MODEL_GIB:+.2f})"
+    )
 
 
 if __name__ == "__main__":

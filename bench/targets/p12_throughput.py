@@ -76,8 +76,7 @@ def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
         "memcpy (torch clone)": lambda: [t.clone() for t in ts],
         "pack": lambda: [p12.pack(t) for t in ts],
         "unpack": lambda: [p12.unpack(p) for p in packs],
-        "unpack into out": lambda: [
-            p12.unpack(p, out=d) for p, d in zip(packs, dsts, strict=True)],
+        "unpack into out": lambda: [p12.unpack(p, out=d) for p, d in zip(packs, dsts, strict=True)],
     }
     if p12.BACKEND == "c":
         ops["pack (numpy fallback)"] = on_numpy(ops["pack"])
@@ -115,8 +114,9 @@ def measure(label: str, ts: list[torch.Tensor], repeat: int) -> None:
         )
     worst = min(memcpy / best[name] for name in ("pack", "unpack"))
     verdict = "PASS" if worst >= TARGET else "FAIL"
-    print(f"{verdict}: {p12.BACKEND} backend, worst of pack/unpack {worst:.2f} "
-          f"(target >= {TARGET})")
+    print(
+        f"{verdict}: {p12.BACKEND} backend, worst of pack/unpack {worst:.2f} (target >= {TARGET})"
+    )
 
 
 def main() -> None:
@@ -124,14 +124,18 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--no-real", action="store_true",
-                    help="skip the real-weights row (SmolLM2-135M, converted on first use)")
+    ap.add_argument(
+        "--no-real",
+        action="store_true",
+        help="skip the real-weights row (SmolLM2-135M, converted on first use)",
+    )
     args = ap.parse_args()
     for label, t in tensors(args.rows, args.cols).items():
         measure(label, [t], args.repeat)
     if not args.no_real:
-        measure("SmolLM2-135M-Instruct, every tensor (real weights)", smollm2_weights(),
-                args.repeat)
+        measure(
+            "SmolLM2-135M-Instruct, every tensor (real weights)", smollm2_weights(), args.repeat
+        )
     print(
         f"\n(backend {p12.BACKEND}, numpy {np.__version__}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} torch threads)"

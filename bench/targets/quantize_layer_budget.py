@@ -83,15 +83,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=16384)
-    ap.add_argument("--method", default="gptq", choices=["gptq", "rtn"],
-                    help="rtn: round 0 of --calib-from-engine")
+    ap.add_argument(
+        "--method",
+        default="gptq",
+        choices=["gptq", "rtn"],
+        help="rtn: round 0 of --calib-from-engine",
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    dims = Dims(hidden=4096, moe_inter=2048, dense_inter=256, experts=args.experts, layers=1,
-                vocab=512)
+    dims = Dims(
+        hidden=4096, moe_inter=2048, dense_inter=256, experts=args.experts, layers=1, vocab=512
+    )
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"
         t0 = time.perf_counter()
@@ -102,10 +107,12 @@ def main() -> None:
         calib = Path(tmp) / "calib.safetensors"
         save_calibration(calib, calibration_inputs(model, tokens=args.tokens), source="bench")
         del model  # the fixture's own float32 copies are not part of the conversion
-        print(f"fixture: 1 MoE layer, {args.experts} experts of 3 x 2048x4096 FP8, "
-              f"{args.tokens} calibration tokens (built in {time.perf_counter() - t0:.0f}s); "
-              f"{args.method.upper()} on {args.device}, {torch.get_num_threads()} CPU threads",
-              flush=True)
+        print(
+            f"fixture: 1 MoE layer, {args.experts} experts of 3 x 2048x4096 FP8, "
+            f"{args.tokens} calibration tokens (built in {time.perf_counter() - t0:.0f}s); "
+            f"{args.method.upper()} on {args.device}, {torch.get_num_threads()} CPU threads",
+            flush=True,
+        )
         clock, peak, stop = Clock(), [rss_anon()], threading.Event()
         before = peak[0]
 
@@ -118,8 +125,12 @@ def main() -> None:
         sampler.start()
         t0 = time.perf_counter()
         # Round 0 (RTN) runs without calibration: no Hessians, no output-error statistics.
-        options = ConvertOptions(method=args.method, calib=calib if args.method == "gptq"
-                                 else None, pool_gb=0, device=args.device)
+        options = ConvertOptions(
+            method=args.method,
+            calib=calib if args.method == "gptq" else None,
+            pool_gb=0,
+            device=args.device,
+        )
         convert(src, Path(tmp) / "out", options, progress=clock)
         total = time.perf_counter() - t0
         stop.set()
@@ -130,24 +141,36 @@ def main() -> None:
     cpu_layer = cpu_fixed + GLM_EXPERTS * cpu_steady
     gib = 1 << 30
     what = "3 GPTQ solves + down Hessian" if args.method == "gptq" else "3 RTN matrices"
-    print(f"\nper expert ({what}), median of {len(times) - 1}: {steady:.1f}s wall, "
-          f"{cpu_steady:.1f}s CPU; all: {', '.join(f'{t:.1f}' for t in times)}s wall, "
-          f"{', '.join(f'{t:.1f}' for t in cpu_times)}s CPU")
-    print(f"layer fixed cost (routing, gate/up Hessian and its factor): {fixed:.1f}s wall, "
-          f"{cpu_fixed:.1f}s CPU; whole conversion {total:.1f}s wall")
-    print(f"peak RssAnon {peak[0] / gib:.2f} GiB (before the conversion {before / gib:.2f} GiB, "
-          f"so the conversion adds {(peak[0] - before) / gib:.2f} GiB)")
+    print(
+        f"\nper expert ({what}), median of {len(times) - 1}: {steady:.1f}s wall, "
+        f"{cpu_steady:.1f}s CPU; all: {', '.join(f'{t:.1f}' for t in times)}s wall, "
+        f"{', '.join(f'{t:.1f}' for t in cpu_times)}s CPU"
+    )
+    print(
+        f"layer fixed cost (routing, gate/up Hessian and its factor): {fixed:.1f}s wall, "
+        f"{cpu_fixed:.1f}s CPU; whole conversion {total:.1f}s wall"
+    )
+    print(
+        f"peak RssAnon {peak[0] / gib:.2f} GiB (before the conversion {before / gib:.2f} GiB, "
+        f"so the conversion adds {(peak[0] - before) / gib:.2f} GiB)"
+    )
     if args.device.startswith("cuda"):
         # On a Spark the GPU's memory is the same 128 GB as the host's: both count.
-        print(f"peak device memory {torch.cuda.max_memory_allocated() / gib:.2f} GiB "
-              f"(torch.cuda.max_memory_allocated)")
-    print(f"\nprojected, one layer of {GLM_EXPERTS} experts: {layer / 3600:.2f} h; "
-          f"{GLM_MOE_LAYERS} MoE layers: {GLM_MOE_LAYERS * layer / 3600:.1f} h "
-          f"(+{layer / 3600:.2f} h for the MTP layer's experts); peak memory stays "
-          f"{peak[0] / gib:.2f} GiB (one expert at a time)")
-    print(f"projected from CPU seconds: one layer {cpu_layer / 3600:.2f} h; {GLM_MOE_LAYERS} MoE "
-          f"layers: {GLM_MOE_LAYERS * cpu_layer / 3600:.1f} h (the wall figure where nothing "
-          f"else shares the cores, with {torch.get_num_threads()} thread(s))")
+        print(
+            f"peak device memory {torch.cuda.max_memory_allocated() / gib:.2f} GiB "
+            f"(torch.cuda.max_memory_allocated)"
+        )
+    print(
+        f"\nprojected, one layer of {GLM_EXPERTS} experts: {layer / 3600:.2f} h; "
+        f"{GLM_MOE_LAYERS} MoE layers: {GLM_MOE_LAYERS * layer / 3600:.1f} h "
+        f"(+{layer / 3600:.2f} h for the MTP layer's experts); peak memory stays "
+        f"{peak[0] / gib:.2f} GiB (one expert at a time)"
+    )
+    print(
+        f"projected from CPU seconds: one layer {cpu_layer / 3600:.2f} h; {GLM_MOE_LAYERS} MoE "
+        f"layers: {GLM_MOE_LAYERS * cpu_layer / 3600:.1f} h (the wall figure where nothing "
+        f"else shares the cores, with {torch.get_num_threads()} thread(s))"
+    )
 
 
 if __name__ == "__main__":

@@ -73,8 +73,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for layers in args.layers:
-            dims = Dims(hidden=1024, moe_inter=512, dense_inter=1024, experts=16,
-                        layers=layers, vocab=4096)
+            dims = Dims(
+                hidden=1024, moe_inter=512, dense_inter=1024, experts=16, layers=layers, vocab=4096
+            )
             src = Path(tmp) / f"glm-{layers}"
             print(f"building a {layers}-layer checkpoint ...", flush=True)
             build_tiny_glm(src, shards=layers + 1, dims=dims)
@@ -85,14 +86,19 @@ def main() -> None:
             rows.append((layers, size, largest, peak, wall))
             shutil.rmtree(src)
     mib = 1 << 20
-    print(f"\n{'layers':>6} {'checkpoint':>11} {'largest shard':>14} {'peak RssAnon':>13} "
-          f"{'time':>7}")
+    print(
+        f"\n{'layers':>6} {'checkpoint':>11} {'largest shard':>14} {'peak RssAnon':>13} {'time':>7}"
+    )
     for layers, size, largest, peak, wall in rows:
-        print(f"{layers:6d} {size / mib:9.1f} MiB {largest / mib:10.1f} MiB "
-              f"{peak / mib:9.1f} MiB {wall:6.1f}s")
+        print(
+            f"{layers:6d} {size / mib:9.1f} MiB {largest / mib:10.1f} MiB "
+            f"{peak / mib:9.1f} MiB {wall:6.1f}s"
+        )
     (_, s0, _, p0, _), (_, s1, _, p1, _) = rows
-    print(f"\ncheckpoint grew {s1 / s0:.2f}x; peak memory grew {p1 / p0:.2f}x "
-          f"(by {(p1 - p0) / mib:.1f} MiB)")
+    print(
+        f"\ncheckpoint grew {s1 / s0:.2f}x; peak memory grew {p1 / p0:.2f}x "
+        f"(by {(p1 - p0) / mib:.1f} MiB)"
+    )
     verdict = "PASS" if p1 / p0 < 1 + 0.25 * (s1 / s0 - 1) else "FAIL"
     print(f"{verdict}: peak memory grows by less than a quarter of the checkpoint's growth")
 

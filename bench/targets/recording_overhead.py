@@ -47,24 +47,57 @@ import httpx
 from sparkcode.agent.client import ChatClient
 from sparkcode.sessions import RecordingTransport, SessionRecorder, load_session
 
-WORDS = ("def", " return", " self", ".", "value", " =", " (", ")", "\n", "    ", " the",
-         " model", " answer", ",", " if", " for", " in", " range", ":", "é")
+WORDS = (
+    "def",
+    " return",
+    " self",
+    ".",
+    "value",
+    " =",
+    " (",
+    ")",
+    "\n",
+    "    ",
+    " the",
+    " model",
+    " answer",
+    ",",
+    " if",
+    " for",
+    " in",
+    " range",
+    ":",
+    "é",
+)
 
 
 def build_stream(tokens: int) -> list[bytes]:
     frames: list[bytes] = []
     for n in range(tokens):
-        body = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
-                "model": "bench", "choices": [{"index": 0, "delta": {
-                    "content": WORDS[n % len(WORDS)]}, "logprobs": None,
-                    "finish_reason": None}],
-                "usage": {"prompt_tokens": 900, "completion_tokens": n + 1,
-                          "total_tokens": 901 + n}}
+        body = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "bench",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": WORDS[n % len(WORDS)]},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+            "usage": {"prompt_tokens": 900, "completion_tokens": n + 1, "total_tokens": 901 + n},
+        }
         frames.append(b"data: " + json.dumps(body).encode() + b"\n\n")
-    final = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
-             "model": "bench", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-             "usage": {"prompt_tokens": 900, "completion_tokens": tokens,
-                       "total_tokens": 900 + tokens}}
+    final = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": tokens, "total_tokens": 900 + tokens},
+    }
     frames.append(b"data: " + json.dumps(final).encode() + b"\n\n")
     frames.append(b"data: [DONE]\n\n")
     return frames
@@ -83,8 +116,10 @@ def serve(port_queue: multiprocessing.Queue[int], tokens: int, pace_s: float) ->
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 await reader.readexactly(length)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                             b"transfer-encoding: chunked\r\n\r\n")
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"transfer-encoding: chunked\r\n\r\n"
+                )
                 for frame in frames:
                     writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
                     await writer.drain()
@@ -113,15 +148,24 @@ async def read_once(client: ChatClient) -> int:
     return stream.stats.completion_tokens
 
 
-async def measure(make_inner: type[httpx.AsyncBaseTransport] | object, base_url: str,
-                  tokens: int, rounds: int, directory: Path) -> dict[str, list[float]]:
+async def measure(
+    make_inner: type[httpx.AsyncBaseTransport] | object,
+    base_url: str,
+    tokens: int,
+    rounds: int,
+    directory: Path,
+) -> dict[str, list[float]]:
     """Interleaved unrecorded/recorded reads; wall and CPU seconds of each.
 
     The recorded reads are the exchanges of one session, as the turns of a real
     session are: the file is created once, and each exchange ends with an fsync.
     """
-    times: dict[str, list[float]] = {"plain": [], "recorded": [], "plain_cpu": [],
-                                     "recorded_cpu": []}
+    times: dict[str, list[float]] = {
+        "plain": [],
+        "recorded": [],
+        "plain_cpu": [],
+        "recorded_cpu": [],
+    }
     recorder = SessionRecorder(directory, workspace=directory, engine={})
     for round_ in range(rounds + 1):
         # Alternate which goes first: the second read of a pair can be systematically
@@ -160,10 +204,12 @@ def report(name: str, times: dict[str, list[float]], tokens: int) -> dict[str, f
         ratios[label.strip()] = paired
         ratios[f"{label.strip()}_plain_us"] = statistics.median(plain) / tokens * 1e6
         ratios[f"{label.strip()}_recorded_us"] = statistics.median(recorded) / tokens * 1e6
-        print(f"  {name:<6} {label}: unrecorded {statistics.median(plain) / tokens * 1e6:6.2f} "
-              f"us/token, recorded {statistics.median(recorded) / tokens * 1e6:6.2f} us/token "
-              f"(medians), paired ratio {paired:.3f} ({(paired - 1) * 100:+.1f}%), "
-              f"best-of-rounds {best:.3f}")
+        print(
+            f"  {name:<6} {label}: unrecorded {statistics.median(plain) / tokens * 1e6:6.2f} "
+            f"us/token, recorded {statistics.median(recorded) / tokens * 1e6:6.2f} us/token "
+            f"(medians), paired ratio {paired:.3f} ({(paired - 1) * 100:+.1f}%), "
+            f"best-of-rounds {best:.3f}"
+        )
     return ratios
 
 
@@ -173,8 +219,11 @@ def run_http(tokens: int, rounds: int, pace_s: float, directory: Path) -> dict[s
     server.start()
     try:
         port = ports.get(timeout=30)
-        return asyncio.run(measure(httpx.AsyncHTTPTransport, f"http://127.0.0.1:{port}/v1",
-                                   tokens, rounds, directory))
+        return asyncio.run(
+            measure(
+                httpx.AsyncHTTPTransport, f"http://127.0.0.1:{port}/v1", tokens, rounds, directory
+            )
+        )
     finally:
         server.terminate()
         server.join()
@@ -184,8 +233,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--pace-us", type=float, default=300.0,
-                        help="pause between frames on the live path (microseconds)")
+    parser.add_argument(
+        "--pace-us",
+        type=float,
+        default=300.0,
+        help="pause between frames on the live path (microseconds)",
+    )
     args = parser.parse_args()
     frames = build_stream(args.tokens)
 
@@ -194,18 +247,26 @@ def main() -> None:
             async def body() -> AsyncIterator[bytes]:
                 for frame in frames:
                     yield frame
-            return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  content=body())
+
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=body()
+            )
+
         return httpx.MockTransport(handler)
 
-    print(f"recording overhead: {args.tokens} tokens per stream, one frame per write, "
-          f"{args.rounds} paired rounds (pid {os.getpid()})")
+    print(
+        f"recording overhead: {args.tokens} tokens per stream, one frame per write, "
+        f"{args.rounds} paired rounds (pid {os.getpid()})"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         live = run_http(args.tokens, args.rounds, args.pace_us / 1e6, directory)
         burst = run_http(args.tokens, args.rounds, 0.0, directory)
-        memory = asyncio.run(measure(memory_transport, "http://bench.invalid/v1",
-                                     args.tokens, args.rounds, directory))
+        memory = asyncio.run(
+            measure(
+                memory_transport, "http://bench.invalid/v1", args.tokens, args.rounds, directory
+            )
+        )
     live_r = report("live", live, args.tokens)
     report("burst", burst, args.tokens)
     mem_r = report("memory", memory, args.tokens)
@@ -214,11 +275,16 @@ def main() -> None:
     # varies there), against what the client spends per token on a live connection:
     # a second estimate of the live overhead that the live path's noise cannot blur.
     work = mem_r["cpu_recorded_us"] - mem_r["cpu_plain_us"]
-    print(f"recording work per token (memory path): {work:.2f} us = "
-          f"{work / live_r['cpu_plain_us'] * 100:.1f}% of the live client's CPU per token")
+    print(
+        f"recording work per token (memory path): {work:.2f} us = "
+        f"{work / live_r['cpu_plain_us'] * 100:.1f}% of the live client's CPU per token"
+    )
     verdict = "PASS" if ratio <= 1.10 else "FAIL"
-    print(f"recorded/unrecorded client CPU on the live path (paired median): {ratio:.3f} "
-          f"(target <= 1.10): {verdict}")
+    print(
+        f"recorded/unrecorded client CPU on the live path (paired median): {ratio:.3f} "
+        f"(target <= 1.10): {verdict}"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -38,12 +38,14 @@ from sparkcode.sessions import Session, load_session, start_recording
 from tests.support.engine import free_port, run_engine
 from tests.support.tiny_models import build_tiny_llama, write_profile
 
-PROMPTS = ("write a python function that parses a csv file",
-           "now add error handling for missing columns",
-           "write a unit test for it",
-           "summarise what the code does")
+PROMPTS = (
+    "write a python function that parses a csv file",
+    "now add error handling for missing columns",
+    "write a unit test for it",
+    "summarise what the code does",
+)
 
-E2E_SUM = re.compile(r'^vllm:e2e_request_latency_seconds_sum\{[^}]*\} ([0-9.e+-]+)$', re.M)
+E2E_SUM = re.compile(r"^vllm:e2e_request_latency_seconds_sum\{[^}]*\} ([0-9.e+-]+)$", re.M)
 
 
 async def engine_seconds(http: httpx.AsyncClient, root: str) -> float:
@@ -52,14 +54,16 @@ async def engine_seconds(http: httpx.AsyncClient, root: str) -> float:
 
 
 async def record(base_url: str, workspace: Path, max_tokens: int) -> Path:
-    recorder, transport = start_recording(base_url, workspace=workspace, paths=Paths.from_env(),
-                                          model="tiny")
+    recorder, transport = start_recording(
+        base_url, workspace=workspace, paths=Paths.from_env(), model="tiny"
+    )
     client = ChatClient(base_url, "tiny", transport=transport)
     messages: list[dict[str, str]] = [{"role": "system", "content": "You write code."}]
     for prompt in PROMPTS:
         messages.append({"role": "user", "content": prompt})
-        async with client.stream_chat(messages, params={"temperature": 0.0,
-                                                         "max_tokens": max_tokens}) as stream:
+        async with client.stream_chat(
+            messages, params={"temperature": 0.0, "max_tokens": max_tokens}
+        ) as stream:
             async for _ in stream:
                 pass
         messages.append({"role": "assistant", "content": stream.content})
@@ -74,8 +78,12 @@ async def plain_pass(http: httpx.AsyncClient, base_url: str, session: Session) -
     salt = f"bench-{secrets.token_hex(8)}"
     for exchange in model_turns(session):
         body = prepare_body(exchange, model=None, salt=salt)
-        async with http.stream("POST", base_url + exchange.path, content=body,
-                               headers={"Content-Type": "application/json"}) as response:
+        async with http.stream(
+            "POST",
+            base_url + exchange.path,
+            content=body,
+            headers={"Content-Type": "application/json"},
+        ) as response:
             async for _ in response.aiter_raw():
                 pass
 
@@ -111,30 +119,31 @@ def main() -> None:
         os.environ["SPARKCODE_HOME"] = str(home)
         model = build_tiny_llama(home / "models" / "tiny-llama")
         write_profile(home / "config", "tiny", model, free_port())
-        print("booting the tiny engine (waits for the machine-wide engine lock) ...",
-              flush=True)
+        print("booting the tiny engine (waits for the machine-wide engine lock) ...", flush=True)
         with run_engine(home, "tiny") as engine:
             workspace = home / "ws"
             workspace.mkdir()
             path = asyncio.run(record(engine.base_url, workspace, args.max_tokens))
             session = load_session(path)
-            tokens = sum((e.usage or {}).get("completion_tokens", 0)
-                         for e in model_turns(session))
-            print(f"session: {len(model_turns(session))} turns, {tokens} generated tokens; "
-                  f"{args.rounds} rounds")
+            tokens = sum((e.usage or {}).get("completion_tokens", 0) for e in model_turns(session))
+            print(
+                f"session: {len(model_turns(session))} turns, {tokens} generated tokens; "
+                f"{args.rounds} rounds"
+            )
             times = asyncio.run(measure(engine.base_url, session, args.rounds))
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"  engine's own time (e2e latency sum): {med['engine'] * 1e3:8.1f} ms")
-    print(f"  plain client, same requests:          {med['plain'] * 1e3:8.1f} ms "
-          f"(engine {med['plain_engine'] * 1e3:.1f} ms)")
+    print(
+        f"  plain client, same requests:          {med['plain'] * 1e3:8.1f} ms "
+        f"(engine {med['plain_engine'] * 1e3:.1f} ms)"
+    )
     print(f"  sparkcode rerun:                      {med['rerun'] * 1e3:8.1f} ms")
-    ratio = statistics.median(r / e for r, e in zip(times["rerun"], times["engine"],
-                                                    strict=True))
-    plain = statistics.median(r / p for r, p in zip(times["rerun"], times["plain"],
-                                                    strict=True))
+    ratio = statistics.median(r / e for r, e in zip(times["rerun"], times["engine"], strict=True))
+    plain = statistics.median(r / p for r, p in zip(times["rerun"], times["plain"], strict=True))
     print(f"rerun / plain client: {plain:.3f} (what sparkcode adds over any client)")
-    api = statistics.median(p / e for p, e in zip(times["plain"], times["plain_engine"],
-                                                  strict=True))
+    api = statistics.median(
+        p / e for p, e in zip(times["plain"], times["plain_engine"], strict=True)
+    )
     print(f"plain client / engine: {api:.3f} (HTTP and the API server: tokenize, detokenize)")
     verdict = "PASS" if ratio <= 1.05 else "FAIL"
     print(f"rerun / engine generation time: {ratio:.3f} (target <= 1.05): {verdict}")

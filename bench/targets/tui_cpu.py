@@ -68,16 +68,26 @@ def answer_text(tokens: int) -> str:
     return "".join(parts)[: tokens * 4]
 
 
-TODOS = ("read the scheduler", "measure the prefill", "measure the decode rate",
-         "write the summary")
+TODOS = (
+    "read the scheduler",
+    "measure the prefill",
+    "measure the decode rate",
+    "write the summary",
+)
 
 
 def todo_list(done: int) -> ev.TodoUpdated:
     """The plan with ``done`` items finished and the next one in progress."""
-    return ev.TodoUpdated(items=tuple(
-        ev.TodoItem(id=i + 1, text=text,
-                    status="done" if i < done else "in_progress" if i == done else "pending")
-        for i, text in enumerate(TODOS)))
+    return ev.TodoUpdated(
+        items=tuple(
+            ev.TodoItem(
+                id=i + 1,
+                text=text,
+                status="done" if i < done else "in_progress" if i == done else "pending",
+            )
+            for i, text in enumerate(TODOS)
+        )
+    )
 
 
 class Clock:
@@ -125,10 +135,14 @@ def paced_script(rate: float, seconds: float, clock: Clock) -> object:
             if now - last_usage >= 0.1:
                 last_usage = now
                 yield ev.UsageUpdate(
-                    prompt_tokens=800, completion_tokens=index + 1,
-                    reasoning_tokens=min(index + 1, thinking_tokens), ttft_s=0.3,
-                    decode_tok_s=rate, prefill_tok_s=2600.0,
-                    context_used=801 + index, context_limit=8192,
+                    prompt_tokens=800,
+                    completion_tokens=index + 1,
+                    reasoning_tokens=min(index + 1, thinking_tokens),
+                    ttft_s=0.3,
+                    decode_tok_s=rate,
+                    prefill_tok_s=2600.0,
+                    context_used=801 + index,
+                    context_limit=8192,
                 )
         clock.stop()
         clock.tokens += len(pieces)
@@ -136,27 +150,40 @@ def paced_script(rate: float, seconds: float, clock: Clock) -> object:
     async def run(agent: ScriptedAgent, prompt: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=1, user_text=prompt)
         yield ev.TodoUpdated(items=todo_list(0).items)
-        yield ev.RequestStarted(request=1, reasoning_effort="low", thinking_token_budget=1536,
-                                messages=2)
+        yield ev.RequestStarted(
+            request=1, reasoning_effort="low", thinking_token_budget=1536, messages=2
+        )
         async for event in stream(chunks(thinking, 4), 0, True):
             yield event
         command = "python -m pytest -q tests/test_scheduler.py"
-        yield ev.ToolCallStarted(call_id="c1", name="run_shell", arguments={"command": command},
-                                 raw_arguments="{}")
-        future: asyncio.Future[ev.ApprovalDecision] = \
-            asyncio.get_running_loop().create_future()
-        yield ev.ApprovalRequested(call_id="c1", tool="run_shell", kind="shell",
-                                   summary=command, detail=command, future=future)
+        yield ev.ToolCallStarted(
+            call_id="c1", name="run_shell", arguments={"command": command}, raw_arguments="{}"
+        )
+        future: asyncio.Future[ev.ApprovalDecision] = asyncio.get_running_loop().create_future()
+        yield ev.ApprovalRequested(
+            call_id="c1",
+            tool="run_shell",
+            kind="shell",
+            summary=command,
+            detail=command,
+            future=future,
+        )
         approved = (await future).approved
         yield ev.ApprovalResolved(call_id="c1", tool="run_shell", approved=approved, by="user")
         yield ev.ToolCallFinished(call_id="c1", name="run_shell", result="12 passed in 0.4s")
         yield todo_list(2)
-        yield ev.RequestStarted(request=2, reasoning_effort="low", thinking_token_budget=1536,
-                                messages=4)
+        yield ev.RequestStarted(
+            request=2, reasoning_effort="low", thinking_token_budget=1536, messages=4
+        )
         async for event in stream(chunks(text, 4), thinking_tokens, False):
             yield event
-        yield ev.TurnFinished(reason="stop", content=text, requests=2, prompt_tokens=800,
-                              completion_tokens=clock.tokens)
+        yield ev.TurnFinished(
+            reason="stop",
+            content=text,
+            requests=2,
+            prompt_tokens=800,
+            completion_tokens=clock.tokens,
+        )
         clock.finished = True
 
     return run
@@ -204,6 +231,7 @@ async def measure(rate: float, seconds: float, *, draw: bool = True) -> Result:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(1.0)
         if not draw:
+
             async def ignore(event: ev.Event) -> None:
                 if isinstance(event, ev.ApprovalRequested):
                     event.respond(True)
@@ -232,8 +260,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second")
     parser.add_argument("--seconds", type=float, default=15.0, help="length of the stream")
     parser.add_argument("--runs", type=int, default=3, help="repetitions (median reported)")
-    parser.add_argument("--compare", action="store_true",
-                        help="also run the drawing path from before, interleaved")
+    parser.add_argument(
+        "--compare", action="store_true", help="also run the drawing path from before, interleaved"
+    )
     args = parser.parse_args()
     today: list[Result] = []
     before: list[Result] = []
@@ -244,25 +273,37 @@ def main() -> int:
                 before.append(asyncio.run(measure(args.rate, args.seconds)))
     floor = asyncio.run(measure(args.rate, args.seconds, draw=False))
     share = statistics.median(r.share for r in today)
-    print(f"stream: {statistics.median(r.rate for r in today):.1f} tok/s for "
-          f"{args.seconds:.0f} s through the real widgets (headless, 120x40; todo panel, "
-          f"an approval card, a tool card), {args.runs} runs on {os.cpu_count()} CPUs")
+    print(
+        f"stream: {statistics.median(r.rate for r in today):.1f} tok/s for "
+        f"{args.seconds:.0f} s through the real widgets (headless, 120x40; todo panel, "
+        f"an approval card, a tool card), {args.runs} runs on {os.cpu_count()} CPUs"
+    )
     print(f"runs: {_pct(today)}")
-    print(f"idle app over the same clock: "
-          f"{statistics.median(r.idle for r in today) * 100:.1f}% of one core")
-    print(f"the scripted stream alone (events consumed, nothing drawn): "
-          f"{floor.share * 100:.1f}% (load {floor.load:.1f}); drawing adds "
-          f"{(share - floor.share) * 100:.1f}%")
+    print(
+        f"idle app over the same clock: "
+        f"{statistics.median(r.idle for r in today) * 100:.1f}% of one core"
+    )
+    print(
+        f"the scripted stream alone (events consumed, nothing drawn): "
+        f"{floor.share * 100:.1f}% (load {floor.load:.1f}); drawing adds "
+        f"{(share - floor.share) * 100:.1f}%"
+    )
     if before:
         old = statistics.median(r.share for r in before)
         print(f"before (extra layout passes per growing flush), runs: {_pct(before)}")
-        print(f"side by side (median, % of one core): before {old * 100:.1f}%, "
-              f"today {share * 100:.1f}%, today / before {share / old:.2f}")
-    print(f"TUI CPU while streaming (median): {share * 100:.1f}% of one core "
-          f"(target <= {TARGET * 100:.0f}%), ratio to target {share / TARGET:.2f}")
+        print(
+            f"side by side (median, % of one core): before {old * 100:.1f}%, "
+            f"today {share * 100:.1f}%, today / before {share / old:.2f}"
+        )
+    print(
+        f"TUI CPU while streaming (median): {share * 100:.1f}% of one core "
+        f"(target <= {TARGET * 100:.0f}%), ratio to target {share / TARGET:.2f}"
+    )
     passed = share <= TARGET
-    print(f"{'PASS' if passed else 'FAIL'}: median {share * 100:.1f}% "
-          f"{'<=' if passed else '>'} {TARGET * 100:.0f}% of one core")
+    print(
+        f"{'PASS' if passed else 'FAIL'}: median {share * 100:.1f}% "
+        f"{'<=' if passed else '>'} {TARGET * 100:.0f}% of one core"
+    )
     return 0 if passed else 1
 
 

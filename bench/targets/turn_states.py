@@ -49,18 +49,44 @@ def main() -> None:
         out = args.out or Path(tmp) / "bench"
         # Wider and deeper than the tests' hybrid (hidden 1024, 8 layers): prefill
         # compute, not the per-step overhead of a 128-wide model, decides TTFT.
-        model = build_tiny_qwen3_next(Path(tmp) / "small-qwen3-next",
-                                      max_position_embeddings=16384, varied_outputs=True,
-                                      hidden_size=1024, blocks=2)
+        model = build_tiny_qwen3_next(
+            Path(tmp) / "small-qwen3-next",
+            max_position_embeddings=16384,
+            varied_outputs=True,
+            hidden_size=1024,
+            blocks=2,
+        )
         for name, plugin in PROFILES.items():
-            write_profile(home / "config", name, model, free_port(), extra=plugin,
-                          server=SERVER, max_model_len=16384)
+            write_profile(
+                home / "config",
+                name,
+                model,
+                free_port(),
+                extra=plugin,
+                server=SERVER,
+                max_model_len=16384,
+            )
         env = {**os.environ, "SPARKCODE_HOME": str(home)}
-        cmd = [sys.executable, "-m", "sparkcode", "bench", "throughput",
-               *[a for name in PROFILES for a in ("--profile", name)],
-               "--prefill", ",".join(str(n) for n in LENGTHS), "--turn-tokens", str(TURN),
-               "--kinds", "code", "--decode-tokens", "16", "-n", str(args.repeats),
-               "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sparkcode",
+            "bench",
+            "throughput",
+            *[a for name in PROFILES for a in ("--profile", name)],
+            "--prefill",
+            ",".join(str(n) for n in LENGTHS),
+            "--turn-tokens",
+            str(TURN),
+            "--kinds",
+            "code",
+            "--decode-tokens",
+            "16",
+            "-n",
+            str(args.repeats),
+            "--out",
+            str(out),
+        ]
         subprocess.run(cmd, env=env, check=True)
         results = json.loads((out / "results.json").read_text())
     report(results["units"])
@@ -75,15 +101,18 @@ def report(units: dict[str, dict[str, dict[str, object]]]) -> None:
         for name in PROFILES:
             runs = [u for k, u in units[name].items() if k.startswith(f"turn:{length}:")]
             re = [int(str(u["prompt_tokens"])) - int(str(u["cached_tokens"])) for u in runs]
-            ttft = statistics.median(float(str(u["ttft_s"])) for u in runs
-                                     if u["ttft_s"] is not None)
+            ttft = statistics.median(
+                float(str(u["ttft_s"])) for u in runs if u["ttft_s"] is not None
+            )
             row[name] = (max(re), ttft)
         (off_re, off_t), (on_re, on_t) = row["hybrid-off"], row["hybrid-on"]
         passed = on_re <= TURN + TURN_STATE_UNIT
         ok = ok and passed
-        print(f"  after {length:>5}: off {off_re:>5} tokens {off_t:.3f} s | on {on_re:>4} "
-              f"tokens {on_t:.3f} s | TTFT off/on {off_t / on_t:.2f}x | "
-              f"{'PASS' if passed else 'FAIL'} (on <= {TURN} + {TURN_STATE_UNIT})")
+        print(
+            f"  after {length:>5}: off {off_re:>5} tokens {off_t:.3f} s | on {on_re:>4} "
+            f"tokens {on_t:.3f} s | TTFT off/on {off_t / on_t:.2f}x | "
+            f"{'PASS' if passed else 'FAIL'} (on <= {TURN} + {TURN_STATE_UNIT})"
+        )
     print("PASS" if ok else "FAIL")
 
 

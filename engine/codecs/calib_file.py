@@ -63,14 +63,21 @@ def save_calibration(
     hidden = {int(t.shape[-1]) for t in inputs.values()}
     if len(hidden) != 1:
         raise CalibrationError(f"captured layers disagree on hidden size: {sorted(hidden)}")
-    tensors = {f"layers.{layer}.mlp_input": t.reshape(-1, t.shape[-1]).to(torch.bfloat16)
-               .contiguous() for layer, t in inputs.items()}
+    tensors = {
+        f"layers.{layer}.mlp_input": t.reshape(-1, t.shape[-1]).to(torch.bfloat16).contiguous()
+        for layer, t in inputs.items()
+    }
     for layer, c in (counts or {}).items():
         tensors[f"layers.{layer}.expert_counts"] = c.to(torch.int64).contiguous()
-    meta = {"format": CALIB_FORMAT, "version": CALIB_VERSION, "hidden_size": str(hidden.pop()),
-            "tokens": json.dumps({str(k): int(v.reshape(-1, v.shape[-1]).shape[0])
-                                  for k, v in inputs.items()}),
-            "source": source}
+    meta = {
+        "format": CALIB_FORMAT,
+        "version": CALIB_VERSION,
+        "hidden_size": str(hidden.pop()),
+        "tokens": json.dumps(
+            {str(k): int(v.reshape(-1, v.shape[-1]).shape[0]) for k, v in inputs.items()}
+        ),
+        "source": source,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     save_file(tensors, str(tmp), metadata=meta)
@@ -93,11 +100,14 @@ class CalibrationFile:
         except Exception as exc:
             raise CalibrationError(f"calibration file {path} is not readable: {exc}") from exc
         if meta.get("format") != CALIB_FORMAT:
-            raise CalibrationError(f"{path} is not a sparkcode calibration file "
-                                   f"(format {meta.get('format')!r})")
+            raise CalibrationError(
+                f"{path} is not a sparkcode calibration file (format {meta.get('format')!r})"
+            )
         if meta.get("version") != CALIB_VERSION:
-            raise CalibrationError(f"{path} has calibration format version "
-                                   f"{meta.get('version')!r}; this build reads {CALIB_VERSION}")
+            raise CalibrationError(
+                f"{path} has calibration format version "
+                f"{meta.get('version')!r}; this build reads {CALIB_VERSION}"
+            )
         self._handle = handle
         self.metadata: dict[str, str] = dict(meta)
         self.hidden_size = int(meta.get("hidden_size", "0"))
@@ -111,8 +121,9 @@ class CalibrationFile:
             return None
         t: torch.Tensor = self._handle.get_tensor(name)
         if t.dim() != 2 or t.shape[1] != self.hidden_size:
-            raise CalibrationError(f"{self.path}: {name} has shape {list(t.shape)}, "
-                                   f"expected [N, {self.hidden_size}]")
+            raise CalibrationError(
+                f"{self.path}: {name} has shape {list(t.shape)}, expected [N, {self.hidden_size}]"
+            )
         return t
 
     def counts(self, layer: int) -> torch.Tensor | None:
@@ -171,8 +182,7 @@ class ActivationCapture:
         return len(self._handles)
 
     def _hook(self, layer: int) -> Callable[..., None]:
-        def record(_module: torch.nn.Module, args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> None:
+        def record(_module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             x = args[0] if args else kwargs.get("hidden_states")
             if not self.enabled or not isinstance(x, torch.Tensor):
                 return
@@ -181,7 +191,9 @@ class ActivationCapture:
             room = self.max_tokens - have
             if room > 0:
                 self.captured.setdefault(layer, []).append(
-                    rows[:room].to("cpu", torch.bfloat16).clone())
+                    rows[:room].to("cpu", torch.bfloat16).clone()
+                )
+
         return record
 
     def detach(self) -> None:
@@ -204,16 +216,16 @@ def is_moe_block(_layer: int, module: torch.nn.Module) -> bool:
 _MODEL_ATTR = "_sparkcode_capture"
 
 
-def attach_to_model(model: torch.nn.Module, max_tokens: int = 16384,
-                    moe_only: bool = True) -> int:
+def attach_to_model(model: torch.nn.Module, max_tokens: int = 16384, moe_only: bool = True) -> int:
     """Hook ``model`` and keep the capture on it; for ``LLM.apply_model``.
 
     The capture object stays with the model, in whatever process the model
     lives in, so this also works with vLLM's worker processes (where
     ``apply_model`` ships a pickled function). Returns the number of hooks.
     """
-    capture = ActivationCapture(max_tokens=max_tokens,
-                                layer_filter=is_moe_block if moe_only else None)
+    capture = ActivationCapture(
+        max_tokens=max_tokens, layer_filter=is_moe_block if moe_only else None
+    )
     count = capture.attach(model)
     setattr(model, _MODEL_ATTR, capture)
     return count

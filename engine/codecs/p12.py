@@ -99,8 +99,13 @@ class PackedBF16:
         idx = self.payload[plane + start * cols // 2 : plane + stop * cols // 2]
         lo, hi = start * cols, stop * cols
         inside = (self.escape_index >= lo) & (self.escape_index < hi)
-        return PackedBF16(torch.cat([sm, idx]), self.exponents, self.escape_index[inside] - lo,
-                          self.escape_values[inside], (stop - start, cols))
+        return PackedBF16(
+            torch.cat([sm, idx]),
+            self.exponents,
+            self.escape_index[inside] - lo,
+            self.escape_values[inside],
+            (stop - start, cols),
+        )
 
     def to_state_dict(self, prefix: str) -> dict[str, torch.Tensor]:
         """Tensors named ``prefix + suffix``; ``prefix`` is the original tensor name."""

@@ -23,8 +23,14 @@ from ._registry import (
 )
 
 __all__ = [
-    "ENV_FEATURES", "FEATURES", "MARKER", "FeatureResult", "register", "register_feature",
-    "run_features", "selected_features",
+    "ENV_FEATURES",
+    "FEATURES",
+    "MARKER",
+    "FeatureResult",
+    "register",
+    "register_feature",
+    "run_features",
+    "selected_features",
 ]
 
 ENV_FEATURES = "SPARKCODE_PLUGIN_FEATURES"

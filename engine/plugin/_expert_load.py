@@ -21,8 +21,9 @@ def matrix_shape(shard: int, inter: int, hidden: int) -> tuple[int, int]:
     return (hidden, inter) if shard == 2 else (inter, hidden)
 
 
-def check_shape(loaded: torch.Tensor, want: tuple[int, int], weight_name: str,
-                expert_id: int) -> torch.Tensor:
+def check_shape(
+    loaded: torch.Tensor, want: tuple[int, int], weight_name: str, expert_id: int
+) -> torch.Tensor:
     """A ``_shape`` tensor must say ``want``; returns it as int64 for the shape parameter."""
     got = tuple(int(d) for d in loaded.reshape(-1).tolist())
     if got != want:
@@ -30,8 +31,15 @@ def check_shape(loaded: torch.Tensor, want: tuple[int, int], weight_name: str,
     return torch.tensor(want, dtype=torch.int64)
 
 
-def copy_rows(target: torch.Tensor, loaded: torch.Tensor, shard: int, inter: int,
-              weight_name: str, expert_id: int, tp: tuple[int, int] = (0, 1)) -> None:
+def copy_rows(
+    target: torch.Tensor,
+    loaded: torch.Tensor,
+    shard: int,
+    inter: int,
+    weight_name: str,
+    expert_id: int,
+    tp: tuple[int, int] = (0, 1),
+) -> None:
     """Copy ``loaded`` into this expert's slice of ``target`` (gate or up rows of w13).
 
     Tensor parallelism ``tp = (rank, size)``: ``inter`` is this rank's share of the expert
@@ -50,9 +58,12 @@ def copy_rows(target: torch.Tensor, loaded: torch.Tensor, shard: int, inter: int
         if loaded.dim() != target.dim() or int(loaded.shape[dim]) != part * size:
             raise ValueError(
                 f"{weight_name}: expert {expert_id} has shape {tuple(loaded.shape)}; at tensor "
-                f"parallel size {size} its dimension {dim} must be {size} x {part}")
+                f"parallel size {size} its dimension {dim} must be {size} x {part}"
+            )
         loaded = loaded.narrow(dim, rank * part, part)
     if tuple(loaded.shape) != tuple(target.shape):
-        raise ValueError(f"{weight_name}: expert {expert_id} has shape {tuple(loaded.shape)}, "
-                         f"expected {tuple(target.shape)}")
+        raise ValueError(
+            f"{weight_name}: expert {expert_id} has shape {tuple(loaded.shape)}, "
+            f"expected {tuple(target.shape)}"
+        )
     target.copy_(loaded)

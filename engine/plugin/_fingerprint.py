@@ -26,8 +26,7 @@ def _docstring_lines(source: str) -> set[int]:
     """Line numbers (1-based) of the first function's docstring in ``source``."""
     tree = ast.parse(source)
     func = next(
-        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
-        None,
+        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
     )
     if func is None or not func.body:
         return set()
@@ -86,7 +85,8 @@ def function_source(module_source: str, qualname: str) -> str | None:
     for part in parts:
         node = next(
             (
-                n for n in scope
+                n
+                for n in scope
                 if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                 and n.name == part
             ),

@@ -50,17 +50,30 @@ __all__ = ["COVERAGE", "ExpertPool", "LiveCoverage", "SLOT_TENSORS"]
 _KINDS = ("fp4", "fp4_scale", "fp4_global_scale", "fp4_shape")
 
 #: The slot tensors :meth:`ExpertPool.swap` takes, by parameter name (without the slot row).
-SLOT_TENSORS = ("w13_weight_fp4", "w13_weight_fp4_scale", "w13_weight_fp4_global_scale",
-                "w2_weight_fp4", "w2_weight_fp4_scale", "w2_weight_fp4_global_scale")
+SLOT_TENSORS = (
+    "w13_weight_fp4",
+    "w13_weight_fp4_scale",
+    "w13_weight_fp4_global_scale",
+    "w2_weight_fp4",
+    "w2_weight_fp4_scale",
+    "w2_weight_fp4_global_scale",
+)
 
 
 class ExpertPool:
     """FP4 slots for ``experts`` on ``layer`` (one slot each), and the layer's slot table."""
 
-    def __init__(self, layer: Any, experts: list[int], inter: int, hidden: int,
-                 num_experts: int, candidates: list[int] | None = None,
-                 to_local: Callable[[int], int] | None = None,
-                 tp: tuple[int, int] = (0, 1)) -> None:
+    def __init__(
+        self,
+        layer: Any,
+        experts: list[int],
+        inter: int,
+        hidden: int,
+        num_experts: int,
+        candidates: list[int] | None = None,
+        to_local: Callable[[int], int] | None = None,
+        tp: tuple[int, int] = (0, 1),
+    ) -> None:
         """``experts`` and ``candidates`` are the checkpoint's (global) ids; under expert
         parallelism ``to_local`` maps them to this rank's (all must be local), and slots and
         the table are indexed by local ids. Under tensor parallelism ``tp = (rank, size)`` and
@@ -73,8 +86,10 @@ class ExpertPool:
         local_candidates = [self.to_local(e) for e in candidates or []]
         self.experts = sorted(set(local))  # slot -> expert (host mirror of the table)
         if any(not 0 <= e < num_experts for e in [*self.experts, *local_candidates]):
-            raise ValueError(f"fp4_pool lists experts {sorted(set(experts))} (candidates "
-                             f"{candidates or []}) for a layer of {num_experts} experts")
+            raise ValueError(
+                f"fp4_pool lists experts {sorted(set(experts))} (candidates "
+                f"{candidates or []}) for a layer of {num_experts} experts"
+            )
         candidates = local_candidates
         self.global_of = dict(zip(local, experts, strict=True))  # for the checkpoint's names
         #: FP4 copies of candidates beyond the slots, kept on the host for live swaps.
@@ -119,8 +134,14 @@ class ExpertPool:
     def _loader(self, name: str) -> Callable[..., bool]:
         kind = next(i for i, k in reversed(list(enumerate(_KINDS))) if name.endswith(k))
 
-        def load(param: torch.nn.Parameter, loaded_weight: torch.Tensor, weight_name: str,
-                 shard_id: str, expert_id: int, return_success: bool = False) -> bool:
+        def load(
+            param: torch.nn.Parameter,
+            loaded_weight: torch.Tensor,
+            weight_name: str,
+            shard_id: str,
+            expert_id: int,
+            return_success: bool = False,
+        ) -> bool:
             local = self.to_local(expert_id)
             if local < 0:
                 return False  # another rank's expert (expert parallelism)
@@ -128,12 +149,16 @@ class ExpertPool:
             if slot is None and local not in self.host:
                 raise ValueError(
                     f"{weight_name}: expert {expert_id} has an FP4 copy but the checkpoint's "
-                    f"fp4_pool does not list it for this layer")
+                    f"fp4_pool does not list it for this layer"
+                )
             shard = SHARDS[shard_id]
             half = shard if shard < 2 else 0  # w13's global scales and shapes: one per half
             if slot is None:  # a candidate: its bytes wait on the host for a live swap
-                target = (param.data[0].clone() if kind == 3 else
-                          self.host.target(local, name, param.data))
+                target = (
+                    param.data[0].clone()
+                    if kind == 3
+                    else self.host.target(local, name, param.data)
+                )
                 self.host.mark(local, shard, kind)
             else:
                 target = param.data[slot]
@@ -143,8 +168,7 @@ class ExpertPool:
             elif kind == 2:  # one global scale per matrix: every rank's part shares it
                 target[half] = loaded_weight.reshape(())
             else:
-                copy_rows(target, loaded_weight, shard, self.inter, weight_name, expert_id,
-                          self.tp)
+                copy_rows(target, loaded_weight, shard, self.inter, weight_name, expert_id, self.tp)
             if slot is not None:
                 self.loaded[slot, shard, kind] = True
             return True
@@ -153,9 +177,10 @@ class ExpertPool:
 
     def missing(self) -> list[str]:
         name = self.global_of.get
-        return [f"experts.{name(self.experts[s], self.experts[s])}.{PROJ_NAMES[p]}."
-                f"weight_{_KINDS[k]}"
-                for s, p, k in (~self.loaded).nonzero().tolist()] + self.host.missing()
+        return [
+            f"experts.{name(self.experts[s], self.experts[s])}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
+            for s, p, k in (~self.loaded).nonzero().tolist()
+        ] + self.host.missing()
 
     @staticmethod
     def expert_tensors(gate: FP4Tensor, up: FP4Tensor, down: FP4Tensor) -> dict[str, torch.Tensor]:
@@ -165,7 +190,8 @@ class ExpertPool:
             "w13_weight_fp4": torch.cat([gate.packed, up.packed]),
             "w13_weight_fp4_scale": torch.cat([gate.scales, up.scales]),
             "w13_weight_fp4_global_scale": torch.cat(
-                [gate.global_scale.reshape(1), up.global_scale.reshape(1)]).float(),
+                [gate.global_scale.reshape(1), up.global_scale.reshape(1)]
+            ).float(),
             "w2_weight_fp4": down.packed,
             "w2_weight_fp4_scale": down.scales,
             "w2_weight_fp4_global_scale": down.global_scale.reshape(1).float(),
@@ -196,8 +222,10 @@ class ExpertPool:
             want = getattr(layer, name)
             got = tensors[name]
             if tuple(got.shape) != tuple(want.shape[1:]) or got.dtype != want.dtype:
-                raise ValueError(f"{name}: expected {want.dtype} {tuple(want.shape[1:])}, got "
-                                 f"{got.dtype} {tuple(got.shape)}")
+                raise ValueError(
+                    f"{name}: expected {want.dtype} {tuple(want.shape[1:])}, got "
+                    f"{got.dtype} {tuple(got.shape)}"
+                )
         previous = self.experts[slot]
         # The table first stops routing the old expert here, then the bytes change, then it
         # routes the new one here; all on one stream, so a step sees one state or the other.
@@ -260,8 +288,10 @@ class LiveCoverage:
     def line(self) -> str:
         routed, pooled = self.totals()
         share = pooled / routed if routed else 0.0
-        return (f"{MARKER} fp4_pool: active ({self.experts} experts at 4 bits; live coverage "
-                f"{100 * share:.1f}% of {routed} routed tokens)")
+        return (
+            f"{MARKER} fp4_pool: active ({self.experts} experts at 4 bits; live coverage "
+            f"{100 * share:.1f}% of {routed} routed tokens)"
+        )
 
     def report(self) -> None:
         """Write :meth:`line` to the log if the counts moved since the last line."""
@@ -284,8 +314,11 @@ class LiveCoverage:
                 try:
                     self.report()
                 except Exception as exc:  # a dead engine or torn-down model: stop quietly
-                    print(f"{MARKER} fp4_pool: coverage reporting stopped ({exc})",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{MARKER} fp4_pool: coverage reporting stopped ({exc})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return
 
         self._thread = threading.Thread(target=run, name="sparkcode-fp4-coverage", daemon=True)

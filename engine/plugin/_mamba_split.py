@@ -64,9 +64,7 @@ def mamba_block_aligned_split(
     a shared-prefix junction. Decode steps are returned unchanged.
     """
     start = (
-        request.num_computed_tokens
-        + num_new_local_computed_tokens
-        + num_external_computed_tokens
+        request.num_computed_tokens + num_new_local_computed_tokens + num_external_computed_tokens
     )
     # A resumed request replays its output tokens: that is prefill too.
     prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
@@ -77,9 +75,7 @@ def mamba_block_aligned_split(
     drop_eagle = self.use_eagle_block_drop
     end = start + num_new_tokens
 
-    last_cacheable = get_mamba_prefill_checkpoint_position(
-        request.num_tokens, grid, drop_eagle
-    )
+    last_cacheable = get_mamba_prefill_checkpoint_position(request.num_tokens, grid, drop_eagle)
     # The prompt checkpoint a backend may export from inside the final chunk.
     tail_unit = self.hash_block_size if self.mamba_partial_cache_hit else self.block_size
     prompt_checkpoint = get_mamba_prefill_checkpoint_position(

@@ -40,8 +40,15 @@ from kernels.p12_gemv import p12_gemv
 from kernels.p12_unpack import p12_unpack
 
 __all__ = [
-    "BLOCK_VALUES", "DECODE_TOKENS", "MIN_VALUES_ENV", "P12EmbeddingMethod", "P12LinearMethod",
-    "adopt_embeddings", "keeps_packed", "packed_bf16_method", "packed_layers",
+    "BLOCK_VALUES",
+    "DECODE_TOKENS",
+    "MIN_VALUES_ENV",
+    "P12EmbeddingMethod",
+    "P12LinearMethod",
+    "adopt_embeddings",
+    "keeps_packed",
+    "packed_bf16_method",
+    "packed_layers",
 ]
 
 FEATURE = "p12_packed"
@@ -67,15 +74,17 @@ def _min_values() -> int:
         return int(raw) if raw else 1 << 20
     except ValueError:
         raise ValueError(
-            f"{MIN_VALUES_ENV} must be a whole number of values, got {raw!r}") from None
+            f"{MIN_VALUES_ENV} must be a whole number of values, got {raw!r}"
+        ) from None
 
 
 def packed_bf16_method(layer: Any, method: Any) -> Any:
     """``method`` (what the layer would get), or a P12 method if it is a BF16 one to pack."""
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
 
-    if method is not None and not isinstance(method, (UnquantizedLinearMethod,
-                                                      UnquantizedEmbeddingMethod)):
+    if method is not None and not isinstance(
+        method, (UnquantizedLinearMethod, UnquantizedEmbeddingMethod)
+    ):
         return method  # FP8 or another quantized method: not a BF16 weight
     if not keeps_packed(layer):
         return method
@@ -90,8 +99,7 @@ def keeps_packed(layer: Any) -> bool:
 
     if FEATURE not in selected_features():
         return False
-    if isinstance(layer, GateLinear) or not isinstance(layer, (LinearBase,
-                                                               VocabParallelEmbedding)):
+    if isinstance(layer, GateLinear) or not isinstance(layer, (LinearBase, VocabParallelEmbedding)):
         return False  # a router keeps its own (often fp32) weight and kernels
     dtype = getattr(layer, "params_dtype", None) or torch.get_default_dtype()
     if dtype != torch.bfloat16:
@@ -133,14 +141,17 @@ class P12LinearMethod(LinearMethodBase):
             return _QKV[shard_id]
         if isinstance(shard_id, int) and 0 <= shard_id < len(layer.p12_rows):
             return shard_id
-        raise ValueError(f"{getattr(layer, 'prefix', 'a layer')}: P12-packed layers load one "
-                         f"shard at a time, got shard {shard_id!r}")
+        raise ValueError(
+            f"{getattr(layer, 'prefix', 'a layer')}: P12-packed layers load one "
+            f"shard at a time, got shard {shard_id!r}"
+        )
 
     def _expected_rows(self, layer: Any, part: int) -> int:
         return int(layer.p12_rows[part])
 
-    def _rank_part(self, layer: Any, part: int, loaded: torch.Tensor,
-                   shard_id: Any) -> torch.Tensor:
+    def _rank_part(
+        self, layer: Any, part: int, loaded: torch.Tensor, shard_id: Any
+    ) -> torch.Tensor:
         """Under tensor parallelism: this rank's rows (column-parallel, merged, QKV with its
         KV-head replicas, vocab shards with their padding) or columns (row-parallel) of
         ``loaded``, cut by the layer's own vLLM loader into a scratch tensor of the rank's
@@ -148,8 +159,9 @@ class P12LinearMethod(LinearMethodBase):
         BF16, freed once the part is packed; the packed form the stream attached describes
         the whole tensor, so the part is packed here (lossless)."""
         rows = sum(int(r) for r in layer.p12_rows)
-        scratch = torch.nn.Parameter(torch.zeros(rows, int(layer.p12_in), dtype=loaded.dtype),
-                                     requires_grad=False)
+        scratch = torch.nn.Parameter(
+            torch.zeros(rows, int(layer.p12_in), dtype=loaded.dtype), requires_grad=False
+        )
         set_weight_attrs(scratch, {"output_dim": 0, "input_dim": 1})
         loader = type(layer).weight_loader
         try:
@@ -161,16 +173,18 @@ class P12LinearMethod(LinearMethodBase):
             raise ValueError(
                 f"{getattr(layer, 'prefix', '') or 'layer'}: weight shard {part} of shape "
                 f"{tuple(loaded.shape)} does not split over {layer.tp_size} tensor-parallel "
-                f"ranks into {tuple(scratch.shape)} ({exc or type(exc).__name__})") from None
+                f"ranks into {tuple(scratch.shape)} ({exc or type(exc).__name__})"
+            ) from None
         start = sum(int(r) for r in layer.p12_rows[:part])
-        return scratch.data[start:start + int(layer.p12_rows[part])]
+        return scratch.data[start : start + int(layer.p12_rows[part])]
 
     def _block_values(self, layer: Any) -> int:
         return BLOCK_VALUES
 
     def _loader(self, layer: Any) -> Any:
-        def load(param: torch.nn.Parameter, loaded_weight: torch.Tensor,
-                 shard_id: Any = None) -> None:
+        def load(
+            param: torch.nn.Parameter, loaded_weight: torch.Tensor, shard_id: Any = None
+        ) -> None:
             sid = getattr(loaded_weight, "shard_id", shard_id) if shard_id is None else shard_id
             part = self._part(layer, sid)
             name = getattr(layer, "prefix", "") or "layer"
@@ -178,8 +192,10 @@ class P12LinearMethod(LinearMethodBase):
                 loaded_weight = self._rank_part(layer, part, loaded_weight, sid)
             want = (self._expected_rows(layer, part), int(layer.p12_in))
             if tuple(loaded_weight.shape) != want:
-                raise ValueError(f"{name}: weight shard {part} is {tuple(loaded_weight.shape)}, "
-                                 f"the model expects {want}")
+                raise ValueError(
+                    f"{name}: weight shard {part} is {tuple(loaded_weight.shape)}, "
+                    f"the model expects {want}"
+                )
             packed = packed_form(loaded_weight)
             if packed is None:  # not from a P12 stream (or narrowed on the way): pack it here
                 packed = p12.pack(loaded_weight.detach().to("cpu", torch.bfloat16).contiguous())
@@ -187,27 +203,32 @@ class P12LinearMethod(LinearMethodBase):
 
         return load
 
-    def _store(self, layer: Any, part: int, packed: p12.PackedBF16,
-               device: torch.device) -> None:
+    def _store(self, layer: Any, part: int, packed: p12.PackedBF16, device: torch.device) -> None:
         rows, cols = packed.shape
         step = rows if cols % 2 else max(1, self._block_values(layer) // cols)
         blocks = []
         for b, start in enumerate(range(0, rows, step)):
             block = packed if step >= rows else packed.row_block(start, min(rows, start + step))
             prefix = f"p12_{part}_{b}"
-            tensors = (block.payload, block.exponents, block.escape_index,
-                       block.escape_values.view(torch.int16))
+            tensors = (
+                block.payload,
+                block.exponents,
+                block.escape_index,
+                block.escape_values.view(torch.int16),
+            )
             for kind, tensor in zip(_KINDS, tensors, strict=True):
-                layer.register_buffer(f"{prefix}_{kind}", tensor.to(device).contiguous(),
-                                      persistent=False)
+                layer.register_buffer(
+                    f"{prefix}_{kind}", tensor.to(device).contiguous(), persistent=False
+                )
             self._after_block(layer, prefix, block, device)
             blocks.append((prefix, block.shape[0]))
         layer.p12_blocks[part] = blocks
         layer.p12_bytes[0] += packed.nbytes
         layer.p12_bytes[1] += 2 * rows * cols
 
-    def _after_block(self, layer: Any, prefix: str, block: p12.PackedBF16,
-                     device: torch.device) -> None:
+    def _after_block(
+        self, layer: Any, prefix: str, block: p12.PackedBF16, device: torch.device
+    ) -> None:
         """Hook for per-block extras (the embedding's row escapes)."""
 
     def process_weights_after_loading(self, layer: Any) -> None:
@@ -215,11 +236,12 @@ class P12LinearMethod(LinearMethodBase):
             return  # tied to an embedding, which checks its own weight
         missing = [i for i, blocks in enumerate(layer.p12_blocks) if not blocks]
         if missing:
-            raise ValueError(f"{getattr(layer, 'prefix', 'a layer')}: the checkpoint has no "
-                             f"weight for shard(s) {missing}")
+            raise ValueError(
+                f"{getattr(layer, 'prefix', 'a layer')}: the checkpoint has no "
+                f"weight for shard(s) {missing}"
+            )
 
-    def apply(self, layer: Any, x: torch.Tensor,
-              bias: torch.Tensor | None = None) -> torch.Tensor:
+    def apply(self, layer: Any, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         return _linear(_source(layer), x, bias)
 
 
@@ -235,24 +257,37 @@ class P12EmbeddingMethod(P12LinearMethod):
         # A lookup table stays one block (a gather has no transient); a head is split.
         return BLOCK_VALUES if isinstance(layer, ParallelLMHead) else 1 << 62
 
-    def _after_block(self, layer: Any, prefix: str, block: p12.PackedBF16,
-                     device: torch.device) -> None:
+    def _after_block(
+        self, layer: Any, prefix: str, block: p12.PackedBF16, device: torch.device
+    ) -> None:
         if isinstance(layer, ParallelLMHead) or block.shape[1] % 2:
             return
         rows, dim = block.shape
-        esc = RowEscapes.build(block.payload.to(device), block.exponents.to(device),
-                               block.escape_index, block.escape_values, rows, dim)
+        esc = RowEscapes.build(
+            block.payload.to(device),
+            block.exponents.to(device),
+            block.escape_index,
+            block.escape_values,
+            rows,
+            dim,
+        )
         layer.p12_row_escapes = esc
 
     def embedding(self, layer: Any, input_: torch.Tensor) -> torch.Tensor:
         src = _source(layer)
-        (prefix, rows), = src.p12_blocks[0]
+        ((prefix, rows),) = src.p12_blocks[0]
         esc: RowEscapes | None = getattr(src, "p12_row_escapes", None)
         if esc is None:  # an odd row length: decode the table (slow, but such tables are rare)
             w = _unpack(src, prefix, rows)
             return F.embedding(input_, w)
-        return p12_embedding(input_, getattr(src, f"{prefix}_payload"),
-                             getattr(src, f"{prefix}_exponents"), esc, rows, int(src.p12_in))
+        return p12_embedding(
+            input_,
+            getattr(src, f"{prefix}_payload"),
+            getattr(src, f"{prefix}_exponents"),
+            esc,
+            rows,
+            int(src.p12_in),
+        )
 
     def tie_weights(self, layer: Any, embed_tokens: Any) -> Any:
         layer.weight = embed_tokens.weight
@@ -272,8 +307,9 @@ def _source(layer: Any) -> Any:
     return tied[0] if tied else layer
 
 
-def _tensors(layer: Any, prefix: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                 torch.Tensor]:
+def _tensors(
+    layer: Any, prefix: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     payload, exps, esc_i, esc_v = (getattr(layer, f"{prefix}_{kind}") for kind in _KINDS)
     return payload, exps, esc_i, esc_v
 
@@ -311,16 +347,25 @@ def adopt_embeddings(model: torch.nn.Module) -> int:
     """
     switched = 0
     for module in model.modules():
-        if (not isinstance(module, VocabParallelEmbedding) or isinstance(module, ParallelLMHead)
-                or not isinstance(module.quant_method, UnquantizedEmbeddingMethod)
-                or module.weight.dtype != torch.bfloat16 or not keeps_packed(module)):
+        if (
+            not isinstance(module, VocabParallelEmbedding)
+            or isinstance(module, ParallelLMHead)
+            or not isinstance(module.quant_method, UnquantizedEmbeddingMethod)
+            or module.weight.dtype != torch.bfloat16
+            or not keeps_packed(module)
+        ):
             continue
         old = module.weight
         del module._parameters["weight"]
         method = P12EmbeddingMethod()
-        method.create_weights(module, module.embedding_dim, module.output_partition_sizes,
-                              module.embedding_dim, module.num_embeddings_padded,
-                              module.params_dtype)
+        method.create_weights(
+            module,
+            module.embedding_dim,
+            module.output_partition_sizes,
+            module.embedding_dim,
+            module.num_embeddings_padded,
+            module.params_dtype,
+        )
         module.quant_method = method
         for head in model.modules():
             if isinstance(head, ParallelLMHead) and head.weight is old:

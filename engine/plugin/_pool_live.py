@@ -45,12 +45,24 @@ from engine.codecs.hotpool import HotPoolSelector, PoolChange
 from ._expert_load import PROJ_NAMES
 from ._registry import FEATURE_MARK, MARKER
 
-__all__ = ["RESELECT", "HostCopies", "LiveReselection", "global_ids", "install_step_hook",
-           "tp_group_reduce"]
+__all__ = [
+    "RESELECT",
+    "HostCopies",
+    "LiveReselection",
+    "global_ids",
+    "install_step_hook",
+    "tp_group_reduce",
+]
 
 #: Names of the slot tensors a candidate has on the host (``_fp4_pool.SLOT_TENSORS``).
-_SLOT_TENSORS = ("w13_weight_fp4", "w13_weight_fp4_scale", "w13_weight_fp4_global_scale",
-                 "w2_weight_fp4", "w2_weight_fp4_scale", "w2_weight_fp4_global_scale")
+_SLOT_TENSORS = (
+    "w13_weight_fp4",
+    "w13_weight_fp4_scale",
+    "w13_weight_fp4_global_scale",
+    "w2_weight_fp4",
+    "w2_weight_fp4_scale",
+    "w2_weight_fp4_global_scale",
+)
 _KINDS = ("fp4", "fp4_scale", "fp4_global_scale", "fp4_shape")
 
 
@@ -61,7 +73,8 @@ class HostCopies:
         self.experts = sorted(set(experts))
         self._tensors: dict[int, dict[str, torch.Tensor]] = {}
         self._loaded: dict[int, torch.Tensor] = {
-            e: torch.zeros(3, len(_KINDS), dtype=torch.bool) for e in self.experts}
+            e: torch.zeros(3, len(_KINDS), dtype=torch.bool) for e in self.experts
+        }
 
     def __contains__(self, expert: object) -> bool:
         return expert in self._tensors or expert in self._loaded
@@ -71,16 +84,20 @@ class HostCopies:
         of ``slots``); allocated on first use."""
         per = self._tensors.setdefault(expert, {})
         if name not in per:
-            per[name] = torch.zeros(slots.shape[1:], dtype=slots.dtype,
-                                    pin_memory=torch.cuda.is_available())
+            per[name] = torch.zeros(
+                slots.shape[1:], dtype=slots.dtype, pin_memory=torch.cuda.is_available()
+            )
         return per[name]
 
     def mark(self, expert: int, shard: int, kind: int) -> None:
         self._loaded[expert][shard, kind] = True
 
     def missing(self) -> list[str]:
-        return [f"experts.{e}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
-                for e, done in self._loaded.items() for p, k in (~done).nonzero().tolist()]
+        return [
+            f"experts.{e}.{PROJ_NAMES[p]}.weight_{_KINDS[k]}"
+            for e, done in self._loaded.items()
+            for p, k in (~done).nonzero().tolist()
+        ]
 
     def has(self, expert: int) -> bool:
         per = self._tensors.get(expert, {})
@@ -90,16 +107,19 @@ class HostCopies:
         """Copy ``slot``'s bytes (``expert``'s) to the host before the slot is reused."""
         self._tensors[expert] = {
             name: getattr(layer, name).data[slot].to("cpu").pin_memory()
-            if torch.cuda.is_available() else getattr(layer, name).data[slot].to("cpu").clone()
-            for name in _SLOT_TENSORS}
+            if torch.cuda.is_available()
+            else getattr(layer, name).data[slot].to("cpu").clone()
+            for name in _SLOT_TENSORS
+        }
 
     def tensors(self, expert: int) -> dict[str, torch.Tensor]:
         return {name: self._tensors[expert][name] for name in _SLOT_TENSORS}
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for per in self._tensors.values()
-                   for t in per.values())
+        return sum(
+            t.numel() * t.element_size() for per in self._tensors.values() for t in per.values()
+        )
 
 
 Reduce = Callable[[torch.Tensor], torch.Tensor]
@@ -174,9 +194,11 @@ class LiveReselection:
     @classmethod
     def from_env(cls) -> LiveReselection:
         env = os.environ.get
-        return cls(interval_s=float(env("SPARKCODE_FP4_RESELECT_INTERVAL_S", "10")),
-                   hysteresis=float(env("SPARKCODE_FP4_RESELECT_HYSTERESIS", "0.1")),
-                   every_steps=max(1, int(env("SPARKCODE_FP4_RESELECT_STEPS", "256"))))
+        return cls(
+            interval_s=float(env("SPARKCODE_FP4_RESELECT_INTERVAL_S", "10")),
+            hysteresis=float(env("SPARKCODE_FP4_RESELECT_HYSTERESIS", "0.1")),
+            every_steps=max(1, int(env("SPARKCODE_FP4_RESELECT_STEPS", "256"))),
+        )
 
     def register(self, index: int, layer: Any) -> None:
         """Re-choose ``layer``'s pool (``layer.w2q_pool`` with host candidates) from now on.
@@ -191,14 +213,29 @@ class LiveReselection:
         selector = None
         if pool is not None and pool.host.experts:
             available[pool.experts + pool.host.experts] = 1.0
-            size = sum(int(getattr(layer, n)[0].numel()) * getattr(layer, n).element_size()
-                       for n in _SLOT_TENSORS)
-            selector = HotPoolSelector(budget_bytes=size * len(pool.experts), expert_bytes=size,
-                                       hysteresis=self.hysteresis, decay=self.decay,
-                                       max_swaps=self.max_swaps,
-                                       initial={(0, e) for e in pool.experts})
-        self.layers.append(_Layer(index, weakref.ref(layer), selector, available,
-                                  torch.zeros(experts, dtype=torch.float64), ids, total))
+            size = sum(
+                int(getattr(layer, n)[0].numel()) * getattr(layer, n).element_size()
+                for n in _SLOT_TENSORS
+            )
+            selector = HotPoolSelector(
+                budget_bytes=size * len(pool.experts),
+                expert_bytes=size,
+                hysteresis=self.hysteresis,
+                decay=self.decay,
+                max_swaps=self.max_swaps,
+                initial={(0, e) for e in pool.experts},
+            )
+        self.layers.append(
+            _Layer(
+                index,
+                weakref.ref(layer),
+                selector,
+                available,
+                torch.zeros(experts, dtype=torch.float64),
+                ids,
+                total,
+            )
+        )
         install_step_hook()
 
     def due(self, now: float | None = None) -> bool:
@@ -225,8 +262,12 @@ class LiveReselection:
             made = self._check_all()
         except Exception as exc:  # noqa: BLE001 - the engine must keep serving
             self._failed = True
-            print(f"{MARKER} fp4_reselect: failed ({type(exc).__name__}: {exc}); the pool "
-                  "stays as it is", file=sys.stderr, flush=True)
+            print(
+                f"{MARKER} fp4_reselect: failed ({type(exc).__name__}: {exc}); the pool "
+                "stays as it is",
+                file=sys.stderr,
+                flush=True,
+            )
             return 0
         self.checks += 1
         if made:
@@ -252,7 +293,7 @@ class LiveReselection:
             total = self.reduce(total)
         made, start = 0, 0
         for entry, row in zip(self.layers, rows, strict=True):
-            summed = total[start:start + row.numel()]
+            summed = total[start : start + row.numel()]
             start += row.numel()
             layer = entry.ref()
             if layer is None or entry.selector is None:
@@ -269,8 +310,10 @@ class LiveReselection:
         outgoing = sorted(e for _, e in change.remove)
         incoming = sorted(e for _, e in change.add)
         if len(outgoing) != len(incoming):  # equal sizes and full slots: cannot happen
-            raise RuntimeError(f"layer {entry.index}: selector changed the pool size "
-                               f"({incoming} in, {outgoing} out)")
+            raise RuntimeError(
+                f"layer {entry.index}: selector changed the pool size "
+                f"({incoming} in, {outgoing} out)"
+            )
         for out_e, in_e in zip(outgoing, incoming, strict=True):
             slot = pool.slot[out_e]
             if not pool.host.has(out_e):
@@ -281,16 +324,21 @@ class LiveReselection:
         return len(incoming)
 
     def line(self) -> str:
-        hosts = [layer.w2q_pool.host for e in self.layers
-                 if (layer := e.ref()) is not None and layer.w2q_pool is not None]
+        hosts = [
+            layer.w2q_pool.host
+            for e in self.layers
+            if (layer := e.ref()) is not None and layer.w2q_pool is not None
+        ]
         gib = sum(h.nbytes for h in hosts) / 2**30
         cands = sum(len(h.experts) for h in hosts)
         last = ""
         if self.last is not None:
             layer, inc, out = self.last
             last = f"; last: layer {layer} expert {inc} in, expert {out} out"
-        return (f"{MARKER} fp4_reselect: live ({self.swaps} swaps in {self.checks} checks"
-                f"{last}; {cands} candidates, {gib:.2f} GiB on the host)")
+        return (
+            f"{MARKER} fp4_reselect: live ({self.swaps} swaps in {self.checks} checks"
+            f"{last}; {cands} candidates, {gib:.2f} GiB on the host)"
+        )
 
 
 RESELECT = LiveReselection.from_env()

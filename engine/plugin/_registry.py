@@ -17,7 +17,13 @@ from typing import Literal
 MARKER = "[sparkcode-plugin]"
 
 Outcome = Literal[
-    "applied", "active", "inactive", "not needed", "not applied", "not available", "failed",
+    "applied",
+    "active",
+    "inactive",
+    "not needed",
+    "not applied",
+    "not available",
+    "failed",
     "warning",
 ]
 

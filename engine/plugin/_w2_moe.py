@@ -124,8 +124,7 @@ class SparkcodeW2Config(QuantizationConfig):
             index = layer_index(prefix)
             pooled = self.pool.get(index, []) if index is not None else []
             candidates = self.candidates.get(index, []) if index is not None else []
-            return W2ExpertsMethod(layer.moe_config, pooled, candidates=candidates,
-                                   index=index)
+            return W2ExpertsMethod(layer.moe_config, pooled, candidates=candidates, index=index)
         method: QuantizeMethodBase | None = None
         if self.source is not None:
             method = self.source.get_quant_method(layer, prefix)
@@ -141,8 +140,14 @@ class W2ExpertsMethod(FusedMoEMethodBase):
     ``pooled`` experts also have an FP4 copy (``engine.plugin._fp4_pool``), used instead.
     """
 
-    def __init__(self, moe: Any, pooled: list[int] | None = None, *,
-                 candidates: list[int] | None = None, index: int | None = None) -> None:
+    def __init__(
+        self,
+        moe: Any,
+        pooled: list[int] | None = None,
+        *,
+        candidates: list[int] | None = None,
+        index: int | None = None,
+    ) -> None:
         super().__init__(moe)
         self.pooled = list(pooled or [])
         self.candidates = list(candidates or []) if self.pooled else []
@@ -160,22 +165,29 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         **extra_weight_attrs: Any,
     ) -> None:
         parallel = self.moe.moe_parallel_config
-        if (int(getattr(parallel, "dp_size", 1)) > 1 or int(getattr(parallel, "pcp_size", 1)) > 1
-                or getattr(parallel, "enable_eplb", False)):
+        if (
+            int(getattr(parallel, "dp_size", 1)) > 1
+            or int(getattr(parallel, "pcp_size", 1)) > 1
+            or getattr(parallel, "enable_eplb", False)
+        ):
             raise ValueError(
                 "sparkcode_w2 serves routed experts under tensor parallelism and expert "
                 "parallelism without data parallelism (every rank sees every token); data or "
-                "context parallelism of the experts and EPLB are not supported")
+                "context parallelism of the experts and EPLB are not supported"
+            )
         tp = (int(getattr(parallel, "tp_rank", 0)), int(parallel.tp_size))
         activation = str(getattr(self.moe.activation, "value", self.moe.activation))
         if activation != "silu":
             raise ValueError(f"sparkcode_w2 experts support the silu activation, not {activation}")
-        for dim, what in ((hidden_size, "hidden size"), (intermediate_size_per_partition,
-                                                          "expert intermediate size")):
+        for dim, what in (
+            (hidden_size, "hidden size"),
+            (intermediate_size_per_partition, "expert intermediate size"),
+        ):
             if dim % GROUP:
                 per_rank = " per tensor-parallel rank" if tp[1] > 1 and dim != hidden_size else ""
-                raise ValueError(f"sparkcode_w2 needs a {what}{per_rank} divisible by {GROUP}, "
-                                 f"got {dim}")
+                raise ValueError(
+                    f"sparkcode_w2 needs a {what}{per_rank} divisible by {GROUP}, got {dim}"
+                )
         inter, hidden = intermediate_size_per_partition, hidden_size
         shapes = {
             "w13_weight_packed": (num_experts, 2 * inter, hidden // CODES_PER_BYTE),
@@ -188,19 +200,23 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             layer.register_parameter(name, param)
             set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter, tp)})
         for name in ("w13_weight_shape", "w2_weight_shape"):
-            param = torch.nn.Parameter(torch.zeros(num_experts, 2, dtype=torch.int64),
-                                       requires_grad=False)
+            param = torch.nn.Parameter(
+                torch.zeros(num_experts, 2, dtype=torch.int64), requires_grad=False
+            )
             layer.register_parameter(name, param)
             set_weight_attrs(param, {"weight_loader": self._loader(layer, name, inter, tp)})
         # Which (expert, shard, tensor kind) arrived: checked after loading, because vLLM does
         # not track the loading of quantized checkpoints.
         layer.register_buffer(
-            "w2q_loaded", torch.zeros(num_experts, 3, 3, dtype=torch.bool), persistent=False)
+            "w2q_loaded", torch.zeros(num_experts, 3, 3, dtype=torch.bool), persistent=False
+        )
         layer.w2q_sizes = (inter, hidden)
         layer.register_buffer(
-            "expert_slot", torch.full((num_experts,), -1, dtype=torch.int32), persistent=False)
+            "expert_slot", torch.full((num_experts,), -1, dtype=torch.int32), persistent=False
+        )
         layer.register_buffer(
-            "expert_tokens", torch.zeros(num_experts, dtype=torch.int64), persistent=False)
+            "expert_tokens", torch.zeros(num_experts, dtype=torch.int64), persistent=False
+        )
         layer.w2q_pool = None
         # Expert parallelism: the checkpoint names global experts; this rank pools its own.
         # A rank holding none of them still gets the (empty) slot tensors: the checkpoint's
@@ -209,8 +225,15 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         pooled = [e for e in self.pooled if to_local(e) >= 0]
         if self.pooled:
             layer.w2q_pool = ExpertPool(
-                layer, pooled, inter, hidden, num_experts, to_local=to_local, tp=tp,
-                candidates=[e for e in self.candidates if to_local(e) >= 0])
+                layer,
+                pooled,
+                inter,
+                hidden,
+                num_experts,
+                to_local=to_local,
+                tp=tp,
+                candidates=[e for e in self.candidates if to_local(e) >= 0],
+            )
         COVERAGE.register(layer, len(pooled))
 
     def _loader(self, layer: Any, name: str, inter: int, tp: tuple[int, int]) -> Any:
@@ -232,8 +255,9 @@ class W2ExpertsMethod(FusedMoEMethodBase):
                 want = matrix_shape(shard, inter * tp[1], int(layer.w2q_sizes[1]))
                 param.data[local] = check_shape(loaded_weight, want, weight_name, expert_id)
             else:
-                copy_rows(param.data[local], loaded_weight, shard, inter, weight_name, expert_id,
-                          tp)
+                copy_rows(
+                    param.data[local], loaded_weight, shard, inter, weight_name, expert_id, tp
+                )
             layer.w2q_loaded[local, shard, kind] = True
             return True
 
@@ -241,8 +265,10 @@ class W2ExpertsMethod(FusedMoEMethodBase):
 
     def process_weights_after_loading(self, layer: Any) -> None:
         kinds = ("weight_packed", "weight_scale", "weight_shape")
-        missing = [f"experts.{e}.{PROJ_NAMES[s]}.{kinds[k]}"
-                   for e, s, k in (~layer.w2q_loaded).nonzero().tolist()]
+        missing = [
+            f"experts.{e}.{PROJ_NAMES[s]}.{kinds[k]}"
+            for e, s, k in (~layer.w2q_loaded).nonzero().tolist()
+        ]
         if layer.w2q_pool is not None:
             missing += layer.w2q_pool.missing()
         if missing:
@@ -250,7 +276,8 @@ class W2ExpertsMethod(FusedMoEMethodBase):
             more = f" and {len(missing) - 6} more" if len(missing) > 6 else ""
             raise ValueError(
                 f"{getattr(layer, 'layer_name', 'a MoE layer')}: the checkpoint has no "
-                f"{shown}{more}")
+                f"{shown}{more}"
+            )
         layer.w2q_weights = moe_weights(layer)
         COVERAGE.start()
         # Every rank registers every layer the checkpoint gives candidates (the ranks'
@@ -278,12 +305,19 @@ class W2ExpertsMethod(FusedMoEMethodBase):
         # Expert parallelism: ids are global; the map (on the device) sends another rank's
         # experts to -1, which the kernel and the reference skip: a partial sum, all-reduced
         # by vLLM's runner like a tensor-parallel one.
-        expert_map = getattr(layer, "expert_map", None) if self.moe.moe_parallel_config.use_ep \
-            else None
+        expert_map = (
+            getattr(layer, "expert_map", None) if self.moe.moe_parallel_config.use_ep else None
+        )
         return w2_fused_moe(
-            x, topk_weights, topk_ids, weights, swiglu_limit=self.swiglu_limit,
+            x,
+            topk_weights,
+            topk_ids,
+            weights,
+            swiglu_limit=self.swiglu_limit,
             weight_on_input=bool(getattr(layer, "apply_router_weight_on_input", False)),
-            expert_tokens=layer.expert_tokens, expert_map=expert_map)
+            expert_tokens=layer.expert_tokens,
+            expert_map=expert_map,
+        )
 
 
 def local_expert_id(layer: Any) -> Any:
@@ -308,14 +342,24 @@ def moe_weights(layer: Any) -> MoEWeights:
         def empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
             return torch.zeros((0, *shape), dtype=dtype, device=dev)
 
-        f13 = (empty((2 * inter, hidden // 2), torch.uint8),
-               empty((2 * inter, hidden // FP4_BLOCK), torch.float8_e4m3fn),
-               empty((2,), torch.float32))
-        f2 = (empty((hidden, inter // 2), torch.uint8),
-              empty((hidden, inter // FP4_BLOCK), torch.float8_e4m3fn),
-              empty((1,), torch.float32))
-    w = MoEWeights(layer.w13_weight_packed.data, layer.w13_weight_scale.data,
-                   layer.w2_weight_packed.data, layer.w2_weight_scale.data, layer.expert_slot,
-                   *(t.data for t in f13), *(t.data for t in f2))
+        f13 = (
+            empty((2 * inter, hidden // 2), torch.uint8),
+            empty((2 * inter, hidden // FP4_BLOCK), torch.float8_e4m3fn),
+            empty((2,), torch.float32),
+        )
+        f2 = (
+            empty((hidden, inter // 2), torch.uint8),
+            empty((hidden, inter // FP4_BLOCK), torch.float8_e4m3fn),
+            empty((1,), torch.float32),
+        )
+    w = MoEWeights(
+        layer.w13_weight_packed.data,
+        layer.w13_weight_scale.data,
+        layer.w2_weight_packed.data,
+        layer.w2_weight_scale.data,
+        layer.expert_slot,
+        *(t.data for t in f13),
+        *(t.data for t in f2),
+    )
     w.check()
     return w

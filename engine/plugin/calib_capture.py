@@ -76,15 +76,18 @@ class EngineCapture:
         from engine.codecs.calib_file import ActivationCapture, is_moe_block
 
         self.directory = directory
-        self.capture = ActivationCapture(max_tokens=max_tokens,
-                                         layer_filter=is_moe_block if moe_only else None,
-                                         enabled=False)
+        self.capture = ActivationCapture(
+            max_tokens=max_tokens, layer_filter=is_moe_block if moe_only else None, enabled=False
+        )
         self._control: Any = None
 
     @classmethod
     def from_env(cls) -> EngineCapture:
-        return cls(Path(os.environ[ENV_DIR]), int(os.environ.get(ENV_TOKENS, "16384")),
-                   os.environ.get(ENV_ALL, "") != "1")
+        return cls(
+            Path(os.environ[ENV_DIR]),
+            int(os.environ.get(ENV_TOKENS, "16384")),
+            os.environ.get(ENV_ALL, "") != "1",
+        )
 
     def attach(self, model: Any) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -109,10 +112,14 @@ class EngineCapture:
             self._control = None
         inputs = self.capture.inputs()
         try:
-            save_calibration(self.directory / CALIB_FILE, inputs,
-                             source=os.environ.get("SPARKCODE_CAPTURE_SOURCE", "served model"))
-            result: dict[str, Any] = {"layers": {str(k): int(v.shape[0])
-                                                 for k, v in inputs.items()}}
+            save_calibration(
+                self.directory / CALIB_FILE,
+                inputs,
+                source=os.environ.get("SPARKCODE_CAPTURE_SOURCE", "served model"),
+            )
+            result: dict[str, Any] = {
+                "layers": {str(k): int(v.shape[0]) for k, v in inputs.items()}
+            }
         except Exception as exc:  # noqa: BLE001 - reported to the driver, never into vLLM
             result = {"error": f"{type(exc).__name__}: {exc}"}
         self.capture.captured.clear()

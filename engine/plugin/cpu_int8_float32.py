@@ -69,14 +69,19 @@ def apply() -> FeatureResult:
         return FeatureResult(NAME, "applied", "already in place")
     found = fingerprint(kernel.process_weights_after_loading)
     if found not in KNOWN_FINGERPRINTS:
-        return FeatureResult(NAME, "not applied",
-                             f"{KERNEL}.process_weights_after_loading is not the known one "
-                             f"(fingerprint {found})")
+        return FeatureResult(
+            NAME,
+            "not applied",
+            f"{KERNEL}.process_weights_after_loading is not the known one (fingerprint {found})",
+        )
     _originals[CHECK] = current
     setattr(module, CHECK, takes_float32(current))
-    return FeatureResult(NAME, "applied",
-                         "int8 layers of a float32 model take the oneDNN route (the AMX "
-                         "kernel takes bf16/fp16 activations only)")
+    return FeatureResult(
+        NAME,
+        "applied",
+        "int8 layers of a float32 model take the oneDNN route (the AMX "
+        "kernel takes bf16/fp16 activations only)",
+    )
 
 
 def revert() -> bool:

@@ -70,9 +70,12 @@ def apply() -> FeatureResult:
         return FeatureResult(NAME, "applied", "already in place")
     _originals[METHOD] = runner_cls.__dict__.get(METHOD)
     setattr(runner_cls, METHOD, _swapping(current))
-    return FeatureResult(NAME, "applied",
-                         "seeded requests get CPU generators without offsets, so a prompt "
-                         "prefilled in several steps does not stop the engine")
+    return FeatureResult(
+        NAME,
+        "applied",
+        "seeded requests get CPU generators without offsets, so a prompt "
+        "prefilled in several steps does not stop the engine",
+    )
 
 
 def revert() -> bool:
@@ -106,8 +109,11 @@ def swap_generator(runner: Any, req_id: str) -> bool:
     """Give ``req_id`` an offsetless generator in the runner and its input batch."""
     state = runner.requests.get(req_id)
     generator = getattr(state, "generator", None)
-    if generator is None or isinstance(generator, OffsetlessGenerator) \
-            or generator.device.type != "cpu":
+    if (
+        generator is None
+        or isinstance(generator, OffsetlessGenerator)
+        or generator.device.type != "cpu"
+    ):
         return False
     copy = offsetless(generator)
     state.generator = copy

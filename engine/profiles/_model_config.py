@@ -44,9 +44,13 @@ def is_int8_compressed_config(config: dict[str, Any]) -> bool:
     groups = quant.get("config_groups")
     if not isinstance(groups, dict):
         return False
-    return any(isinstance(group, dict) and isinstance(group.get("weights"), dict)
-               and group["weights"].get("type") == "int" and group["weights"].get("num_bits") == 8
-               for group in groups.values())
+    return any(
+        isinstance(group, dict)
+        and isinstance(group.get("weights"), dict)
+        and group["weights"].get("type") == "int"
+        and group["weights"].get("num_bits") == 8
+        for group in groups.values()
+    )
 
 
 def model_context(config: dict[str, Any]) -> int | None:

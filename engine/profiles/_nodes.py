@@ -103,14 +103,14 @@ class NodesTable(TomlTable, frozen=True, kw_only=True):
 
     parallel: str = "tp"
     """A string, so that a pipeline mode gets :data:`PP_REFUSAL`, not a list of values."""
-    tensor_parallel: Annotated[int, Meta(ge=2, multiple_of=2, description=(
-        "a positive multiple of the 2 nodes"))] = 2
+    tensor_parallel: Annotated[
+        int, Meta(ge=2, multiple_of=2, description=("a positive multiple of the 2 nodes"))
+    ] = 2
     decode_context_parallel: Annotated[int, Meta(ge=1, description="positive")] | None = None
     master_port: Annotated[int, Meta(ge=1, le=65535, description="in 1..65535")] = 29501
     head: NodeTable
     worker: NodeTable
-    nccl: Annotated[dict[str, str | int],
-                    Meta(description="a table of strings or integers")] = {}
+    nccl: Annotated[dict[str, str | int], Meta(description="a table of strings or integers")] = {}
 
 
 def _fail(source: Path, where: str, why: str) -> ProfileError:
@@ -121,13 +121,19 @@ def _node(name: Literal["head", "worker"], table: NodeTable) -> NodeSpec:
     def text(value: str | None) -> str | None:
         return None if value is None else value.strip()
 
-    return NodeSpec(name=name, address=table.address.strip(), ssh=text(table.ssh),
-                    nic=text(table.nic), cpus=text(table.cpus),
-                    sparkcode=table.sparkcode.strip())
+    return NodeSpec(
+        name=name,
+        address=table.address.strip(),
+        ssh=text(table.ssh),
+        nic=text(table.nic),
+        cpus=text(table.cpus),
+        sparkcode=table.sparkcode.strip(),
+    )
 
 
-def parse_nodes(source: Path, table: NodesTable | None,
-                extra_args: tuple[str, ...]) -> NodesSpec | None:
+def parse_nodes(
+    source: Path, table: NodesTable | None, extra_args: tuple[str, ...]
+) -> NodesSpec | None:
     """The ``[nodes]`` table held to what its types cannot say, or None when the
     profile has none."""
     if table is None:
@@ -136,17 +142,35 @@ def parse_nodes(source: Path, table: NodesTable | None,
     if parallel in ("pp", "tp+pp", "pipeline"):
         raise _fail(source, "nodes", f"parallel = {parallel!r}: {PP_REFUSAL}")
     if parallel not in PARALLEL_MODES:
-        raise _fail(source, "nodes", f"parallel must be one of {', '.join(PARALLEL_MODES)}, "
-                    f"got {parallel!r}")
+        raise _fail(
+            source,
+            "nodes",
+            f"parallel must be one of {', '.join(PARALLEL_MODES)}, got {parallel!r}",
+        )
     tp, dcp = table.tensor_parallel, table.decode_context_parallel
     if dcp is not None and tp % dcp:
-        raise _fail(source, "nodes", f"decode_context_parallel must divide tensor_parallel "
-                    f"({tp}), got {dcp}")
-    for flag in ("-pp", "--pipeline-parallel-size", "-tp", "--tensor-parallel-size",
-                 "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless"):
+        raise _fail(
+            source,
+            "nodes",
+            f"decode_context_parallel must divide tensor_parallel ({tp}), got {dcp}",
+        )
+    for flag in (
+        "-pp",
+        "--pipeline-parallel-size",
+        "-tp",
+        "--tensor-parallel-size",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+        "--headless",
+    ):
         if any(arg == flag or arg.startswith(flag + "=") for arg in extra_args):
-            why = PP_REFUSAL if flag in ("-pp", "--pipeline-parallel-size") else (
-                "the [nodes] table sets it for each node")
+            why = (
+                PP_REFUSAL
+                if flag in ("-pp", "--pipeline-parallel-size")
+                else ("the [nodes] table sets it for each node")
+            )
             raise _fail(source, "server", f"extra_args: {flag}: {why}")
     head, worker = _node("head", table.head), _node("worker", table.worker)
     if head.ssh is not None:
@@ -154,19 +178,28 @@ def parse_nodes(source: Path, table: NodesTable | None,
     if worker.ssh is not None and worker.ssh.startswith("-"):
         raise _fail(source, "nodes.worker", f"ssh: {worker.ssh!r} is not a host alias")
     if head.address == worker.address and worker.ssh is not None:
-        raise _fail(source, "nodes.worker", "address equals the head's; each node needs its "
-                    "own IP on the link")
-    return NodesSpec(head=head, worker=worker, parallel=typing.cast(Parallel, parallel),
-                     tensor_parallel=tp, decode_context_parallel=dcp,
-                     master_port=table.master_port,
-                     nccl={key: str(value) for key, value in table.nccl.items()})
+        raise _fail(
+            source,
+            "nodes.worker",
+            "address equals the head's; each node needs its own IP on the link",
+        )
+    return NodesSpec(
+        head=head,
+        worker=worker,
+        parallel=typing.cast(Parallel, parallel),
+        tensor_parallel=tp,
+        decode_context_parallel=dcp,
+        master_port=table.master_port,
+        nccl={key: str(value) for key, value in table.nccl.items()},
+    )
 
 
 def is_glm53_flash(config: dict[str, Any]) -> bool:
     """GLM-5.3-Flash's family (vLLM's ``Glm5Next``), by model type or architecture."""
     archs = config.get("architectures") or []
     return config.get("model_type") == "glm5_next" or any(
-        isinstance(a, str) and a.startswith("Glm5Next") for a in archs)
+        isinstance(a, str) and a.startswith("Glm5Next") for a in archs
+    )
 
 
 def check_pipeline_parallel(argv: tuple[str, ...], model_dir: Path) -> None:
@@ -199,8 +232,17 @@ def check_model_for_nodes(nodes: NodesSpec, model_dir: Path) -> None:
             f"tensor_parallel = {nodes.tensor_parallel} does not divide the model's "
             f"{heads} attention heads ({model_dir / 'config.json'}); pick a divisor of {heads}"
         )
-    experts = next((v for part in (text, config) for key in ("n_routed_experts", "num_experts")
-                    if isinstance(v := part.get(key), int)), None)
+    experts = next(
+        (
+            v
+            for part in (text, config)
+            for key in ("n_routed_experts", "num_experts")
+            if isinstance(v := part.get(key), int)
+        ),
+        None,
+    )
     if nodes.parallel == "tp+ep" and not isinstance(experts, int):
-        raise ProfileError(f'parallel = "tp+ep" needs a mixture-of-experts model; '
-                           f"{model_dir / 'config.json'} names no experts")
+        raise ProfileError(
+            f'parallel = "tp+ep" needs a mixture-of-experts model; '
+            f"{model_dir / 'config.json'} names no experts"
+        )

@@ -81,14 +81,19 @@ def model_dir_for(profile: Profile, paths: Paths) -> Path:
     return Path(expand(profile.model_path, paths))
 
 
-def render(profile: Profile, paths: Paths, *, port: int | None = None,
-           python: str | None = None) -> LaunchSpec:
+def render(
+    profile: Profile, paths: Paths, *, port: int | None = None, python: str | None = None
+) -> LaunchSpec:
     """The exact command line and environment for ``profile``."""
     if profile.kind == "endpoint":
         assert profile.base_url is not None
         return LaunchSpec(
-            profile=profile.name, argv=[], env={}, base_url=profile.base_url,
-            model=profile.endpoint_model, api_key_env=profile.api_key_env,
+            profile=profile.name,
+            argv=[],
+            env={},
+            base_url=profile.base_url,
+            model=profile.endpoint_model,
+            api_key_env=profile.api_key_env,
         )
     port = port or profile.port
     if not 0 < port < 65536:
@@ -99,11 +104,17 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
     # launcher of `vllm serve` (engine/serve.py) on both nodes.
     entry = "engine.serve" if profile.nodes is not None else "vllm.entrypoints.openai.api_server"
     argv = [
-        python or sys.executable, "-m", entry,
-        "--model", str(model_dir),
-        "--served-model-name", served,
-        "--host", profile.host,
-        "--port", str(port),
+        python or sys.executable,
+        "-m",
+        entry,
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        served,
+        "--host",
+        profile.host,
+        "--port",
+        str(port),
     ]
     if profile.max_model_len:
         argv += ["--max-model-len", str(profile.max_model_len)]
@@ -165,9 +176,14 @@ def render(profile: Profile, paths: Paths, *, port: int | None = None,
         env["SPARKCODE_PLUGIN_FEATURES"] = ""
     env.update(profile.env)
     head = LaunchSpec(
-        profile=profile.name, argv=argv, env=env,
-        base_url=f"http://{_url_host(profile.host)}:{port}/v1", model=served,
-        host=profile.host, port=port, model_path=model_dir,
+        profile=profile.name,
+        argv=argv,
+        env=env,
+        base_url=f"http://{_url_host(profile.host)}:{port}/v1",
+        model=served,
+        host=profile.host,
+        port=port,
+        model_path=model_dir,
     )
     if profile.nodes is None:
         check_pipeline_parallel(profile.extra_args, model_dir)
@@ -198,8 +214,9 @@ def _models_local(profile: Profile, model_dir: Path, paths: Paths) -> bool:
     return all(src and (Path(src).is_absolute() or Path(src).is_dir()) for src in sources)
 
 
-def render_nodes(profile: Profile, paths: Paths, *, port: int | None = None,
-                 python: str | None = None) -> list[LaunchSpec]:
+def render_nodes(
+    profile: Profile, paths: Paths, *, port: int | None = None, python: str | None = None
+) -> list[LaunchSpec]:
     """One launch per node, head first (a single-node profile: just the head)."""
     head = render(profile, paths, port=port, python=python)
     return [head, *head.workers]
@@ -210,8 +227,16 @@ def node_specs(head: LaunchSpec, nodes: NodesSpec, model_dir: Path) -> LaunchSpe
     for the rank, ``--headless``, the host and the node's own ``VLLM_HOST_IP``/NIC."""
     check_model_for_nodes(nodes, model_dir)
     check_pipeline_parallel(tuple(head.argv), model_dir)
-    shared = ["--tensor-parallel-size", str(nodes.tensor_parallel), "--nnodes", "2",
-              "--master-addr", nodes.head.address, "--master-port", str(nodes.master_port)]
+    shared = [
+        "--tensor-parallel-size",
+        str(nodes.tensor_parallel),
+        "--nnodes",
+        "2",
+        "--master-addr",
+        nodes.head.address,
+        "--master-port",
+        str(nodes.master_port),
+    ]
     if nodes.decode_context_parallel is not None:
         shared += ["--decode-context-parallel-size", str(nodes.decode_context_parallel)]
     if nodes.parallel == "tp+ep":
@@ -235,9 +260,16 @@ def node_specs(head: LaunchSpec, nodes: NodesSpec, model_dir: Path) -> LaunchSpe
 
     worker_argv, worker_env = launch(1)
     worker = replace(
-        head, argv=worker_argv, env=worker_env, host=nodes.worker.address, node="worker",
-        node_rank=1, ssh=nodes.worker.ssh, remote_sparkcode=nodes.worker.sparkcode,
-        base_url="", workers=(),
+        head,
+        argv=worker_argv,
+        env=worker_env,
+        host=nodes.worker.address,
+        node="worker",
+        node_rank=1,
+        ssh=nodes.worker.ssh,
+        remote_sparkcode=nodes.worker.sparkcode,
+        base_url="",
+        workers=(),
     )
     head_argv, head_env = launch(0)
     return replace(head, argv=head_argv, env=head_env, workers=(worker,))
@@ -255,14 +287,18 @@ def _structured_outputs_args(profile: Profile) -> list[str]:
     """The flag above, unless the profile's ``extra_args`` set it (also as
     ``--structured-outputs-config=...`` or one ``--structured-outputs-config.KEY``)."""
     flag = "--structured-outputs-config"
-    if any(arg.split("=", 1)[0] == flag or arg.startswith(flag + ".")
-           for arg in profile.extra_args):
+    if any(
+        arg.split("=", 1)[0] == flag or arg.startswith(flag + ".") for arg in profile.extra_args
+    ):
         return []
     return [flag, json.dumps(STRUCTURED_OUTPUTS)]
 
 
-CHUNK_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill",
-               "--max-num-batched-tokens")
+CHUNK_FLAGS = (
+    "--enable-chunked-prefill",
+    "--no-enable-chunked-prefill",
+    "--max-num-batched-tokens",
+)
 """The flags of prefill chunking; a profile's ``extra_args`` that name one decide it."""
 
 
@@ -287,7 +323,8 @@ def _whole_prompts_on_cpu(profile: Profile, model_dir: Path) -> list[str]:
         raise ProfileError(
             f"profile {profile.name!r}: set [server] max_model_len (CPU profiles prefill a "
             f"whole prompt in one step, and {model_dir / 'config.json'} does not say the "
-            "model's context)")
+            "model's context)"
+        )
     return ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(context)]
 
 
@@ -338,8 +375,10 @@ def _plugin_features(profile: Profile, model_dir: Path) -> list[str]:
         return features
     if is_hybrid_config(config) and "cpu_seeded_chunks" not in features:
         features.append("cpu_seeded_chunks")
-    if (profile.dtype in ("float32", "float") and is_int8_compressed_config(config)
-            and "cpu_int8_float32" not in features):
+    if (
+        profile.dtype in ("float32", "float")
+        and is_int8_compressed_config(config)
+        and "cpu_int8_float32" not in features
+    ):
         features.append("cpu_int8_float32")
     return features
-

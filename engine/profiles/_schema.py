@@ -20,12 +20,22 @@ from ._nodes import NodesSpec, NodesTable, parse_nodes
 from ._toml import TomlTable, decode_toml
 
 ProfileKind = Literal["vllm", "endpoint"]
-BUILTIN_MODELS: tuple[str, ...] = ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct",
-                                    "qwen2.5-coder-1.5b-instruct",
-                                    "qwen2.5-coder-1.5b-instruct-w8a8")
-PLUGIN_FEATURES: tuple[str, ...] = ("scheduler_fix", "w2_quant", "fp4_pool", "calib_capture",
-                                     "p12_packed", "turn_states", "cpu_seeded_chunks",
-                                     "cpu_int8_float32")
+BUILTIN_MODELS: tuple[str, ...] = (
+    "smollm2-135m-instruct",
+    "qwen2.5-coder-0.5b-instruct",
+    "qwen2.5-coder-1.5b-instruct",
+    "qwen2.5-coder-1.5b-instruct-w8a8",
+)
+PLUGIN_FEATURES: tuple[str, ...] = (
+    "scheduler_fix",
+    "w2_quant",
+    "fp4_pool",
+    "calib_capture",
+    "p12_packed",
+    "turn_states",
+    "cpu_seeded_chunks",
+    "cpu_int8_float32",
+)
 
 USAGE_STATS_OFF: dict[str, str] = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 """What every engine launch sets unless its profile says ``[server] usage_stats = true``:
@@ -145,8 +155,9 @@ class _ModelTable(_Table, frozen=True):
 
 
 class _ServerTable(_Table, frozen=True):
-    port: Annotated[int, Meta(ge=1, le=65535, description="positive and at most 65535")] \
-        | None = None
+    port: Annotated[int, Meta(ge=1, le=65535, description="positive and at most 65535")] | None = (
+        None
+    )
     host: str | None = None
     max_model_len: _Positive | None = None
     dtype: str | None = None
@@ -157,8 +168,9 @@ class _ServerTable(_Table, frozen=True):
     enable_auto_tool_choice: bool | None = None
     reasoning_config: dict[str, Any] | None = None
     model_runner_v2: bool | None = None
-    gpu_memory_utilization: Annotated[float, Meta(gt=0, le=1, description="in (0, 1]")] \
-        | None = None
+    gpu_memory_utilization: Annotated[float, Meta(gt=0, le=1, description="in (0, 1]")] | None = (
+        None
+    )
     usage_stats: bool | None = None
     extra_args: tuple[str, ...] | None = None
 
@@ -218,8 +230,9 @@ class _ProfileFile(_Table, frozen=True):
     profile: _ProfileTable = _ProfileTable()
     model: _ModelTable = _ModelTable()
     server: _ServerTable = _ServerTable()
-    env: Annotated[dict[str, str | int | float],
-                   Meta(description="a table of strings or numbers")] = {}
+    env: Annotated[
+        dict[str, str | int | float], Meta(description="a table of strings or numbers")
+    ] = {}
     speculative: _SpeculativeTable | None = None
     plugin: _PluginTable = _PluginTable()
     cpu: _CpuTable = _CpuTable()
@@ -231,8 +244,11 @@ class _ProfileFile(_Table, frozen=True):
 
 def _given(table: _Table, **renamed: str) -> dict[str, Any]:
     """The keys a table gives, under ``Profile``'s names (``renamed``: key -> field)."""
-    return {renamed.get(name, name): getattr(table, name) for name in table.__struct_fields__
-            if getattr(table, name) is not None}
+    return {
+        renamed.get(name, name): getattr(table, name)
+        for name in table.__struct_fields__
+        if getattr(table, name) is not None
+    }
 
 
 def parse_profile(text: str, source: Path) -> Profile:
@@ -241,12 +257,17 @@ def parse_profile(text: str, source: Path) -> Profile:
     meta = doc.profile
     if not meta.name:
         raise ProfileError(f"{source}: [profile] name is required")
-    common: dict[str, Any] = {"name": meta.name, "description": meta.description,
-                              "source": source, "agent": doc.agent}
+    common: dict[str, Any] = {
+        "name": meta.name,
+        "description": meta.description,
+        "source": source,
+        "agent": doc.agent,
+    }
     if meta.kind == "endpoint":
         if doc.nodes is not None:
             raise ProfileError(
-                f"{source}: [nodes] is for vllm profiles; an endpoint runs no engine")
+                f"{source}: [nodes] is for vllm profiles; an endpoint runs no engine"
+            )
         ep = doc.endpoint
         if not ep.base_url.startswith(("http://", "https://")):
             raise ProfileError(f"{source}: [endpoint] base_url must be an http(s) URL")
@@ -256,9 +277,14 @@ def parse_profile(text: str, source: Path) -> Profile:
                 f"{source}: [endpoint] api_key_env must name an environment variable, "
                 "not hold a key"
             )
-        return Profile(kind="endpoint", base_url=ep.base_url.rstrip("/"),
-                       endpoint_model=ep.model or None, api_key_env=key_env,
-                       vision=bool(ep.vision), **common)
+        return Profile(
+            kind="endpoint",
+            base_url=ep.base_url.rstrip("/"),
+            endpoint_model=ep.model or None,
+            api_key_env=key_env,
+            vision=bool(ep.vision),
+            **common,
+        )
 
     model = doc.model
     if (model.path is None) == (model.builtin is None):
@@ -267,8 +293,10 @@ def parse_profile(text: str, source: Path) -> Profile:
     vnni = doc.cpu.with_vnni
     if vnni is not None:
         if vnni.builtin is not None and model.builtin is None:
-            raise ProfileError(f"{source}: [cpu.with_vnni] builtin replaces [model] builtin; "
-                               "a profile with [model] path has none")
+            raise ProfileError(
+                f"{source}: [cpu.with_vnni] builtin replaces [model] builtin; "
+                "a profile with [model] path has none"
+            )
         _check_builtin(source, "[cpu.with_vnni] builtin", vnni.builtin)
     server = doc.server
     if server.enable_auto_tool_choice and not server.tool_call_parser:
@@ -281,21 +309,29 @@ def parse_profile(text: str, source: Path) -> Profile:
                 f"{source}: [plugin] unknown feature {feat!r} (known: {', '.join(PLUGIN_FEATURES)})"
             )
     if doc.plugin.kept_turn_states is not None and "turn_states" not in doc.plugin.features:
-        raise ProfileError(f"{source}: [plugin] kept_turn_states needs the turn_states feature "
-                           "in [plugin] features")
+        raise ProfileError(
+            f"{source}: [plugin] kept_turn_states needs the turn_states feature "
+            "in [plugin] features"
+        )
     if "turn_states" in doc.plugin.features and server.enable_prefix_caching is False:
-        raise ProfileError(f"{source}: [plugin] feature turn_states keeps states in the prefix "
-                           "cache, but [server] enable_prefix_caching is false")
+        raise ProfileError(
+            f"{source}: [plugin] feature turn_states keeps states in the prefix "
+            "cache, but [server] enable_prefix_caching is false"
+        )
     for name in _USAGE_SWITCHES:
         if name in doc.env:
-            raise ProfileError(f"{source}: [env] {name}: vLLM's usage reporting is said by "
-                               "[server] usage_stats (off unless it is true)")
+            raise ProfileError(
+                f"{source}: [env] {name}: vLLM's usage reporting is said by "
+                "[server] usage_stats (off unless it is true)"
+            )
     nodes = parse_nodes(source, doc.nodes, server.extra_args or ())
     fields: dict[str, Any] = {
-        **_given(model, path="model_path", builtin="model_builtin"), **_given(server),
+        **_given(model, path="model_path", builtin="model_builtin"),
+        **_given(server),
         **_given(doc.plugin, enabled="plugin_enabled", features="plugin_features"),
-        **_given(doc.cpu, kvcache_space_gib="cpu_kvcache_space_gib",
-                 bind_all_cores="cpu_bind_all_cores"),
+        **_given(
+            doc.cpu, kvcache_space_gib="cpu_kvcache_space_gib", bind_all_cores="cpu_bind_all_cores"
+        ),
         **_given(doc.memory, need_gib="memory_need_gib"),
     }
     without = fields.pop("without_bf16", None)
@@ -304,20 +340,26 @@ def parse_profile(text: str, source: Path) -> Profile:
         del fields["min_ram_gib"]  # the condition, not a Profile field
     fields.pop("with_vnni", None)
     if vnni is not None and cpu_has_vnni():
-        fields.update(_given(vnni, builtin="model_builtin", need_gib="memory_need_gib"),
-                      cpu_with_vnni=model.builtin)
+        fields.update(
+            _given(vnni, builtin="model_builtin", need_gib="memory_need_gib"),
+            cpu_with_vnni=model.builtin,
+        )
 
     return Profile(
-        kind="vllm", **common, **fields,
+        kind="vllm",
+        **common,
+        **fields,
         env={key: str(value) for key, value in doc.env.items()},
-        speculative=_speculative(source, doc.speculative), nodes=nodes,
+        speculative=_speculative(source, doc.speculative),
+        nodes=nodes,
     )
 
 
 def _check_builtin(source: Path, key: str, name: str | None) -> None:
     if name is not None and name not in BUILTIN_MODELS:
-        raise ProfileError(f"{source}: {key} {name!r} is unknown "
-                           f"(known: {', '.join(BUILTIN_MODELS)})")
+        raise ProfileError(
+            f"{source}: {key} {name!r} is unknown (known: {', '.join(BUILTIN_MODELS)})"
+        )
 
 
 def _speculative(source: Path, spec: _SpeculativeTable | None) -> SpeculativeSpec | None:
@@ -340,8 +382,9 @@ def _speculative(source: Path, spec: _SpeculativeTable | None) -> SpeculativeSpe
             )
         if not spec.model:
             raise ProfileError(f"{source}: [speculative] dflash needs the drafter 'model' path")
-    return SpeculativeSpec(method=spec.method, model=spec.model, num_speculative_tokens=k,
-                           draft_block_size=block)
+    return SpeculativeSpec(
+        method=spec.method, model=spec.model, num_speculative_tokens=k, draft_block_size=block
+    )
 
 
 def load_profile_file(path: Path) -> Profile:

@@ -29,18 +29,31 @@ from engine.errors import UserError
 T = TypeVar("T")
 
 _MESSAGE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
-_TYPE_NAMES = {"int": "an integer", "float": "a number", "str": "a string",
-               "bool": "true or false", "array": "a list", "object": "a table"}
-_PLURALS = {"int": "integers", "float": "numbers", "str": "strings", "bool": "booleans",
-            "object": "tables", "array": "lists"}
+_TYPE_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "array": "a list",
+    "object": "a table",
+}
+_PLURALS = {
+    "int": "integers",
+    "float": "numbers",
+    "str": "strings",
+    "bool": "booleans",
+    "object": "tables",
+    "array": "lists",
+}
 
 
 class TomlTable(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One table of a strict TOML file: an unknown key is an error naming it."""
 
 
-def decode_toml(text: str, kind: type[T], source: Path, error: type[UserError], *,
-                colon: bool) -> T:
+def decode_toml(
+    text: str, kind: type[T], source: Path, error: type[UserError], *, colon: bool
+) -> T:
     """Parse ``text`` as TOML and hold it to ``kind``; a :class:`UserError` of
     type ``error`` names ``source`` and the problem."""
     try:
@@ -50,20 +63,37 @@ def decode_toml(text: str, kind: type[T], source: Path, error: type[UserError], 
     return convert_toml(doc, kind, source, error, colon=colon)
 
 
-def convert_toml(doc: dict[str, Any], kind: type[T], source: Path, error: type[UserError], *,
-                 colon: bool, where: str | None = None) -> T:
+def convert_toml(
+    doc: dict[str, Any],
+    kind: type[T],
+    source: Path,
+    error: type[UserError],
+    *,
+    colon: bool,
+    where: str | None = None,
+) -> T:
     """Hold an already parsed TOML document to ``kind`` (see :func:`decode_toml`);
     ``where``: one table of a file (``config.toml: [mcp.servers.x]``), not the file."""
     try:
         return msgspec.convert(doc, kind, strict=True)
     except msgspec.ValidationError as exc:
-        raise error(describe_error(str(exc), kind, doc, where or f"{source}:", colon=colon,
-                                   sections=where is None)) from None
+        raise error(
+            describe_error(
+                str(exc), kind, doc, where or f"{source}:", colon=colon, sections=where is None
+            )
+        ) from None
 
 
-def describe_error(message: str, root: type, doc: dict[str, Any], where: str, *,
-                   colon: bool, sections: bool = False,
-                   labels: Mapping[str, str] | None = None) -> str:
+def describe_error(
+    message: str,
+    root: type,
+    doc: dict[str, Any],
+    where: str,
+    *,
+    colon: bool,
+    sections: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> str:
     """msgspec's validation ``message`` for ``doc`` held to ``root``, in words;
     ``sections``: ``root``'s fields are a file's tables; ``labels``: a key's name
     as the user wrote it (a command-line flag)."""
@@ -88,8 +118,12 @@ def describe_error(message: str, root: type, doc: dict[str, Any], where: str, *,
     *table, key = steps
     struct = _type_at(root, table)
     field = _field_type(struct, key)
-    if what.startswith("Expected `object`") and len(steps) == 1 and field is not None \
-            and _struct_of(field) is not None:
+    if (
+        what.startswith("Expected `object`")
+        and len(steps) == 1
+        and field is not None
+        and _struct_of(field) is not None
+    ):
         return f"{where} {key} must be a table"
     must = _must(field) or _literal(struct, key)
     value = _value_at(doc, steps)
@@ -123,8 +157,11 @@ def _expected(names: str, indexed: bool) -> str:
 def _must(field: mi.Type | None) -> str | None:
     """What a value of ``field`` must be: its description, or its literal values."""
     for t in _members(field):
-        if isinstance(t, mi.Metadata) and t.extra_json_schema \
-                and "description" in t.extra_json_schema:
+        if (
+            isinstance(t, mi.Metadata)
+            and t.extra_json_schema
+            and "description" in t.extra_json_schema
+        ):
             return str(t.extra_json_schema["description"])
     return None
 
@@ -182,8 +219,9 @@ def _type_at(root: type, steps: list[str]) -> mi.StructType | None:
 
 
 def _is_dict(t: mi.Type | None) -> bool:
-    return any(isinstance(m.type if isinstance(m, mi.Metadata) else m, mi.DictType)
-               for m in _members(t))
+    return any(
+        isinstance(m.type if isinstance(m, mi.Metadata) else m, mi.DictType) for m in _members(t)
+    )
 
 
 def _field_type(struct: mi.StructType | None, key: str) -> mi.Type | None:
@@ -221,8 +259,9 @@ def _bad_entry(struct: mi.StructType | None, key: str, table: dict[str, Any]) ->
 
 
 def _is_optional(hint: Any) -> bool:
-    return typing.get_origin(hint) in (typing.Union, types.UnionType) \
-        and type(None) in typing.get_args(hint)
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(
+        None
+    ) in typing.get_args(hint)
 
 
 def _value_at(doc: Any, steps: list[str]) -> Any:

@@ -119,7 +119,7 @@ def estimate_output_bytes(reader: CheckpointReader, options: ConvertOptions) -> 
             numel *= d
         if kind == "routed_expert":
             total += numel // 4 + numel // 32
-        elif kind == "fp8_scale" and classify(name[:-len("_scale_inv")]).kind == "routed_expert":
+        elif kind == "fp8_scale" and classify(name[: -len("_scale_inv")]).kind == "routed_expert":
             continue
         elif th.dtype == "BF16":
             total += numel * 3 // 2
@@ -132,8 +132,11 @@ def estimate_calib_bytes(reader: CheckpointReader, tokens: int) -> int:
     layers = {c.layer for n in reader.headers if (c := classify(n)).kind == "routed_expert"}
     hidden = int(text_config(reader.config()).get("hidden_size", 0) or 0)
     if not hidden:
-        routers = [th for n, th in reader.headers.items() if classify(n).kind == "router"
-                   and len(th.shape) == 2]
+        routers = [
+            th
+            for n, th in reader.headers.items()
+            if classify(n).kind == "router" and len(th.shape) == 2
+        ]
         hidden = int(routers[0].shape[1]) if routers else 0
     return len(layers) * tokens * hidden * 2
 
@@ -144,8 +147,13 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def check_disk(dst: Path, stage: Path, reader: CheckpointReader, options: ConvertOptions,
-               boot: BootstrapOptions) -> None:
+def check_disk(
+    dst: Path,
+    stage: Path,
+    reader: CheckpointReader,
+    options: ConvertOptions,
+    boot: BootstrapOptions,
+) -> None:
     """Refuse to start when DST's file system cannot hold one model plus one capture."""
     model = estimate_output_bytes(reader, options)
     calib = estimate_calib_bytes(reader, boot.calib_tokens)
@@ -156,20 +164,26 @@ def check_disk(dst: Path, stage: Path, reader: CheckpointReader, options: Conver
             f"not enough disk space in {dst.parent}: the calibrated conversion needs about "
             f"{need / GiB:.1f} GiB more (one converted model of ~{model / GiB:.1f} GiB at a time "
             f"plus calibration inputs of ~{calib / GiB:.1f} GiB), {free / GiB:.1f} GiB are free; "
-            "free some space or choose a DST on a larger disk")
+            "free some space or choose a DST on a larger disk"
+        )
 
 
 # -- state -------------------------------------------------------------------------------
 
 
-def _fingerprint(reader: CheckpointReader, options: ConvertOptions,
-                 boot: BootstrapOptions) -> dict[str, Any]:
+def _fingerprint(
+    reader: CheckpointReader, options: ConvertOptions, boot: BootstrapOptions
+) -> dict[str, Any]:
     h = hashlib.sha256()
     for shard in reader.shards:
         h.update(f"{shard.name}:{shard.size}\n".encode())
     conv = replace(options, method="gptq", calib=None).fingerprint(None)
-    return {"source": str(reader.root.resolve()), "layout_sha256": h.hexdigest(),
-            "convert": conv, "bootstrap": boot.to_json()}
+    return {
+        "source": str(reader.root.resolve()),
+        "layout_sha256": h.hexdigest(),
+        "convert": conv,
+        "bootstrap": boot.to_json(),
+    }
 
 
 def _load_state(stage: Path) -> dict[str, Any]:
@@ -181,8 +195,9 @@ def _load_state(stage: Path) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise BootstrapError(f"{stage} has no {STATE_NAME}; delete it to start over") from exc
     except (ValueError, AttributeError) as exc:
-        raise BootstrapError(f"{stage / STATE_NAME} is corrupt ({exc}); delete {stage} "
-                             "to start over") from exc
+        raise BootstrapError(
+            f"{stage / STATE_NAME} is corrupt ({exc}); delete {stage} to start over"
+        ) from exc
 
 
 def _save_state(stage: Path, state: dict[str, Any]) -> None:
@@ -194,20 +209,25 @@ def _save_state(stage: Path, state: dict[str, Any]) -> None:
     tmp.replace(stage / STATE_NAME)
 
 
-def _open(stage: Path, fingerprint: dict[str, Any], resume: bool,
-          report: BootstrapProgress) -> dict[str, Any]:
+def _open(
+    stage: Path, fingerprint: dict[str, Any], resume: bool, report: BootstrapProgress
+) -> dict[str, Any]:
     if stage.exists():
         if not resume:
             raise BootstrapError(
                 f"an unfinished calibrated conversion is in {stage}; rerun with --resume to "
-                "continue it or delete that directory to start over")
+                "continue it or delete that directory to start over"
+            )
         state = _load_state(stage)
         if state["fingerprint"] != json.loads(json.dumps(fingerprint)):
             raise BootstrapError(
                 f"{stage} was started from a different checkpoint or with different options "
-                f"({state['fingerprint']}); rerun with the same ones or delete it to start over")
-        report.note(f"resuming: {len(state['done'])} step(s) already done "
-                    f"({', '.join(state['done']) or 'none'})")
+                f"({state['fingerprint']}); rerun with the same ones or delete it to start over"
+            )
+        report.note(
+            f"resuming: {len(state['done'])} step(s) already done "
+            f"({', '.join(state['done']) or 'none'})"
+        )
         return state
     stage.mkdir(parents=True)
     state = {"version": STATE_VERSION, "fingerprint": fingerprint, "done": [], "calib": {}}
@@ -226,9 +246,16 @@ def calib_path(stage: Path, k: int) -> Path:
     return stage / f"calib-{k}.safetensors"
 
 
-def run_bootstrap(src: Path, dst: Path, options: ConvertOptions, boot: BootstrapOptions,
-                  capture: CaptureFn, *, resume: bool = False,
-                  progress: BootstrapProgress | None = None) -> Manifest:
+def run_bootstrap(
+    src: Path,
+    dst: Path,
+    options: ConvertOptions,
+    boot: BootstrapOptions,
+    capture: CaptureFn,
+    *,
+    resume: bool = False,
+    progress: BootstrapProgress | None = None,
+) -> Manifest:
     """Rounds of convert and capture (module docstring); returns the final manifest."""
     report = progress or SilentBootstrap()
     if dst.exists():
@@ -260,7 +287,8 @@ def run_bootstrap(src: Path, dst: Path, options: ConvertOptions, boot: Bootstrap
             except UserError as exc:
                 raise BootstrapError(
                     f"{step.title} failed: {exc}\nthe finished steps are kept in {stage}; "
-                    "rerun with --resume to continue from this step") from exc
+                    "rerun with --resume to continue from this step"
+                ) from exc
             state["calib"][str(step.round)] = file_digest(out)
         else:
             _convert_round(src, stage, options, step.round, report)
@@ -270,8 +298,11 @@ def run_bootstrap(src: Path, dst: Path, options: ConvertOptions, boot: Bootstrap
     final = round_dir(stage, boot.rounds)
     manifest = Manifest.load(final)
     manifest.summary["calibration"] = {
-        "from_engine": True, "rounds": boot.rounds, "calib_tokens": boot.calib_tokens,
-        "corpus": boot.to_json()["corpus"] or "python stdlib"}
+        "from_engine": True,
+        "rounds": boot.rounds,
+        "calib_tokens": boot.calib_tokens,
+        "corpus": boot.to_json()["corpus"] or "python stdlib",
+    }
     manifest.save(final)
     final.rename(dst)
     shutil.rmtree(stage)
@@ -290,15 +321,19 @@ def _product_ok(stage: Path, step: Step, state: dict[str, Any]) -> bool:
         return False
 
 
-def _convert_round(src: Path, stage: Path, options: ConvertOptions, k: int,
-                   report: BootstrapProgress) -> None:
+def _convert_round(
+    src: Path, stage: Path, options: ConvertOptions, k: int, report: BootstrapProgress
+) -> None:
     target = round_dir(stage, k)
     if target.exists():  # finished but not yet recorded (stopped between the two)
         if Manifest.load(target).complete:
             return
         shutil.rmtree(target)
-    opts = replace(options, method="rtn", calib=None) if k == 0 else replace(
-        options, method="gptq", calib=calib_path(stage, k))
+    opts = (
+        replace(options, method="rtn", calib=None)
+        if k == 0
+        else replace(options, method="gptq", calib=calib_path(stage, k))
+    )
     convert(src, target, opts, resume=staging_dir(target).exists(), progress=report)
 
 

@@ -14,6 +14,7 @@ routed tokens (default 128) cannot support a reliable Hessian; it falls back to
 inputs of every routed (token, expert) pair in the layer, which costs one extra
 read of the layer's gate/up weights and is computed only if some expert needs it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -41,8 +42,9 @@ DownFallback = Literal["rtn", "pooled"]
 # -- routing and Hessians ------------------------------------------------------------
 
 
-def route(x: torch.Tensor, router_weight: torch.Tensor, bias: torch.Tensor | None,
-          top_k: int) -> torch.Tensor:
+def route(
+    x: torch.Tensor, router_weight: torch.Tensor, bias: torch.Tensor | None, top_k: int
+) -> torch.Tensor:
     """GLM-5.3 routing (``noaux_tc``, one group): top-k of ``sigmoid(x Wᵀ) + bias``.
 
     Returns expert ids ``[N, top_k]``. Scores are computed in float32 as the
@@ -57,8 +59,9 @@ def expert_counts(ids: torch.Tensor, n_experts: int) -> torch.Tensor:
     return torch.bincount(ids.reshape(-1), minlength=n_experts)
 
 
-def down_inputs(x: torch.Tensor, gate_w: torch.Tensor, up_w: torch.Tensor,
-                limit: float | None) -> torch.Tensor:
+def down_inputs(
+    x: torch.Tensor, gate_w: torch.Tensor, up_w: torch.Tensor, limit: float | None
+) -> torch.Tensor:
     """The expert's down_proj input: ``silu(gate x) * (up x)`` with GLM's swiglu clamp."""
     gate = x @ gate_w.t()
     up = x @ up_w.t()
@@ -71,7 +74,7 @@ def down_inputs(x: torch.Tensor, gate_w: torch.Tensor, up_w: torch.Tensor,
 def hessian_of(rows: torch.Tensor, chunk: int = 4096) -> HessianAccumulator:
     acc = HessianAccumulator(int(rows.shape[-1]), device=rows.device)
     for start in range(0, int(rows.shape[0]), chunk):
-        acc.add(rows[start:start + chunk])
+        acc.add(rows[start : start + chunk])
     return acc
 
 
@@ -90,8 +93,15 @@ class LayerCalibration:
     _pooled: HessianAccumulator | None = None
 
     @classmethod
-    def build(cls, layer: int, inputs: torch.Tensor, router_weight: torch.Tensor,
-              bias: torch.Tensor | None, top_k: int, **kw: Any) -> LayerCalibration:
+    def build(
+        cls,
+        layer: int,
+        inputs: torch.Tensor,
+        router_weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        top_k: int,
+        **kw: Any,
+    ) -> LayerCalibration:
         x = inputs.float()
         return cls(layer, x, route(x, router_weight, bias, top_k), **kw)
 
@@ -105,8 +115,9 @@ class LayerCalibration:
         """The shared gate/up Hessian prepared for GPTQ, once per layer and options."""
         f = self._gate_up_factor
         if f is None or (f.damp, f.act_order) != (damp, act_order):
-            f = self._gate_up_factor = factor_hessian(self.gate_up_hessian, damp=damp,
-                                                      act_order=act_order)
+            f = self._gate_up_factor = factor_hessian(
+                self.gate_up_hessian, damp=damp, act_order=act_order
+            )
         return f
 
     def tokens_for(self, expert: int) -> torch.Tensor:
@@ -117,7 +128,9 @@ class LayerCalibration:
         return int((self.ids == expert).any(dim=-1).sum())
 
     def down_hessian(
-        self, expert: int, weights: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+        self,
+        expert: int,
+        weights: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
         experts: Iterable[int],
     ) -> tuple[torch.Tensor | None, str]:
         """Hessian for ``expert``'s down_proj and where it came from.
@@ -129,8 +142,7 @@ class LayerCalibration:
         rows = self.tokens_for(expert)
         if rows.shape[0] >= self.min_tokens:
             gate_w, up_w = weights(expert)
-            return hessian_of(down_inputs(rows, gate_w, up_w, self.swiglu_limit)).hessian, \
-                "expert"
+            return hessian_of(down_inputs(rows, gate_w, up_w, self.swiglu_limit)).hessian, "expert"
         if self.fallback == "rtn":
             return None, "rtn"
         if self._pooled is None:

@@ -31,8 +31,19 @@ SCALE_SUFFIX = "_scale_inv"
 # A safetensors header longer than this is corrupt, not large.
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
-DTYPE_BYTES = {"F8_E4M3": 1, "BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4,
-               "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+DTYPE_BYTES = {
+    "F8_E4M3": 1,
+    "BF16": 2,
+    "F16": 2,
+    "F32": 4,
+    "F64": 8,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 
 TensorKind = Literal["routed_expert", "router", "fp8_scale", "other"]
 
@@ -244,8 +255,13 @@ class CheckpointReader:
                     f"shard {shard_name} holds tensor {name!r} that the index does not list there"
                 )
             begin, end = entry["data_offsets"]
-            th = TensorHeader(name, str(entry["dtype"]), tuple(int(d) for d in entry["shape"]),
-                              shard_name, int(end) - int(begin))
+            th = TensorHeader(
+                name,
+                str(entry["dtype"]),
+                tuple(int(d) for d in entry["shape"]),
+                shard_name,
+                int(end) - int(begin),
+            )
             entries.append((int(begin), th))
             self.headers[name] = th
         listed = {n for n, s in self.weight_map.items() if s == shard_name}
@@ -278,10 +294,12 @@ class CheckpointReader:
                 base = self.headers.get(name[: -len(SCALE_SUFFIX)])
                 if base is None or base.dtype != "F8_E4M3":
                     raise CheckpointError(f"scale tensor {name!r} has no FP8 weight to scale")
-            if cls.kind == "routed_expert" and (th.dtype not in ("F8_E4M3", "BF16", "F16", "F32")
-                                                or len(th.shape) != 2):
-                raise CheckpointError(f"routed expert {name!r} has unexpected {th.dtype} "
-                                      f"shape {list(th.shape)}")
+            if cls.kind == "routed_expert" and (
+                th.dtype not in ("F8_E4M3", "BF16", "F16", "F32") or len(th.shape) != 2
+            ):
+                raise CheckpointError(
+                    f"routed expert {name!r} has unexpected {th.dtype} shape {list(th.shape)}"
+                )
 
     # -- reading ----------------------------------------------------------------------
     def _handle(self, shard: str) -> Any:

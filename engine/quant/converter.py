@@ -65,8 +65,9 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
 class TensorConverter:
     """State of one run: reader, options, calibration cache and pool plan."""
 
-    def __init__(self, reader: CheckpointReader, options: ConvertOptions,
-                 calib: CalibrationFile | None) -> None:
+    def __init__(
+        self, reader: CheckpointReader, options: ConvertOptions, calib: CalibrationFile | None
+    ) -> None:
         self.reader = reader
         self.options = options
         self.calib = calib
@@ -109,10 +110,15 @@ class TensorConverter:
             return None
         router, bias = self._router(layer)
         self._layer_cache = LayerCalibration.build(
-            layer, inputs.to(self.options.device), router.to(self.options.device),
-            None if bias is None else bias.to(self.options.device), self.top_k,
-            min_tokens=self.options.min_tokens, fallback=self.options.down_fallback,
-            swiglu_limit=self.swiglu_limit)
+            layer,
+            inputs.to(self.options.device),
+            router.to(self.options.device),
+            None if bias is None else bias.to(self.options.device),
+            self.top_k,
+            min_tokens=self.options.min_tokens,
+            fallback=self.options.down_fallback,
+            swiglu_limit=self.swiglu_limit,
+        )
         return self._layer_cache
 
     # -- hot pool ----------------------------------------------------------------------
@@ -127,7 +133,8 @@ class TensorConverter:
         for row, layer in enumerate(layers):
             ids = self.experts[layer]
             gate = self.reader.headers[
-                self.mlp_prefix(layer) + f"experts.{ids[0]}.gate_proj.weight"]
+                self.mlp_prefix(layer) + f"experts.{ids[0]}.gate_proj.weight"
+            ]
             inter, hidden = gate.shape
             sizes[row] = float(hotpool.expert_fp4_bytes(inter, hidden))
             layer_counts = self._layer_counts(layer, width)
@@ -163,8 +170,10 @@ class TensorConverter:
         stored = self.calib.counts(layer)
         if stored is not None:
             if stored.numel() != width:
-                raise CalibrationError(f"layer {layer} expert_counts has {stored.numel()} "
-                                       f"entries; the checkpoint has {width} experts")
+                raise CalibrationError(
+                    f"layer {layer} expert_counts has {stored.numel()} "
+                    f"entries; the checkpoint has {width} experts"
+                )
             return stored.reshape(-1)
         inputs = self.calib.inputs(layer)
         if inputs is None:
@@ -179,22 +188,31 @@ class TensorConverter:
 
         def load(expert: int) -> tuple[torch.Tensor, torch.Tensor]:
             base = f"{prefix}experts.{expert}."
-            return (self.reader.dequantized(base + "gate_proj.weight").to(dev),
-                    self.reader.dequantized(base + "up_proj.weight").to(dev))
+            return (
+                self.reader.dequantized(base + "gate_proj.weight").to(dev),
+                self.reader.dequantized(base + "up_proj.weight").to(dev),
+            )
+
         return load
 
-    def convert_expert(self, name: str, layer: int, expert: int, proj: str,
-                       pooled: bool) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    def convert_expert(
+        self, name: str, layer: int, expert: int, proj: str, pooled: bool
+    ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         w = self.reader.dequantized(name).to(self.options.device)
-        stats: dict[str, Any] = {"kind": "w2", "layer": layer, "expert": expert,
-                                 "src_bytes": self._src_bytes(name)}
+        stats: dict[str, Any] = {
+            "kind": "w2",
+            "layer": layer,
+            "expert": expert,
+            "src_bytes": self._src_bytes(name),
+        }
         calib = self.layer_calibration(layer)
         hessian: torch.Tensor | None = None
         source = "none"
         if calib is not None:
             if proj == "down_proj":
-                hessian, source = calib.down_hessian(expert, self.expert_weights(layer),
-                                                     self.experts[layer])
+                hessian, source = calib.down_hessian(
+                    expert, self.expert_weights(layer), self.experts[layer]
+                )
             else:
                 hessian, source = calib.gate_up_hessian, "shared"
             stats["tokens"] = calib.token_count(expert)
@@ -203,9 +221,14 @@ class TensorConverter:
             # The layer's experts share the gate/up Hessian: factor it once for all of them.
             shared = source == "shared"
             result = gptq_quantize(
-                w, calib.gate_up_factor(opts.damp, opts.act_order) if shared else hessian,
-                damp=opts.damp, act_order=opts.act_order, blocksize=opts.blocksize,
-                scales=opts.scales, refit=opts.refit)
+                w,
+                calib.gate_up_factor(opts.damp, opts.act_order) if shared else hessian,
+                damp=opts.damp,
+                act_order=opts.act_order,
+                blocksize=opts.blocksize,
+                scales=opts.scales,
+                refit=opts.refit,
+            )
             q = result.to_w2()
             stats["method"] = "gptq"
             stats["out_err"] = result.output_error  # from GPTQ's own sums: no extra product
@@ -239,20 +262,23 @@ class TensorConverter:
         stats: dict[str, Any] = {"layer": cls.layer, "dtype": th.dtype, "src_bytes": th.nbytes}
         if th.dtype == "BF16":
             packed = p12.pack(raw)
-            stats.update(kind="p12", out_bytes=packed.nbytes,
-                         escapes=int(packed.escape_index.numel()))
+            stats.update(
+                kind="p12", out_bytes=packed.nbytes, escapes=int(packed.escape_index.numel())
+            )
             return packed.to_state_dict(name), stats
         stats.update(kind="copy", out_bytes=th.nbytes)
         return {name: raw}, stats
 
 
-def check_calib_width(reader: CheckpointReader, conv: TensorConverter,
-                       calib: CalibrationFile) -> None:
+def check_calib_width(
+    reader: CheckpointReader, conv: TensorConverter, calib: CalibrationFile
+) -> None:
     for layer in conv.experts:
         if layer in calib.layers:
             router = reader.headers.get(conv.mlp_prefix(layer) + "gate.weight")
             if router is not None and router.shape[1] != calib.hidden_size:
                 raise CalibrationError(
                     f"{calib.path} holds hidden size {calib.hidden_size}; "
-                    f"layer {layer}'s router expects {router.shape[1]}")
+                    f"layer {layer}'s router expects {router.shape[1]}"
+                )
             return

@@ -26,11 +26,40 @@ from engine.profiles import Profile
 from engine.quant.calib import CalibrationError
 
 # Files of a user's --corpus that count as code (anything else is skipped).
-CODE_SUFFIXES = frozenset({
-    ".py", ".pyi", ".c", ".h", ".cc", ".cpp", ".hpp", ".cu", ".rs", ".go", ".java", ".kt",
-    ".js", ".jsx", ".ts", ".tsx", ".rb", ".php", ".swift", ".scala", ".sh", ".lua", ".zig",
-    ".sql", ".toml", ".yaml", ".yml", ".md", ".rst", ".txt",
-})
+CODE_SUFFIXES = frozenset(
+    {
+        ".py",
+        ".pyi",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cu",
+        ".rs",
+        ".go",
+        ".java",
+        ".kt",
+        ".js",
+        ".jsx",
+        ".ts",
+        ".tsx",
+        ".rb",
+        ".php",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".lua",
+        ".zig",
+        ".sql",
+        ".toml",
+        ".yaml",
+        ".yml",
+        ".md",
+        ".rst",
+        ".txt",
+    }
+)
 DEFAULT_CHUNK_TOKENS = 2048
 BOOT_TIMEOUT_S = 1800.0
 FLUSH_TIMEOUT_S = 900.0
@@ -72,11 +101,17 @@ def user_files(corpus: Path) -> list[Path]:
     """Code files under ``corpus`` (hidden directories skipped), sorted by path."""
     if not corpus.is_dir():
         raise CalibrationError(f"--corpus {corpus} is not a directory")
-    found = sorted(p for p in corpus.rglob("*") if p.is_file() and p.suffix in CODE_SUFFIXES
-                   and not any(part.startswith(".") for part in p.relative_to(corpus).parts))
+    found = sorted(
+        p
+        for p in corpus.rglob("*")
+        if p.is_file()
+        and p.suffix in CODE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(corpus).parts)
+    )
     if not found:
-        raise CalibrationError(f"--corpus {corpus} holds no code files "
-                               f"({', '.join(sorted(CODE_SUFFIXES)[:6])}, ...)")
+        raise CalibrationError(
+            f"--corpus {corpus} holds no code files ({', '.join(sorted(CODE_SUFFIXES)[:6])}, ...)"
+        )
     return found
 
 
@@ -103,22 +138,25 @@ def _texts(files: list[Path]) -> Iterator[str]:
             yield text
 
 
-def token_chunks(tokenizer: Any, files: list[Path], budget: int,
-                 chunk: int = DEFAULT_CHUNK_TOKENS) -> list[list[int]]:
+def token_chunks(
+    tokenizer: Any, files: list[Path], budget: int, chunk: int = DEFAULT_CHUNK_TOKENS
+) -> list[list[int]]:
     """Prompts of at most ``chunk`` tokens, ``budget`` tokens in all, file by file.
 
     Each prompt starts at a file boundary or continues its file; pieces shorter than
     ``MIN_CHUNK_TOKENS`` are dropped.
     """
     if budget <= 0 or chunk < MIN_CHUNK_TOKENS:
-        raise CalibrationError(f"--calib-tokens must be positive and the chunk at least "
-                               f"{MIN_CHUNK_TOKENS} tokens (got {budget}, {chunk})")
+        raise CalibrationError(
+            f"--calib-tokens must be positive and the chunk at least "
+            f"{MIN_CHUNK_TOKENS} tokens (got {budget}, {chunk})"
+        )
     out: list[list[int]] = []
     left = budget
     for text in _texts(files):
         ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         for start in range(0, len(ids), chunk):
-            piece = ids[start:start + min(chunk, left)]
+            piece = ids[start : start + min(chunk, left)]
             if len(piece) >= MIN_CHUNK_TOKENS:
                 out.append(piece)
                 left -= len(piece)
@@ -150,8 +188,15 @@ def _is_w2(model_dir: Path) -> bool:
     return isinstance(quant, dict) and quant.get("quant_method") == QUANT_METHOD
 
 
-def capture_profile(base: Profile, model_dir: Path, capture_dir: Path, tokens: int,
-                    chunk: int, *, capture_all: bool = False) -> Profile:
+def capture_profile(
+    base: Profile,
+    model_dir: Path,
+    capture_dir: Path,
+    tokens: int,
+    chunk: int,
+    *,
+    capture_all: bool = False,
+) -> Profile:
     """``base`` serving ``model_dir`` eager, without a drafter or prefix caching, with the
     capture feature on (and ``w2_quant`` when the model is a sparkcode checkpoint)."""
     from engine.codecs.format import QUANT_METHOD
@@ -161,18 +206,31 @@ def capture_profile(base: Profile, model_dir: Path, capture_dir: Path, tokens: i
     if w2 and "w2_quant" not in features:
         features.append("w2_quant")
     features.append("calib_capture")
-    env = {**base.env, "SPARKCODE_CAPTURE_DIR": str(capture_dir),
-           "SPARKCODE_CAPTURE_TOKENS": str(tokens),
-           "SPARKCODE_CAPTURE_SOURCE": f"{model_dir.name} served by {base.name}"}
+    env = {
+        **base.env,
+        "SPARKCODE_CAPTURE_DIR": str(capture_dir),
+        "SPARKCODE_CAPTURE_TOKENS": str(tokens),
+        "SPARKCODE_CAPTURE_SOURCE": f"{model_dir.name} served by {base.name}",
+    }
     if capture_all:
         env["SPARKCODE_CAPTURE_ALL"] = "1"
     return replace(
-        base, name=f"{base.name}-capture", model_path=str(model_dir), model_builtin=None,
-        quantization=QUANT_METHOD if w2 else None, enforce_eager=True,
-        enable_prefix_caching=False, speculative=None, reasoning_parser=None,
-        tool_call_parser=None, enable_auto_tool_choice=False,
-        max_model_len=max(chunk + 16, 256), plugin_enabled=True, plugin_features=tuple(features),
-        env=env)
+        base,
+        name=f"{base.name}-capture",
+        model_path=str(model_dir),
+        model_builtin=None,
+        quantization=QUANT_METHOD if w2 else None,
+        enforce_eager=True,
+        enable_prefix_caching=False,
+        speculative=None,
+        reasoning_parser=None,
+        tool_call_parser=None,
+        enable_auto_tool_choice=False,
+        max_model_len=max(chunk + 16, 256),
+        plugin_enabled=True,
+        plugin_features=tuple(features),
+        env=env,
+    )
 
 
 def _free_port() -> int:
@@ -193,10 +251,17 @@ class CaptureResult:
     seconds: float
 
 
-def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
-                        base: Profile, paths: Paths, progress: CaptureProgress | None = None,
-                        capture_all: bool = False, boot_timeout: float = BOOT_TIMEOUT_S,
-                        ) -> CaptureResult:
+def capture_from_engine(
+    model_dir: Path,
+    out: Path,
+    prompts: list[list[int]],
+    *,
+    base: Profile,
+    paths: Paths,
+    progress: CaptureProgress | None = None,
+    capture_all: bool = False,
+    boot_timeout: float = BOOT_TIMEOUT_S,
+) -> CaptureResult:
     """Serve ``model_dir``, send ``prompts``, write the calibration file ``out``."""
     import httpx
 
@@ -217,16 +282,26 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
     sup = Supervisor(paths)
     started = time.monotonic()
     # Only an engine started here is stopped afterwards (also when its boot fails).
-    with running(profile, paths, reuse=Reuse.NEVER, spec=spec, timeout=boot_timeout,
-                 on_phase=report.engine_phase, prepare=False, why=NEEDS_THE_MACHINE):
+    with running(
+        profile,
+        paths,
+        reuse=Reuse.NEVER,
+        spec=spec,
+        timeout=boot_timeout,
+        on_phase=report.engine_phase,
+        prepare=False,
+        why=NEEDS_THE_MACHINE,
+    ):
         hooks = _read_json(work / cc.HOOKS_FILE)
         if not hooks or int(hooks.get("hooks", 0)) == 0:
             raise CaptureError(
                 f"the engine serving {model_dir} hooked no MoE blocks (modules named "
                 "layers.N.mlp with experts); is calib_capture in the plugin log and the model "
-                "a mixture of experts?" if hooks else
-                f"the engine serving {model_dir} did not load the capture hooks: is the "
-                "sparkcode plugin installed in its Python (entry point vllm.general_plugins)?")
+                "a mixture of experts?"
+                if hooks
+                else f"the engine serving {model_dir} did not load the capture hooks: is the "
+                "sparkcode plugin installed in its Python (entry point vllm.general_plugins)?"
+            )
         (work / cc.ARM_FILE).touch()
         report.capture_begin(len(prompts), tokens)
         with httpx.Client(base_url=spec.base_url, timeout=600.0) as client:
@@ -237,15 +312,18 @@ def capture_from_engine(model_dir: Path, out: Path, prompts: list[list[int]], *,
             _prefill(client, spec.model, prompts[0][:1])  # the trigger: not recorded
         result = _wait_result(work / cc.RESULT_FILE, sup)
         if "error" in result:
-            raise CaptureError(f"the engine could not write the calibration file: "
-                               f"{result['error']}")
+            raise CaptureError(
+                f"the engine could not write the calibration file: {result['error']}"
+            )
         (work / cc.CALIB_FILE).replace(out)
     shutil.rmtree(work, ignore_errors=True)
     layers = {int(k): int(v) for k, v in result["layers"].items()}
     short = {k: v for k, v in layers.items() if v < tokens}
     if short:
-        report.note(f"capture: {len(short)} layer(s) got fewer rows than the {tokens} tokens "
-                    f"sent (fewest {min(short.values())})")
+        report.note(
+            f"capture: {len(short)} layer(s) got fewer rows than the {tokens} tokens "
+            f"sent (fewest {min(short.values())})"
+        )
     return CaptureResult(out, layers, len(prompts), tokens, time.monotonic() - started)
 
 
@@ -253,13 +331,16 @@ def _prefill(client: Any, model: str | None, ids: list[int]) -> None:
     import httpx
 
     try:
-        r = client.post("/completions", json={"model": model, "prompt": ids, "max_tokens": 1,
-                                               "temperature": 0.0})
+        r = client.post(
+            "/completions",
+            json={"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0.0},
+        )
         r.raise_for_status()
     except httpx.HTTPError as exc:
         detail = getattr(getattr(exc, "response", None), "text", "")[:300]
-        raise CaptureError(f"a calibration prompt of {len(ids)} tokens failed: {exc} "
-                           f"{detail}".strip()) from exc
+        raise CaptureError(
+            f"a calibration prompt of {len(ids)} tokens failed: {exc} {detail}".strip()
+        ) from exc
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -277,22 +358,39 @@ def _wait_result(path: Path, sup: Any) -> dict[str, Any]:
         if data is not None:
             return data
         if sup.status().state not in ("ready", "unhealthy", "booting"):
-            raise CaptureError("the engine stopped before writing the calibration file; "
-                               "see `sparkcode engine logs`")
+            raise CaptureError(
+                "the engine stopped before writing the calibration file; "
+                "see `sparkcode engine logs`"
+            )
         time.sleep(0.2)
-    raise CaptureError(f"the engine did not write the calibration file within "
-                       f"{FLUSH_TIMEOUT_S:.0f} s")
+    raise CaptureError(
+        f"the engine did not write the calibration file within {FLUSH_TIMEOUT_S:.0f} s"
+    )
 
 
-def make_capture(base: Profile, paths: Paths, *, corpus: Path | None, tokens: int,
-                 chunk: int = DEFAULT_CHUNK_TOKENS, capture_all: bool = False,
-                 ) -> Callable[[Path, Path, CaptureProgress], None]:
+def make_capture(
+    base: Profile,
+    paths: Paths,
+    *,
+    corpus: Path | None,
+    tokens: int,
+    chunk: int = DEFAULT_CHUNK_TOKENS,
+    capture_all: bool = False,
+) -> Callable[[Path, Path, CaptureProgress], None]:
     """The capture step of ``engine.quant.bootstrap``: tokenize the corpus with the served
     model's tokenizer, serve it with ``base``'s settings, write the calibration file."""
     files = corpus_files(corpus)  # a bad --corpus fails here, before anything runs
 
     def capture(model_dir: Path, out: Path, progress: CaptureProgress) -> None:
         prompts = token_chunks(load_tokenizer(model_dir), files, tokens, chunk)
-        capture_from_engine(model_dir, out, prompts, base=base, paths=paths,
-                            progress=progress, capture_all=capture_all)
+        capture_from_engine(
+            model_dir,
+            out,
+            prompts,
+            base=base,
+            paths=paths,
+            progress=progress,
+            capture_all=capture_all,
+        )
+
     return capture

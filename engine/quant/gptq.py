@@ -94,8 +94,7 @@ class GPTQResult:
     scales: torch.Tensor  # float32 [out, in/32], exactly representable as ue5m3
     damp_used: float
     loss_of: Callable[[], float] = field(repr=False, compare=False)
-    output_error_of: Callable[[], float] | None = field(default=None, repr=False,
-                                                        compare=False)
+    output_error_of: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def loss(self) -> float:
@@ -172,8 +171,9 @@ class HessianFactor:
     act_order: bool
 
 
-def factor_hessian(hessian: torch.Tensor, *, damp: float = 0.01,
-                   act_order: bool = False) -> HessianFactor:
+def factor_hessian(
+    hessian: torch.Tensor, *, damp: float = 0.01, act_order: bool = False
+) -> HessianFactor:
     """Prepare ``hessian`` ``[in, in]`` for :func:`gptq_quantize` (on its device)."""
     H, dead = prepare_hessian(hessian, damp)
     ridge = damp * float(torch.where(dead, 1.0, torch.diagonal(hessian).float()).mean())
@@ -212,8 +212,9 @@ def gptq_quantize(
     fixed; the result with the lowest ``tr(ΔW H ΔWᵀ)`` is kept.
     """
     if weight.dim() != 2 or weight.shape[1] % GROUP:
-        raise ValueError(f"GPTQ needs [out, in] with in a multiple of {GROUP}, "
-                         f"got {tuple(weight.shape)}")
+        raise ValueError(
+            f"GPTQ needs [out, in] with in a multiple of {GROUP}, got {tuple(weight.shape)}"
+        )
     if blocksize % GROUP:
         raise ValueError(f"blocksize {blocksize} is not a multiple of {GROUP}")
     if scales not in ("weighted", "rtn"):
@@ -228,12 +229,15 @@ def gptq_quantize(
     if isinstance(hessian, HessianFactor):
         factor = hessian
         if (factor.damp, factor.act_order) != (damp, act_order):
-            raise ValueError(f"the Hessian factor was made with damp={factor.damp}, "
-                             f"act_order={factor.act_order}; this call asks for damp={damp}, "
-                             f"act_order={act_order}")
+            raise ValueError(
+                f"the Hessian factor was made with damp={factor.damp}, "
+                f"act_order={factor.act_order}; this call asks for damp={damp}, "
+                f"act_order={act_order}"
+            )
         if factor.hessian.device != device:
-            raise ValueError(f"the Hessian factor is on {factor.hessian.device}, "
-                             f"the weight on {device}")
+            raise ValueError(
+                f"the Hessian factor is on {factor.hessian.device}, the weight on {device}"
+            )
     else:
         factor = factor_hessian(hessian.to(device), damp=damp, act_order=act_order)
     H, dead, perm, Hinv, imp = factor.hessian, factor.dead, factor.perm, factor.hinv, factor.imp
@@ -251,8 +255,9 @@ def gptq_quantize(
     fixed = rule(W, slice(None)) if act_order else None
     codes, found, loss = _gptq_pass(W, Hinv, perm, fixed, rule, blocksize)
     if not refit:
-        return GPTQResult(codes, found, damp_used, lambda: loss,
-                          _error_of(W, factor, codes, found, loss, None))
+        return GPTQResult(
+            codes, found, damp_used, lambda: loss, _error_of(W, factor, codes, found, loss, None)
+        )
     best = _Candidate(codes, found, loss)
     base: float | None = None
     for _ in range(refit):
@@ -268,13 +273,23 @@ def gptq_quantize(
         if _no_worse(best, new, W, H):
             break
         best = new
-    return GPTQResult(best.codes, best.scales, damp_used, functools.partial(best.exact, W, H),
-                      _error_of(W, factor, best.codes, best.scales, best.known(), base))
+    return GPTQResult(
+        best.codes,
+        best.scales,
+        damp_used,
+        functools.partial(best.exact, W, H),
+        _error_of(W, factor, best.codes, best.scales, best.known(), base),
+    )
 
 
-def _error_of(w: torch.Tensor, factor: HessianFactor, codes: torch.Tensor,
-              scales: torch.Tensor, loss: float | None, base: float | None
-              ) -> Callable[[], float]:
+def _error_of(
+    w: torch.Tensor,
+    factor: HessianFactor,
+    codes: torch.Tensor,
+    scales: torch.Tensor,
+    loss: float | None,
+    base: float | None,
+) -> Callable[[], float]:
     """:func:`output_error` against the undampened Hessian, from quantities under the
     prepared one: it is the raw Hessian plus ``ridge`` on the diagonal and 1 on dead inputs'
     (whose rows are zero in the raw one, and whose weights ``w`` has zeroed), so
@@ -301,8 +316,9 @@ class _Candidate:
     """Codes and scales with an estimate of their loss (a sweep's summed loss, or from a
     refit's Gram matrices) and, computed once when a comparison needs it, the exact one."""
 
-    def __init__(self, codes: torch.Tensor, scales: torch.Tensor,
-                 estimate: float | None = None) -> None:
+    def __init__(
+        self, codes: torch.Tensor, scales: torch.Tensor, estimate: float | None = None
+    ) -> None:
         self.codes, self.scales, self.estimate = codes, scales, estimate
         self._exact: float | None = None
 
@@ -321,8 +337,7 @@ def _no_worse(a: _Candidate, b: _Candidate, w: torch.Tensor, h: torch.Tensor) ->
     (they agree with the exact loss to about 1e-7 relative, the margin is 1e-4), else from
     the exact losses: the same answer as computing both exactly."""
     x, y = a.known(), b.known()
-    if x is not None and y is not None and \
-            abs(x - y) > LOSS_ESTIMATE_RTOL * max(abs(x), abs(y)):
+    if x is not None and y is not None and abs(x - y) > LOSS_ESTIMATE_RTOL * max(abs(x), abs(y)):
         return x <= y
     return a.exact(w, h) <= b.exact(w, h)
 
@@ -390,10 +405,10 @@ def _gptq_pass(
                 torch.copysign(torch.where(x.abs() > outer, s4_rows[g], s_rows[g]), x, out=q)
                 torch.sub(w, q, out=err).mul_(inv_d[col])
                 # Spread the error over the rest of this group right away.
-                Wt[col + 1:g2].addr_(neg_h[col, col + 1:g2], err)
+                Wt[col + 1 : g2].addr_(neg_h[col, col + 1 : g2], err)
             # ...over the rest of the block with one GEMM per group...
             if g2 < b2:
-                Wt[g2:b2].addmm_(Hinv[g1:g2, g2:b2].t(), Err1[g1 - b1:g2 - b1], alpha=-1.0)
+                Wt[g2:b2].addmm_(Hinv[g1:g2, g2:b2].t(), Err1[g1 - b1 : g2 - b1], alpha=-1.0)
         loss += float((Err1 * Err1).sum())
         # ...and over the rest of the matrix with one GEMM per block.
         if b2 < in_f:
@@ -425,7 +440,7 @@ def gptq_reference(
     loss = 0.0
     for i in range(in_f):
         if i % GROUP == 0:
-            scales[:, i // GROUP] = _group_scales(W[:, i:i + GROUP]).squeeze(1)
+            scales[:, i // GROUP] = _group_scales(W[:, i : i + GROUP]).squeeze(1)
         s = scales[:, i // GROUP]
         w = W[:, i]
         q = project(w * torch.where(s > 0, 1.0 / s, 0.0)) * s

@@ -71,17 +71,29 @@ class InspectReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "path": str(self.path), "format_version": self.format_version, "method": self.method,
+            "path": str(self.path),
+            "format_version": self.format_version,
+            "method": self.method,
             "file_bytes": self.file_bytes,
             "bytes_by_kind": {k: {"src": s, "out": o} for k, (s, o) in self.bytes_by_kind.items()},
             "pool": {k: v for k, v in self.pool.items() if k != "experts"}
-                    | {"experts": len(self.pool.get("experts", []))},
-            "layers": [{"layer": r.layer, "w2_tensors": r.w2_tensors,
-                        "rel_fro": r.mean_rel_fro, "out_err": r.mean_out_err,
-                        "max_out_err": r.max_out_err, "gptq": r.gptq, "fallbacks": r.fallbacks,
-                        "pooled_experts": len(r.pooled_experts), "src_bytes": r.src_bytes,
-                        "out_bytes": r.out_bytes, "fp4_bytes": r.fp4_bytes}
-                       for r in self.layers],
+            | {"experts": len(self.pool.get("experts", []))},
+            "layers": [
+                {
+                    "layer": r.layer,
+                    "w2_tensors": r.w2_tensors,
+                    "rel_fro": r.mean_rel_fro,
+                    "out_err": r.mean_out_err,
+                    "max_out_err": r.max_out_err,
+                    "gptq": r.gptq,
+                    "fallbacks": r.fallbacks,
+                    "pooled_experts": len(r.pooled_experts),
+                    "src_bytes": r.src_bytes,
+                    "out_bytes": r.out_bytes,
+                    "fp4_bytes": r.fp4_bytes,
+                }
+                for r in self.layers
+            ],
         }
 
 
@@ -125,9 +137,15 @@ def inspect_model(path: Path) -> InspectReport:
                 row.out_bytes += int(stats["fp4_bytes"])
     file_bytes = sum(p.stat().st_size for p in path.glob("*.safetensors"))
     ordered = sorted(layers.values(), key=lambda r: (r.layer is not None, r.layer or 0))
-    return InspectReport(path, qc.get("format_version"), str(
-        (qc.get("routed_experts") or {}).get("method", "?")), ordered,
-        {k: (v[0], v[1]) for k, v in sorted(kinds.items())}, manifest.pool, file_bytes)
+    return InspectReport(
+        path,
+        qc.get("format_version"),
+        str((qc.get("routed_experts") or {}).get("method", "?")),
+        ordered,
+        {k: (v[0], v[1]) for k, v in sorted(kinds.items())},
+        manifest.pool,
+        file_bytes,
+    )
 
 
 def _fmt(value: float | None, spec: str = ".4f") -> str:
@@ -152,7 +170,8 @@ def render_text(report: InspectReport) -> str:
         lines.append(
             f"{name:>6} {r.w2_tensors:>5} {_fmt(r.mean_rel_fro):>8} {_fmt(r.mean_out_err):>8} "
             f"{_fmt(r.max_out_err):>8} {r.fallbacks:>6} {len(r.pooled_experts):>5} "
-            f"{_size(r.src_bytes):>11} {_size(r.out_bytes):>11}")
+            f"{_size(r.src_bytes):>11} {_size(r.out_bytes):>11}"
+        )
     lines += ["", "sizes by kind (source -> output):"]
     for kind, (src, out) in report.bytes_by_kind.items():
         ratio = f"  ({out / src:.3f}x)" if src else ""
@@ -163,5 +182,6 @@ def render_text(report: InspectReport) -> str:
             f"fp4 pool: {len(pool.get('experts', []))} experts, {_size(int(pool.get('bytes', 0)))}"
             f" of {_size(int(pool.get('budget_bytes', 0)))}, coverage "
             f"{100 * float(pool.get('coverage', 0.0)):.1f}% of routed tokens "
-            f"(counts: {pool.get('counts_from', '?')})")
+            f"(counts: {pool.get('counts_from', '?')})"
+        )
     return "\n".join(lines)

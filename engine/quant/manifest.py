@@ -92,8 +92,14 @@ class Manifest:
                 name: ShardRecord(str(rec["output"]), dict(rec["tensors"]), dict(rec["stats"]))
                 for name, rec in data["shards"].items()
             }
-            return cls(dict(data["source"]), dict(data["options"]), dict(data.get("pool", {})),
-                       shards, bool(data.get("complete", False)), dict(data.get("summary", {})))
+            return cls(
+                dict(data["source"]),
+                dict(data["options"]),
+                dict(data.get("pool", {})),
+                shards,
+                bool(data.get("complete", False)),
+                dict(data.get("summary", {})),
+            )
         except FileNotFoundError as exc:
             raise ManifestError(f"{directory} has no {MANIFEST_NAME}") from exc
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

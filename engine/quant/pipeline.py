@@ -41,8 +41,14 @@ from engine.quant.checkpoint import (
 from engine.quant.converter import ConvertOptions, TensorConverter, check_calib_width
 from engine.quant.manifest import Manifest, ShardRecord, tensor_digest, verify_shard
 
-__all__ = ["ConversionError", "ConvertOptions", "Progress", "SilentProgress", "convert",
-           "staging_dir"]
+__all__ = [
+    "ConversionError",
+    "ConvertOptions",
+    "Progress",
+    "SilentProgress",
+    "convert",
+    "staging_dir",
+]
 
 
 class ConversionError(UserError):
@@ -77,8 +83,11 @@ def _source_fingerprint(reader: CheckpointReader) -> dict[str, Any]:
         h.update(f"{shard.name}:{shard.size}\n".encode())
         for th in shard.tensors:
             h.update(f"{th.name}:{th.dtype}:{th.shape}\n".encode())
-    return {"path": str(reader.root.resolve()), "layout_sha256": h.hexdigest(),
-            "shards": len(reader.shards)}
+    return {
+        "path": str(reader.root.resolve()),
+        "layout_sha256": h.hexdigest(),
+        "shards": len(reader.shards),
+    }
 
 
 def _write_shard(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
@@ -93,15 +102,23 @@ def _write_shard(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, s
         raise
 
 
-def convert(src: Path, dst: Path, options: ConvertOptions, *, resume: bool = False,
-            progress: Progress | None = None) -> Manifest:
+def convert(
+    src: Path,
+    dst: Path,
+    options: ConvertOptions,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> Manifest:
     """Convert ``src`` (FP8 checkpoint) into ``dst``; see the module docstring."""
     report = progress or SilentProgress()
     if dst.exists():
         raise ConversionError(f"output directory {dst} already exists; choose another DST")
     if options.method == "gptq" and options.calib is None:
-        raise ConversionError("--method gptq needs --calib FILE (captured activations); "
-                              "use --method rtn to convert without calibration")
+        raise ConversionError(
+            "--method gptq needs --calib FILE (captured activations); "
+            "use --method rtn to convert without calibration"
+        )
     if options.blocksize % w2.GROUP:
         raise ConversionError(f"blocksize must be a multiple of {w2.GROUP}")
     reader = CheckpointReader(src)
@@ -119,8 +136,10 @@ def convert(src: Path, dst: Path, options: ConvertOptions, *, resume: bool = Fal
         manifest.pool = pool or conv.plan_pool()
         manifest.save(stage)
     # Pool experts and candidates both get FP4 copies; the config tells them apart.
-    pooled = {(int(p[0]), int(p[1]))
-              for p in [*manifest.pool["experts"], *manifest.pool.get("candidates", [])]}
+    pooled = {
+        (int(p[0]), int(p[1]))
+        for p in [*manifest.pool["experts"], *manifest.pool.get("candidates", [])]
+    }
 
     done = {name for name, rec in manifest.shards.items() if _intact(stage, rec, name, report)}
     for name in list(manifest.shards):
@@ -138,7 +157,8 @@ def convert(src: Path, dst: Path, options: ConvertOptions, *, resume: bool = Fal
             raise ConversionError(
                 f"conversion stopped in shard {shard.name}: {type(exc).__name__}: {exc}; "
                 f"{len(manifest.shards)} finished shard(s) are kept in {stage}, "
-                "rerun with --resume to continue") from exc
+                "rerun with --resume to continue"
+            ) from exc
         manifest.save(stage)
         report.shard_done(shard)
     _finish(reader, stage, manifest, options)
@@ -147,21 +167,25 @@ def convert(src: Path, dst: Path, options: ConvertOptions, *, resume: bool = Fal
     return manifest
 
 
-def _open_staging(stage: Path, source: dict[str, Any], options: dict[str, Any], resume: bool,
-                  report: Progress) -> Manifest:
+def _open_staging(
+    stage: Path, source: dict[str, Any], options: dict[str, Any], resume: bool, report: Progress
+) -> Manifest:
     if stage.exists():
         if not resume:
             raise ConversionError(
                 f"an unfinished conversion is in {stage}; rerun with --resume to continue it "
-                "or delete that directory to start over")
+                "or delete that directory to start over"
+            )
         manifest = Manifest.load(stage)
         if manifest.source.get("layout_sha256") != source["layout_sha256"]:
-            raise ConversionError(f"{stage} was started from a different checkpoint; "
-                                  "delete it to start over")
+            raise ConversionError(
+                f"{stage} was started from a different checkpoint; delete it to start over"
+            )
         if manifest.options != json.loads(json.dumps(options, default=str)):
             raise ConversionError(
                 f"{stage} was started with different options ({manifest.options}); "
-                "rerun with the same options or delete it to start over")
+                "rerun with the same options or delete it to start over"
+            )
         report.note(f"resuming: {len(manifest.shards)} shard(s) already converted")
         return manifest
     stage.mkdir(parents=True)
@@ -177,21 +201,29 @@ def _intact(stage: Path, record: ShardRecord, name: str, report: Progress) -> bo
     return problem is None
 
 
-def _convert_shard(conv: TensorConverter, shard: ShardInfo, stage: Path,
-                   pooled: set[tuple[int, int]], report: Progress) -> ShardRecord:
+def _convert_shard(
+    conv: TensorConverter,
+    shard: ShardInfo,
+    stage: Path,
+    pooled: set[tuple[int, int]],
+    report: Progress,
+) -> ShardRecord:
     report.shard_begin(shard)
     out: dict[str, torch.Tensor] = {}
     stats: dict[str, dict[str, Any]] = {}
     for th in shard.tensors:
         cls = classify(th.name)
-        if cls.kind == "fp8_scale" and classify(th.name[: -len(SCALE_SUFFIX)]).kind \
-                == "routed_expert":
+        if (
+            cls.kind == "fp8_scale"
+            and classify(th.name[: -len(SCALE_SUFFIX)]).kind == "routed_expert"
+        ):
             report.tensor_done(shard, th.name, th.nbytes)
             continue  # folded into the expert's W2 tensors
         if cls.kind == "routed_expert":
             assert cls.layer is not None and cls.expert is not None and cls.proj is not None
-            tensors, st = conv.convert_expert(th.name, cls.layer, cls.expert, cls.proj,
-                                              (cls.layer, cls.expert) in pooled)
+            tensors, st = conv.convert_expert(
+                th.name, cls.layer, cls.expert, cls.proj, (cls.layer, cls.expert) in pooled
+            )
         else:
             tensors, st = conv.convert_other(th.name)
         clash = out.keys() & tensors.keys()
@@ -202,34 +234,58 @@ def _convert_shard(conv: TensorConverter, shard: ShardInfo, stage: Path,
         report.tensor_done(shard, th.name, th.nbytes)
     meta = {"format": QUANT_METHOD, "format_version": str(FORMAT_VERSION), "source": shard.name}
     _write_shard(stage / shard.name, out, meta)
-    digests = {name: {"sha256": tensor_digest(t), "dtype": str(t.dtype).removeprefix("torch."),
-                      "shape": list(t.shape)} for name, t in out.items()}
+    digests = {
+        name: {
+            "sha256": tensor_digest(t),
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape),
+        }
+        for name, t in out.items()
+    }
     return ShardRecord(shard.name, digests, stats)
 
 
-def _finish(reader: CheckpointReader, stage: Path, manifest: Manifest,
-            options: ConvertOptions) -> None:
+def _finish(
+    reader: CheckpointReader, stage: Path, manifest: Manifest, options: ConvertOptions
+) -> None:
     weight_map = {t: rec.output for rec in manifest.shards.values() for t in rec.tensors}
     total = sum((stage / rec.output).stat().st_size for rec in manifest.shards.values())
-    (stage / INDEX_NAME).write_text(json.dumps(
-        {"metadata": {"total_size": total, "format_version": FORMAT_VERSION},
-         "weight_map": dict(sorted(weight_map.items()))}, indent=2), encoding="utf-8")
+    (stage / INDEX_NAME).write_text(
+        json.dumps(
+            {
+                "metadata": {"total_size": total, "format_version": FORMAT_VERSION},
+                "weight_map": dict(sorted(weight_map.items())),
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
     config = reader.config()
     config["quantization_config"] = {
         "quant_method": QUANT_METHOD,
         "format_version": FORMAT_VERSION,
-        "routed_experts": {"bits": 2, "codebook": list(w2.CODEBOOK), "group_size": w2.GROUP,
-                           "scale_dtype": W2_SCALE_DTYPE, "method": options.method,
-                           "act_order": options.act_order, "scales": options.scales,
-                           "refit": options.refit},
+        "routed_experts": {
+            "bits": 2,
+            "codebook": list(w2.CODEBOOK),
+            "group_size": w2.GROUP,
+            "scale_dtype": W2_SCALE_DTYPE,
+            "method": options.method,
+            "act_order": options.act_order,
+            "scales": options.scales,
+            "refit": options.refit,
+        },
         "bf16": "p12",
         "fp4_pool": manifest.pool,
         "source_quantization": config.get("quantization_config"),
     }
     (stage / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     for item in reader.root.iterdir():
-        if item.is_file() and item.suffix != ".safetensors" and item.name not in (
-                INDEX_NAME, "config.json") and not item.name.startswith("."):
+        if (
+            item.is_file()
+            and item.suffix != ".safetensors"
+            and item.name not in (INDEX_NAME, "config.json")
+            and not item.name.startswith(".")
+        ):
             shutil.copy2(item, stage / item.name)
     stats = manifest.all_stats()
     manifest.summary = {

@@ -130,11 +130,11 @@ def _code_gram(codes: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     buf = torch.empty(out_f * in_f, dtype=torch.float32, device=codes.device)
     for g in range(groups):
         lo, rest = g * GROUP, in_f - g * GROUP
-        t = buf[:out_f * rest].view(out_f, rest)
-        torch.mm(cg[:, g], h[lo:lo + GROUP, lo:], out=t)  # c_g H_g,>=g
+        t = buf[: out_f * rest].view(out_f, rest)
+        torch.mm(cg[:, g], h[lo : lo + GROUP, lo:], out=t)  # c_g H_g,>=g
         t.mul_(codes[:, lo:])
         torch.sum(t.view(out_f, groups - g, GROUP), -1, out=m[:, g, g:])
-        m[:, g + 1:, g] = m[:, g, g + 1:]
+        m[:, g + 1 :, g] = m[:, g, g + 1 :]
     return m
 
 
@@ -159,8 +159,12 @@ class Refit:
 LOSS_ESTIMATE_RTOL = 1e-4
 
 
-def refit(weight: torch.Tensor, hessian: torch.Tensor, codes: torch.Tensor,
-          others: tuple[torch.Tensor, ...] = ()) -> Refit:
+def refit(
+    weight: torch.Tensor,
+    hessian: torch.Tensor,
+    codes: torch.Tensor,
+    others: tuple[torch.Tensor, ...] = (),
+) -> Refit:
     """Stored scales ``[out, in/32]`` minimising ``(w - q) H (w - q)^T`` per row for fixed codes.
 
     Row ``r``'s dequantized weights are ``q = sum_g s_g c_g`` (``c_g``: the row's code levels on

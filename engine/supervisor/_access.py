@@ -110,8 +110,13 @@ def ensure_running(
         if reuse is Reuse.NEVER:
             raise already_running(status.pid, status.profile, status.base_url, why=why)
         if reuse is Reuse.SAME_PROFILE and status.profile != profile.name:
-            raise already_running(status.pid, status.profile, status.base_url, why=why,
-                                  instead=use_running_instead(status.profile))
+            raise already_running(
+                status.pid,
+                status.profile,
+                status.base_url,
+                why=why,
+                instead=use_running_instead(status.profile),
+            )
         if status.state == "degraded":
             raise degraded(status.pid, status.profile)
         if status.state != "ready" and wait:
@@ -129,8 +134,14 @@ def ensure_running(
         prepare_model(profile, paths, progress=say)
     spec = spec or render(profile, paths, port=port)
     say(starting_note(profile.name, spec.base_url))
-    status = sup.start(profile, spec, wait=wait, timeout=timeout, on_phase=on_phase,
-                       skip_memory_check=skip_memory_check)
+    status = sup.start(
+        profile,
+        spec,
+        wait=wait,
+        timeout=timeout,
+        on_phase=on_phase,
+        skip_memory_check=skip_memory_check,
+    )
     if status.base_url is None:
         status.base_url = spec.base_url
     if status.model is None:
@@ -174,9 +185,19 @@ def running(
     engine it reused keeps running."""
     before = Supervisor(paths).record()
     try:
-        handle = ensure_running(profile, paths, reuse=reuse, port=port, spec=spec,
-                                timeout=timeout, on_phase=on_phase, progress=progress,
-                                skip_memory_check=skip_memory_check, prepare=prepare, why=why)
+        handle = ensure_running(
+            profile,
+            paths,
+            reuse=reuse,
+            port=port,
+            spec=spec,
+            timeout=timeout,
+            on_phase=on_phase,
+            progress=progress,
+            skip_memory_check=skip_memory_check,
+            prepare=prepare,
+            why=why,
+        )
     except BaseException:
         _stop_launched_since(paths, before)
         raise

@@ -13,8 +13,14 @@ STOP_FIRST = "stop it first with `sparkcode engine stop`"
 NO_ENGINE = "no engine is running; start one with `sparkcode engine start`"
 
 
-def already_running(pid: int | None, profile: str | None, base_url: str | None, *,
-                    why: str | None = None, instead: str | None = None) -> EngineStateError:
+def already_running(
+    pid: int | None,
+    profile: str | None,
+    base_url: str | None,
+    *,
+    why: str | None = None,
+    instead: str | None = None,
+) -> EngineStateError:
     """An engine runs where the caller wanted to start one (or one of another profile).
 
     ``why`` says why this caller starts its own engine; ``instead`` offers the other way
@@ -37,7 +43,8 @@ def use_running_instead(profile: str | None) -> str:
 def not_an_engine(profile: str, base_url: str) -> EngineStateError:
     """An endpoint profile names a server sparkcode does not run."""
     return EngineStateError(
-        f"profile {profile} is an endpoint ({base_url}); there is no engine to start")
+        f"profile {profile} is an endpoint ({base_url}); there is no engine to start"
+    )
 
 
 def no_engine() -> EngineStateError:
@@ -49,7 +56,8 @@ def not_ready(state: str) -> EngineStateError:
     """The caller wants the running engine as it is, and it is not ready."""
     return EngineStateError(
         f"the managed engine is {state}; start it with `sparkcode engine start`, "
-        "or name a target with --profile NAME or --endpoint URL")
+        "or name a target with --profile NAME or --endpoint URL"
+    )
 
 
 def degraded(pid: int | None, profile: str | None) -> EngineStateError:
@@ -57,7 +65,8 @@ def degraded(pid: int | None, profile: str | None) -> EngineStateError:
     next request fails, so it is not reused."""
     return EngineStateError(
         f"the running engine (pid {pid}, profile {profile}) is degraded: its worker node "
-        f"is down; {STOP_FIRST} and start it again")
+        f"is down; {STOP_FIRST} and start it again"
+    )
 
 
 def crashed_note(exit_code: int | None) -> str:

@@ -69,14 +69,19 @@ class NodeCheck:
     running: NodeStatus
 
     def to_json(self) -> dict[str, Any]:
-        return {"fingerprint": self.fingerprint, "available_gib": self.available_gib,
-                "running": self.running.to_json()}
+        return {
+            "fingerprint": self.fingerprint,
+            "available_gib": self.available_gib,
+            "running": self.running.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NodeCheck:
-        return cls(fingerprint=data.get("fingerprint"),
-                   available_gib=float(data.get("available_gib", 0.0)),
-                   running=NodeStatus.from_json(data["running"]))
+        return cls(
+            fingerprint=data.get("fingerprint"),
+            available_gib=float(data.get("available_gib", 0.0)),
+            running=NodeStatus.from_json(data["running"]),
+        )
 
 
 def model_fingerprint(model_dir: Path) -> str | None:
@@ -123,8 +128,13 @@ class LocalNode:
         record = self.record()
         if record is None:
             return NodeStatus(name=self.name, state="stopped")
-        out = NodeStatus(name=self.name, state="running", pid=record.pid, address=record.host,
-                         log_path=record.log_path)
+        out = NodeStatus(
+            name=self.name,
+            state="running",
+            pid=record.pid,
+            address=record.host,
+            log_path=record.log_path,
+        )
         if alive(record):
             out.uptime_s = time.time() - record.started_at
             out.memory_rss_bytes = tree_rss(record)
@@ -139,11 +149,20 @@ class LocalNode:
 
     def check(self, model_path: str | None) -> NodeCheck:
         fingerprint = model_fingerprint(Path(model_path)) if model_path else None
-        return NodeCheck(fingerprint=fingerprint, available_gib=available_gib(),
-                         running=self.status())
+        return NodeCheck(
+            fingerprint=fingerprint, available_gib=available_gib(), running=self.status()
+        )
 
-    def start(self, argv: list[str], env: dict[str, str], *, profile: str,
-              address: str, model_path: str | None, redacted_env: dict[str, str]) -> NodeStatus:
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        profile: str,
+        address: str,
+        model_path: str | None,
+        redacted_env: dict[str, str],
+    ) -> NodeStatus:
         """Launch the node; refused while an earlier node of this record still runs."""
         with self._lock():
             current = self.record()
@@ -157,12 +176,22 @@ class LocalNode:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             log_path = self.logs_dir / f"node-{stamp}-{os.getpid()}.log"
             shown = " ".join(f"{k}={v}" for k, v in sorted(redacted_env.items()))
-            pid, created = launch_runner(argv, env, self.exit_path, log_path,
-                                         f"{shown} {' '.join(argv)}")
+            pid, created = launch_runner(
+                argv, env, self.exit_path, log_path, f"{shown} {' '.join(argv)}"
+            )
             record = EngineRecord(
-                pid=pid, create_time=created, port=0, host=address, profile=profile,
-                model=None, model_path=model_path, base_url="", log_path=str(log_path),
-                argv=argv, env=redacted_env, started_at=time.time(),
+                pid=pid,
+                create_time=created,
+                port=0,
+                host=address,
+                profile=profile,
+                model=None,
+                model_path=model_path,
+                base_url="",
+                log_path=str(log_path),
+                argv=argv,
+                env=redacted_env,
+                started_at=time.time(),
             )
             write_record(self.record_path, record)
         return self.status()
@@ -189,9 +218,23 @@ class LocalNode:
         return tail_lines(path, lines) if path is not None else []
 
 
-def start_payload(argv: list[str], env: dict[str, str], redacted_env: dict[str, str],
-                  profile: str, address: str, model_path: str | None) -> str:
+def start_payload(
+    argv: list[str],
+    env: dict[str, str],
+    redacted_env: dict[str, str],
+    profile: str,
+    address: str,
+    model_path: str | None,
+) -> str:
     """What ``engine node start --json`` reads on its stdin (argv without the interpreter:
     the node runs it under its own Python)."""
-    return json.dumps({"argv": argv[1:], "env": env, "redacted_env": redacted_env,
-                       "profile": profile, "address": address, "model_path": model_path})
+    return json.dumps(
+        {
+            "argv": argv[1:],
+            "env": env,
+            "redacted_env": redacted_env,
+            "profile": profile,
+            "address": address,
+            "model_path": model_path,
+        }
+    )

@@ -45,7 +45,7 @@ def plugin_lines(lines: Iterable[str]) -> list[str]:
         at = line.find(PLUGIN_MARKER)
         if at < 0:
             continue
-        text = line[at + len(PLUGIN_MARKER):].strip()
+        text = line[at + len(PLUGIN_MARKER) :].strip()
         if " live " in text:
             feature = text.partition(":")[0]
             if feature in live:

@@ -56,7 +56,7 @@ def alive(record: EngineRecord) -> bool:
         if abs(proc.create_time() - record.create_time) <= 1.0:
             return True
         argv = list(record.argv)
-        return bool(argv) and proc.cmdline()[-len(argv):] == argv
+        return bool(argv) and proc.cmdline()[-len(argv) :] == argv
     except psutil.Error:
         return False
 
@@ -86,8 +86,9 @@ def tree_rss(record: EngineRecord) -> int:
     return total
 
 
-def launch_runner(argv: list[str], env: dict[str, str], exit_path: Path,
-                  log_path: Path, header: str) -> tuple[int, float]:
+def launch_runner(
+    argv: list[str], env: dict[str, str], exit_path: Path, log_path: Path, header: str
+) -> tuple[int, float]:
     """Start ``argv`` under the runner, detached in its own session; (pid, create time)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     exit_path.unlink(missing_ok=True)
@@ -97,8 +98,12 @@ def launch_runner(argv: list[str], env: dict[str, str], exit_path: Path,
         log.flush()
         proc = subprocess.Popen(
             [sys.executable, "-m", "engine.supervisor._runner", str(exit_path), "--", *argv],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
-            start_new_session=True, close_fds=True,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+            close_fds=True,
         )
     try:
         create_time = psutil.Process(proc.pid).create_time()
@@ -110,8 +115,11 @@ def launch_runner(argv: list[str], env: dict[str, str], exit_path: Path,
 def stop_group(record: EngineRecord, grace: tuple[float, float] | None = None) -> list[int]:
     """SIGINT, then SIGTERM, then SIGKILL to the record's group; the pids that survived."""
     int_wait, term_wait = grace or STOP_GRACE_S
-    for sig, wait_s in ((signal.SIGINT, int_wait), (signal.SIGTERM, term_wait),
-                        (signal.SIGKILL, 5.0)):
+    for sig, wait_s in (
+        (signal.SIGINT, int_wait),
+        (signal.SIGTERM, term_wait),
+        (signal.SIGKILL, 5.0),
+    ):
         pids = group_pids(record)
         if not pids:
             break

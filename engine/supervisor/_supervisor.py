@@ -120,10 +120,15 @@ class Supervisor:
         record = record or self.record()
         if record is None:
             return []
-        return [transport_for(self.dir, ssh=node.get("ssh"),
-                              sparkcode=node.get("sparkcode", "sparkcode"),
-                              name=node.get("name", "worker"))
-                for node in record.extra.get("nodes", [])]
+        return [
+            transport_for(
+                self.dir,
+                ssh=node.get("ssh"),
+                sparkcode=node.get("sparkcode", "sparkcode"),
+                name=node.get("name", "worker"),
+            )
+            for node in record.extra.get("nodes", [])
+        ]
 
     def healthy(self, base_url: str, timeout: float = 1.0) -> bool:
         root = base_url.removesuffix("/v1")
@@ -139,9 +144,16 @@ class Supervisor:
         log = Path(record.log_path)
         lines = tail_lines(log, 400)
         base = EngineStatus(
-            state="stopped", pid=record.pid, port=record.port, profile=record.profile,
-            model=record.model, base_url=record.base_url, vllm_version=record.vllm_version,
-            log_path=record.log_path, phase=phase_of(lines), plugin=plugin_lines(lines),
+            state="stopped",
+            pid=record.pid,
+            port=record.port,
+            profile=record.profile,
+            model=record.model,
+            base_url=record.base_url,
+            vllm_version=record.vllm_version,
+            log_path=record.log_path,
+            phase=phase_of(lines),
+            plugin=plugin_lines(lines),
         )
         base.nodes = [t.status(tail) for t in self.transports(record)]
         if not self._alive(record):
@@ -205,9 +217,18 @@ class Supervisor:
                 for worker_spec, transport in workers:
                     transport.start(worker_spec)
                     started.append(transport)
-                record = self._launch(spec, nodes=[
-                    {"name": w.node, "ssh": w.ssh, "address": w.host,
-                     "sparkcode": w.remote_sparkcode} for w, _ in workers])
+                record = self._launch(
+                    spec,
+                    nodes=[
+                        {
+                            "name": w.node,
+                            "ssh": w.ssh,
+                            "address": w.host,
+                            "sparkcode": w.remote_sparkcode,
+                        }
+                        for w, _ in workers
+                    ],
+                )
             except BaseException:
                 for transport in started:
                     with contextlib.suppress(EngineStateError):
@@ -217,8 +238,9 @@ class Supervisor:
             return self.status()
         return self.wait_ready(record, timeout=timeout, on_phase=on_phase)
 
-    def _check_workers(self, profile: Profile, spec: LaunchSpec, *,
-                       skip_memory_check: bool) -> list[tuple[LaunchSpec, NodeTransport]]:
+    def _check_workers(
+        self, profile: Profile, spec: LaunchSpec, *, skip_memory_check: bool
+    ) -> list[tuple[LaunchSpec, NodeTransport]]:
         """Ask each worker node before anything starts: no node of an earlier engine
         alive there (a new head cannot boot beside a stale headless worker: it hangs in
         ``init_process_group``), the same model as the head's, and enough memory."""
@@ -227,8 +249,9 @@ class Supervisor:
             return out
         head_print = model_fingerprint(spec.model_path) if spec.model_path else None
         for worker in spec.workers:
-            transport = transport_for(self.dir, ssh=worker.ssh, sparkcode=worker.remote_sparkcode,
-                                      name=worker.node)
+            transport = transport_for(
+                self.dir, ssh=worker.ssh, sparkcode=worker.remote_sparkcode, name=worker.node
+            )
             check = transport.check(str(worker.model_path) if worker.model_path else None)
             running = check.running
             if running.state == "running":
@@ -260,25 +283,41 @@ class Supervisor:
             out.append((worker, transport))
         return out
 
-    def _launch(self, spec: LaunchSpec, *, nodes: list[dict[str, Any]] | None = None
-                ) -> EngineRecord:
+    def _launch(
+        self, spec: LaunchSpec, *, nodes: list[dict[str, Any]] | None = None
+    ) -> EngineRecord:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         log_path = self.logs_dir / f"engine-{stamp}-{os.getpid()}.log"
-        pid, create_time = launch_runner(spec.argv, spec.env, self.exit_path, log_path,
-                                         spec.shell_line())
+        pid, create_time = launch_runner(
+            spec.argv, spec.env, self.exit_path, log_path, spec.shell_line()
+        )
         record = EngineRecord(
-            pid=pid, create_time=create_time, port=spec.port or 0, host=spec.host,
-            profile=spec.profile, model=spec.model,
+            pid=pid,
+            create_time=create_time,
+            port=spec.port or 0,
+            host=spec.host,
+            profile=spec.profile,
+            model=spec.model,
             model_path=str(spec.model_path) if spec.model_path else None,
-            base_url=spec.base_url, log_path=str(log_path), argv=spec.argv,
-            env=spec.redacted_env(), started_at=time.time(), vllm_version=vllm_version(),
+            base_url=spec.base_url,
+            log_path=str(log_path),
+            argv=spec.argv,
+            env=spec.redacted_env(),
+            started_at=time.time(),
+            vllm_version=vllm_version(),
             extra={"nodes": nodes} if nodes else {},
         )
         write_record(self.record_path, record)
         return record
 
-    def wait_ready(self, record: EngineRecord | None = None, *, timeout: float = 900.0,
-                   on_phase: PhaseCallback | None = None, poll_s: float = 0.1) -> EngineStatus:
+    def wait_ready(
+        self,
+        record: EngineRecord | None = None,
+        *,
+        timeout: float = 900.0,
+        on_phase: PhaseCallback | None = None,
+        poll_s: float = 0.1,
+    ) -> EngineStatus:
         """Block until the engine answers /health, dies, or ``timeout`` passes."""
         record = record or self.record()
         if record is None:
@@ -313,7 +352,8 @@ class Supervisor:
                     + f"\nlog {record.log_path}, last lines:\n{tail}"
                 )
             if self.healthy(record.base_url, timeout=0.5) and all(
-                    t.status(0).state == "running" for t in transports):
+                t.status(0).state == "running" for t in transports
+            ):
                 # Lines written between the last read and /health answering (a loaded
                 # machine) still report their phases before "ready".
                 offset, phase = _follow_phases(log, offset, phase, on_phase)
@@ -392,8 +432,9 @@ def likely_cause(lines: list[str]) -> str | None:
     return None
 
 
-def _follow_phases(log: Path, offset: int, phase: str | None,
-                   on_phase: PhaseCallback | None) -> tuple[int, str | None]:
+def _follow_phases(
+    log: Path, offset: int, phase: str | None, on_phase: PhaseCallback | None
+) -> tuple[int, str | None]:
     """Read the log's new lines and report each boot phase they reach, in order."""
     offset, new_lines = _read_new(log, offset)
     for line in new_lines:

@@ -57,9 +57,13 @@ class LocalTransport:
 
     def start(self, spec: LaunchSpec) -> NodeStatus:
         return self.node.start(
-            spec.argv, spec.env, profile=spec.profile, address=spec.host,
+            spec.argv,
+            spec.env,
+            profile=spec.profile,
+            address=spec.host,
             model_path=str(spec.model_path) if spec.model_path else None,
-            redacted_env=spec.redacted_env())
+            redacted_env=spec.redacted_env(),
+        )
 
     def status(self, tail: int = 20) -> NodeStatus:
         return self.node.status(tail)
@@ -80,18 +84,23 @@ class SshTransport:
         self.name = name
         self.where = f"ssh {host}"
 
-    def _run(self, verb: str, *args: str, stdin: str | None = None,
-             timeout: float = SSH_TIMEOUT_S) -> dict[str, Any]:
-        ssh = shlex.split(os.environ.get(SSH_ENV) or
-                          "ssh -o BatchMode=yes -o ConnectTimeout=10")
-        remote = shlex.join([*shlex.split(self.sparkcode), "engine", "node", verb, "--json",
-                             *args])
+    def _run(
+        self, verb: str, *args: str, stdin: str | None = None, timeout: float = SSH_TIMEOUT_S
+    ) -> dict[str, Any]:
+        ssh = shlex.split(os.environ.get(SSH_ENV) or "ssh -o BatchMode=yes -o ConnectTimeout=10")
+        remote = shlex.join([*shlex.split(self.sparkcode), "engine", "node", verb, "--json", *args])
         try:
-            done = subprocess.run([*ssh, self.host, remote], input=stdin, capture_output=True,
-                                  text=True, timeout=timeout)
+            done = subprocess.run(
+                [*ssh, self.host, remote],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
-            raise EngineStateError(f"{self.where}: `{remote}` gave no answer in "
-                                   f"{timeout:.0f}s") from None
+            raise EngineStateError(
+                f"{self.where}: `{remote}` gave no answer in {timeout:.0f}s"
+            ) from None
         except OSError as exc:
             raise EngineStateError(f"cannot run ssh for the {self.name} node: {exc}") from None
         try:
@@ -100,8 +109,9 @@ class SshTransport:
             data = None
         if not isinstance(data, dict):
             why = (done.stderr.strip() or done.stdout.strip() or "no output")[-500:]
-            raise EngineStateError(f"{self.where}: `{remote}` failed (exit {done.returncode}): "
-                                   f"{why}")
+            raise EngineStateError(
+                f"{self.where}: `{remote}` failed (exit {done.returncode}): {why}"
+            )
         if "error" in data and len(data) == 1:
             raise EngineStateError(f"{self.name} node ({self.where}): {data['error']}")
         return data
@@ -111,9 +121,14 @@ class SshTransport:
         return NodeCheck.from_json(self._run("check", *args))
 
     def start(self, spec: LaunchSpec) -> NodeStatus:
-        payload = start_payload(spec.argv, spec.env, spec.redacted_env(), spec.profile,
-                                spec.host,
-                                str(spec.model_path) if spec.model_path else None)
+        payload = start_payload(
+            spec.argv,
+            spec.env,
+            spec.redacted_env(),
+            spec.profile,
+            spec.host,
+            str(spec.model_path) if spec.model_path else None,
+        )
         return self._status(self._run("start", stdin=payload))
 
     def status(self, tail: int = 20) -> NodeStatus:
@@ -135,8 +150,9 @@ class SshTransport:
         return status
 
 
-def transport_for(engine_dir: Path, *, ssh: str | None, sparkcode: str = "sparkcode",
-                  name: str = "worker") -> NodeTransport:
+def transport_for(
+    engine_dir: Path, *, ssh: str | None, sparkcode: str = "sparkcode", name: str = "worker"
+) -> NodeTransport:
     if ssh is None:
         return LocalTransport(engine_dir, name)
     return SshTransport(ssh, sparkcode, name)

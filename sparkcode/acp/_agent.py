@@ -76,17 +76,26 @@ def mcp_configs(servers: list[McpServer] | None) -> tuple[McpServerConfig, ...]:
     for server in servers or []:
         name = ("editor-" + _NAME_BAD.sub("_", server.name))[:32]
         if isinstance(server, McpServerStdio):
-            out.append(McpServerConfig(name=name, command=server.command,
-                                       args=tuple(server.args),
-                                       env=tuple((e.name, e.value) for e in server.env)))
+            out.append(
+                McpServerConfig(
+                    name=name,
+                    command=server.command,
+                    args=tuple(server.args),
+                    env=tuple((e.name, e.value) for e in server.env),
+                )
+            )
         elif isinstance(server, HttpMcpServer):
             if server.headers:
-                raise user_error(f"MCP server {server.name!r}: HTTP headers are not "
-                                 "supported yet; configure it in config.toml instead")
+                raise user_error(
+                    f"MCP server {server.name!r}: HTTP headers are not "
+                    "supported yet; configure it in config.toml instead"
+                )
             out.append(McpServerConfig(name=name, url=server.url))
         else:
-            raise user_error(f"MCP server {server.name!r}: only stdio and HTTP servers are "
-                             "supported (initialize advertised http: true, sse: false)")
+            raise user_error(
+                f"MCP server {server.name!r}: only stdio and HTTP servers are "
+                "supported (initialize advertised http: true, sse: false)"
+            )
     return tuple(out)
 
 
@@ -105,18 +114,24 @@ class SparkcodeAcpAgent:
     def on_connect(self, conn: Client) -> None:
         self.client = conn
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
-                         client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
         self.form_elicitation = form_elicitation(client_capabilities)
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=PromptCapabilities(image=self._vision(), audio=False,
-                                                       embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True, sse=False)),
-            agent_info=Implementation(name="sparkcode", title="sparkcode",
-                                      version=__version__),
+                prompt_capabilities=PromptCapabilities(
+                    image=self._vision(), audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
+            ),
+            agent_info=Implementation(name="sparkcode", title="sparkcode", version=__version__),
         )
 
     def _vision(self) -> bool:
@@ -125,26 +140,33 @@ class SparkcodeAcpAgent:
         be read offers none here; ``session/new`` then names the problem."""
         opts = self.options
         try:
-            return resolve_target(Path.cwd(), self.paths, profile=opts.profile,
-                                  endpoint=opts.endpoint, model=opts.model,
-                                  vision=opts.vision).vision
+            return resolve_target(
+                Path.cwd(),
+                self.paths,
+                profile=opts.profile,
+                endpoint=opts.endpoint,
+                model=opts.model,
+                vision=opts.vision,
+            ).vision
         except UserError:
             return False
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None  # a local agent: nothing to log in to
 
-    async def new_session(self, cwd: str, mcp_servers: list[McpServer] | None = None,
-                          **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, mcp_servers: list[McpServer] | None = None, **kwargs: Any
+    ) -> NewSessionResponse:
         session = self._session(new_session_id(), cwd, mcp_servers)
         session.start()
         await session.announce()
-        return NewSessionResponse(session_id=session.id,
-                                  modes=mode_state(self._initial_mode(session)))
+        return NewSessionResponse(
+            session_id=session.id, modes=mode_state(self._initial_mode(session))
+        )
 
-    async def load_session(self, cwd: str, session_id: str,
-                           mcp_servers: list[McpServer] | None = None,
-                           **kwargs: Any) -> LoadSessionResponse:
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[McpServer] | None = None, **kwargs: Any
+    ) -> LoadSessionResponse:
         store = SessionStore(self.paths.sessions_dir)
         workspace = workspace_of(cwd)
         try:
@@ -163,30 +185,57 @@ class SparkcodeAcpAgent:
         await session.announce()
         return LoadSessionResponse(modes=mode_state(self._initial_mode(session)))
 
-    def _session(self, session_id: str, cwd: str, mcp_servers: list[McpServer] | None,
-                 resume: Rebuilt | None = None) -> AcpSession:
+    def _session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[McpServer] | None,
+        resume: Rebuilt | None = None,
+    ) -> AcpSession:
         if self.client is None:
             raise RequestError.internal_error({"details": "not connected"})
         opts = self.options
         try:
-            target = resolve_target(workspace_of(cwd), self.paths, profile=opts.profile,
-                                    endpoint=opts.endpoint, model=opts.model,
-                                    api_key_env=opts.api_key_env, vision=opts.vision)
+            target = resolve_target(
+                workspace_of(cwd),
+                self.paths,
+                profile=opts.profile,
+                endpoint=opts.endpoint,
+                model=opts.model,
+                api_key_env=opts.api_key_env,
+                vision=opts.vision,
+            )
         except UserError as exc:
             raise user_error(str(exc)) from None
         extra = mcp_configs(mcp_servers)
         if extra:
-            target = replace(target, config=msgspec.structs.replace(
-                target.config, mcp_servers=target.config.mcp_servers + extra))
+            target = replace(
+                target,
+                config=msgspec.structs.replace(
+                    target.config, mcp_servers=target.config.mcp_servers + extra
+                ),
+            )
         # A new recording for a loaded session: its parent is the one loaded; the mode
         # it was left in comes back with it.
         recorded = resume.mode if isinstance(resume, Rebuilt) else None
-        session_options = replace(opts.session, origin=ORIGIN, resume=resume,
-                                  permission_mode=recorded or opts.session.permission_mode
-                                  or target.config.permission_mode)
+        session_options = replace(
+            opts.session,
+            origin=ORIGIN,
+            resume=resume,
+            permission_mode=recorded
+            or opts.session.permission_mode
+            or target.config.permission_mode,
+        )
         record_id = new_session_id() if resume is not None else session_id
-        session = AcpSession(session_id, self.client, target, session_options, self.paths,
-                             record_id=record_id, form_elicitation=self.form_elicitation)
+        session = AcpSession(
+            session_id,
+            self.client,
+            target,
+            session_options,
+            self.paths,
+            record_id=record_id,
+            form_elicitation=self.form_elicitation,
+        )
         self.sessions[session_id] = session
         return session
 
@@ -196,21 +245,26 @@ class SparkcodeAcpAgent:
     def _get(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
         if session is None:
-            raise user_error(f"unknown session {session_id!r}: start one with session/new or "
-                             "session/load", -32002)
+            raise user_error(
+                f"unknown session {session_id!r}: start one with session/new or session/load",
+                -32002,
+            )
         return session
 
-    async def set_session_mode(self, session_id: str, mode_id: str,
-                               **kwargs: Any) -> SetSessionModeResponse:
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse:
         mode = as_mode(mode_id)
         if mode is None:
-            raise user_error(f"unknown mode {mode_id!r} (modes: sandbox, ask, auto-edit, "
-                             "full-auto, plan)")
+            raise user_error(
+                f"unknown mode {mode_id!r} (modes: sandbox, ask, auto-edit, full-auto, plan)"
+            )
         await self._get(session_id).set_mode(mode)
         return SetSessionModeResponse()
 
-    async def prompt(self, session_id: str, prompt: list[PromptBlock],
-                     **kwargs: Any) -> PromptResponse:
+    async def prompt(
+        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
+    ) -> PromptResponse:
         return await self._get(session_id).prompt(prompt)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -232,8 +286,7 @@ def latest_continuation(store: SessionStore, session_id: str) -> str:
         header = _header(path)
         parent = header.get("parent")
         if header.get("origin") == ORIGIN and isinstance(parent, str):
-            children.setdefault(parent, []).append((str(header.get("created", "")),
-                                                    path.stem))
+            children.setdefault(parent, []).append((str(header.get("created", "")), path.stem))
     current, seen = session_id, {session_id}
     while children.get(current):
         current = max(children[current])[1]

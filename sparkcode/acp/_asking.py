@@ -32,14 +32,14 @@ from sparkcode.agent.asking import Answer, Asker, Question
 
 DECLINE = "decline"
 NO_TYPED_ANSWER = "this editor takes no typed answer over ACP (no form elicitation)"
-ASK_WITH_OPTIONS = ("call ask_user again with options to pick from, or decide yourself and "
-                    "state the assumption")
+ASK_WITH_OPTIONS = (
+    "call ask_user again with options to pick from, or decide yourself and state the assumption"
+)
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-def acp_asker(client: Client, session_id: str, cancelled: asyncio.Event, *,
-              form: bool) -> Asker:
+def acp_asker(client: Client, session_id: str, cancelled: asyncio.Event, *, form: bool) -> Asker:
     """Asks the editor of ``session_id``; ``form``: it takes form elicitations."""
 
     async def ask(question: Question) -> Answer:
@@ -52,17 +52,25 @@ def acp_asker(client: Client, session_id: str, cancelled: asyncio.Event, *,
     return ask
 
 
-async def _pick(client: Client, session_id: str, cancelled: asyncio.Event,
-                question: Question) -> Answer:
-    options = [PermissionOption(option_id=f"answer-{n}", name=text, kind="allow_once")
-               for n, text in enumerate(question.options, 1)]
-    options.append(PermissionOption(option_id=DECLINE, name="Decline to answer",
-                                    kind="reject_once"))
-    call = ToolCallUpdate(tool_call_id=question.call_id,
-                          title=f"The model asks: {question.text}", status="pending",
-                          content=[tool_content(text_block(question.text))])
-    answer = await _unless_cancelled(client.request_permission(
-        session_id=session_id, tool_call=call, options=options), cancelled)
+async def _pick(
+    client: Client, session_id: str, cancelled: asyncio.Event, question: Question
+) -> Answer:
+    options = [
+        PermissionOption(option_id=f"answer-{n}", name=text, kind="allow_once")
+        for n, text in enumerate(question.options, 1)
+    ]
+    options.append(
+        PermissionOption(option_id=DECLINE, name="Decline to answer", kind="reject_once")
+    )
+    call = ToolCallUpdate(
+        tool_call_id=question.call_id,
+        title=f"The model asks: {question.text}",
+        status="pending",
+        content=[tool_content(text_block(question.text))],
+    )
+    answer = await _unless_cancelled(
+        client.request_permission(session_id=session_id, tool_call=call, options=options), cancelled
+    )
     outcome = answer.outcome if answer is not None else None
     if not isinstance(outcome, AllowedOutcome) or not outcome.option_id.startswith("answer-"):
         return Answer.declined()
@@ -72,22 +80,31 @@ async def _pick(client: Client, session_id: str, cancelled: asyncio.Event,
     return Answer.answered(question.options[n - 1])
 
 
-async def _typed(client: Client, session_id: str, cancelled: asyncio.Event,
-                 question: Question) -> Answer:
+async def _typed(
+    client: Client, session_id: str, cancelled: asyncio.Event, question: Question
+) -> Answer:
     schema = ElicitationSchema(
-        properties={"answer": ElicitationStringPropertySchema(
-            type="string", title="Answer", description="Your answer to the model's question")},
-        required=["answer"])
-    mode = ElicitationFormSessionMode(session_id=session_id,
-                                      tool_call_id=question.call_id or None,
-                                      requested_schema=schema)
-    reply = await _unless_cancelled(client.create_elicitation(
-        message=question.text, mode=mode), cancelled)
+        properties={
+            "answer": ElicitationStringPropertySchema(
+                type="string", title="Answer", description="Your answer to the model's question"
+            )
+        },
+        required=["answer"],
+    )
+    mode = ElicitationFormSessionMode(
+        session_id=session_id, tool_call_id=question.call_id or None, requested_schema=schema
+    )
+    reply = await _unless_cancelled(
+        client.create_elicitation(message=question.text, mode=mode), cancelled
+    )
     if not isinstance(reply, AcceptElicitationResponse):
         return Answer.declined()
     text = (reply.content or {}).get("answer")
-    return Answer.answered(text.strip()) if isinstance(text, str) and text.strip() \
+    return (
+        Answer.answered(text.strip())
+        if isinstance(text, str) and text.strip()
         else Answer.declined()
+    )
 
 
 async def _unless_cancelled(request: Awaitable[T], cancelled: asyncio.Event) -> T | None:

@@ -23,7 +23,7 @@ from sparkcode.operations import Operation, offered
 
 MODE_HELP: dict[PermissionMode, str] = {
     "sandbox": "shell commands run without asking inside the bubblewrap sandbox; edits run; "
-               "commits and MCP tools ask",
+    "commits and MCP tools ask",
     "ask": "every edit, commit, MCP tool and non-read-only shell command asks",
     "auto-edit": "edits run; shell commands, commits and MCP tools ask",
     "full-auto": "everything runs without asking, shell commands outside any sandbox",
@@ -37,16 +37,27 @@ def _offered() -> dict[str, Operation]:
 
 def mode_state(current: PermissionMode) -> SessionModeState:
     """The modes as ``session/new`` returns them."""
-    return SessionModeState(current_mode_id=current, available_modes=[
-        SessionMode(id=mode, name=mode, description=MODE_HELP[mode])
-        for mode in PERMISSION_MODES])
+    return SessionModeState(
+        current_mode_id=current,
+        available_modes=[
+            SessionMode(id=mode, name=mode, description=MODE_HELP[mode])
+            for mode in PERMISSION_MODES
+        ],
+    )
 
 
 def available_commands() -> list[AvailableCommand]:
     """The registry's operations ACP offers, as ``available_commands_update`` lists them."""
-    return [AvailableCommand(name=op.name, description=op.help, input=AvailableCommandInput(
-        root=UnstructuredCommandInput(hint=op.arg.hint)) if op.arg is not None else None)
-        for op in offered("acp")]
+    return [
+        AvailableCommand(
+            name=op.name,
+            description=op.help,
+            input=AvailableCommandInput(root=UnstructuredCommandInput(hint=op.arg.hint))
+            if op.arg is not None
+            else None,
+        )
+        for op in offered("acp")
+    ]
 
 
 def parse_command(text: str) -> tuple[Operation, str] | None:

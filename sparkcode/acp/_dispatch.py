@@ -46,15 +46,19 @@ async def _clear(ctx: Context, arg: str) -> str:
 
 async def _undo(ctx: Context, arg: str) -> str:
     undone = await asyncio.to_thread(ctx.session.agent.undo)
-    return (f"undo: turn {undone.turn or '-'} taken back ({undone.messages_removed} "
-            f"messages); files: {', '.join(undone.changed) or 'none changed'}; /redo brings "
-            "it back")
+    return (
+        f"undo: turn {undone.turn or '-'} taken back ({undone.messages_removed} "
+        f"messages); files: {', '.join(undone.changed) or 'none changed'}; /redo brings "
+        "it back"
+    )
 
 
 async def _redo(ctx: Context, arg: str) -> str:
     redone = await asyncio.to_thread(ctx.session.agent.redo)
-    return (f"redo: turn {redone.turn} is back ({redone.messages_restored} messages); "
-            f"files: {', '.join(redone.changed) or 'none changed'}")
+    return (
+        f"redo: turn {redone.turn} is back ({redone.messages_restored} messages); "
+        f"files: {', '.join(redone.changed) or 'none changed'}"
+    )
 
 
 async def _compact(ctx: Context, arg: str) -> str:
@@ -75,11 +79,17 @@ class _Export:
 
 async def _export(ctx: Context, arg: str) -> str:
     return await export_transcript(
-        _Export(ctx.session.target.workspace, ctx.sessions, ctx.session), arg)
+        _Export(ctx.session.target.workspace, ctx.sessions, ctx.session), arg
+    )
 
 
-HANDLERS: dict[str, Handler] = {"clear": _clear, "undo": _undo, "redo": _redo,
-                                "compact": _compact, "export": _export}
+HANDLERS: dict[str, Handler] = {
+    "clear": _clear,
+    "undo": _undo,
+    "redo": _redo,
+    "compact": _compact,
+    "export": _export,
+}
 SESSION_HANDLED = frozenset({"act"})
 """Operations :class:`~._session.AcpSession` runs itself."""
 

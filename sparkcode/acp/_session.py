@@ -63,8 +63,13 @@ from ._updates import STOP_REASONS, UpdateMapper
 
 log = logging.getLogger(__name__)
 
-PromptBlock = (TextContentBlock | ImageContentBlock | AudioContentBlock | ResourceContentBlock
-               | EmbeddedResourceContentBlock)
+PromptBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
 BOOT_CALL = "sparkcode-engine"
 """The tool-call ID under which the engine's boot is shown."""
 
@@ -88,13 +93,17 @@ def prompt_text(blocks: Sequence[PromptBlock]) -> str:
         elif isinstance(block, EmbeddedResourceContentBlock):
             res = block.resource
             if not isinstance(res, TextResourceContents):
-                raise user_error(f"{res.uri}: binary attachments are not supported; attach "
-                                 "text files or link the file")
+                raise user_error(
+                    f"{res.uri}: binary attachments are not supported; attach "
+                    "text files or link the file"
+                )
             parts.append(f"\n{_path_of(res.uri)}:\n```\n{res.text}\n```\n")
         elif not isinstance(block, ImageContentBlock):
-            raise user_error(f"{block.type} prompts are not supported: the model takes text "
-                             "and, with a vision profile, images (initialize advertised "
-                             "audio: false)")
+            raise user_error(
+                f"{block.type} prompts are not supported: the model takes text "
+                "and, with a vision profile, images (initialize advertised "
+                "audio: false)"
+            )
     text = "".join(part if part.startswith("\n") else part + " " for part in parts).strip()
     if not text and not any(isinstance(block, ImageContentBlock) for block in blocks):
         raise user_error("the prompt is empty")
@@ -122,9 +131,17 @@ def _path_of(uri: str) -> str:
 class AcpSession:
     """A session the editor drives: build, prompts, cancel, mode, commands."""
 
-    def __init__(self, session_id: str, client: Client, target: StartTarget,
-                 options: SessionOptions, paths: Paths, *,
-                 record_id: str | None = None, form_elicitation: bool = False) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        client: Client,
+        target: StartTarget,
+        options: SessionOptions,
+        paths: Paths,
+        *,
+        record_id: str | None = None,
+        form_elicitation: bool = False,
+    ) -> None:
         self.id = session_id
         self.record_id = record_id or session_id
         """The recording's ID: the session's own, or a new one continuing a loaded one."""
@@ -166,22 +183,34 @@ class AcpSession:
             async with in_order:
                 if not booting:
                     booting = True
-                    await self.send(start_tool_call(BOOT_CALL, "start the engine",
-                                                    kind="other", status="in_progress"))
-                await self.send(update_tool_call(BOOT_CALL, content=[
-                    tool_content(text_block(line))]))
+                    await self.send(
+                        start_tool_call(
+                            BOOT_CALL, "start the engine", kind="other", status="in_progress"
+                        )
+                    )
+                await self.send(
+                    update_tool_call(BOOT_CALL, content=[tool_content(text_block(line))])
+                )
 
         def progress(line: str) -> None:  # called from the supervisor's thread
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(boot_line(line)))
 
-        options = replace(self._options, progress=progress, approver=self._approve,
-                          session_id=self.record_id, permission_mode=self.mode)
+        options = replace(
+            self._options,
+            progress=progress,
+            approver=self._approve,
+            session_id=self.record_id,
+            permission_mode=self.mode,
+        )
         try:
             session = await build_session(self.target, options, self.paths)
         except Exception as exc:
             if booting:
-                await self.send(update_tool_call(BOOT_CALL, status="failed", content=[
-                    tool_content(text_block(str(exc)))]))
+                await self.send(
+                    update_tool_call(
+                        BOOT_CALL, status="failed", content=[tool_content(text_block(str(exc)))]
+                    )
+                )
             raise
         if booting:
             async with in_order:
@@ -213,8 +242,9 @@ class AcpSession:
         try:
             return self._build.result()
         except asyncio.CancelledError:
-            raise user_error("the session's start was stopped; send the prompt again",
-                             -32603) from None
+            raise user_error(
+                "the session's start was stopped; send the prompt again", -32603
+            ) from None
         except UserError as exc:
             raise user_error(f"the session could not start: {exc}", -32603) from None
 
@@ -236,22 +266,28 @@ class AcpSession:
     async def _approve(self, request: ApprovalRequested) -> ApprovalDecision:
         detail = request.detail.rstrip("\n")
         shown = f"```diff\n{detail}\n```" if request.kind == "edit" else f"```\n{detail}\n```"
-        options = [PermissionOption(option_id="allow_once", name="Allow once",
-                                    kind="allow_once")]
+        options = [PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once")]
         if request.kind != "loop":
-            options.append(PermissionOption(option_id="allow_always",
-                                            name=f"Always allow {request.tool}",
-                                            kind="allow_always"))
-        options.append(PermissionOption(option_id="reject_once", name="Reject",
-                                        kind="reject_once"))
-        call = ToolCallUpdate(tool_call_id=request.call_id, title=request.summary,
-                              status="pending",
-                              content=[tool_content(text_block(shown))] if detail else None)
+            options.append(
+                PermissionOption(
+                    option_id="allow_always",
+                    name=f"Always allow {request.tool}",
+                    kind="allow_always",
+                )
+            )
+        options.append(PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"))
+        call = ToolCallUpdate(
+            tool_call_id=request.call_id,
+            title=request.summary,
+            status="pending",
+            content=[tool_content(text_block(shown))] if detail else None,
+        )
         # ACP has the editor answer a pending approval `cancelled` after
         # session/cancel, but Toad 0.6.20 leaves it unanswered (tried 2026-12-02):
         # the cancel itself ends the wait, and a late answer is dropped by the SDK.
-        asking = asyncio.ensure_future(self.client.request_permission(
-            session_id=self.id, tool_call=call, options=options))
+        asking = asyncio.ensure_future(
+            self.client.request_permission(session_id=self.id, tool_call=call, options=options)
+        )
         cancelled = asyncio.ensure_future(self._cancel.wait())
         try:
             await asyncio.wait({asking, cancelled}, return_when=asyncio.FIRST_COMPLETED)
@@ -266,8 +302,9 @@ class AcpSession:
         try:
             answer = asking.result()
         except Exception as exc:  # noqa: BLE001 - an editor error is a refusal, said so
-            return ApprovalDecision(approved=False,
-                                    reason=f"not approved: the editor did not answer ({exc})")
+            return ApprovalDecision(
+                approved=False, reason=f"not approved: the editor did not answer ({exc})"
+            )
         outcome = answer.outcome
         if not isinstance(outcome, AllowedOutcome):
             return ApprovalDecision(approved=False, reason="the user cancelled the turn")
@@ -281,8 +318,7 @@ class AcpSession:
         text = prompt_text(blocks)
         raw_images = prompt_images(blocks)
         if self._running:
-            raise user_error("a prompt is already running in this session; cancel it first",
-                             -32600)
+            raise user_error("a prompt is already running in this session; cancel it first", -32600)
         self._running = True
         self._cancel.clear()
         try:
@@ -297,8 +333,7 @@ class AcpSession:
             self._running = False
 
     @staticmethod
-    def _images(session: AgentSession,
-                raw: list[tuple[str, bytes]]) -> tuple[ImageAttachment, ...]:
+    def _images(session: AgentSession, raw: list[tuple[str, bytes]]) -> tuple[ImageAttachment, ...]:
         """The prompt's images checked as the TUI checks an attached file: a model
         without vision, a file that is not PNG/JPEG/WebP or one over the cap is an
         error that names it (JSON-RPC -32602), and nothing is sent."""
@@ -308,13 +343,16 @@ class AcpSession:
         try:
             if not settings.vision:
                 raise refuse_text_only(session.agent.client.model)
-            return tuple(image_from_bytes(data, name, max_bytes=settings.image_max_bytes)
-                         for name, data in raw)
+            return tuple(
+                image_from_bytes(data, name, max_bytes=settings.image_max_bytes)
+                for name, data in raw
+            )
         except ImageError as exc:
             raise user_error(str(exc)) from None
 
-    async def _turn(self, session: AgentSession, text: str,
-                    images: tuple[ImageAttachment, ...] = ()) -> PromptResponse:
+    async def _turn(
+        self, session: AgentSession, text: str, images: tuple[ImageAttachment, ...] = ()
+    ) -> PromptResponse:
         assert self.mapper is not None
         finished: TurnFinished | None = None
         error: AgentError | None = None
@@ -326,9 +364,12 @@ class AcpSession:
             elif isinstance(event, TurnFinished):
                 finished = event
         assert finished is not None  # every turn ends with one
-        meta: dict[str, Any] = {"reason": finished.reason, "requests": finished.requests,
-                                "prompt_tokens": finished.prompt_tokens,
-                                "completion_tokens": finished.completion_tokens}
+        meta: dict[str, Any] = {
+            "reason": finished.reason,
+            "requests": finished.requests,
+            "prompt_tokens": finished.prompt_tokens,
+            "completion_tokens": finished.completion_tokens,
+        }
         if error is not None:
             meta["error"] = error.message
         if session.session_id is not None:
@@ -360,8 +401,7 @@ class AcpSession:
             await self.send(update_current_mode(permissions.mode))
             await self.say(notice)
 
-    async def _command(self, session: AgentSession, op: Operation,
-                       arg: str) -> PromptResponse:
+    async def _command(self, session: AgentSession, op: Operation, arg: str) -> PromptResponse:
         if op.name == "act":
             agent = session.agent
             if agent.permissions.mode == "plan":
@@ -370,8 +410,9 @@ class AcpSession:
                 return await self._turn(session, ACT_PROMPT)
             reply = "/act failed: not in plan mode (switch to the plan mode first)"
         else:
-            reply = await run_command(Context(session, self._show,
-                                              SessionStore(self.paths.sessions_dir)), op, arg)
+            reply = await run_command(
+                Context(session, self._show, SessionStore(self.paths.sessions_dir)), op, arg
+            )
         await self.send(update_agent_message_text(reply))
         return PromptResponse(stop_reason="end_turn")
 

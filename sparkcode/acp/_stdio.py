@@ -48,7 +48,8 @@ class LineTransport:
         reader = asyncio.StreamReader(limit=LINE_LIMIT)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
         transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, stdout)
+            asyncio.streams.FlowControlMixin, stdout
+        )
         return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop))
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -69,8 +70,12 @@ class LineTransport:
                     return None
             except asyncio.LimitOverrunError:
                 await self._skip_line()
-                await self._error(None, -32600, "Invalid Request",
-                                  f"a message longer than {LINE_LIMIT} bytes was dropped")
+                await self._error(
+                    None,
+                    -32600,
+                    "Invalid Request",
+                    f"a message longer than {LINE_LIMIT} bytes was dropped",
+                )
                 continue
             text = line.strip()
             if not text:
@@ -81,11 +86,15 @@ class LineTransport:
                 await self._error(None, -32700, "Parse error", f"not JSON: {exc}")
                 continue
             if not isinstance(message, dict) or not (
-                    isinstance(message.get("method"), str) or "id" in message):
+                isinstance(message.get("method"), str) or "id" in message
+            ):
                 ident = message.get("id") if isinstance(message, dict) else None
-                await self._error(ident, -32600, "Invalid Request",
-                                  "expected a JSON-RPC 2.0 request, notification or response "
-                                  "object")
+                await self._error(
+                    ident,
+                    -32600,
+                    "Invalid Request",
+                    "expected a JSON-RPC 2.0 request, notification or response object",
+                )
                 continue
             return message
 
@@ -100,9 +109,13 @@ class LineTransport:
                 return
 
     async def _error(self, ident: Any, code: int, message: str, details: str) -> None:
-        await self.send({"jsonrpc": "2.0", "id": ident,
-                         "error": {"code": code, "message": message,
-                                   "data": {"details": details}}})
+        await self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "error": {"code": code, "message": message, "data": {"details": details}},
+            }
+        )
 
     async def close(self) -> None:
         self._writer.close()

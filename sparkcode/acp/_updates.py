@@ -66,19 +66,40 @@ from sparkcode.agent import (
 )
 from sparkcode.agent import UsageUpdate as SparkUsage
 
-Update = (AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
-          | AgentPlanUpdate | UsageUpdate | UserMessageChunk)
+Update = (
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | AgentPlanUpdate
+    | UsageUpdate
+    | UserMessageChunk
+)
 ToolContent = ContentToolCallContent | FileEditToolCallContent
 
-_KINDS: dict[str, ToolKind] = {"read": "read", "edit": "edit", "shell": "execute",
-                               "git": "other", "state": "think", "mcp": "other"}
+_KINDS: dict[str, ToolKind] = {
+    "read": "read",
+    "edit": "edit",
+    "shell": "execute",
+    "git": "other",
+    "state": "think",
+    "mcp": "other",
+}
 _SEARCH_TOOLS = frozenset({"grep", "glob"})
-_TODO_STATUS: dict[str, PlanEntryStatus] = {"pending": "pending",
-                                            "in_progress": "in_progress", "done": "completed"}
+_TODO_STATUS: dict[str, PlanEntryStatus] = {
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "done": "completed",
+}
 STOP_REASONS: dict[FinishReason, StopReason] = {
-    "stop": "end_turn", "max_turns": "max_turn_requests", "length": "max_tokens",
-    "cancelled": "cancelled", "denied": "end_turn", "loop": "end_turn",
-    "degenerate": "refusal", "error": "end_turn",
+    "stop": "end_turn",
+    "max_turns": "max_turn_requests",
+    "length": "max_tokens",
+    "cancelled": "cancelled",
+    "denied": "end_turn",
+    "loop": "end_turn",
+    "degenerate": "refusal",
+    "error": "end_turn",
 }
 """ACP has no stop reason for a refused approval, a loop or a degenerate stream;
 the sparkcode reason goes along in the response's ``_meta``."""
@@ -143,18 +164,33 @@ class UpdateMapper:
         if isinstance(event, Notice):
             return [update_agent_message_text(note_text(event.message))]
         if isinstance(event, BudgetExceeded):
-            return [update_agent_message_text(note_text(
-                f"thinking passed its budget ({event.used} > {event.budget} tokens); "
-                "continuing without thinking"))]
+            return [
+                update_agent_message_text(
+                    note_text(
+                        f"thinking passed its budget ({event.used} > {event.budget} tokens); "
+                        "continuing without thinking"
+                    )
+                )
+            ]
         if isinstance(event, DegenerationDetected):
             what = "stopped the stream" if event.stopped else "warning only"
-            return [update_agent_message_text(note_text(
-                f"degenerate {event.channel} after {event.chars} characters "
-                f"({event.pattern}: {event.detail}); {what}"))]
+            return [
+                update_agent_message_text(
+                    note_text(
+                        f"degenerate {event.channel} after {event.chars} characters "
+                        f"({event.pattern}: {event.detail}); {what}"
+                    )
+                )
+            ]
         if isinstance(event, ContextCompacted):
-            return [update_agent_message_text(note_text(
-                f"compacted {event.messages_summarised} messages: {event.tokens_before:,} "
-                f"-> ~{event.tokens_after_estimate:,} tokens"))]
+            return [
+                update_agent_message_text(
+                    note_text(
+                        f"compacted {event.messages_summarised} messages: {event.tokens_before:,} "
+                        f"-> ~{event.tokens_after_estimate:,} tokens"
+                    )
+                )
+            ]
         if isinstance(event, AgentError):
             return [update_agent_message_text(note_text(f"error: {event.message}"))]
         return []
@@ -173,9 +209,14 @@ class UpdateMapper:
         # tool calls then stay "pending" with no result or diff; tried 2026-12-02),
         # so both are always objects.
         raw_input = event.arguments or {"raw_arguments": event.raw_arguments}
-        return start_tool_call(event.call_id, tool_title(event.name, event.arguments),
-                               kind=kind, status="pending", locations=locations,
-                               raw_input=raw_input)
+        return start_tool_call(
+            event.call_id,
+            tool_title(event.name, event.arguments),
+            kind=kind,
+            status="pending",
+            locations=locations,
+            raw_input=raw_input,
+        )
 
     def _finished(self, event: ToolCallFinished) -> ToolCallProgress:
         content: list[ToolContent] = []
@@ -187,19 +228,31 @@ class UpdateMapper:
             if new is not None and new != old:
                 content.append(tool_diff_content(str(target), new, old))
         content.append(tool_content(text_block(event.result)))
-        return update_tool_call(event.call_id, status="failed" if event.error else "completed",
-                                content=content, raw_output={"output": event.result})
+        return update_tool_call(
+            event.call_id,
+            status="failed" if event.error else "completed",
+            content=content,
+            raw_output={"output": event.result},
+        )
 
     def _usage_update(self, event: SparkUsage) -> list[Update]:
         if not event.final or event.context_limit is None:
             return []  # one update a request, not one a frame
-        meta = {"decode_tok_s": event.decode_tok_s, "prefill_tok_s": event.prefill_tok_s,
-                "ttft_s": event.ttft_s, "prompt_tokens": event.prompt_tokens,
-                "completion_tokens": event.completion_tokens,
-                "reasoning_tokens": event.reasoning_tokens,
-                "cached_tokens": event.cached_tokens}
-        self._usage = UsageUpdate(session_update="usage_update", used=event.context_used,
-                                  size=event.context_limit, field_meta={"sparkcode": meta})
+        meta = {
+            "decode_tok_s": event.decode_tok_s,
+            "prefill_tok_s": event.prefill_tok_s,
+            "ttft_s": event.ttft_s,
+            "prompt_tokens": event.prompt_tokens,
+            "completion_tokens": event.completion_tokens,
+            "reasoning_tokens": event.reasoning_tokens,
+            "cached_tokens": event.cached_tokens,
+        }
+        self._usage = UsageUpdate(
+            session_update="usage_update",
+            used=event.context_used,
+            size=event.context_limit,
+            field_meta={"sparkcode": meta},
+        )
         return [self._usage]
 
     def _acceptance(self, event: MetricsUpdate) -> list[Update]:
@@ -207,16 +260,19 @@ class UpdateMapper:
         if self._usage is None or event.acceptance_length is None:
             return []
         meta = dict((self._usage.field_meta or {}).get("sparkcode", {}))
-        meta.update(acceptance_length=event.acceptance_length,
-                    prefix_cache_hit_rate=event.prefix_cache_hit_rate)
+        meta.update(
+            acceptance_length=event.acceptance_length,
+            prefix_cache_hit_rate=event.prefix_cache_hit_rate,
+        )
         self._usage = self._usage.model_copy(update={"field_meta": {"sparkcode": meta}})
         return [self._usage]
 
 
 def plan_update(items: tuple[TodoItem, ...]) -> AgentPlanUpdate:
     """The todo list as an ACP plan (the whole list, as ACP wants it)."""
-    return update_plan(plan_entry(item.text, status=_TODO_STATUS.get(item.status, "pending"))
-                       for item in items)
+    return update_plan(
+        plan_entry(item.text, status=_TODO_STATUS.get(item.status, "pending")) for item in items
+    )
 
 
 def history_updates(history: list[dict[str, Any]], tools: ToolRegistry) -> list[Update]:
@@ -236,13 +292,23 @@ def history_updates(history: list[dict[str, Any]], tools: ToolRegistry) -> list[
                 function = call.get("function") or {}
                 name = str(function.get("name", "?"))
                 args = _arguments(function.get("arguments"))
-                out.append(start_tool_call(str(call.get("id", "")), tool_title(name, args),
-                                           kind=tool_kind(name, tools), status="pending",
-                                           raw_input=args))
+                out.append(
+                    start_tool_call(
+                        str(call.get("id", "")),
+                        tool_title(name, args),
+                        kind=tool_kind(name, tools),
+                        status="pending",
+                        raw_input=args,
+                    )
+                )
         elif role == "tool":
-            out.append(update_tool_call(str(message.get("tool_call_id", "")),
-                                        status="completed",
-                                        content=[tool_content(text_block(text))]))
+            out.append(
+                update_tool_call(
+                    str(message.get("tool_call_id", "")),
+                    status="completed",
+                    content=[tool_content(text_block(text))],
+                )
+            )
     return out
 
 
@@ -264,5 +330,12 @@ def _read(path: Path) -> str | None:
         return None
 
 
-__all__ = ["STOP_REASONS", "Update", "UpdateMapper", "history_updates", "plan_update",
-           "tool_kind", "tool_title"]
+__all__ = [
+    "STOP_REASONS",
+    "Update",
+    "UpdateMapper",
+    "history_updates",
+    "plan_update",
+    "tool_kind",
+    "tool_title",
+]

@@ -38,39 +38,50 @@ class CheckedCall:
         return f"{self.name}\x00{self.history_arguments}"
 
     def history_entry(self) -> dict[str, Any]:
-        return {"id": self.call_id, "type": "function",
-                "function": {"name": self.name or "invalid", "arguments": self.history_arguments}}
+        return {
+            "id": self.call_id,
+            "type": "function",
+            "function": {"name": self.name or "invalid", "arguments": self.history_arguments},
+        }
 
 
 def check_call(call: ToolCall, registry: ToolRegistry) -> CheckedCall:
     raw = call.arguments or ""
     name = call.name.strip()
-    checked = CheckedCall(call_id=call.id, name=name, raw_arguments=raw, args={},
-                          history_arguments="{}")
+    checked = CheckedCall(
+        call_id=call.id, name=name, raw_arguments=raw, args={}, history_arguments="{}"
+    )
     try:
         parsed = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
-        checked.error = (f"the arguments of your {name or 'tool'} call are not valid JSON "
-                         f"({exc.msg} at position {exc.pos}); call the tool again with a JSON "
-                         "object of arguments")
+        checked.error = (
+            f"the arguments of your {name or 'tool'} call are not valid JSON "
+            f"({exc.msg} at position {exc.pos}); call the tool again with a JSON "
+            "object of arguments"
+        )
         return checked
     if not isinstance(parsed, dict):
-        checked.error = (f"the arguments of your {name or 'tool'} call must be a JSON object, "
-                         f"got {type(parsed).__name__}; call it again with an object")
+        checked.error = (
+            f"the arguments of your {name or 'tool'} call must be a JSON object, "
+            f"got {type(parsed).__name__}; call it again with an object"
+        )
         return checked
     checked.args = parsed
     checked.history_arguments = json.dumps(parsed, ensure_ascii=False, sort_keys=True)
     tool = registry.get(name)
     if tool is None:
-        checked.error = (f"there is no tool named {name!r}; the tools are: "
-                         f"{', '.join(registry.names)}")
+        checked.error = (
+            f"there is no tool named {name!r}; the tools are: {', '.join(registry.names)}"
+        )
         return checked
     # null for an optional argument means "not given" (weak models send it).
     parsed = {k: v for k, v in parsed.items() if v is not None or k in tool.required}
     missing = [r for r in tool.required if parsed.get(r) is None]
     if missing:
-        checked.error = (f"{name} needs the argument(s) {', '.join(missing)}; call it again "
-                         "with all required arguments")
+        checked.error = (
+            f"{name} needs the argument(s) {', '.join(missing)}; call it again "
+            "with all required arguments"
+        )
         return checked
     for key, value in list(parsed.items()):
         schema = tool.parameters.get(key)
@@ -78,8 +89,9 @@ def check_call(call: ToolCall, registry: ToolRegistry) -> CheckedCall:
             try:
                 parsed[key] = coerce(value, schema)
             except ValueError as exc:
-                checked.error = (f"the argument {key!r} of {name} {exc}; call it again with "
-                                 "the right type")
+                checked.error = (
+                    f"the argument {key!r} of {name} {exc}; call it again with the right type"
+                )
                 return checked
     checked.args = parsed
     checked.history_arguments = json.dumps(parsed, ensure_ascii=False, sort_keys=True)

@@ -27,8 +27,9 @@ class Compactable(Protocol):
     async def summarise(self, messages: list[Message]) -> str: ...
 
 
-async def compact_when_needed(agent: Compactable, *, force: bool = False, focus: str = "",
-                              whole: bool = False) -> AsyncIterator[Event]:
+async def compact_when_needed(
+    agent: Compactable, *, force: bool = False, focus: str = "", whole: bool = False
+) -> AsyncIterator[Event]:
     """Compact ``agent``'s history when it passes ``compact_threshold`` of the context
     (or ``force``); ``whole`` summarises the last turn too (between turns only).
 
@@ -43,14 +44,28 @@ async def compact_when_needed(agent: Compactable, *, force: bool = False, focus:
         return
     limit = limit or used
     todos = agent.todos
-    footer = ("The todo list, still open:\n" + todos.render()
-              if any(item.status != "done" for item in todos.items) else "")
-    new, count = await compact(agent.history, agent.summarise, limit_chars=limit * 2,
-                               keep_turn=not whole, focus=focus, footer=footer)
+    footer = (
+        "The todo list, still open:\n" + todos.render()
+        if any(item.status != "done" for item in todos.items)
+        else ""
+    )
+    new, count = await compact(
+        agent.history,
+        agent.summarise,
+        limit_chars=limit * 2,
+        keep_turn=not whole,
+        focus=focus,
+        footer=footer,
+    )
     if count == 0:
-        what = "nothing to compact yet: the conversation is empty" if whole else (
-            f"the context is nearly full ({used} of {limit} tokens) and there is nothing "
-            "older to compact; consider /clear")
+        what = (
+            "nothing to compact yet: the conversation is empty"
+            if whole
+            else (
+                f"the context is nearly full ({used} of {limit} tokens) and there is nothing "
+                "older to compact; consider /clear"
+            )
+        )
         yield Notice(message=what, code="context_full" if not whole else "nothing_to_compact")
         return
     agent.history = new
@@ -60,5 +75,6 @@ async def compact_when_needed(agent: Compactable, *, force: bool = False, focus:
         agent.rewind.compacted(agent.turns, last_user_index(new))
     after = estimate_tokens(new)
     agent.context = ContextMeter(limit=limit)
-    yield ContextCompacted(tokens_before=used, tokens_after_estimate=after,
-                           messages_summarised=count)
+    yield ContextCompacted(
+        tokens_before=used, tokens_after_estimate=after, messages_summarised=count
+    )

@@ -26,7 +26,9 @@ def require_git() -> str:
     """The git binary's path, or a :class:`UserError` saying what is missing and why."""
     path = shutil.which("git")
     if path is None:
-        raise UserError("git is not installed (or not on PATH): sparkcode's undo keeps "
-                        "its snapshots and the git tool works with it; install git "
-                        "(Debian and Ubuntu: apt install git) and start again")
+        raise UserError(
+            "git is not installed (or not on PATH): sparkcode's undo keeps "
+            "its snapshots and the git tool works with it; install git "
+            "(Debian and Ubuntu: apt install git) and start again"
+        )
     return path

@@ -31,8 +31,15 @@ class Reply:
     """Said when a call was salvaged or found unreadable."""
 
 
-async def read_reply(result: ChatResult, tools: ToolRegistry, client: ChatClient, *,
-                     structured: bool, salvage: bool, stamp: str) -> Reply:
+async def read_reply(
+    result: ChatResult,
+    tools: ToolRegistry,
+    client: ChatClient,
+    *,
+    structured: bool,
+    salvage: bool,
+    stamp: str,
+) -> Reply:
     """The calls of ``result``; ``stamp`` (turn_request) makes their ids unique."""
     calls = [check_call(c, tools) for c in result.tool_calls]
     answer = said = result.content
@@ -42,8 +49,14 @@ async def read_reply(result: ChatResult, tools: ToolRegistry, client: ChatClient
         if step.answer is not None:
             answer = step.answer
         else:
-            calls = [check_call(ToolCall(index=0, id=f"step_{stamp}", name=step.tool or "",
-                                         arguments=step.arguments), tools)]
+            calls = [
+                check_call(
+                    ToolCall(
+                        index=0, id=f"step_{stamp}", name=step.tool or "", arguments=step.arguments
+                    ),
+                    tools,
+                )
+            ]
         return Reply(calls, answer, said)
     if structured and not calls:
         begun = StepText.read(answer)
@@ -57,20 +70,30 @@ async def read_reply(result: ChatResult, tools: ToolRegistry, client: ChatClient
     found = recover(result.content, result.reasoning, hidden, tools)
     if found is None:
         return Reply(calls, answer, said)
-    notice = Notice(message=found.notice(), code="tool_call_salvaged" if found.calls
-                    else "tool_call_unreadable")
+    notice = Notice(
+        message=found.notice(), code="tool_call_salvaged" if found.calls else "tool_call_unreadable"
+    )
     return Reply(salvaged_calls(found, stamp, tools), found.content, found.content, notice)
 
 
 def salvaged_calls(found: Outcome, stamp: str, tools: ToolRegistry) -> list[CheckedCall]:
-    checked = [check_call(ToolCall(index=i, id=f"salvaged_{stamp}_{i}", name=c.name,
-                                   arguments=c.arguments), tools)
-               for i, c in enumerate(found.calls)]
+    checked = [
+        check_call(
+            ToolCall(index=i, id=f"salvaged_{stamp}_{i}", name=c.name, arguments=c.arguments), tools
+        )
+        for i, c in enumerate(found.calls)
+    ]
     for j, bad in enumerate(found.unreadable, len(checked)):
-        checked.append(CheckedCall(
-            call_id=f"salvaged_{stamp}_{j}", name=bad.name or "invalid", raw_arguments="",
-            args={}, history_arguments="{}",
-            error=f"{bad.problem}; nothing was run. Call the tool again, well-formed"))
+        checked.append(
+            CheckedCall(
+                call_id=f"salvaged_{stamp}_{j}",
+                name=bad.name or "invalid",
+                raw_arguments="",
+                args={},
+                history_arguments="{}",
+                error=f"{bad.problem}; nothing was run. Call the tool again, well-formed",
+            )
+        )
     return checked
 
 
@@ -78,6 +101,8 @@ def empty_answer_note(completion_tokens: int) -> str:
     """Why a turn ended with neither text nor a tool call, and what to do."""
     if completion_tokens <= 0:
         return "the model returned an empty answer; send a message to retry"
-    return (f"the model generated {completion_tokens} tokens but the server streamed no text "
-            "and no tool call (a server-side tool-call parser drops a call it cannot parse, "
-            "as vLLM's does when streaming); nothing was done: retry, or rephrase")
+    return (
+        f"the model generated {completion_tokens} tokens but the server streamed no text "
+        "and no tool call (a server-side tool-call parser drops a call it cannot parse, "
+        "as vLLM's does when streaming); nothing was done: retry, or rephrase"
+    )

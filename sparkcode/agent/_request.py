@@ -19,23 +19,21 @@ from typing import Any
 from .client import ChatClient, ChatError, ChatResult
 from .context import Message
 from .effort import effort_params, placement
-from .events import (
-    ContentDelta,
-    DegenerationDetected,
-    Event,
-    Notice,
-    ReasoningDelta,
-    UsageUpdate,
-)
+from .events import ContentDelta, DegenerationDetected, Event, Notice, ReasoningDelta, UsageUpdate
 from .settings import AgentSettings
 from .step_text import StepText
 from .stream_idle import idle_timeout_s
 from .watch import StreamWatch
 
 
-def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
-                   thinking_closed: bool, prompt_estimate: int,
-                   pinned_effort: str | None = None) -> dict[str, Any]:
+def request_params(
+    settings: AgentSettings,
+    sampling: dict[str, Any],
+    *,
+    thinking_closed: bool,
+    prompt_estimate: int,
+    pinned_effort: str | None = None,
+) -> dict[str, Any]:
     """The body fields of one request besides messages and tools. ``pinned_effort``:
     the conversation's first effort, which a pinned placement (``effort.py``) keeps
     sending so that the template renders the same prefix."""
@@ -43,8 +41,14 @@ def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
     params: dict[str, Any] = {"max_tokens": s.max_tokens, **sampling}
     if s.salvage_calls and prompt_estimate < s.held_back_max_prompt:
         params["return_token_ids"] = True
-    params.update(effort_params(placement(s.effort_placement), pinned_effort,
-                                s.reasoning_effort, thinking_closed=thinking_closed))
+    params.update(
+        effort_params(
+            placement(s.effort_placement),
+            pinned_effort,
+            s.reasoning_effort,
+            thinking_closed=thinking_closed,
+        )
+    )
     if not thinking_closed and s.thinking_token_budget >= 0:
         # A sampling parameter, not rendered in the prompt: free to change.
         params["thinking_token_budget"] = s.thinking_token_budget
@@ -54,18 +58,30 @@ def request_params(settings: AgentSettings, sampling: dict[str, Any], *,
 def context_overflow(exc: BaseException) -> bool:
     """HTTP 400 saying the prompt does not fit (vLLM, OpenAI and llama.cpp wordings)."""
     text = str(exc).lower()
-    return isinstance(exc, ChatError) and exc.status == 400 and (
-        "context length" in text or "context window" in text or "maximum context" in text
-        or "too many tokens" in text or "exceeds the available context" in text)
+    return (
+        isinstance(exc, ChatError)
+        and exc.status == 400
+        and (
+            "context length" in text
+            or "context window" in text
+            or "maximum context" in text
+            or "too many tokens" in text
+            or "exceeds the available context" in text
+        )
+    )
 
 
 def usage_event(stats: Any, context_limit: int | None, *, final: bool) -> UsageUpdate:
     return UsageUpdate(
-        prompt_tokens=stats.prompt_tokens, completion_tokens=stats.completion_tokens,
-        reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
-        decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
+        prompt_tokens=stats.prompt_tokens,
+        completion_tokens=stats.completion_tokens,
+        reasoning_tokens=stats.reasoning_tokens,
+        ttft_s=stats.ttft_s,
+        decode_tok_s=stats.decode_tok_s,
+        prefill_tok_s=stats.prefill_tok_s,
         context_used=stats.prompt_tokens + stats.completion_tokens,
-        context_limit=context_limit, cached_tokens=stats.cached_tokens,
+        context_limit=context_limit,
+        cached_tokens=stats.cached_tokens,
         final=final,
     )
 
@@ -74,10 +90,20 @@ class Request:
     """One streamed request; after :meth:`events` ends (or raises), :attr:`result`
     holds what arrived and :attr:`degenerate` what the detector said, if it fired."""
 
-    def __init__(self, client: ChatClient, settings: AgentSettings, history: list[Message], *,
-                 tools: list[dict[str, Any]], choice: Any, params: dict[str, Any],
-                 thinking_closed: bool, cancelled: Callable[[], bool],
-                 structured: bool = False, prompt_estimate: int = 0) -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        settings: AgentSettings,
+        history: list[Message],
+        *,
+        tools: list[dict[str, Any]],
+        choice: Any,
+        params: dict[str, Any],
+        thinking_closed: bool,
+        cancelled: Callable[[], bool],
+        structured: bool = False,
+        prompt_estimate: int = 0,
+    ) -> None:
         self.client = client
         self.settings = settings
         self.history = history
@@ -88,8 +114,11 @@ class Request:
         self.prompt_estimate = prompt_estimate
         """The prompt's estimated tokens: what the stream's silence limit allows for."""
         s = settings
-        self.budget = s.thinking_token_budget if not thinking_closed and \
-            s.thinking_token_budget >= 0 else None
+        self.budget = (
+            s.thinking_token_budget
+            if not thinking_closed and s.thinking_token_budget >= 0
+            else None
+        )
         self.result: ChatResult | None = None
         self.degenerate: DegenerationDetected | None = None
         self.steps = StepText() if structured else None
@@ -112,11 +141,16 @@ class Request:
         s = self.settings
         budget = self.budget
         limit = budget + max(s.budget_margin, 0) if budget is not None else None
-        idle = idle_timeout_s(s.stream_idle_timeout_s, self.client.prefill.tok_s,
-                              self.prompt_estimate)
-        stream = self.client.stream_chat(self.history, tools=self.tools,
-                                         tool_choice=self.choice, params=self.params,
-                                         idle_timeout_s=idle)
+        idle = idle_timeout_s(
+            s.stream_idle_timeout_s, self.client.prefill.tok_s, self.prompt_estimate
+        )
+        stream = self.client.stream_chat(
+            self.history,
+            tools=self.tools,
+            tool_choice=self.choice,
+            params=self.params,
+            idle_timeout_s=idle,
+        )
         last_usage = 0.0
         try:
             async with stream:
@@ -126,12 +160,16 @@ class Request:
                 answered = False
                 async for delta in stream:
                     if delta.reasoning:
-                        yield ReasoningDelta(text=delta.reasoning,
-                                             tokens_so_far=stats.reasoning_tokens, budget=budget)
+                        yield ReasoningDelta(
+                            text=delta.reasoning,
+                            tokens_so_far=stats.reasoning_tokens,
+                            budget=budget,
+                        )
                     if delta.content:
                         answered = True
-                        text = delta.content if self.steps is None else \
-                            self.steps.feed(delta.content)
+                        text = (
+                            delta.content if self.steps is None else self.steps.feed(delta.content)
+                        )
                         if text:
                             yield ContentDelta(text=text)
                     if delta.tool_calls:

@@ -91,7 +91,7 @@ def salvage(text: str, registry: ToolRegistry) -> Salvage:
         end = _body_end(rest, body_start)
         body = rest[body_start:end]
         closed = rest.startswith(_CLOSE, end)
-        rest = rest[end + (len(_CLOSE) if closed else 0):]
+        rest = rest[end + (len(_CLOSE) if closed else 0) :]
         _tagged(body, closed, registry, out)
     kept.append(rest)
     remaining = "".join(kept)
@@ -112,22 +112,33 @@ def _broken_attempt(text: str, out: Salvage) -> str:
     ``<tool_call>`` opened, or a ``{"name": ...`` object left open at the end of
     the text (a model that ran out of tokens or lost its way inside a call)."""
     # Only objects at the top level: a "name" key deep in other JSON is data.
-    starts = [m.start(1) for m in _CALL_START.finditer(text)
-              if _open_depth(text[:m.start(1)]) == 0]
+    starts = [
+        m.start(1) for m in _CALL_START.finditer(text) if _open_depth(text[: m.start(1)]) == 0
+    ]
     close = text.find(_CLOSE)
     if close >= 0:
         begin = max([i for i in starts if i < close], default=0)
-        out.unreadable.append(Unreadable(
-            f"the closing {_CLOSE} has no opening {_OPEN} before it; write each call as "
-            f'{_OPEN}{{"name": "TOOL", "arguments": {{...}}}}{_CLOSE}',
-            _guess_name(text[begin:close])))
-        return text[:begin] + text[close + len(_CLOSE):]
-    if starts and _open_depth(text[starts[-1]:]) != 0 and _call_shaped(
-            _top_keys(text[starts[-1]:])):
+        out.unreadable.append(
+            Unreadable(
+                f"the closing {_CLOSE} has no opening {_OPEN} before it; write each call as "
+                f'{_OPEN}{{"name": "TOOL", "arguments": {{...}}}}{_CLOSE}',
+                _guess_name(text[begin:close]),
+            )
+        )
+        return text[:begin] + text[close + len(_CLOSE) :]
+    if (
+        starts
+        and _open_depth(text[starts[-1] :]) != 0
+        and _call_shaped(_top_keys(text[starts[-1] :]))
+    ):
         begin = starts[-1]
-        out.unreadable.append(Unreadable(
-            "your call's JSON object starts with {\"name\": but never closes; write the "
-            'whole call: {"name": "TOOL", "arguments": {...}}', _guess_name(text[begin:])))
+        out.unreadable.append(
+            Unreadable(
+                'your call\'s JSON object starts with {"name": but never closes; write the '
+                'whole call: {"name": "TOOL", "arguments": {...}}',
+                _guess_name(text[begin:]),
+            )
+        )
         return text[:begin]
     return text
 
@@ -152,33 +163,43 @@ def _tagged(body: str, closed: bool, registry: ToolRegistry, out: Salvage) -> No
         obj, why = _loads_object(body)
         if obj is None:
             cut = "" if closed else " (it has no closing </tool_call>; was it cut off?)"
-            out.unreadable.append(Unreadable(
-                f"the JSON in your <tool_call> could not be read: {why}{cut}",
-                _guess_name(body)))
+            out.unreadable.append(
+                Unreadable(
+                    f"the JSON in your <tool_call> could not be read: {why}{cut}", _guess_name(body)
+                )
+            )
             return
         _from_object(obj, registry, out, "hermes", explicit=True)
         return
     m = _NAME.match(body)
     if m is None:
-        out.unreadable.append(Unreadable(
-            "your <tool_call> starts with neither a JSON object nor a tool name "
-            f"(it starts with {body[:20]!r})"))
+        out.unreadable.append(
+            Unreadable(
+                "your <tool_call> starts with neither a JSON object nor a tool name "
+                f"(it starts with {body[:20]!r})"
+            )
+        )
         return
-    name, after = m.group(0), body[m.end():].strip()
+    name, after = m.group(0), body[m.end() :].strip()
     if "<arg_key>" in after or not after:
         _glm(name, after, registry, out)
         return
     if after.startswith("{"):
         obj, why = _loads_object(after)
         if obj is None:
-            out.unreadable.append(Unreadable(
-                f"the arguments of your {name} call could not be read: {why}", name))
+            out.unreadable.append(
+                Unreadable(f"the arguments of your {name} call could not be read: {why}", name)
+            )
             return
         _checked(name, obj, registry, out, "name+json")
         return
-    out.unreadable.append(Unreadable(
-        f"after the tool name {name!r} your <tool_call> has neither <arg_key>/<arg_value> "
-        "pairs nor a JSON object of arguments", name))
+    out.unreadable.append(
+        Unreadable(
+            f"after the tool name {name!r} your <tool_call> has neither <arg_key>/<arg_value> "
+            "pairs nor a JSON object of arguments",
+            name,
+        )
+    )
 
 
 def _typed(name: str, pairs: list[tuple[str, str]], registry: ToolRegistry) -> dict[str, Any]:
@@ -208,8 +229,9 @@ def _glm(name: str, args_text: str, registry: ToolRegistry, out: Salvage) -> Non
             why = "its last <arg_value> is not closed (was it cut off?)"
         else:
             why = f"text outside <arg_key>/<arg_value> pairs ({leftover[:40]!r})"
-        out.unreadable.append(Unreadable(f"the arguments of your {name} call could not be "
-                                         f"read: {why}", name))
+        out.unreadable.append(
+            Unreadable(f"the arguments of your {name} call could not be read: {why}", name)
+        )
         return
     _checked(name, args, registry, out, "glm")
 
@@ -217,13 +239,17 @@ def _glm(name: str, args_text: str, registry: ToolRegistry, out: Salvage) -> Non
 _XML_CALL = re.compile(
     r"<function=(?P<fname>[^>\s]+)\s*>(?P<fbody>.*?)(?:</function>|(?=<function=)|$)"
     r"|<invoke\s+name=\"(?P<iname>[^\"]+)\"\s*>(?P<ibody>.*?)(?:</invoke>|(?=<invoke\s)|$)",
-    re.DOTALL)
+    re.DOTALL,
+)
 _XML_PARAM = re.compile(
     r"<parameter(?:=(?P<k1>[^>\s]+)|\s+name=\"(?P<k2>[^\"]+)\")\s*>(?P<v>.*?)</parameter>",
-    re.DOTALL)
+    re.DOTALL,
+)
 _XML_WRAPPERS = re.compile(
     r"<(?P<tag>tool_call|minimax:tool_call|function_calls)>\s*(?:</(?P=tag)>|$)"
-    r"|^\s*</(?:tool_call|minimax:tool_call|function_calls)>", re.DOTALL)
+    r"|^\s*</(?:tool_call|minimax:tool_call|function_calls)>",
+    re.DOTALL,
+)
 """A wrapper a cut-out call leaves empty: a pair, an opener at the end, a closer at the start."""
 
 
@@ -239,22 +265,27 @@ def _xml_calls(text: str, registry: ToolRegistry, out: Salvage) -> str:
         body = m["fbody"] if m["fname"] else m["ibody"]
         closed = text.endswith("</function>" if m["fname"] else "</invoke>", 0, m.end())
         form = "qwen xml" if m["fname"] else "invoke xml"
-        kept.append(text[last:m.start()])
+        kept.append(text[last : m.start()])
         last = m.end()
         pairs = [(p["k1"] or p["k2"], _strip_newline(p["v"])) for p in _XML_PARAM.finditer(body)]
         leftover = _XML_PARAM.sub("", body)
         for stop in _STOPS:
             leftover = leftover.split(stop, 1)[0]
-        leftover = re.sub(r"</?(?:tool_call|minimax:tool_call|function_calls)>", "",
-                          leftover).strip()
+        leftover = re.sub(
+            r"</?(?:tool_call|minimax:tool_call|function_calls)>", "", leftover
+        ).strip()
         if leftover or not closed:
-            why = ("its last <parameter> is not closed (was it cut off?)"
-                   if "<parameter" in leftover else
-                   f"text outside <parameter> tags ({leftover[:40]!r})" if leftover else
-                   f"it has no closing {'</function>' if m['fname'] else '</invoke>'} "
-                   "(was it cut off?)")
-            out.unreadable.append(Unreadable(
-                f"the arguments of your {name} call could not be read: {why}", name))
+            why = (
+                "its last <parameter> is not closed (was it cut off?)"
+                if "<parameter" in leftover
+                else f"text outside <parameter> tags ({leftover[:40]!r})"
+                if leftover
+                else f"it has no closing {'</function>' if m['fname'] else '</invoke>'} "
+                "(was it cut off?)"
+            )
+            out.unreadable.append(
+                Unreadable(f"the arguments of your {name} call could not be read: {why}", name)
+            )
             continue
         _checked(name, _typed(name, pairs, registry), registry, out, form)
     kept.append(text[last:])
@@ -267,8 +298,9 @@ def _strip_newline(value: str) -> str:
     return value[:-1] if value.endswith("\n") else value
 
 
-def _from_object(obj: dict[str, Any], registry: ToolRegistry, out: Salvage, form: str, *,
-                 explicit: bool) -> bool:
+def _from_object(
+    obj: dict[str, Any], registry: ToolRegistry, out: Salvage, form: str, *, explicit: bool
+) -> bool:
     """Read a call object; False if it is not call-shaped (and not explicit)."""
     fn = obj.get("function")
     if isinstance(fn, dict) and isinstance(fn.get("name"), str):
@@ -282,37 +314,51 @@ def _from_object(obj: dict[str, Any], registry: ToolRegistry, out: Salvage, form
         if isinstance(args, str):
             parsed, why = _loads_object(args) if args.strip() else ({}, "")
             if parsed is None:
-                out.unreadable.append(Unreadable(
-                    f"the arguments of your {name} call are a string that is not a JSON "
-                    f"object: {why}", name))
+                out.unreadable.append(
+                    Unreadable(
+                        f"the arguments of your {name} call are a string that is not a JSON "
+                        f"object: {why}",
+                        name,
+                    )
+                )
                 return True
             args = parsed
         if not isinstance(args, dict):
-            out.unreadable.append(Unreadable(
-                f"the arguments of your {name} call must be a JSON object, got "
-                f"{type(args).__name__}", name))
+            out.unreadable.append(
+                Unreadable(
+                    f"the arguments of your {name} call must be a JSON object, got "
+                    f"{type(args).__name__}",
+                    name,
+                )
+            )
             return True
         _checked(name, args, registry, out, form)
         return True
     if len(obj) == 1:
-        (only, args), = obj.items()
+        ((only, args),) = obj.items()
         if registry.get(only) is not None and isinstance(args, dict):
             _checked(only, args, registry, out, form)
             return True
     if explicit:
-        out.unreadable.append(Unreadable(
-            "the JSON in your <tool_call> has no \"name\" naming the tool (expected "
-            "{\"name\": TOOL, \"arguments\": {...}})"))
+        out.unreadable.append(
+            Unreadable(
+                'the JSON in your <tool_call> has no "name" naming the tool (expected '
+                '{"name": TOOL, "arguments": {...}})'
+            )
+        )
         return True
     return False
 
 
-def _checked(name: str, args: dict[str, Any], registry: ToolRegistry, out: Salvage,
-             form: str) -> None:
+def _checked(
+    name: str, args: dict[str, Any], registry: ToolRegistry, out: Salvage, form: str
+) -> None:
     if registry.get(name) is None:
-        out.unreadable.append(Unreadable(
-            f"there is no tool named {name!r}; the tools are: {', '.join(registry.names)}",
-            name))
+        out.unreadable.append(
+            Unreadable(
+                f"there is no tool named {name!r}; the tools are: {', '.join(registry.names)}", name
+            )
+        )
         return
     out.calls.append(Recovered(name, json.dumps(args, ensure_ascii=False), form))
 
@@ -328,8 +374,7 @@ def _bare(text: str, registry: ToolRegistry, out: Salvage) -> str:
         except (ValueError, RecursionError):
             i += 1
             continue
-        if isinstance(obj, dict) and _from_object(obj, registry, out, "bare json",
-                                                  explicit=False):
+        if isinstance(obj, dict) and _from_object(obj, registry, out, "bare json", explicit=False):
             kept.append(text[last:i])
             last = end
         i = end
@@ -374,8 +419,9 @@ def _repairs(text: str) -> list[str]:
     depth = _open_depth(no_commas)
     if depth > 0:
         out.append(no_commas + "}" * depth)
-    py = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False",
-                                            re.sub(r"\bnull\b", "None", no_commas)))
+    py = re.sub(
+        r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", no_commas))
+    )
     out.append(py)
     return out
 
@@ -410,7 +456,7 @@ def _scan(text: str) -> tuple[int, bool, dict[str, str]]:
             elif c == '"':
                 in_str = False
                 if nested == 1 and (colon := _COLON.match(text, i + 1)):
-                    keys[text[start:i]] = text[colon.end():colon.end() + 1]
+                    keys[text[start:i]] = text[colon.end() : colon.end() + 1]
         elif c == '"':
             in_str, start = True, i + 1
         elif c in "{[":
@@ -425,7 +471,8 @@ def _scan(text: str) -> tuple[int, bool, dict[str, str]]:
 def _call_shaped(keys: dict[str, str]) -> bool:
     """Only a call's keys, and its arguments (if written yet) an object."""
     return keys.keys() <= {"name", "function", *_ARG_KEYS} and all(
-        keys[k] in ("", "{", '"') for k in _ARG_KEYS if k in keys)
+        keys[k] in ("", "{", '"') for k in _ARG_KEYS if k in keys
+    )
 
 
 def _guess_name(body: str) -> str:
@@ -449,20 +496,28 @@ class Outcome:
         if self.calls:
             names = ", ".join(c.name for c in self.calls)
             forms = ", ".join(sorted({c.form for c in self.calls}))
-            parts.append(f"recovered {len(self.calls)} tool call(s) ({names}) written as "
-                         f"{forms} in the model's {self.source}, which the server's parser "
-                         "did not return")
+            parts.append(
+                f"recovered {len(self.calls)} tool call(s) ({names}) written as "
+                f"{forms} in the model's {self.source}, which the server's parser "
+                "did not return"
+            )
         if self.unreadable:
-            parts.append(f"{len(self.unreadable)} tool call(s) in the model's {self.source} "
-                         "could not be read; the model is told what was wrong")
+            parts.append(
+                f"{len(self.unreadable)} tool call(s) in the model's {self.source} "
+                "could not be read; the model is told what was wrong"
+            )
         return "; ".join(parts)
 
 
-def recover(content: str, reasoning: str, hidden: str | None,
-                  registry: ToolRegistry) -> Outcome | None:
+def recover(
+    content: str, reasoning: str, hidden: str | None, registry: ToolRegistry
+) -> Outcome | None:
     """Salvage from the answer, else the reasoning, else the held-back text."""
-    for source, text in (("content", content), ("reasoning", reasoning),
-                         ("held back", hidden or "")):
+    for source, text in (
+        ("content", content),
+        ("reasoning", reasoning),
+        ("held back", hidden or ""),
+    ):
         if not text.strip():
             continue
         if source == "held back" and _OPEN not in text:

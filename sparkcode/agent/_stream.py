@@ -95,15 +95,17 @@ class StreamParser:
             if cut < 0:
                 buf = chunk
                 continue
-            buf = chunk[cut + 2:]
+            buf = chunk[cut + 2 :]
             delta = block(chunk, cut)
             if delta is not None:
                 yield delta
             if b.done:
                 return
         if b.finish_reason is None:
-            raise EngineGone(f"the stream from {self.source} ended before the "
-                             "response was complete (engine stopped or crashed?)")
+            raise EngineGone(
+                f"the stream from {self.source} ended before the "
+                "response was complete (engine stopped or crashed?)"
+            )
         b.done = True  # finished without [DONE]: some servers do that
 
     def _block(self, data: bytes, end: int) -> StreamDelta | None:
@@ -114,8 +116,9 @@ class StreamParser:
         """
         while end and data[end - 1] == 10:
             end -= 1
-        if data[end - 12:end] == b"data: [DONE]" and (end == 12 or
-                                                      data[end - 14:end - 12] == b"\n\n"):
+        if data[end - 12 : end] == b"data: [DONE]" and (
+            end == 12 or data[end - 14 : end - 12] == b"\n\n"
+        ):
             self._b.done = True
             end = max(end - 14, 0)
         if not end:
@@ -129,7 +132,8 @@ class StreamParser:
             # multi-line data) leaves invalid JSON and takes the general path.
             try:
                 frames = FRAME_DECODER.decode_lines(
-                    memoryview(data.replace(b"\n\ndata: ", _BLANKED))[6:end])
+                    memoryview(data.replace(b"\n\ndata: ", _BLANKED))[6:end]
+                )
             except msgspec.DecodeError:
                 frames = None
         if frames is None:
@@ -176,17 +180,28 @@ class StreamParser:
             if frames[-1].choices[0].finish_reason:  # n=1: the finishing frame is last
                 return None
             calls = [d.tool_calls for d in deltas if d.tool_calls]  # type: ignore[union-attr]
-            reasoning = "".join([d.reasoning or d.reasoning_content or ""  # type: ignore[union-attr]
-                                 for d in deltas])
+            reasoning = "".join(
+                [
+                    d.reasoning or d.reasoning_content or ""  # type: ignore[union-attr]
+                    for d in deltas
+                ]
+            )
             content = "".join([d.content or "" for d in deltas])  # type: ignore[union-attr]
         except (IndexError, AttributeError):
             return None
         if reasoning and (content or calls):
             return None  # the switch from thinking to answering: count per frame
         if frames[0].choices[0].token_ids is not None:
-            hidden = [f.choices[0].token_ids for f, d in zip(frames, deltas, strict=True)
-                      if not (d.content or d.reasoning or d.reasoning_content  # type: ignore[union-attr]
-                              or d.tool_calls)]  # type: ignore[union-attr]
+            hidden = [
+                f.choices[0].token_ids
+                for f, d in zip(frames, deltas, strict=True)
+                if not (
+                    d.content  # type: ignore[union-attr]
+                    or d.reasoning  # type: ignore[union-attr]
+                    or d.reasoning_content  # type: ignore[union-attr]
+                    or d.tool_calls  # type: ignore[union-attr]
+                )
+            ]
             for ids in hidden:
                 self._b.hidden.extend(ids or ())
         args = self._b.args
@@ -228,8 +243,10 @@ class StreamParser:
             made = False
             for choice in frame.choices:
                 d = choice.delta
-                if choice.token_ids and (d is None or not (
-                        d.content or d.reasoning or d.reasoning_content or d.tool_calls)):
+                if choice.token_ids and (
+                    d is None
+                    or not (d.content or d.reasoning or d.reasoning_content or d.tool_calls)
+                ):
                     b.hidden.extend(choice.token_ids)
                 if d is not None:
                     r = d.reasoning or d.reasoning_content
@@ -316,8 +333,12 @@ class StreamParser:
                 call.id = f"call_{index}_{int(self.stats.started * 1000) % 10**8}"
             calls.append(call)
         return ChatResult(
-            content="".join(b.content), reasoning="".join(b.reasoning), tool_calls=calls,
-            finish_reason=b.finish_reason, stats=self.stats, cut=cut or not b.done,
+            content="".join(b.content),
+            reasoning="".join(b.reasoning),
+            tool_calls=calls,
+            finish_reason=b.finish_reason,
+            stats=self.stats,
+            cut=cut or not b.done,
             hidden_token_ids=list(b.hidden),
         )
 
@@ -332,8 +353,7 @@ async def _append(reads: AsyncIterator[bytes], last: bytes) -> AsyncIterator[byt
     yield last
 
 
-async def peek_first_event(reads: AsyncIterator[bytes]
-                           ) -> tuple[str | None, AsyncIterator[bytes]]:
+async def peek_first_event(reads: AsyncIterator[bytes]) -> tuple[str | None, AsyncIterator[bytes]]:
     """Read ``reads`` up to the first complete event: its error message if it is an
     error frame (vLLM reports a rejected request field that way once streaming),
     and the same body again from its start for :meth:`StreamParser.parse`."""
@@ -362,8 +382,7 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
 
 def _sse_data(event: bytes) -> bytes | None:
     """The data of one SSE event (lines joined), None if it has no data field."""
-    data = [line[5:].removeprefix(b" ") for line in event.split(b"\n")
-            if line.startswith(b"data:")]
+    data = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
     return b"\n".join(data) if data else None
 
 

@@ -26,35 +26,49 @@ was trained on ({"name": ..., "arguments": ...}): held to ``tool``, Qwen wrote i
 calls inside the answer (docs/experiments/2026-12-02-qwen-small-model-mode.md)."""
 
 
-def step_schema(registry: ToolRegistry, name_key: str = "tool", *,
-                answer: bool = True) -> dict[str, Any]:
+def step_schema(
+    registry: ToolRegistry, name_key: str = "tool", *, answer: bool = True
+) -> dict[str, Any]:
     """One of the tools with its arguments, or (``answer``) an answer."""
     options: list[dict[str, Any]] = []
     for spec in registry.specs():
         fn = spec["function"]
         params = dict(fn["parameters"])
         params["additionalProperties"] = False
-        options.append({"type": "object", "additionalProperties": False,
-                        "required": [name_key, "arguments"],
-                        "properties": {name_key: {"const": fn["name"]}, "arguments": params}})
+        options.append(
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [name_key, "arguments"],
+                "properties": {name_key: {"const": fn["name"]}, "arguments": params},
+            }
+        )
     if answer:
-        options.append({"type": "object", "additionalProperties": False,
-                        "required": ["answer"], "properties": {"answer": {"type": "string"}}})
+        options.append(
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["answer"],
+                "properties": {"answer": {"type": "string"}},
+            }
+        )
     return {"anyOf": options}
 
 
-def structured_outputs(registry: ToolRegistry, name_key: str = "tool", *,
-                       answer: bool = True) -> dict[str, Any]:
+def structured_outputs(
+    registry: ToolRegistry, name_key: str = "tool", *, answer: bool = True
+) -> dict[str, Any]:
     """The request field (vLLM's ``structured_outputs``); no free whitespace, so a
     weak model cannot pad the JSON until max_tokens. Without ``answer`` the step
     must be a tool call (a turn's first step, where a small model otherwise
     answers from the prompt alone)."""
-    return {"json": step_schema(registry, name_key, answer=answer),
-            "disable_any_whitespace": True}
+    return {"json": step_schema(registry, name_key, answer=answer), "disable_any_whitespace": True}
 
 
-WHOLE_FILE_NOTE = ("To change a file: read it, then write_file it with its whole new "
-                   "content, every line of it, changed or not.")
+WHOLE_FILE_NOTE = (
+    "To change a file: read it, then write_file it with its whole new "
+    "content, every line of it, changed or not."
+)
 """Added when the tools can write a file but not edit one (a profile's ``tools`` without
 ``edit_file``): the whole-file edit format, which Aider found weak models use best."""
 
@@ -65,15 +79,20 @@ def tools_prompt(registry: ToolRegistry, name_key: str = "tool") -> str:
     The examples are written without spaces, as the grammar makes the model write
     them (``disable_any_whitespace``): shown spaces, a small model reached for them and,
     held to ``":``, wrote ``{"answer":"}"}`` (docs/experiments/2026-12-02-agent-suite.md)."""
-    lines = ["", "", "Reply with exactly one JSON object each time. To use a tool: "
-             f'{{"{name_key}":"NAME","arguments":{{...}}}}; you then get its result. When '
-             'the task is done: {"answer":"what you did or found"}. Tools:']
+    lines = [
+        "",
+        "",
+        "Reply with exactly one JSON object each time. To use a tool: "
+        f'{{"{name_key}":"NAME","arguments":{{...}}}}; you then get its result. When '
+        'the task is done: {"answer":"what you did or found"}. Tools:',
+    ]
     for spec in registry.specs():
         fn = spec["function"]
         props = fn["parameters"].get("properties", {})
         required = set(fn["parameters"].get("required", []))
-        args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
-                         for k, v in props.items())
+        args = ", ".join(
+            f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}" for k, v in props.items()
+        )
         lines.append(f"- {fn['name']}({args}): {fn['description']}")
     names = registry.names
     if "write_file" in names and "edit_file" not in names and "multi_edit" not in names:
@@ -117,8 +136,9 @@ def _step_json(call: dict[str, Any], name_key: str) -> str:
         args = json.loads(fn.get("arguments") or "{}")
     except ValueError:
         args = fn.get("arguments")
-    return json.dumps({name_key: fn.get("name", ""), "arguments": args}, ensure_ascii=False,
-                      separators=(",", ":"))
+    return json.dumps(
+        {name_key: fn.get("name", ""), "arguments": args}, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,9 @@ class Conversation(Protocol):
 
     def compact_if_full(self, *, force: bool = False) -> AsyncIterator[Event]: ...
 
-    def ask_approval(self, call: CheckedCall, kind: Any, summary: str, detail: str,
-                     box: list[ApprovalDecision]) -> AsyncIterator[Event]: ...
+    def ask_approval(
+        self, call: CheckedCall, kind: Any, summary: str, detail: str, box: list[ApprovalDecision]
+    ) -> AsyncIterator[Event]: ...
 
 
 def drop_thinking(history: list[Message], field: str) -> None:
@@ -103,23 +104,31 @@ def say_effort(agent: Conversation) -> None:
     s = agent.settings
     if agent.effort_pinned is None:
         agent.effort_pinned = s.reasoning_effort
-    note = effort_note(agent.history, placement(s.effort_placement), agent.effort_pinned,
-                       s.reasoning_effort)
+    note = effort_note(
+        agent.history, placement(s.effort_placement), agent.effort_pinned, s.reasoning_effort
+    )
     if note is not None:
         agent.history.append(note)
 
 
-async def turn_events(agent: Conversation, user_text: str,
-                      images: tuple[ImageAttachment, ...]) -> AsyncIterator[Event]:
+async def turn_events(
+    agent: Conversation, user_text: str, images: tuple[ImageAttachment, ...]
+) -> AsyncIterator[Event]:
     runs: list[HookRan] = []
     refused: str | None = None
     context = ""
 
-    def finished(reason: FinishReason, content: str, requests: int, prompt: int,
-                 completion: int) -> TurnFinished:
-        return TurnFinished(reason=reason, content=content, requests=requests,
-                            prompt_tokens=prompt, completion_tokens=completion,
-                            loops=dict(agent.loop_counts))
+    def finished(
+        reason: FinishReason, content: str, requests: int, prompt: int, completion: int
+    ) -> TurnFinished:
+        return TurnFinished(
+            reason=reason,
+            content=content,
+            requests=requests,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            loops=dict(agent.loop_counts),
+        )
 
     if agent.hooks:
         source = None
@@ -132,8 +141,10 @@ async def turn_events(agent: Conversation, user_text: str,
         yield TurnStarted(turn=agent.turns + 1, user_text=user_text)
         for ran in runs:
             yield ran
-        yield Notice(message=f"the prompt was not sent: a UserPromptSubmit hook blocked "
-                     f"it: {refused}", code="prompt_blocked")
+        yield Notice(
+            message=f"the prompt was not sent: a UserPromptSubmit hook blocked it: {refused}",
+            code="prompt_blocked",
+        )
         yield finished("blocked", "", 0, 0, 0)
         return
     sent = f"{user_text}\n\n{context}" if context else user_text
@@ -158,8 +169,9 @@ async def turn_events(agent: Conversation, user_text: str,
     ctx.task = user_text
     text = sent + agent.permissions.plan_note if planning else sent
     agent.history.append({"role": "user", "content": user_content(text, images)})
-    yield TurnStarted(turn=turn, user_text=user_text,
-                      images=tuple(image.describe() for image in images))
+    yield TurnStarted(
+        turn=turn, user_text=user_text, images=tuple(image.describe() for image in images)
+    )
     for ran in runs:
         yield ran
     if attached is not None:
@@ -175,11 +187,18 @@ async def turn_events(agent: Conversation, user_text: str,
         text = scaffold.on_tool_result(call, text, unfinished)
         agent.history.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
 
-    calls = TurnCalls(turn=turn, permissions=agent.permissions, ctx=ctx,
-                      undo_store=agent.undo_store, ask=agent.ask_approval, record=record,
-                      snapshot_taken=agent.rewind.snapshot_taken,
-                      cancelled=lambda: agent.cancelled, hooks=agent.hooks,
-                      loop_nudge=agent.settings.loop_nudge)
+    calls = TurnCalls(
+        turn=turn,
+        permissions=agent.permissions,
+        ctx=ctx,
+        undo_store=agent.undo_store,
+        ask=agent.ask_approval,
+        record=record,
+        snapshot_taken=agent.rewind.snapshot_taken,
+        cancelled=lambda: agent.cancelled,
+        hooks=agent.hooks,
+        loop_nudge=agent.settings.loop_nudge,
+    )
     agent.loop_counts = calls.guard.counts
     stops = 0
     prompt_total = completion_total = 0
@@ -189,20 +208,35 @@ async def turn_events(agent: Conversation, user_text: str,
             yield event
         say_effort(agent)  # changed mid-turn, or compaction took the note away
         estimate = agent.context.estimate(agent.history)
-        params = request_params(agent.settings, agent.next_sampling(),
-                                thinking_closed=thinking_closed,
-                                prompt_estimate=estimate, pinned_effort=agent.effort_pinned)
-        plan = RequestPlan(number=request, tools=agent.tools.specs(), params=params,
-                           messages=agent.history)
+        params = request_params(
+            agent.settings,
+            agent.next_sampling(),
+            thinking_closed=thinking_closed,
+            prompt_estimate=estimate,
+            pinned_effort=agent.effort_pinned,
+        )
+        plan = RequestPlan(
+            number=request, tools=agent.tools.specs(), params=params, messages=agent.history
+        )
         scaffold.before_request(plan)
-        yield RequestStarted(request=request, reasoning_effort="none" if thinking_closed
-                             else agent.settings.reasoning_effort,
-                             thinking_token_budget=params.get("thinking_token_budget"),
-                             messages=len(agent.history))
-        req = Request(agent.client, agent.settings, plan.messages, tools=plan.tools,
-                      choice=plan.choice, params=plan.params,
-                      thinking_closed=thinking_closed, cancelled=lambda: agent.cancelled,
-                      structured=scaffold.steps, prompt_estimate=estimate)
+        yield RequestStarted(
+            request=request,
+            reasoning_effort="none" if thinking_closed else agent.settings.reasoning_effort,
+            thinking_token_budget=params.get("thinking_token_budget"),
+            messages=len(agent.history),
+        )
+        req = Request(
+            agent.client,
+            agent.settings,
+            plan.messages,
+            tools=plan.tools,
+            choice=plan.choice,
+            params=plan.params,
+            thinking_closed=thinking_closed,
+            cancelled=lambda: agent.cancelled,
+            structured=scaffold.steps,
+            prompt_estimate=estimate,
+        )
         try:
             async for event in req.events():
                 yield event
@@ -216,10 +250,17 @@ async def turn_events(agent: Conversation, user_text: str,
             partial = req.result.content if req.result is not None else ""
             if partial:
                 agent.history.append({"role": "assistant", "content": partial})
-            code = "engine_gone" if isinstance(exc, EngineGone) else \
-                "stream_silent" if isinstance(exc, StreamSilent) else "request_failed"
-            yield AgentError(message=f"{exc}. The conversation so far is kept; send a "
-                             "message to retry.", code=code)
+            code = (
+                "engine_gone"
+                if isinstance(exc, EngineGone)
+                else "stream_silent"
+                if isinstance(exc, StreamSilent)
+                else "request_failed"
+            )
+            yield AgentError(
+                message=f"{exc}. The conversation so far is kept; send a message to retry.",
+                code=code,
+            )
             yield finished("error", req.shown, request, prompt_total, completion_total)
             return
         result = req.result
@@ -244,14 +285,19 @@ async def turn_events(agent: Conversation, user_text: str,
             return
         if result.cut and not result.tool_calls and not result.content:
             # Thinking ran past the budget: go on with thinking closed.
-            yield BudgetExceeded(used=result.stats.reasoning_tokens,
-                                 budget=agent.settings.thinking_token_budget)
+            yield BudgetExceeded(
+                used=result.stats.reasoning_tokens, budget=agent.settings.thinking_token_budget
+            )
             thinking_closed = True
             continue
-        reply = await read_reply(result, tools_now, agent.client,
-                                 structured=scaffold.steps,
-                                 salvage=agent.settings.salvage_calls,
-                                 stamp=f"{turn}_{request}")
+        reply = await read_reply(
+            result,
+            tools_now,
+            agent.client,
+            structured=scaffold.steps,
+            salvage=agent.settings.salvage_calls,
+            stamp=f"{turn}_{request}",
+        )
         if reply.notice is not None:
             yield reply.notice
         checked, content = reply.calls, reply.answer
@@ -263,8 +309,9 @@ async def turn_events(agent: Conversation, user_text: str,
                 # Read back by the template within this turn only (see drop_thinking).
                 message[agent.settings.thinking_field] = result.reasoning
         agent.history.append(message)
-        agent.context.record(result.stats.prompt_tokens, result.stats.completion_tokens,
-                             len(agent.history))
+        agent.context.record(
+            result.stats.prompt_tokens, result.stats.completion_tokens, len(agent.history)
+        )
         if not checked:
             reason: FinishReason = "length" if result.finish_reason == "length" else "stop"
             if agent.hooks and reason == "stop":
@@ -274,15 +321,22 @@ async def turn_events(agent: Conversation, user_text: str,
                 why = blocked_reason(ended)
                 if why is not None and stops < STOP_CONTINUES:
                     stops += 1  # bounded: a hook that always says "go on" cannot loop
-                    agent.history.append({"role": "user", "content": "[A Stop hook says "
-                                          f"the task is not finished:]\n{why}"})
+                    agent.history.append(
+                        {
+                            "role": "user",
+                            "content": f"[A Stop hook says the task is not finished:]\n{why}",
+                        }
+                    )
                     continue
                 if why is not None:
-                    yield Notice(message=f"the Stop hooks asked {stops} times to go on; "
-                                 "the turn ends here", code="stop_hook_limit")
+                    yield Notice(
+                        message=f"the Stop hooks asked {stops} times to go on; the turn ends here",
+                        code="stop_hook_limit",
+                    )
             if not content.strip():
-                yield Notice(message=empty_answer_note(result.stats.completion_tokens),
-                             code="empty_answer")
+                yield Notice(
+                    message=empty_answer_note(result.stats.completion_tokens), code="empty_answer"
+                )
             yield finished(reason, content, request, prompt_total, completion_total)
             return
         async for event in calls.run(checked):
@@ -294,7 +348,9 @@ async def turn_events(agent: Conversation, user_text: str,
             text = agent.steering.pop(0)
             agent.history.append({"role": "user", "content": text})
             yield SteerDelivered(text=text, request=request + 1)
-    yield Notice(message=f"stopped after {agent.settings.max_turns} model requests in one "
-                 "turn (max_turns); send a message to let it continue", code="max_turns")
-    yield finished("max_turns", content, agent.settings.max_turns, prompt_total,
-                   completion_total)
+    yield Notice(
+        message=f"stopped after {agent.settings.max_turns} model requests in one "
+        "turn (max_turns); send a message to let it continue",
+        code="max_turns",
+    )
+    yield finished("max_turns", content, agent.settings.max_turns, prompt_total, completion_total)

@@ -14,11 +14,32 @@ import re
 import tomllib
 from pathlib import Path
 
-_SKIP = {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache",
-         ".pytest_cache", ".ruff_cache", "dist", "build", "target"}
+_SKIP = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "dist",
+    "build",
+    "target",
+}
 _MAKE_TARGET = re.compile(r"^([A-Za-z][\w.-]*)\s*:(?!=)", re.MULTILINE)
-_USEFUL_TARGETS = ("install", "setup", "build", "run", "test", "check", "lint", "typecheck",
-                   "format", "fmt")
+_USEFUL_TARGETS = (
+    "install",
+    "setup",
+    "build",
+    "run",
+    "test",
+    "check",
+    "lint",
+    "typecheck",
+    "format",
+    "fmt",
+)
 
 
 def draft_agents_md(workspace: Path) -> str:
@@ -35,9 +56,13 @@ def draft_agents_md(workspace: Path) -> str:
     layout = _layout(workspace)
     if layout:
         lines += ["## Layout", ""] + layout + [""]
-    lines += ["## Conventions", "",
-              "- Keep changes small and run the tests before saying a change is done.",
-              "- (Add the project's own rules here: style, naming, what not to touch.)", ""]
+    lines += [
+        "## Conventions",
+        "",
+        "- Keep changes small and run the tests before saying a change is done.",
+        "- (Add the project's own rules here: style, naming, what not to touch.)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -83,8 +108,11 @@ def _commands(workspace: Path) -> list[tuple[str, str]]:
         except (ValueError, AttributeError):
             scripts = {}
         if isinstance(scripts, dict):
-            out += [(f"npm run {name}", "package.json script") for name in scripts
-                    if name in ("build", "test", "lint", "dev", "start", "typecheck")]
+            out += [
+                (f"npm run {name}", "package.json script")
+                for name in scripts
+                if name in ("build", "test", "lint", "dev", "start", "typecheck")
+            ]
     if (workspace / "Cargo.toml").is_file():
         out += [("cargo build", "build"), ("cargo test", "run the tests")]
     if (workspace / "go.mod").is_file():

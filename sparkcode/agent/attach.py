@@ -41,9 +41,10 @@ class Attachment:
     def describe(self) -> str:
         size = len(self.text.encode())
         which = "the whole project" if self.whole_project else "the files the message names"
-        return (f"attached {which} to the prompt ({len(self.paths)} file"
-                f"{'s' if len(self.paths) != 1 else ''}, {size:,} bytes): "
-                + ", ".join(self.paths))
+        return (
+            f"attached {which} to the prompt ({len(self.paths)} file"
+            f"{'s' if len(self.paths) != 1 else ''}, {size:,} bytes): " + ", ".join(self.paths)
+        )
 
 
 def _text_of(path: Path) -> str | None:
@@ -135,11 +136,15 @@ def attachment(message: str, workspace: Path, budget: int) -> Attachment | None:
     if not chosen:
         return None
     shown = [path.relative_to(workspace).as_posix() for path, _ in chosen]
-    head = ("The project's files as the task starts:" if whole
-            else "The files named above, as the task starts:")
+    head = (
+        "The project's files as the task starts:"
+        if whole
+        else "The files named above, as the task starts:"
+    )
     blocks = [_block(name, text) for name, (_, text) in zip(shown, chosen, strict=True)]
-    return Attachment(text=head + "\n\n" + "\n\n".join(blocks), paths=tuple(shown),
-                      whole_project=whole)
+    return Attachment(
+        text=head + "\n\n" + "\n\n".join(blocks), paths=tuple(shown), whole_project=whole
+    )
 
 
 __all__ = ["Attachment", "attachment"]

@@ -106,8 +106,12 @@ class ChatClient:
         return self.base_url.removesuffix("/v1")
 
     def _headers(self) -> dict[str, str]:
-        return {"Accept": "text/event-stream", "Accept-Encoding": "identity",
-                **api_key_headers(self.api_key_env), **self.extra_headers}
+        return {
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+            **api_key_headers(self.api_key_env),
+            **self.extra_headers,
+        }
 
     def build_body(
         self,
@@ -156,8 +160,7 @@ class ChatClient:
         return ChatStream(self, body, idle_timeout_s=idle_timeout_s)
 
     def _silent(self, stream: ChatStream) -> StreamSilent:
-        waited = stream.idle_timeout_s if stream.idle_timeout_s is not None \
-            else self._timeout.read
+        waited = stream.idle_timeout_s if stream.idle_timeout_s is not None else self._timeout.read
         return StreamSilent(silence_message(self.base_url, waited or 0.0), waited_s=waited)
 
     async def _open(self, stream: ChatStream) -> tuple[httpx.Response, AsyncIterator[bytes]]:
@@ -166,11 +169,19 @@ class ChatClient:
         url = f"{self.base_url}/chat/completions"
         for _attempt in range(len(DROPPABLE_FIELDS) + 2):
             stream.stats.started = time.monotonic()
-            timeout = self._timeout if stream.idle_timeout_s is None else \
-                httpx.Timeout(connect=self._timeout.connect, read=stream.idle_timeout_s,
-                              write=self._timeout.write, pool=self._timeout.pool)
-            request = self._http.build_request("POST", url, json=stream.body,
-                                               headers=self._headers(), timeout=timeout)
+            timeout = (
+                self._timeout
+                if stream.idle_timeout_s is None
+                else httpx.Timeout(
+                    connect=self._timeout.connect,
+                    read=stream.idle_timeout_s,
+                    write=self._timeout.write,
+                    pool=self._timeout.pool,
+                )
+            )
+            request = self._http.build_request(
+                "POST", url, json=stream.body, headers=self._headers(), timeout=timeout
+            )
             try:
                 response = await self._http.send(request, stream=True)
             except httpx.ReadTimeout:
@@ -188,12 +199,12 @@ class ChatClient:
             message = error_text(json_or_text(text))
             if response.status_code in (400, 422) and self._drop_rejected(stream, message):
                 continue
-            raise ChatError(f"HTTP {response.status_code} from {url}: {message}",
-                            status=response.status_code)
+            raise ChatError(
+                f"HTTP {response.status_code} from {url}: {message}", status=response.status_code
+            )
         raise ChatError(f"the server kept rejecting the request: {url}")
 
-    async def _reads(self, response: httpx.Response,
-                     stream: ChatStream) -> AsyncIterator[bytes]:
+    async def _reads(self, response: httpx.Response, stream: ChatStream) -> AsyncIterator[bytes]:
         # Streams are requested uncompressed, so the raw bytes are the body
         # (aiter_bytes would run an identity decoder over every read).
         plain = not response.headers.get("content-encoding") and not response.is_stream_consumed
@@ -203,8 +214,9 @@ class ChatClient:
         except httpx.ReadTimeout:
             raise self._silent(stream) from None
         except httpx.TransportError as exc:
-            raise EngineGone(f"connection to {self.base_url} lost mid-stream: "
-                             f"{describe_error(exc)}") from None
+            raise EngineGone(
+                f"connection to {self.base_url} lost mid-stream: {describe_error(exc)}"
+            ) from None
 
     def _drop_rejected(self, stream: ChatStream, message: str) -> bool:
         """Drop a rejected optional field from the body; True if worth retrying."""
@@ -218,15 +230,22 @@ class ChatClient:
                 continue
             self.dropped.add(name)
             self._strip(body)
-            stream.notices.append(f"the server rejected '{name}'; not sending it again "
-                                  f"({message[:160]})")
+            stream.notices.append(
+                f"the server rejected '{name}'; not sending it again ({message[:160]})"
+            )
             return True
-        if ("tool choice" in lowered or "tool_choice" in lowered) and self.tool_choice_supported \
-                and body.get("tools") and body.get("tool_choice", "auto") == "auto":
+        if (
+            ("tool choice" in lowered or "tool_choice" in lowered)
+            and self.tool_choice_supported
+            and body.get("tools")
+            and body.get("tool_choice", "auto") == "auto"
+        ):
             self.tool_choice_supported = False
             self._strip(body)
-            stream.notices.append("the server cannot parse tool calls (no tool-call parser); "
-                                  f"continuing without tools ({message[:160]})")
+            stream.notices.append(
+                "the server cannot parse tool calls (no tool-call parser); "
+                f"continuing without tools ({message[:160]})"
+            )
             return True
         return False
 
@@ -238,23 +257,29 @@ class ChatClient:
         except httpx.TransportError as exc:
             raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
         if response.status_code >= 400:
-            raise ChatError(f"HTTP {response.status_code} from {url}: "
-                            f"{error_text(json_or_text(response.text))}",
-                            status=response.status_code)
+            raise ChatError(
+                f"HTTP {response.status_code} from {url}: "
+                f"{error_text(json_or_text(response.text))}",
+                status=response.status_code,
+            )
         try:
             data = response.json()["data"]
-            return [ModelCard(id=str(m["id"]), max_model_len=m.get("max_model_len"),
-                              root=m.get("root")) for m in data]
+            return [
+                ModelCard(id=str(m["id"]), max_model_len=m.get("max_model_len"), root=m.get("root"))
+                for m in data
+            ]
         except (ValueError, KeyError, TypeError):
             raise ChatError(f"{url} did not return an OpenAI model list") from None
 
     async def detokenize(self, token_ids: Sequence[int]) -> str | None:
         """The text of ``token_ids`` (vLLM's ``/detokenize``), None where unsupported."""
         try:
-            response = await self._http.post(f"{self.root_url}/detokenize",
-                                             json={"model": self.model,
-                                                   "tokens": list(token_ids)},
-                                             headers=self._headers(), timeout=10.0)
+            response = await self._http.post(
+                f"{self.root_url}/detokenize",
+                json={"model": self.model, "tokens": list(token_ids)},
+                headers=self._headers(),
+                timeout=10.0,
+            )
         except httpx.TransportError:
             return None
         if response.status_code != 200:
@@ -298,8 +323,9 @@ class ChatStream:
     vLLM abort the request.
     """
 
-    def __init__(self, client: ChatClient, body: dict[str, Any], *,
-                 idle_timeout_s: float | None = None) -> None:
+    def __init__(
+        self, client: ChatClient, body: dict[str, Any], *, idle_timeout_s: float | None = None
+    ) -> None:
         self.client = client
         self.body = body
         self.idle_timeout_s = idle_timeout_s
@@ -317,7 +343,9 @@ class ChatStream:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._response is not None:

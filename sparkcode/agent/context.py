@@ -60,7 +60,7 @@ class ContextMeter:
     def estimate(self, history: list[Message]) -> int:
         if self.counted_messages > len(history):  # history was compacted or cleared
             return estimate_tokens(history)
-        return self.used + estimate_tokens(history[self.counted_messages:])
+        return self.used + estimate_tokens(history[self.counted_messages :])
 
 
 def repair_history(history: list[Message]) -> None:
@@ -73,8 +73,14 @@ def repair_history(history: list[Message]) -> None:
         i += 1
         for call in msg.get("tool_calls") or []:
             if call["id"] not in answered:
-                history.insert(i, {"role": "tool", "tool_call_id": call["id"],
-                                   "content": "not run: the turn was interrupted"})
+                history.insert(
+                    i,
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "content": "not run: the turn was interrupted",
+                    },
+                )
                 answered.add(call["id"])
                 i += 1
 
@@ -119,9 +125,15 @@ def mechanical_summary(messages: list[Message]) -> str:
 Summariser = Callable[[list[Message]], Awaitable[str]]
 
 
-async def compact(history: list[Message], summarise: Summariser | None,
-                  limit_chars: int, *, keep_turn: bool = True, focus: str = "",
-                  footer: str = "") -> tuple[list[Message], int]:
+async def compact(
+    history: list[Message],
+    summarise: Summariser | None,
+    limit_chars: int,
+    *,
+    keep_turn: bool = True,
+    focus: str = "",
+    footer: str = "",
+) -> tuple[list[Message], int]:
     """A compacted copy of ``history`` and how many messages were summarised.
 
     ``history[0]`` (the system prompt) is kept as is; the current turn (from the
@@ -138,12 +150,20 @@ async def compact(history: list[Message], summarise: Summariser | None,
     text = ""
     if summarise is not None:
         try:
-            text = (await summarise([*history[:start],
-                                     {"role": "user", "content":
-                                      transcript(older, limit_chars) + "\n\n"
-                                      + SUMMARY_INSTRUCTION
-                                      + (f" Above all, keep: {focus}" if focus else "")}]
-                                    )).strip()
+            text = (
+                await summarise(
+                    [
+                        *history[:start],
+                        {
+                            "role": "user",
+                            "content": transcript(older, limit_chars)
+                            + "\n\n"
+                            + SUMMARY_INSTRUCTION
+                            + (f" Above all, keep: {focus}" if focus else ""),
+                        },
+                    ]
+                )
+            ).strip()
         except Exception:  # noqa: BLE001 - any failure falls back to a mechanical summary
             text = ""
     if not text:

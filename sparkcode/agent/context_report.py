@@ -40,18 +40,28 @@ class ContextReport:
 
     def text(self) -> str:
         """The report as the TUI shows it (a Markdown table)."""
+
         def share(tokens: int) -> str:
             return f"{tokens / self.limit:.1%}" if self.limit else "–"
+
         rows = [f"| {name} | {tokens:,} | {share(tokens)} |" for name, tokens in self.parts]
         if self.limit:
-            rows.append(f"| free | {max(self.limit - self.used, 0):,} | "
-                        f"{share(max(self.limit - self.used, 0))} |")
+            rows.append(
+                f"| free | {max(self.limit - self.used, 0):,} | "
+                f"{share(max(self.limit - self.used, 0))} |"
+            )
         limit = f"{self.limit:,}" if self.limit else "unknown"
-        measured = (f"the last request measured {self.measured:,}" if self.measured
-                    else "no request measured yet")
-        return ("| part | tokens (est.) | of context |\n|---|---:|---:|\n" + "\n".join(rows)
-                + f"\n\ncontext window {limit} tokens; in use ~{self.used:,} estimated at 4 "
-                f"characters a token, images at one per 28x28 pixels ({measured})")
+        measured = (
+            f"the last request measured {self.measured:,}"
+            if self.measured
+            else "no request measured yet"
+        )
+        return (
+            "| part | tokens (est.) | of context |\n|---|---:|---:|\n"
+            + "\n".join(rows)
+            + f"\n\ncontext window {limit} tokens; in use ~{self.used:,} estimated at 4 "
+            f"characters a token, images at one per 28x28 pixels ({measured})"
+        )
 
 
 def context_report(agent: Agent) -> ContextReport:
@@ -61,7 +71,7 @@ def context_report(agent: Agent) -> ContextReport:
     if agent.settings.structured_tools:
         described = tools_prompt(agent.tools)
         if system.endswith(described):
-            system, tools_text = system[:-len(described)], described
+            system, tools_text = system[: -len(described)], described
     base, sep, instructions = system.partition("\n" + HEADING)
     history = thinking = results = images = 0
     field = agent.settings.thinking_field
@@ -77,8 +87,15 @@ def context_report(agent: Agent) -> ContextReport:
             thinking += len(str(message[field])) // 4
             message = {k: v for k, v in message.items() if k != field}
         history += estimate_tokens([message])
-    parts = (("system prompt", len(base) // 4), ("AGENTS.md", len(sep + instructions) // 4),
-             ("tools", len(tools_text) // 4), ("history", history), ("images", images),
-             ("thinking kept", thinking), ("tool results", results))
-    return ContextReport(parts=parts, limit=agent.settings.context_limit,
-                         measured=agent.context.used)
+    parts = (
+        ("system prompt", len(base) // 4),
+        ("AGENTS.md", len(sep + instructions) // 4),
+        ("tools", len(tools_text) // 4),
+        ("history", history),
+        ("images", images),
+        ("thinking kept", thinking),
+        ("tool results", results),
+    )
+    return ContextReport(
+        parts=parts, limit=agent.settings.context_limit, measured=agent.context.used
+    )

@@ -55,9 +55,11 @@ PLACEMENTS: dict[str, Placement] = {
     "request": Placement(pinned=False),
     # GLM-5.3-Flash honours low and high only; anything else (none, medium, max,
     # unset) renders as Max (shared/notes/glm53-flash.md §9).
-    "glm": Placement(pinned=True,
-                     lines={"low": "Reasoning Effort: Low", "high": "Reasoning Effort: High"},
-                     other="Reasoning Effort: Max"),
+    "glm": Placement(
+        pinned=True,
+        lines={"low": "Reasoning Effort: Low", "high": "Reasoning Effort: High"},
+        other="Reasoning Effort: Max",
+    ),
 }
 """The one table of placements; the knob's values (``engine.profiles.EffortPlacement``)
 are its keys (a test holds them equal)."""
@@ -83,8 +85,9 @@ def effort_in_effect(history: list[Message], place: Placement, pinned: str) -> s
     return place.line(pinned)
 
 
-def effort_note(history: list[Message], place: Placement, pinned: str | None,
-                wanted: str) -> Message | None:
+def effort_note(
+    history: list[Message], place: Placement, pinned: str | None, wanted: str
+) -> Message | None:
     """The system message that changes the effort to ``wanted``, or None when the
     history already says it (or the placement needs none)."""
     if not place.pinned or pinned is None:
@@ -95,15 +98,24 @@ def effort_note(history: list[Message], place: Placement, pinned: str | None,
     return {"role": "system", "content": line}
 
 
-def effort_params(place: Placement, pinned: str | None, wanted: str, *,
-                  thinking_closed: bool) -> dict[str, Any]:
+def effort_params(
+    place: Placement, pinned: str | None, wanted: str, *, thinking_closed: bool
+) -> dict[str, Any]:
     """The request fields that say the effort and whether the model thinks."""
     if not place.pinned:
         return {"reasoning_effort": "none" if thinking_closed else wanted}
-    return {"reasoning_effort": pinned if pinned is not None else wanted,
-            "chat_template_kwargs": {"enable_thinking": not thinking_closed
-                                     and wanted != "none"}}
+    return {
+        "reasoning_effort": pinned if pinned is not None else wanted,
+        "chat_template_kwargs": {"enable_thinking": not thinking_closed and wanted != "none"},
+    }
 
 
-__all__ = ["PLACEMENTS", "Placement", "effort_in_effect", "effort_note", "effort_params",
-           "placement", "placement_names"]
+__all__ = [
+    "PLACEMENTS",
+    "Placement",
+    "effort_in_effect",
+    "effort_note",
+    "effort_params",
+    "placement",
+    "placement_names",
+]

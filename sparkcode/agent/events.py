@@ -47,8 +47,9 @@ from typing import Any, Literal
 ApprovalKind = Literal["edit", "shell", "git", "loop", "other"]
 TodoStatus = Literal["pending", "in_progress", "done"]
 TODO_STATUSES: tuple[TodoStatus, ...] = ("pending", "in_progress", "done")
-FinishReason = Literal["stop", "max_turns", "loop", "denied", "error", "cancelled", "length",
-                       "degenerate", "blocked"]
+FinishReason = Literal[
+    "stop", "max_turns", "loop", "denied", "error", "cancelled", "length", "degenerate", "blocked"
+]
 """``blocked``: a ``UserPromptSubmit`` hook refused the prompt (nothing was sent)."""
 
 
@@ -394,8 +395,12 @@ def event_to_json(event: Event) -> dict[str, Any]:
         if isinstance(value, Event):
             value = event_to_json(value)
         elif isinstance(value, tuple):
-            value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v)
-                     and not isinstance(v, type) else v for v in value]
+            value = [
+                dataclasses.asdict(v)
+                if dataclasses.is_dataclass(v) and not isinstance(v, type)
+                else v
+                for v in value
+            ]
         out[f.name] = value
     return out
 

@@ -76,39 +76,76 @@ class Hooks:
     def matching(self, event: HookEvent, tool: str | None = None) -> list[HookSpec]:
         return [s for s in self.specs if s.event == event and s.matches(tool)]
 
-    async def run(self, event: HookEvent, fields: dict[str, Any], *, tool: str | None = None,
-                  call_id: str | None = None) -> list[HookRan]:
+    async def run(
+        self,
+        event: HookEvent,
+        fields: dict[str, Any],
+        *,
+        tool: str | None = None,
+        call_id: str | None = None,
+    ) -> list[HookRan]:
         """Run the hooks matching ``event`` (and ``tool``) one after another, in the
         order declared (a formatter before a linter), each with the payload."""
         specs = self.matching(event, tool)
         if not specs:
             return []
-        payload = {"session_id": self.context.session_id,
-                   "transcript_path": self.context.transcript_path,
-                   "cwd": str(self.context.workspace), "hook_event_name": event, **fields}
+        payload = {
+            "session_id": self.context.session_id,
+            "transcript_path": self.context.transcript_path,
+            "cwd": str(self.context.workspace),
+            "hook_event_name": event,
+            **fields,
+        }
         data = json.dumps(payload, ensure_ascii=False, default=str).encode()
-        return [await run_hook(spec, data, self.context.workspace, call_id=call_id, tool=tool)
-                for spec in specs]
+        return [
+            await run_hook(spec, data, self.context.workspace, call_id=call_id, tool=tool)
+            for spec in specs
+        ]
 
 
-async def run_hook(spec: HookSpec, stdin: bytes, workspace: Path, *,
-                   call_id: str | None = None, tool: str | None = None) -> HookRan:
+async def run_hook(
+    spec: HookSpec,
+    stdin: bytes,
+    workspace: Path,
+    *,
+    call_id: str | None = None,
+    tool: str | None = None,
+) -> HookRan:
     """Run one hook to its end or its timeout; never raises for the hook's faults."""
     started = time.monotonic()
-    env = {**os.environ, "SPARKCODE_PROJECT_DIR": str(workspace),
-           "CLAUDE_PROJECT_DIR": str(workspace)}
+    env = {
+        **os.environ,
+        "SPARKCODE_PROJECT_DIR": str(workspace),
+        "CLAUDE_PROJECT_DIR": str(workspace),
+    }
 
     def ran(code: int | None, out: str, err: str, timed_out: bool = False) -> HookRan:
-        return HookRan(hook_event=spec.event, command=spec.command, source=spec.source,
-                       exit_code=code, stdout=out, stderr=err, blocked=code == 2,
-                       timed_out=timed_out, duration_s=time.monotonic() - started,
-                       call_id=call_id, tool=tool)
+        return HookRan(
+            hook_event=spec.event,
+            command=spec.command,
+            source=spec.source,
+            exit_code=code,
+            stdout=out,
+            stderr=err,
+            blocked=code == 2,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - started,
+            call_id=call_id,
+            tool=tool,
+        )
 
     try:
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", spec.command, cwd=workspace, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+            "bash",
+            "-c",
+            spec.command,
+            cwd=workspace,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
     except OSError as exc:
         return ran(None, "", f"the hook could not start: {exc}")
     out, err = bytearray(), bytearray()
@@ -125,8 +162,11 @@ async def run_hook(spec: HookSpec, stdin: bytes, workspace: Path, *,
             await proc.stdin.drain()
             proc.stdin.close()
 
-    readers = [asyncio.ensure_future(pump(proc.stdout, out)),
-               asyncio.ensure_future(pump(proc.stderr, err)), asyncio.ensure_future(feed())]
+    readers = [
+        asyncio.ensure_future(pump(proc.stdout, out)),
+        asyncio.ensure_future(pump(proc.stderr, err)),
+        asyncio.ensure_future(feed()),
+    ]
     timed_out = False
     deadline = time.monotonic() + spec.timeout_s
     try:
@@ -148,8 +188,12 @@ async def run_hook(spec: HookSpec, stdin: bytes, workspace: Path, *,
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), 5.0)
     if timed_out:
-        return ran(None, _text(bytes(out)), f"the hook timed out after {spec.timeout_s:g}s; "
-                   "its process group was killed", timed_out=True)
+        return ran(
+            None,
+            _text(bytes(out)),
+            f"the hook timed out after {spec.timeout_s:g}s; its process group was killed",
+            timed_out=True,
+        )
     return ran(proc.returncode, _text(bytes(out)), _text(bytes(err)))
 
 
@@ -190,8 +234,9 @@ __all__ = [
 ]
 
 
-async def before_prompt(hooks: Hooks, prompt: str, session_source: str | None
-                        ) -> tuple[list[HookRan], str | None, str]:
+async def before_prompt(
+    hooks: Hooks, prompt: str, session_source: str | None
+) -> tuple[list[HookRan], str | None, str]:
     """A turn's first hooks: ``SessionStart`` (first turn of the session object;
     ``source`` is ``startup`` or ``resume``), then ``UserPromptSubmit``. Returns
     the runs, why the prompt is refused (None: it goes), and the context their

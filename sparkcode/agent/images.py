@@ -106,12 +106,12 @@ def _jpeg_size(data: bytes) -> tuple[int | None, int | None]:
             i += 1
             continue
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            h, w = struct.unpack(">HH", data[i + 5:i + 9])
+            h, w = struct.unpack(">HH", data[i + 5 : i + 9])
             return w, h
         if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
             i += 2
             continue
-        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+        i += 2 + struct.unpack(">H", data[i + 2 : i + 4])[0]
     return None, None
 
 
@@ -142,9 +142,11 @@ def load_image(path: Path, *, max_bytes: int, name: str | None = None) -> ImageA
     if path.is_dir():
         raise ImageError(f"cannot attach {shown}: it is a directory, not an image file")
     if size > max_bytes:
-        raise ImageError(f"cannot attach {shown}: it is {_size(size)}, over the "
-                         f"{_size(max_bytes)} cap per image (config.toml [agent] "
-                         "image_max_mib); downscale it or raise the cap")
+        raise ImageError(
+            f"cannot attach {shown}: it is {_size(size)}, over the "
+            f"{_size(max_bytes)} cap per image (config.toml [agent] "
+            "image_max_mib); downscale it or raise the cap"
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -155,22 +157,27 @@ def load_image(path: Path, *, max_bytes: int, name: str | None = None) -> ImageA
 def image_from_bytes(data: bytes, name: str, *, max_bytes: int) -> ImageAttachment:
     """Check bytes already read (the size again: the file may have grown)."""
     if len(data) > max_bytes:
-        raise ImageError(f"cannot attach {name}: it is {_size(len(data))}, over the "
-                         f"{_size(max_bytes)} cap per image")
+        raise ImageError(
+            f"cannot attach {name}: it is {_size(len(data))}, over the "
+            f"{_size(max_bytes)} cap per image"
+        )
     found = sniff(data)
     if found is None:
         start = data[:8].hex(" ") if data else "nothing (the file is empty)"
-        raise ImageError(f"cannot attach {name}: it is not a PNG, JPEG or WebP image "
-                         f"(it starts with {start})")
+        raise ImageError(
+            f"cannot attach {name}: it is not a PNG, JPEG or WebP image (it starts with {start})"
+        )
     mime, width, height = found
     return ImageAttachment(name=name, mime=mime, data=data, width=width, height=height)
 
 
 def refuse_text_only(model: str) -> ImageError:
     """The error for a model whose profile does not declare vision."""
-    return ImageError(f"model {model} is text-only here: its profile does not declare vision "
-                      "([model] vision = true; --vision for an --endpoint), so images "
-                      "cannot be sent to it")
+    return ImageError(
+        f"model {model} is text-only here: its profile does not declare vision "
+        "([model] vision = true; --vision for an --endpoint), so images "
+        "cannot be sent to it"
+    )
 
 
 def user_content(text: str, images: Sequence[ImageAttachment]) -> str | list[dict[str, Any]]:
@@ -221,7 +228,7 @@ def _header(url: str) -> tuple[str, int | None, int | None] | None:
     if match is None:
         return None
     b64 = match.group(2)
-    b64 = b64[:len(b64) - len(b64) % 4]
+    b64 = b64[: len(b64) - len(b64) % 4]
     try:
         return sniff(base64.b64decode(b64))
     except ValueError:

@@ -50,9 +50,13 @@ class Instructions:
         """``base`` with the instruction files appended (``base`` itself when none)."""
         if not self.files:
             return base
-        parts = [base, "", HEADING, "",
-                 "The project's instruction files follow, the nearest directory's last; "
-                 "follow them."]
+        parts = [
+            base,
+            "",
+            HEADING,
+            "",
+            "The project's instruction files follow, the nearest directory's last; follow them.",
+        ]
         for f in self.files:
             parts += ["", f"## {f.shown}", "", f.text.rstrip("\n")]
         return "\n".join(parts)
@@ -103,8 +107,10 @@ def load_instructions(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Instruc
     room = max_bytes
     for path, shown in reversed(found):  # the nearest first: it keeps its room
         if room <= 0:
-            notes.append(f"{shown} was not loaded: the instruction files passed the "
-                         f"{max_bytes // 1024} KiB cap")
+            notes.append(
+                f"{shown} was not loaded: the instruction files passed the "
+                f"{max_bytes // 1024} KiB cap"
+            )
             continue
         try:
             size = path.stat().st_size
@@ -118,14 +124,18 @@ def load_instructions(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Instruc
         try:
             text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not cut)
         except UnicodeDecodeError as exc:
-            notes.append(f"{shown} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-                         f"{exc.start}); not loaded: save it as UTF-8")
+            notes.append(
+                f"{shown} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                f"{exc.start}); not loaded: save it as UTF-8"
+            )
             continue
         if cut:
-            text = text[:text.rfind("\n") + 1] or text  # end on a whole line when possible
-            notes.append(f"{shown} is {size} bytes; only its first {len(text.encode())} "
-                         f"were loaded (the instruction files are capped at "
-                         f"{max_bytes // 1024} KiB together)")
+            text = text[: text.rfind("\n") + 1] or text  # end on a whole line when possible
+            notes.append(
+                f"{shown} is {size} bytes; only its first {len(text.encode())} "
+                f"were loaded (the instruction files are capped at "
+                f"{max_bytes // 1024} KiB together)"
+            )
             text += f"\n[... the rest of {shown} was cut: over the size cap]\n"
         room -= len(data)
         loaded.append(InstructionFile(path, shown, text, size, cut))

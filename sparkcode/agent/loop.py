@@ -38,11 +38,7 @@ from ._reply import empty_answer_note
 from ._turn import turn_events
 from .asking import Asker
 from .client import ChatClient
-from .context import (
-    ContextMeter,
-    Message,
-    repair_history,
-)
+from .context import ContextMeter, Message, repair_history
 from .effort import effort_params, placement
 from .events import (
     ApprovalDecision,
@@ -115,8 +111,9 @@ class Agent:
         self.permissions = permissions or Permissions(_config.Config())
         self.scaffold = scaffold or Scaffold.for_settings(self.settings)
         """The small-model mechanisms (``scaffold/``), called by each turn."""
-        session = self.scaffold.start_session(self.workspace, tools or default_tools(),
-                                              system_prompt)
+        session = self.scaffold.start_session(
+            self.workspace, tools or default_tools(), system_prompt
+        )
         self.tools = session.tools
         self.undo_store = undo
         self.metrics = metrics
@@ -148,16 +145,21 @@ class Agent:
         self.todos = TodoList()
         """The todo tool's list; it outlives a switch between plan and act."""
         self.explorer: Explorer | None = (
-            Explorer(self, self._task_agent) if explore and TASK_TOOL in self.tools.names
-            else None)
+            Explorer(self, self._task_agent) if explore and TASK_TOOL in self.tools.names else None
+        )
         """Runs the ``task`` tool's read-only sub-conversations (``subagent.py``)."""
         self.jobs = jobs if jobs is not None else JobTable()
         """The session's background jobs; the session's close ends them."""
         self.jobs.offered = "job_output" in self.tools.names
-        self.tool_context = ToolContext(workspace=self.workspace,
-                                        bash_timeout_s=self.settings.bash_timeout_s,
-                                        todos=self.todos, explore=self.explorer,
-                                        checker=checker, jobs=self.jobs, asker=asker)
+        self.tool_context = ToolContext(
+            workspace=self.workspace,
+            bash_timeout_s=self.settings.bash_timeout_s,
+            todos=self.todos,
+            explore=self.explorer,
+            checker=checker,
+            jobs=self.jobs,
+            asker=asker,
+        )
         """What every tool call may use; the scaffold sets its guards' fields."""
         self.scaffold.set_up_tools(self.tool_context)
 
@@ -208,10 +210,15 @@ class Agent:
     async def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[Event]:
         """``!cmd``: run the user's ``command`` under the ``bash`` tool's rules and keep
         its output for the next message (:mod:`.user_shell`); ``ValueError`` if empty."""
-        async for event in run_user_shell(command, serial, tools=self.tools,
-                                          permissions=self.permissions,
-                                          ctx=self.tool_context, ask=self.ask_approval,
-                                          pending=self.pending_context):
+        async for event in run_user_shell(
+            command,
+            serial,
+            tools=self.tools,
+            permissions=self.permissions,
+            ctx=self.tool_context,
+            ask=self.ask_approval,
+            pending=self.pending_context,
+        ):
             self._notify(event)
             yield event
 
@@ -266,11 +273,11 @@ class Agent:
             raise refuse_text_only(self.client.model)
         full = path.expanduser()
         full = full if full.is_absolute() else self.workspace / full
-        return load_image(full, max_bytes=self.settings.image_max_bytes,
-                          name=name or str(path))
+        return load_image(full, max_bytes=self.settings.image_max_bytes, name=name or str(path))
 
-    async def run_turn(self, user_text: str,
-                       images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
+    async def run_turn(
+        self, user_text: str, images: Sequence[ImageAttachment] = ()
+    ) -> AsyncIterator[Event]:
         """Send ``user_text`` (and ``images``, as content parts) and stream the turn's
         events until TurnFinished. Images for a model without ``settings.vision``
         raise :class:`~.images.ImageError` before the history changes."""
@@ -286,12 +293,25 @@ class Agent:
 
     # -- internals -----------------------------------------------------------
 
-    def _task_agent(self, client: ChatClient, settings: AgentSettings,
-                    permissions: Permissions, approver: Approver) -> Agent:
+    def _task_agent(
+        self,
+        client: ChatClient,
+        settings: AgentSettings,
+        permissions: Permissions,
+        approver: Approver,
+    ) -> Agent:
         """A ``task`` call's sub-conversation (``subagent.py``): this conversation's
         tools and system prompt as it is (the shared prefix), no task of its own."""
-        child = Agent(client, self.workspace, settings=settings, permissions=permissions,
-                      tools=self.tools, approver=approver, explore=False, jobs=self.jobs)
+        child = Agent(
+            client,
+            self.workspace,
+            settings=settings,
+            permissions=permissions,
+            tools=self.tools,
+            approver=approver,
+            explore=False,
+            jobs=self.jobs,
+        )
         child.history = [dict(self.history[0])]
         child.effort_pinned = self.effort_pinned  # the same first tokens as this one
         return child
@@ -313,14 +333,21 @@ class Agent:
         self.requests_sent += 1
         return {"temperature": s.temperature, "top_p": s.top_p, "seed": seed}
 
-    async def ask_approval(self, call: CheckedCall, kind: Any, summary: str, detail: str,
-                           box: list[ApprovalDecision]) -> AsyncIterator[Event]:
+    async def ask_approval(
+        self, call: CheckedCall, kind: Any, summary: str, detail: str, box: list[ApprovalDecision]
+    ) -> AsyncIterator[Event]:
         """The approval round trip: yields the :class:`ApprovalRequested` (answered by
         its future, or by :attr:`approver`) and its resolution, and puts the decision
         in ``box``."""
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        request = ApprovalRequested(call_id=call.call_id, tool=call.name, kind=kind,
-                                    summary=summary, detail=detail, future=future)
+        request = ApprovalRequested(
+            call_id=call.call_id,
+            tool=call.name,
+            kind=kind,
+            summary=summary,
+            detail=detail,
+            future=future,
+        )
         yield request
         if self.approver is not None and not future.done():
             decision = await self.approver(request)
@@ -329,8 +356,13 @@ class Agent:
         box.append(decision)
         if decision.always and decision.approved and kind != "loop":
             self.permissions.always.add(call.name)
-        yield ApprovalResolved(call_id=call.call_id, tool=call.name, approved=decision.approved,
-                               by=decision.by, reason=decision.reason)
+        yield ApprovalResolved(
+            call_id=call.call_id,
+            tool=call.name,
+            approved=decision.approved,
+            by=decision.by,
+            reason=decision.reason,
+        )
 
     async def compact_if_full(self, *, force: bool = False) -> AsyncIterator[Event]:
         """Compact the history when it passes ``compact_threshold`` (or ``force``); the
@@ -348,13 +380,20 @@ class Agent:
         """The model's summary of ``messages`` (compaction's request: thinking closed,
         at most 1024 tokens)."""
         s = self.settings
-        params = {**effort_params(placement(s.effort_placement), self.effort_pinned,
-                                  s.reasoning_effort, thinking_closed=True),
-                  "max_tokens": 1024, **self.next_sampling()}
-        idle = idle_timeout_s(s.stream_idle_timeout_s, self.client.prefill.tok_s,
-                              self.context.estimate(messages))
-        async with self.client.stream_chat(messages, params=params,
-                                           idle_timeout_s=idle) as stream:
+        params = {
+            **effort_params(
+                placement(s.effort_placement),
+                self.effort_pinned,
+                s.reasoning_effort,
+                thinking_closed=True,
+            ),
+            "max_tokens": 1024,
+            **self.next_sampling(),
+        }
+        idle = idle_timeout_s(
+            s.stream_idle_timeout_s, self.client.prefill.tok_s, self.context.estimate(messages)
+        )
+        async with self.client.stream_chat(messages, params=params, idle_timeout_s=idle) as stream:
             async for _ in stream:
                 pass
         return stream.content

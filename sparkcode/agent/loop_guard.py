@@ -84,23 +84,32 @@ class LoopGuard:
     def _find(self, call: Call) -> tuple[LoopKind, str] | None:
         calls = self._calls
         if len(calls) >= REPEATS and len({c.signature for c in calls[-REPEATS:]}) == 1:
-            return "repeat", (f"{call.name} was called {REPEATS} times in a row with the same "
-                              "arguments; continue?")
+            return "repeat", (
+                f"{call.name} was called {REPEATS} times in a row with the same "
+                "arguments; continue?"
+            )
         for period in PERIODS:
-            window = calls[-(2 * period + 1):]
-            if len(window) == 2 * period + 1 \
-                    and len({c.signature for c in window[:period]}) == period \
-                    and all(c.signature == window[i % period].signature
-                            for i, c in enumerate(window)):
+            window = calls[-(2 * period + 1) :]
+            if (
+                len(window) == 2 * period + 1
+                and len({c.signature for c in window[:period]}) == period
+                and all(c.signature == window[i % period].signature for i, c in enumerate(window))
+            ):
                 names = ", ".join(c.name for c in window[:period])
-                return "cycle", (f"the same {period} calls ({names}) keep repeating in a "
-                                 "cycle, now for the third time; continue?")
-        before, outcomes = calls[-FAILURES - 1:-1], self._failed[-FAILURES - 1:-1]
-        if len(before) == FAILURES and all(outcomes) \
-                and all(c.name == call.name and similar(c.arguments, call.arguments)
-                        for c in before):
-            return "failing", (f"{call.name} failed {FAILURES} times in a row with nearly the "
-                               "same arguments and is being tried again; continue?")
+                return "cycle", (
+                    f"the same {period} calls ({names}) keep repeating in a "
+                    "cycle, now for the third time; continue?"
+                )
+        before, outcomes = calls[-FAILURES - 1 : -1], self._failed[-FAILURES - 1 : -1]
+        if (
+            len(before) == FAILURES
+            and all(outcomes)
+            and all(c.name == call.name and similar(c.arguments, call.arguments) for c in before)
+        ):
+            return "failing", (
+                f"{call.name} failed {FAILURES} times in a row with nearly the "
+                "same arguments and is being tried again; continue?"
+            )
         return None
 
 

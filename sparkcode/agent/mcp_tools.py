@@ -58,8 +58,9 @@ class McpConnection:
         self._ready = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._own(), name=f"mcp-{self.config.name}")
         try:
-            return await asyncio.wait_for(asyncio.shield(self._ready),
-                                          self.config.startup_timeout_s)
+            return await asyncio.wait_for(
+                asyncio.shield(self._ready), self.config.startup_timeout_s
+            )
         except TimeoutError:
             await self.close()
             raise McpError(f"no answer within {self.config.startup_timeout_s:g}s") from None
@@ -86,8 +87,9 @@ class McpConnection:
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - reported through the future
             if not self._ready.done():
-                self._ready.set_exception(exc if isinstance(exc, Exception)
-                                          else McpError("cancelled"))
+                self._ready.set_exception(
+                    exc if isinstance(exc, Exception) else McpError("cancelled")
+                )
             elif not isinstance(exc, asyncio.CancelledError):
                 log.warning("MCP server %s ended: %s", self.config.name, _describe(exc))
         finally:
@@ -103,9 +105,12 @@ class McpConnection:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # The server's stderr goes to a log file, never into the terminal app.
         self._errlog = self.log_path.open("a", encoding="utf-8")
-        params = StdioServerParameters(command=cfg.command, args=list(cfg.args),
-                                       env=dict(cfg.env) or None,
-                                       cwd=str(cfg.cwd) if cfg.cwd else None)
+        params = StdioServerParameters(
+            command=cfg.command,
+            args=list(cfg.args),
+            env=dict(cfg.env) or None,
+            cwd=str(cfg.cwd) if cfg.cwd else None,
+        )
         return stdio_client(params, errlog=self._errlog)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
@@ -113,8 +118,9 @@ class McpConnection:
         if self._client is None:
             raise McpError(f"the MCP server {self.config.name!r} is not running")
         try:
-            return await asyncio.wait_for(self._client.call_tool(tool, arguments),
-                                          self.config.call_timeout_s)
+            return await asyncio.wait_for(
+                self._client.call_tool(tool, arguments), self.config.call_timeout_s
+            )
         except TimeoutError:
             raise McpError(f"no answer within {self.config.call_timeout_s:g}s") from None
         except Exception as exc:  # noqa: BLE001 - protocol errors, a dead server
@@ -152,8 +158,7 @@ class McpHub:
             name = conn.config.name
             if isinstance(result, BaseException):
                 where = f" (its log: {conn.log_path})" if conn.config.command else ""
-                hub.failures.append(f"MCP server {name!r} was skipped: {_describe(result)}"
-                                    f"{where}")
+                hub.failures.append(f"MCP server {name!r} was skipped: {_describe(result)}{where}")
                 continue
             hub.connections.append(conn)
             for spec in result:
@@ -161,8 +166,9 @@ class McpHub:
         unique: dict[str, McpTool] = {}
         for tool in hub.tools:
             if tool.name in unique:
-                hub.failures.append(f"MCP tool name {tool.name!r} is offered twice; only the "
-                                    "first is used")
+                hub.failures.append(
+                    f"MCP tool name {tool.name!r} is offered twice; only the first is used"
+                )
             else:
                 unique[tool.name] = tool
         hub.tools = list(unique.values())
@@ -187,18 +193,27 @@ class McpTool(Tool):
             name=tool_name(self.server, self.remote_name),
             description=f"[MCP server {self.server}] {spec.description or spec.name}",
             parameters=dict(schema["properties"]),
-            kind="mcp", required=tuple(schema.get("required") or ()),
+            kind="mcp",
+            required=tuple(schema.get("required") or ()),
         )
 
     def spec(self) -> dict[str, Any]:
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.schema}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.schema,
+            },
+        }
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         text = json.dumps(args, ensure_ascii=False, indent=1)
-        return Preview(summary=f"MCP {self.server}: {self.remote_name}"
-                               f"({json.dumps(args, ensure_ascii=False)[:80]})",
-                       detail=f"server {self.server}, tool {self.remote_name}\n{text}")
+        return Preview(
+            summary=f"MCP {self.server}: {self.remote_name}"
+            f"({json.dumps(args, ensure_ascii=False)[:80]})",
+            detail=f"server {self.server}, tool {self.remote_name}\n{text}",
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         try:
@@ -207,8 +222,7 @@ class McpTool(Tool):
             raise ToolError(f"{self.name}: {exc}") from None
         text = result_text(result)
         if result.is_error:
-            raise ToolError(cap_output(text or "the MCP tool reported an error",
-                                       ctx.output_cap))
+            raise ToolError(cap_output(text or "the MCP tool reported an error", ctx.output_cap))
         return ToolOutput(cap_output(text, ctx.output_cap))
 
 

@@ -27,8 +27,9 @@ PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
-_WANTED = frozenset({ACCEPTED, DRAFTS, DRAFT_TOKENS, PREFIX_HITS, PREFIX_QUERIES, RUNNING,
-                     WAITING, *KV_USAGE})
+_WANTED = frozenset(
+    {ACCEPTED, DRAFTS, DRAFT_TOKENS, PREFIX_HITS, PREFIX_QUERIES, RUNNING, WAITING, *KV_USAGE}
+)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -49,13 +50,17 @@ def parse_metrics(text: str) -> dict[str, float]:
 def per_position(scrape: dict[str, float]) -> list[float]:
     """The per-position accepted counters of a parsed scrape, position 0 first."""
     prefix = ACCEPTED_PER_POS + ":"
-    found = {int(k[len(prefix):]): v for k, v in scrape.items()
-             if k.startswith(prefix) and k[len(prefix):].isdigit()}
+    found = {
+        int(k[len(prefix) :]): v
+        for k, v in scrape.items()
+        if k.startswith(prefix) and k[len(prefix) :].isdigit()
+    }
     return [found.get(i, 0.0) for i in range(max(found) + 1)] if found else []
 
 
-def acceptance_per_position(before: dict[str, float], after: dict[str, float]
-                            ) -> tuple[float, ...] | None:
+def acceptance_per_position(
+    before: dict[str, float], after: dict[str, float]
+) -> tuple[float, ...] | None:
     """Share of drafts accepted through each position between two scrapes."""
     drafts = after.get(DRAFTS, 0.0) - before.get(DRAFTS, 0.0)
     now, then = per_position(after), per_position(before)
@@ -90,8 +95,10 @@ class MetricsDelta:
         waiting = current.get(WAITING)
         per_pos = None if first else acceptance_per_position(prev, current)
         return MetricsUpdate(
-            acceptance_length=acceptance, acceptance_per_pos=per_pos,
-            prefix_cache_hit_rate=hit_rate, kv_cache_usage=kv,
+            acceptance_length=acceptance,
+            acceptance_per_pos=per_pos,
+            prefix_cache_hit_rate=hit_rate,
+            kv_cache_usage=kv,
             running=int(running) if running is not None else None,
             waiting=int(waiting) if waiting is not None else None,
         )

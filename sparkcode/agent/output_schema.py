@@ -34,8 +34,10 @@ from .stream_idle import idle_timeout_s
 if TYPE_CHECKING:
     from .loop import Agent
 
-FINAL_PROMPT = ("Now give your final answer as one JSON value that matches this JSON "
-                "schema, and nothing else:\n{schema}")
+FINAL_PROMPT = (
+    "Now give your final answer as one JSON value that matches this JSON "
+    "schema, and nothing else:\n{schema}"
+)
 """The user message of the final request. The schema is also in the grammar; shown it,
 the model knows what each field is for (the grammar only says what is allowed)."""
 
@@ -56,14 +58,16 @@ def load_schema(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise OutputSchemaError(f"--output-schema {path}: not JSON ({exc})") from None
     if not isinstance(schema, dict):
-        raise OutputSchemaError(f"--output-schema {path}: a JSON schema is an object, "
-                                f"got {type(schema).__name__}")
+        raise OutputSchemaError(
+            f"--output-schema {path}: a JSON schema is an object, got {type(schema).__name__}"
+        )
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except SchemaError as exc:
         where = _pointer(exc.path)
-        raise OutputSchemaError(f"--output-schema {path}: not a valid JSON schema at "
-                                f"{where}: {exc.message}") from None
+        raise OutputSchemaError(
+            f"--output-schema {path}: not a valid JSON schema at {where}: {exc.message}"
+        ) from None
     return schema
 
 
@@ -77,18 +81,20 @@ def check_answer(text: str, schema: dict[str, Any]) -> Any:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise OutputSchemaError(f"the final answer is not JSON ({exc}): {_shown(text)}"
-                                ) from None
+        raise OutputSchemaError(f"the final answer is not JSON ({exc}): {_shown(text)}") from None
     validator = jsonschema.validators.validator_for(schema)(schema, registry=LOCAL_REFS)
     try:
         validator.validate(value)
     except referencing.exceptions.Unresolvable as exc:
-        raise OutputSchemaError(f"the schema's $ref {exc.ref!r} is not in the schema file "
-                                "(sparkcode fetches no schema; put it under $defs)") from None
+        raise OutputSchemaError(
+            f"the schema's $ref {exc.ref!r} is not in the schema file "
+            "(sparkcode fetches no schema; put it under $defs)"
+        ) from None
     except ValidationError as exc:
         where = _pointer(exc.absolute_path)
-        raise OutputSchemaError(f"the final answer does not match the schema at {where}: "
-                                f"{exc.message}") from None
+        raise OutputSchemaError(
+            f"the final answer does not match the schema at {where}: {exc.message}"
+        ) from None
     return value
 
 
@@ -97,9 +103,13 @@ def final_params(agent: Agent, schema: dict[str, Any]) -> dict[str, Any]:
     the effort as its placement says it, so a pinned template renders the same prefix)
     with thinking closed (the work is done; a thinking model held by the grammar from
     its first token could not think anyway) and the grammar."""
-    params = request_params(agent.settings, agent.next_sampling(), thinking_closed=True,
-                            prompt_estimate=agent.context.estimate(agent.history),
-                            pinned_effort=agent.effort_pinned)
+    params = request_params(
+        agent.settings,
+        agent.next_sampling(),
+        thinking_closed=True,
+        prompt_estimate=agent.context.estimate(agent.history),
+        pinned_effort=agent.effort_pinned,
+    )
     params.pop("return_token_ids", None)  # for salvaging tool calls; there are none here
     params["structured_outputs"] = {"json": schema, "disable_any_whitespace": True}
     return params
@@ -120,13 +130,17 @@ async def final_answer(agent: Agent, schema: dict[str, Any]) -> Any:
     # (Small-model mode sends no tools; they are in its system prompt.)
     tools = None if structured else agent.tools.specs()
     try:
-        async with agent.client.stream_chat(outgoing, tools=tools,
-                                            tool_choice="none" if tools else None,
-                                            params=final_params(agent, schema),
-                                            idle_timeout_s=idle_timeout_s(
-                                                agent.settings.stream_idle_timeout_s,
-                                                agent.client.prefill.tok_s,
-                                                agent.context.estimate(outgoing))) as stream:
+        async with agent.client.stream_chat(
+            outgoing,
+            tools=tools,
+            tool_choice="none" if tools else None,
+            params=final_params(agent, schema),
+            idle_timeout_s=idle_timeout_s(
+                agent.settings.stream_idle_timeout_s,
+                agent.client.prefill.tok_s,
+                agent.context.estimate(outgoing),
+            ),
+        ) as stream:
             async for _ in stream:
                 if agent.cancelled:
                     raise OutputSchemaError("cancelled before the final answer")
@@ -140,10 +154,15 @@ async def final_answer(agent: Agent, schema: dict[str, Any]) -> Any:
     agent.history.append({"role": "assistant", "content": text})
     if stream.result().finish_reason == "length":
         limit = agent.settings.max_tokens
-        said = (f"[agent] max_tokens = {limit}" if limit is not None
-                else "the context left; [agent] max_tokens is not set")
-        raise OutputSchemaError(f"the final answer was cut by the output limit after "
-                                f"{len(text)} characters ({said}): {_shown(text)}")
+        said = (
+            f"[agent] max_tokens = {limit}"
+            if limit is not None
+            else "the context left; [agent] max_tokens is not set"
+        )
+        raise OutputSchemaError(
+            f"the final answer was cut by the output limit after "
+            f"{len(text)} characters ({said}): {_shown(text)}"
+        )
     return check_answer(text.strip(), schema)
 
 

@@ -30,9 +30,11 @@ from .settings import PLAN_NOTE
 from .tools import BwrapStatus, Sandbox, Tool, find_bwrap
 
 Verdict = Literal["allow", "ask", "deny"]
-PLAN_REFUSAL = ("plan mode: only read-only tools run, and this call would change something. "
-                "Do not retry it: finish investigating, record the steps with the todo tool "
-                "and answer with the plan; the user switches to act mode to carry it out")
+PLAN_REFUSAL = (
+    "plan mode: only read-only tools run, and this call would change something. "
+    "Do not retry it: finish investigating, record the steps with the todo tool "
+    "and answer with the plan; the user switches to act mode to carry it out"
+)
 
 
 @dataclass(frozen=True)
@@ -58,14 +60,20 @@ def rule_subject(tool: str, args: dict[str, Any]) -> str:
 class Permissions:
     """The session's permission state: mode, config rules, "always" answers."""
 
-    def __init__(self, config: Config, mode: PermissionMode | None = None, *,
-                 bwrap: BwrapStatus | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        mode: PermissionMode | None = None,
+        *,
+        bwrap: BwrapStatus | None = None,
+    ) -> None:
         self.config = config
         status = bwrap if bwrap is not None else find_bwrap()
         self.sandbox: Sandbox | None = None
         if status.path is not None:
-            self.sandbox = Sandbox(status.path, network=config.sandbox_network,
-                                   writable=config.sandbox_writable)
+            self.sandbox = Sandbox(
+                status.path, network=config.sandbox_network, writable=config.sandbox_writable
+            )
         self._unavailable = status.reason
         self.notice: str | None = None
         """Why the mode is not the one asked for (no sandbox here), to show once."""
@@ -96,8 +104,10 @@ class Permissions:
             mode = "sandbox"
         if mode == "sandbox" and self.sandbox is None:
             mode = "ask"
-            self.notice = (f"shell commands ask for approval (mode ask): the sandbox mode "
-                           f"needs bubblewrap, and {self._unavailable}")
+            self.notice = (
+                f"shell commands ask for approval (mode ask): the sandbox mode "
+                f"needs bubblewrap, and {self._unavailable}"
+            )
         self.mode = mode
         return self.notice
 
@@ -110,8 +120,12 @@ class Permissions:
         shell = tool.kind == "shell"
         if self.mode == "plan":
             if read_only:
-                return Decision("allow", "mode", "read-only (plan mode)",
-                                sandboxed=shell and self.sandbox is not None)
+                return Decision(
+                    "allow",
+                    "mode",
+                    "read-only (plan mode)",
+                    sandboxed=shell and self.sandbox is not None,
+                )
             return Decision("deny", "mode", self.refusal)
         for rule in self.config.allow:
             if rule.matches(tool.name, subject):

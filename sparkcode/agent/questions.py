@@ -19,15 +19,21 @@ from .tools import KeptFiles, is_test_file
 
 _NEGATED = re.compile(
     r"\b(?:do not|don't|dont|never|without|not)\s+(?:\w+\s+){0,2}?"
-    r"(?:chang|edit|modif|touch|writ|fix|updat|delet|remov)\w*[^.?!;]*", re.I)
+    r"(?:chang|edit|modif|touch|writ|fix|updat|delet|remov)\w*[^.?!;]*",
+    re.I,
+)
 """A change named only to forbid it: "Do not change any file", "without changing it"."""
 _CHANGE = re.compile(
     r"\b(?:fix|change|create|add|rename|refactor|rewrite|replace|update|remove|delete|"
     r"implement|write|make|edit|move|modify|insert|append|convert|reformat|format|"
-    r"install|commit|apply|patch|correct|improve|optimi[sz]e|clean)\w*", re.I)
+    r"install|commit|apply|patch|correct|improve|optimi[sz]e|clean)\w*",
+    re.I,
+)
 _ASKS = re.compile(
     r"(?:\?(?:\s|$))|^\s*(?:what|which|how|why|where|who|whom|whose|when|does|do|is|are|"
-    r"can|could|should|would|will|explain|describe)\b|\btell me\b|\banswer with\b", re.I)
+    r"can|could|should|would|will|explain|describe)\b|\btell me\b|\banswer with\b",
+    re.I,
+)
 
 
 def is_question(text: str) -> bool:
@@ -53,11 +59,14 @@ _KEEP_TESTS = re.compile(
     r"(?:unit\s+)?tests?\b"
     r"|\bnot\s+the\s+tests\b"
     r"|\btests?\b[^.?!;]*?" + _DONT + _VERB + r"\s+(?:them|it)\b"
-    r"|\bleave\s+the\s+tests\s+(?:alone|as\s+they\s+are|unchanged)", re.I)
+    r"|\bleave\s+the\s+tests\s+(?:alone|as\s+they\s+are|unchanged)",
+    re.I,
+)
 """Words that keep the tests: "Do not change the tests", "fix the code (not the tests)",
 "keep the tests passing and do not change them", "leave the tests alone"."""
 _KEEP_FILE = re.compile(
-    _DONT + r"(?:\w+\s+){0,2}?" + _VERB + r"\s+[`'\"]?([\w./-]+\.\w+)[`'\"]?", re.I)
+    _DONT + r"(?:\w+\s+){0,2}?" + _VERB + r"\s+[`'\"]?([\w./-]+\.\w+)[`'\"]?", re.I
+)
 """A named file kept: "do not edit test_temps.py"."""
 
 
@@ -70,22 +79,33 @@ def kept_files(text: str) -> KeptFiles:
     fails. ... fix the bug in temps.py"): the test is what the fix must satisfy."""
     names = frozenset(m.group(1).rstrip(".") for m in _KEEP_FILE.finditer(text))
     changes = files_to_change(text)
-    failing = frozenset(
-        name for clause in _CLAUSE.split(text)
-        if _FAILS.search(clause) and not _CHANGE.search(_NEGATED.sub(" ", clause))
-        for name in (m.group(1) for m in _FILE.finditer(clause))
-        if is_test_file(name) and name not in changes) if changes else frozenset()
-    return KeptFiles(tests=bool(_KEEP_TESTS.search(text)), names=names, failing=failing,
-                     instead=changes if failing else ())
+    failing = (
+        frozenset(
+            name
+            for clause in _CLAUSE.split(text)
+            if _FAILS.search(clause) and not _CHANGE.search(_NEGATED.sub(" ", clause))
+            for name in (m.group(1) for m in _FILE.finditer(clause))
+            if is_test_file(name) and name not in changes
+        )
+        if changes
+        else frozenset()
+    )
+    return KeptFiles(
+        tests=bool(_KEEP_TESTS.search(text)),
+        names=names,
+        failing=failing,
+        instead=changes if failing else (),
+    )
 
 
-_FAILS = re.compile(r"\b(?:fails?|failing|failed|errors?|breaks|is broken|are broken)\b",
-                    re.I)
+_FAILS = re.compile(r"\b(?:fails?|failing|failed|errors?|breaks|is broken|are broken)\b", re.I)
 """A clause that says a test fails: "test_temps.py fails", "test_calc.py is failing"."""
 
 
-_FILE = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-9]{0,7})"
-                   r"(?!\.?[\w/(-])")
+_FILE = re.compile(
+    r"(?<![\w./-])((?:[\w-]+/)*[A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-9]{0,7})"
+    r"(?!\.?[\w/(-])"
+)
 """A file name as a task writes it: ``limits.py``, ``src/app.ts``, ``config.json``; not
 ``3.14159``, ``low..high``, ``e.g.``, ``os.path.join`` or a call such as ``x.strip(``."""
 _NOT_FILES = frozenset({"e.g", "i.e"})

@@ -63,8 +63,9 @@ class Rewind:
         self.marks = [TurnMark(turn, start, kept[0].snapshot if kept else None)]
         self.undone.clear()
 
-    def undo(self, history: list[Message],
-             store: UndoStore | None) -> tuple[list[Message], UndoApplied]:
+    def undo(
+        self, history: list[Message], store: UndoStore | None
+    ) -> tuple[list[Message], UndoApplied]:
         """The history without its last turn, and the event saying what changed."""
         if not self.marks:
             raise UndoError("nothing to undo: no turn of this conversation is left")
@@ -78,14 +79,18 @@ class Rewind:
             changed = store.restore(mark.snapshot)
             store.drop(mark.snapshot)
         self.marks.pop()
-        removed = history[mark.start:]
+        removed = history[mark.start :]
         self.undone.append(_Undone(mark, removed, after))
-        return history[:mark.start], UndoApplied(
-            snapshot=mark.snapshot or "", changed=tuple(changed), turn=mark.turn,
-            messages_removed=len(removed))
+        return history[: mark.start], UndoApplied(
+            snapshot=mark.snapshot or "",
+            changed=tuple(changed),
+            turn=mark.turn,
+            messages_removed=len(removed),
+        )
 
-    def redo(self, history: list[Message],
-             store: UndoStore | None) -> tuple[list[Message], RedoApplied]:
+    def redo(
+        self, history: list[Message], store: UndoStore | None
+    ) -> tuple[list[Message], RedoApplied]:
         """The history with the last undone turn back, and the event."""
         if not self.undone:
             raise UndoError("nothing to redo: no turn was undone since the last one")
@@ -101,5 +106,5 @@ class Rewind:
         self.undone.pop()
         self.marks.append(entry.mark)
         return [*history, *entry.messages], RedoApplied(
-            turn=entry.mark.turn, changed=tuple(changed),
-            messages_restored=len(entry.messages))
+            turn=entry.mark.turn, changed=tuple(changed), messages_restored=len(entry.messages)
+        )

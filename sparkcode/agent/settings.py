@@ -31,8 +31,10 @@ PLAN_NOTE = (
 # No "the workspace" in DEFAULT_SYSTEM_PROMPT: a small model wrote workspace/calc.py for
 # calc.py (docs/experiments/2026-12-02-agent-suite.md). The small-model scaffolding's
 # texts (the task reminders, the loop nudge) are in ``scaffold/prompts.py``.
-ACT_PROMPT = ("The plan is approved: carry it out now, step by step, marking each todo item "
-              "in_progress and then done as you go.")
+ACT_PROMPT = (
+    "The plan is approved: carry it out now, step by step, marking each todo item "
+    "in_progress and then done as you go."
+)
 """What switching from plan to act sends (the TUI's /act)."""
 
 
@@ -185,4 +187,3 @@ def settings_from(knobs: AgentKnobs, **fixed: Any) -> AgentSettings:
         field, convert = KNOB_TO_SETTING.get(name, (name, lambda v: v))
         said[field] = convert(value)
     return AgentSettings(**said, **fixed)
-

@@ -71,10 +71,19 @@ class Skills:
         if not self.skills:
             return ""
         rows = [f"- {s.name}: {_cut(s.description)}" for s in self.skills]
-        return "\n".join(["", "", HEADING, "",
-                          "Skills are instructions for particular tasks. When the task "
-                          "matches one below, call the skill tool with its name first and "
-                          "follow what it returns.", "", *rows])
+        return "\n".join(
+            [
+                "",
+                "",
+                HEADING,
+                "",
+                "Skills are instructions for particular tasks. When the task "
+                "matches one below, call the skill tool with its name first and "
+                "follow what it returns.",
+                "",
+                *rows,
+            ]
+        )
 
 
 def load_skills(workspace: Path, user_dir: Path | None) -> Skills:
@@ -92,8 +101,10 @@ def load_skills(workspace: Path, user_dir: Path | None) -> Skills:
             if skill is None:
                 continue
             if skill.name in found:
-                notes.append(f"skill {skill.name} in {_shown(path, workspace)} is shadowed by "
-                             f"{_shown(found[skill.name].path, workspace)}")
+                notes.append(
+                    f"skill {skill.name} in {_shown(path, workspace)} is shadowed by "
+                    f"{_shown(found[skill.name].path, workspace)}"
+                )
                 continue
             found[skill.name] = skill
     return Skills(tuple(sorted(found.values(), key=lambda s: s.name)), tuple(notes))
@@ -107,8 +118,10 @@ def _read(path: Path, workspace: Path) -> tuple[Skill | None, str | None]:
         return None, f"skill {shown} skipped: cannot read it ({exc})"
     split = split_front_matter(text)
     if split is None:
-        return None, (f"skill {shown} skipped: no front matter (start the file with '---', "
-                      "then 'name:' and 'description:' lines, then '---')")
+        return None, (
+            f"skill {shown} skipped: no front matter (start the file with '---', "
+            "then 'name:' and 'description:' lines, then '---')"
+        )
     try:
         meta: Any = yaml.safe_load(split[0])
     except yaml.YAMLError as exc:
@@ -131,7 +144,7 @@ def split_front_matter(text: str) -> tuple[str, str] | None:
         return None
     for i in range(1, len(lines)):
         if lines[i].strip() == "---":
-            return "".join(lines[1:i]), "".join(lines[i + 1:]).lstrip("\n")
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]).lstrip("\n")
     return None
 
 
@@ -154,10 +167,13 @@ class SkillTool(Tool):
         super().__init__(
             name="skill",
             description="Load a skill's instructions by name (the skills are listed in the "
-                        "system prompt). Call it before a task a skill describes.",
-            parameters={"name": {"type": "string", "enum": names,
-                                  "description": "The skill's name."}},
-            kind="read", required=("name",))
+            "system prompt). Call it before a task a skill describes.",
+            parameters={
+                "name": {"type": "string", "enum": names, "description": "The skill's name."}
+            },
+            kind="read",
+            required=("name",),
+        )
         self.skills = skills
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -167,9 +183,11 @@ class SkillTool(Tool):
             known = ", ".join(s.name for s in self.skills.skills)
             raise ToolError(f"no skill named {name!r}; the skills are: {known}")
         body = skill.body().rstrip("\n")
-        others = sorted(str(p.relative_to(skill.path.parent))
-                        for p in skill.path.parent.rglob("*")
-                        if p.is_file() and p != skill.path)[:50]
+        others = sorted(
+            str(p.relative_to(skill.path.parent))
+            for p in skill.path.parent.rglob("*")
+            if p.is_file() and p != skill.path
+        )[:50]
         text = f"# Skill {skill.name} ({skill.path.parent})\n\n{body}"
         if others:
             text += "\n\nFiles in the skill's folder: " + ", ".join(others)

@@ -14,12 +14,12 @@ from __future__ import annotations
 from ._structured import read_step
 
 _WS = " \t\n\r"
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
-            "t": "\t"}
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 # Where the reader is in the step.
-_START, _RAW, _KEY_OR_END, _KEY, _COLON, _VALUE, _ANSWER, _SKIP, _AFTER_VALUE, _DONE, _BAD = \
-    range(11)
+_START, _RAW, _KEY_OR_END, _KEY, _COLON, _VALUE, _ANSWER, _SKIP, _AFTER_VALUE, _DONE, _BAD = range(
+    11
+)
 
 
 class _StringDecoder:

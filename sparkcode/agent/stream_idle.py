@@ -37,15 +37,15 @@ class PrefillRate:
 
     tok_s: float | None = None
 
-    def observe(self, prompt_tokens: int, cached_tokens: int | None,
-                ttft_s: float | None) -> None:
+    def observe(self, prompt_tokens: int, cached_tokens: int | None, ttft_s: float | None) -> None:
         rate = measured_prefill(prompt_tokens, cached_tokens, ttft_s)
         if rate is not None:
             self.tok_s = rate
 
 
-def measured_prefill(prompt_tokens: int, cached_tokens: int | None,
-                     ttft_s: float | None) -> float | None:
+def measured_prefill(
+    prompt_tokens: int, cached_tokens: int | None, ttft_s: float | None
+) -> float | None:
     """Uncached prompt tokens per second of time to first token, or None where the
     request prefilled fewer than :data:`MIN_MEASURED` tokens or has no first token."""
     uncached = prompt_tokens - (cached_tokens or 0)
@@ -54,8 +54,9 @@ def measured_prefill(prompt_tokens: int, cached_tokens: int | None,
     return uncached / ttft_s
 
 
-def idle_timeout_s(setting: float | None, prefill_tok_s: float | None,
-                   tokens_to_prefill: int) -> float:
+def idle_timeout_s(
+    setting: float | None, prefill_tok_s: float | None, tokens_to_prefill: int
+) -> float:
     """The silence limit of one stream: ``setting`` where the user set it, else
     ``max(DEFAULT_IDLE_S, tokens_to_prefill / prefill_tok_s * SAFETY)``, else (no
     measured rate) :data:`DEFAULT_IDLE_S`."""
@@ -69,6 +70,8 @@ def idle_timeout_s(setting: float | None, prefill_tok_s: float | None,
 def silence_message(source: str, waited_s: float) -> str:
     """The error of a stream that stayed silent past its limit."""
     waited = f"{waited_s:.0f}" if waited_s >= 10 else f"{waited_s:.1f}".removesuffix(".0")
-    return (f"{source} sent nothing for {waited} s, the stream's silence limit "
-            f"({SETTING}; set it higher in config.toml if the engine prefills this "
-            "slowly)")
+    return (
+        f"{source} sent nothing for {waited} s, the stream's silence limit "
+        f"({SETTING}; set it higher in config.toml if the engine prefills this "
+        "slowly)"
+    )

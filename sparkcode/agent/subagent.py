@@ -55,12 +55,20 @@ class Conversation(Protocol):
 
     def cancel(self) -> None: ...
 
-    def run_turn(self, user_text: str,
-                 images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]: ...
+    def run_turn(
+        self, user_text: str, images: Sequence[ImageAttachment] = ()
+    ) -> AsyncIterator[Event]: ...
 
 
-Spawn = Callable[[ChatClient, AgentSettings, Permissions,
-                  Callable[[ApprovalRequested], Awaitable[ApprovalDecision]]], Conversation]
+Spawn = Callable[
+    [
+        ChatClient,
+        AgentSettings,
+        Permissions,
+        Callable[[ApprovalRequested], Awaitable[ApprovalDecision]],
+    ],
+    Conversation,
+]
 """Makes the sub-conversation: the conversation's system prompt and tools with this
 client, settings, permissions and approver, and no task of its own."""
 
@@ -73,9 +81,11 @@ TASK_NOTE = (
 )
 """Appended to the task's prompt, as plan mode's note is (the system prompt stays the
 conversation's)."""
-TASK_REFUSAL = ("an explore task is read-only: this call would change something, so it was "
-                "not run. Do not retry it: investigate with read-only tools and answer with "
-                "what you found")
+TASK_REFUSAL = (
+    "an explore task is read-only: this call would change something, so it was "
+    "not run. Do not retry it: investigate with read-only tools and answer with "
+    "what you found"
+)
 _REASONS = {
     "max_turns": "it used all its model requests ({cap}) without a final answer",
     "loop": "it repeated the same calls",
@@ -86,9 +96,11 @@ _REASONS = {
 
 async def _no_one_to_ask(request: ApprovalRequested) -> ApprovalDecision:
     """Inside a task nothing asks the user: a question is answered no, by rule."""
-    return ApprovalDecision(approved=False, by="rule",
-                            reason="an explore task cannot ask the user; it stays read-only "
-                                   "and inside the sandbox")
+    return ApprovalDecision(
+        approved=False,
+        by="rule",
+        reason="an explore task cannot ask the user; it stays read-only and inside the sandbox",
+    )
 
 
 class Explorer:
@@ -106,11 +118,20 @@ class Explorer:
 
     def _child(self, call_id: str) -> Conversation:
         parent = self.parent
-        settings = replace(parent.settings, max_turns=parent.settings.task_max_requests,
-                           force_tool=None, force_tool_parameters=None, workspace_files=False,
-                           attach_files=0)
-        child = self.spawn(parent.client.for_task(call_id), settings,
-                           parent.permissions.read_only(TASK_REFUSAL, TASK_NOTE), _no_one_to_ask)
+        settings = replace(
+            parent.settings,
+            max_turns=parent.settings.task_max_requests,
+            force_tool=None,
+            force_tool_parameters=None,
+            workspace_files=False,
+            attach_files=0,
+        )
+        child = self.spawn(
+            parent.client.for_task(call_id),
+            settings,
+            parent.permissions.read_only(TASK_REFUSAL, TASK_NOTE),
+            _no_one_to_ask,
+        )
         child.requests_sent = parent.requests_sent  # one sequence of derived seeds
         return child
 

@@ -40,18 +40,23 @@ class UndoStore:
             self.git_dir.mkdir(parents=True, exist_ok=True)
             g = git.Git(str(self.workspace))
             g.update_environment(
-                GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.workspace),
+                GIT_DIR=str(self.git_dir),
+                GIT_WORK_TREE=str(self.workspace),
                 GIT_INDEX_FILE=str(self.git_dir / "index"),
-                GIT_AUTHOR_NAME="sparkcode", GIT_AUTHOR_EMAIL="sparkcode@localhost",
-                GIT_COMMITTER_NAME="sparkcode", GIT_COMMITTER_EMAIL="sparkcode@localhost",
+                GIT_AUTHOR_NAME="sparkcode",
+                GIT_AUTHOR_EMAIL="sparkcode@localhost",
+                GIT_COMMITTER_NAME="sparkcode",
+                GIT_COMMITTER_EMAIL="sparkcode@localhost",
             )
             if fresh:
                 try:
                     g.execute(["git", "init", "-q"])
                     g.execute(["git", "config", "core.autocrlf", "false"])
                 except git.GitCommandError as exc:
-                    raise UndoError(f"cannot create the undo store {self.git_dir}: "
-                                    f"{(exc.stderr or str(exc)).strip()}") from None
+                    raise UndoError(
+                        f"cannot create the undo store {self.git_dir}: "
+                        f"{(exc.stderr or str(exc)).strip()}"
+                    ) from None
                 (self.git_dir / "info").mkdir(exist_ok=True)
                 # The user's own repository is not part of a snapshot.
                 (self.git_dir / "info" / "exclude").write_text(".git\n")
@@ -62,8 +67,10 @@ class UndoStore:
         try:
             return str(self._g().execute(["git", *args]))
         except git.GitCommandError as exc:
-            raise UndoError(f"undo store {self.git_dir}: git {args[0]} failed: "
-                            f"{(exc.stderr or str(exc)).strip()}") from None
+            raise UndoError(
+                f"undo store {self.git_dir}: git {args[0]} failed: "
+                f"{(exc.stderr or str(exc)).strip()}"
+            ) from None
 
     def _tree_now(self) -> str:
         self._run("add", "-A", "--", ".")
@@ -122,8 +129,9 @@ class UndoStore:
         try:
             target_tree = self._run("rev-parse", f"{commit}^{{tree}}")
         except UndoError:
-            raise UndoError(f"snapshot {commit[:12]} is not in the undo store "
-                            f"{self.git_dir}") from None
+            raise UndoError(
+                f"snapshot {commit[:12]} is not in the undo store {self.git_dir}"
+            ) from None
         now_tree = self._tree_now()
         changed = self._run("diff", "--name-status", "--no-renames", target_tree, now_tree)
         paths: list[str] = []

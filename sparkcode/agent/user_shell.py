@@ -26,8 +26,10 @@ CALL_ID_PREFIX = "user-shell-"
 """The call id of a ``!cmd``'s bash call (recorded events: not the model's calls)."""
 CONTEXT_CAP = 8_000
 """Characters of a command's output that go into the conversation (head and tail)."""
-EMPTY = ("'!' needs a command after it: !git status runs it in the workspace under the "
-         "shell tool's rules and sends its output with your next message")
+EMPTY = (
+    "'!' needs a command after it: !git status runs it in the workspace under the "
+    "shell tool's rules and sends its output with your next message"
+)
 
 
 def context_text(command: str, output: str, cap: int = CONTEXT_CAP) -> str:
@@ -35,14 +37,22 @@ def context_text(command: str, output: str, cap: int = CONTEXT_CAP) -> str:
     middle cut past ``cap`` characters."""
     if len(output) > cap:
         half = cap // 2
-        output = (f"{output[:half]}\n[... {len(output) - 2 * half} characters cut ...]\n"
-                  f"{output[-half:]}")
+        output = (
+            f"{output[:half]}\n[... {len(output) - 2 * half} characters cut ...]\n{output[-half:]}"
+        )
     return f"[I ran this shell command myself; its result follows]\n$ {command}\n{output}"
 
 
-async def run_user_shell(command: str, serial: int, *, tools: ToolRegistry,
-                         permissions: Permissions, ctx: ToolContext, ask: Ask,
-                         pending: list[str]) -> AsyncIterator[Event]:
+async def run_user_shell(
+    command: str,
+    serial: int,
+    *,
+    tools: ToolRegistry,
+    permissions: Permissions,
+    ctx: ToolContext,
+    ask: Ask,
+    pending: list[str],
+) -> AsyncIterator[Event]:
     """Run ``command`` as the user's (``serial`` makes its call id) with the
     conversation's tools, permissions, tool context and approval round trip, yielding
     the bash call's events and a closing :class:`Notice`; what it printed is appended
@@ -53,26 +63,40 @@ async def run_user_shell(command: str, serial: int, *, tools: ToolRegistry,
     tool = tools.get("bash") or Bash(background=False)
     args = {"command": command}
     raw = json.dumps(args, ensure_ascii=False)
-    call = CheckedCall(call_id=f"{CALL_ID_PREFIX}{serial}", name="bash", raw_arguments=raw,
-                       args=args, history_arguments=raw, tool=tool)
+    call = CheckedCall(
+        call_id=f"{CALL_ID_PREFIX}{serial}",
+        name="bash",
+        raw_arguments=raw,
+        args=args,
+        history_arguments=raw,
+        tool=tool,
+    )
     results: list[str] = []
     refused = False
 
     def record(_call: CheckedCall, text: str, /, unfinished: bool = False) -> None:
         results.append(text)
 
-    yield ToolCallStarted(call_id=call.call_id, name="bash", arguments=args,
-                          raw_arguments=raw)
-    async for event in execute_call(call, permissions=permissions, ctx=ctx, undo_store=None,
-                                    turn=0, snapshot_done=True, ask=ask, record=record):
+    yield ToolCallStarted(call_id=call.call_id, name="bash", arguments=args, raw_arguments=raw)
+    async for event in execute_call(
+        call,
+        permissions=permissions,
+        ctx=ctx,
+        undo_store=None,
+        turn=0,
+        snapshot_done=True,
+        ask=ask,
+        record=record,
+    ):
         if isinstance(event, ApprovalResolved) and not event.approved:
             refused = True
         yield event
     text = results[0] if results else "error: the command ended without a result"
     if refused or text.startswith(("refused:", "the user declined")):
-        yield Notice(message=f"!{command} was not run: {text}; nothing goes to the model",
-                     code="user_shell_refused")
+        yield Notice(
+            message=f"!{command} was not run: {text}; nothing goes to the model",
+            code="user_shell_refused",
+        )
         return
     pending.append(context_text(command, text))
-    yield Notice(message=f"!{command}: its output goes with your next message",
-                 code="user_shell")
+    yield Notice(message=f"!{command}: its output goes with your next message", code="user_shell")

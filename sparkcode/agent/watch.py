@@ -28,7 +28,9 @@ class StreamWatch:
         self.fired: DegenerationDetected | None = None
         """The verdict, once a detector fired."""
         self._detectors: dict[Channel, DegenerationDetector] = {
-            "content": DegenerationDetector(), "reasoning": DegenerationDetector()}
+            "content": DegenerationDetector(),
+            "reasoning": DegenerationDetector(),
+        }
 
     @property
     def watching(self) -> bool:
@@ -39,8 +41,7 @@ class StreamWatch:
         """The event for the delta that made a detector fire, else None."""
         if not self.watching:
             return None
-        channels: tuple[tuple[Channel, str], ...] = (("reasoning", reasoning),
-                                                      ("content", content))
+        channels: tuple[tuple[Channel, str], ...] = (("reasoning", reasoning), ("content", content))
         for channel, text in channels:
             if not text:
                 continue
@@ -48,8 +49,11 @@ class StreamWatch:
             verdict = detector.feed(text)
             if verdict is not None and verdict.degenerate:
                 self.fired = DegenerationDetected(
-                    channel=channel, pattern=verdict.pattern,
-                    detail=verdict.detail, chars=detector.chars_seen,
-                    stopped=self.mode == "stop")
+                    channel=channel,
+                    pattern=verdict.pattern,
+                    detail=verdict.detail,
+                    chars=detector.chars_seen,
+                    stopped=self.mode == "stop",
+                )
                 return self.fired
         return None

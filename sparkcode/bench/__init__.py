@@ -27,19 +27,27 @@ from ._sandbox import Limits, Outcome, isolation, run_program
 from ._target import TargetSpec, build_specs, unique_labels
 from ._texts import text_set
 
-WORK: dict[str, Work] = {"humaneval": _humaneval.run, "throughput": _throughput.run,
-                         "loops": _loops.run, "kld": _kld.run, "agent": _agent.run}
+WORK: dict[str, Work] = {
+    "humaneval": _humaneval.run,
+    "throughput": _throughput.run,
+    "loops": _loops.run,
+    "kld": _kld.run,
+    "agent": _agent.run,
+}
 
 humaneval_settings = _humaneval.settings_from
 agent_settings = _agent.settings_from
 load_problems = _humaneval.load_problems
 
 
-def start(kind: str, specs: list[TargetSpec], settings: dict[str, Any],
-          out: Path | None) -> ResultDir:
+def start(
+    kind: str, specs: list[TargetSpec], settings: dict[str, Any], out: Path | None
+) -> ResultDir:
     labels = unique_labels(specs)
-    targets = [{"label": label, "spec": spec.to_json(), "done": False}
-               for label, spec in zip(labels, specs, strict=True)]
+    targets = [
+        {"label": label, "spec": spec.to_json(), "done": False}
+        for label, spec in zip(labels, specs, strict=True)
+    ]
     return ResultDir.create(out or default_dir(kind), kind, settings, targets)
 
 
@@ -52,13 +60,13 @@ def resume(kind: str, path: Path) -> ResultDir:
     return result
 
 
-def execute(result: ResultDir, paths: Paths, *, out: Console | None = None,
-            boot_timeout: float = 900.0) -> str:
+def execute(
+    result: ResultDir, paths: Paths, *, out: Console | None = None, boot_timeout: float = 900.0
+) -> str:
     """Run every unfinished target; returns the Markdown table."""
     specs = [TargetSpec.from_json(t["spec"]) for t in result.data["targets"]]
     labels = [t["label"] for t in result.data["targets"]]
-    run_targets(result, specs, labels, paths, WORK[result.kind], out=out,
-                boot_timeout=boot_timeout)
+    run_targets(result, specs, labels, paths, WORK[result.kind], out=out, boot_timeout=boot_timeout)
     return finish(result)
 
 
@@ -76,8 +84,10 @@ def report(dirs: list[Path], out: Path | None = None) -> str:
     loaded = [ResultDir.load(d) for d in dirs]
     kinds = {r.kind for r in loaded}
     if len(kinds) > 1:
-        raise UserError(f"these directories hold different benchmarks ({', '.join(sorted(kinds))})"
-                        ": report one kind at a time")
+        raise UserError(
+            f"these directories hold different benchmarks ({', '.join(sorted(kinds))})"
+            ": report one kind at a time"
+        )
     cols = columns([r.data for r in loaded], [r.path for r in loaded])
     text = table(cols)
     if out is not None:

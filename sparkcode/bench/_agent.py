@@ -67,27 +67,55 @@ timeout) is a reply that also called a tool, in small-model mode the raw JSON st
 and words in it (a grep pattern naming the failing test) are no answer."""
 
 
-def settings_from(tasks: list[str] | None, kinds: list[str] | None, tries: int, seed: int,
-                  max_turns: int, max_tokens: int | None, try_timeout: float,
-                  structured_tools: bool | None, sandbox: bool, keep_sessions: bool,
-                  jobs: int = 1, diagnostics: bool = True,
-                  until_pass: bool = False) -> dict[str, Any]:
-    if tries < 1 or max_turns < 1 or (max_tokens is not None and max_tokens < 1) \
-            or jobs < 1 or try_timeout <= 0:
-        raise UserError("--tries, --max-turns, --max-tokens and --jobs must be >= 1, "
-                        "--try-timeout > 0")
+def settings_from(
+    tasks: list[str] | None,
+    kinds: list[str] | None,
+    tries: int,
+    seed: int,
+    max_turns: int,
+    max_tokens: int | None,
+    try_timeout: float,
+    structured_tools: bool | None,
+    sandbox: bool,
+    keep_sessions: bool,
+    jobs: int = 1,
+    diagnostics: bool = True,
+    until_pass: bool = False,
+) -> dict[str, Any]:
+    if (
+        tries < 1
+        or max_turns < 1
+        or (max_tokens is not None and max_tokens < 1)
+        or jobs < 1
+        or try_timeout <= 0
+    ):
+        raise UserError(
+            "--tries, --max-turns, --max-tokens and --jobs must be >= 1, --try-timeout > 0"
+        )
     if sandbox and find_bwrap().path is None:
-        raise UserError(f"the agent suite runs the model's shell commands and the tasks' "
-                        f"checks in the bubblewrap sandbox, and {find_bwrap().reason}; pass "
-                        "--no-sandbox to run them unconfined (in throwaway workspaces)")
+        raise UserError(
+            f"the agent suite runs the model's shell commands and the tasks' "
+            f"checks in the bubblewrap sandbox, and {find_bwrap().reason}; pass "
+            "--no-sandbox to run them unconfined (in throwaway workspaces)"
+        )
     ids = select(tasks, kinds)
     known = load_tasks()
-    return {"task_ids": ids, "task_digests": {t: known[t].digest for t in ids},
-            "tries": tries, "seed": seed, "max_turns": max_turns, "max_tokens": max_tokens,
-            "try_timeout_s": try_timeout,
-            "structured_tools": structured_tools, "sandbox": sandbox,
-            "keep_sessions": keep_sessions, "jobs": jobs, "diagnostics": diagnostics,
-            "until_pass": until_pass, "python": sys.executable}
+    return {
+        "task_ids": ids,
+        "task_digests": {t: known[t].digest for t in ids},
+        "tries": tries,
+        "seed": seed,
+        "max_turns": max_turns,
+        "max_tokens": max_tokens,
+        "try_timeout_s": try_timeout,
+        "structured_tools": structured_tools,
+        "sandbox": sandbox,
+        "keep_sessions": keep_sessions,
+        "jobs": jobs,
+        "diagnostics": diagnostics,
+        "until_pass": until_pass,
+        "python": sys.executable,
+    }
 
 
 def check_resumable(settings: dict[str, Any]) -> None:
@@ -95,14 +123,22 @@ def check_resumable(settings: dict[str, Any]) -> None:
     have changed them): figures from two versions of a task are not one column."""
     known = load_tasks()
     gone = [t for t in settings["task_ids"] if t not in known]
-    changed = [t for t, d in settings["task_digests"].items()
-               if t in known and known[t].digest != d]
+    changed = [
+        t for t, d in settings["task_digests"].items() if t in known and known[t].digest != d
+    ]
     if gone or changed:
-        raise UserError("this run cannot be resumed: its tasks changed since it started ("
-                        + "; ".join(p for p in (f"gone: {', '.join(gone)}" if gone else "",
-                                                f"changed: {', '.join(changed)}"
-                                                if changed else "") if p)
-                        + "); start a new run")
+        raise UserError(
+            "this run cannot be resumed: its tasks changed since it started ("
+            + "; ".join(
+                p
+                for p in (
+                    f"gone: {', '.join(gone)}" if gone else "",
+                    f"changed: {', '.join(changed)}" if changed else "",
+                )
+                if p
+            )
+            + "); start a new run"
+        )
 
 
 def unit_key(task_id: str, attempt: int) -> str:
@@ -111,14 +147,12 @@ def unit_key(task_id: str, attempt: int) -> str:
 
 def passed_before(units: dict[str, Any], task_id: str, attempt: int) -> bool:
     """An earlier try of the task passed (``--until-pass`` skips the later ones)."""
-    return any(units.get(unit_key(task_id, n), {}).get("success")
-               for n in range(1, attempt))
+    return any(units.get(unit_key(task_id, n), {}).get("success") for n in range(1, attempt))
 
 
 def keys(settings: dict[str, Any]) -> list[str]:
     """Every try's key, try-major (all tasks once, then again)."""
-    return [unit_key(t, n) for n in range(1, settings["tries"] + 1)
-            for t in settings["task_ids"]]
+    return [unit_key(t, n) for n in range(1, settings["tries"] + 1) for t in settings["task_ids"]]
 
 
 @dataclass
@@ -146,8 +180,9 @@ class Tally:
         if isinstance(event, ToolCallStarted):
             self.calls += 1
             self.tools[event.name or "?"] += 1
-            call = ToolCall(index=0, id=event.call_id, name=event.name,
-                            arguments=event.raw_arguments)
+            call = ToolCall(
+                index=0, id=event.call_id, name=event.name, arguments=event.raw_arguments
+            )
             self.malformed += check_call(call, self.registry).error is not None
         elif isinstance(event, Notice) and event.code == "tool_call_salvaged":
             self.salvaged += 1
@@ -158,8 +193,10 @@ class Tally:
         elif isinstance(event, TurnFinished):
             self.reason, self.answer = event.reason, event.content
             self.requests = event.requests
-            self.prompt_tokens, self.completion_tokens = (event.prompt_tokens,
-                                                          event.completion_tokens)
+            self.prompt_tokens, self.completion_tokens = (
+                event.prompt_tokens,
+                event.completion_tokens,
+            )
 
 
 async def approve(request: ApprovalRequested) -> ApprovalDecision:
@@ -168,15 +205,27 @@ async def approve(request: ApprovalRequested) -> ApprovalDecision:
     if request.kind == "loop":
         return ApprovalDecision(approved=False, reason="stopped: the same call was repeated")
     if request.kind == "shell":
-        return ApprovalDecision(approved=False, by="rule", reason=(
-            "the benchmark runs shell commands only inside the sandbox; run it again "
-            "without sandbox: false"))
+        return ApprovalDecision(
+            approved=False,
+            by="rule",
+            reason=(
+                "the benchmark runs shell commands only inside the sandbox; run it again "
+                "without sandbox: false"
+            ),
+        )
     return ApprovalDecision(approved=True)
 
 
-def start_target(spec: TargetSpec, running_profile: str | None, base_url: str,
-                 model: str, api_key_env: str | None, ws: Path, paths: Paths,
-                 diagnostics: bool = True) -> StartTarget:
+def start_target(
+    spec: TargetSpec,
+    running_profile: str | None,
+    base_url: str,
+    model: str,
+    api_key_env: str | None,
+    ws: Path,
+    paths: Paths,
+    diagnostics: bool = True,
+) -> StartTarget:
     """The builder's target for one try: the profile (its agent settings apply) or
     the endpoint, with ``config.toml``'s defaults rather than the user's file, but for
     ``--no-diagnostics`` (edit results without the language server's problems)."""
@@ -185,8 +234,9 @@ def start_target(spec: TargetSpec, running_profile: str | None, base_url: str,
         return resolve_target(ws, paths, profile=spec.name, config=config)
     if spec.kind == "running" and running_profile:
         return resolve_target(ws, paths, profile=running_profile, config=config)
-    return resolve_target(ws, paths, endpoint=base_url, model=model,
-                          api_key_env=api_key_env, config=config)
+    return resolve_target(
+        ws, paths, endpoint=base_url, model=model, api_key_env=api_key_env, config=config
+    )
 
 
 @contextlib.contextmanager
@@ -202,20 +252,33 @@ def python_first() -> Iterator[None]:
         os.environ["PATH"] = old
 
 
-async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
-                  start: Any) -> dict[str, Any]:
+async def one_try(
+    ctx: Context, paths: Paths, task: Task, attempt: int, start: Any
+) -> dict[str, Any]:
     s = ctx.settings
     seed = int(s["seed"]) + attempt - 1
     root = Path(tempfile.mkdtemp(prefix="sparkcode-bench-agent-"))
     sandbox = Sandbox(find_bwrap().path or "") if s["sandbox"] else None
     try:
         ws = make_workspace(task, root / task.id)
-        session = await build_session(start(ws), SessionOptions(
-            origin="bench-agent", record=True,
-            permission_mode="sandbox" if s["sandbox"] else "full-auto", approver=approve,
-            seed=seed, knobs=AgentKnobs(max_turns=s["max_turns"], max_tokens=s["max_tokens"],
-                                        structured_tools=s["structured_tools"]),
-            start_engine=False, mcp=False), paths)
+        session = await build_session(
+            start(ws),
+            SessionOptions(
+                origin="bench-agent",
+                record=True,
+                permission_mode="sandbox" if s["sandbox"] else "full-auto",
+                approver=approve,
+                seed=seed,
+                knobs=AgentKnobs(
+                    max_turns=s["max_turns"],
+                    max_tokens=s["max_tokens"],
+                    structured_tools=s["structured_tools"],
+                ),
+                start_engine=False,
+                mcp=False,
+            ),
+            paths,
+        )
         tally = Tally(session.agent.tools)
         began = time.monotonic()
         try:
@@ -248,16 +311,29 @@ async def one_try(ctx: Context, paths: Paths, task: Task, attempt: int,
         with contextlib.suppress(FileNotFoundError):
             recorder.path.unlink()
     return {
-        "task": task.id, "kind": task.kind, "try": attempt, "seed": seed,
-        "success": not failed, "failed": failed, "reason": tally.reason,
-        "answer": tally.answer[:ANSWER_CAP], "requests": tally.requests,
-        "tool_calls": tally.calls, "malformed_calls": tally.malformed,
-        "salvaged_replies": tally.salvaged, "tools": dict(tally.tools),
-        "degenerate": tally.degenerate, "error": tally.error,
-        "prompt_tokens": tally.prompt_tokens, "completion_tokens": tally.completion_tokens,
-        "wall_s": round(wall, 3), "check_s": round(check_s, 3), "diff": diff,
-        "session": session.session_id if keep and recorder is not None
-        and recorder.path.exists() else None,
+        "task": task.id,
+        "kind": task.kind,
+        "try": attempt,
+        "seed": seed,
+        "success": not failed,
+        "failed": failed,
+        "reason": tally.reason,
+        "answer": tally.answer[:ANSWER_CAP],
+        "requests": tally.requests,
+        "tool_calls": tally.calls,
+        "malformed_calls": tally.malformed,
+        "salvaged_replies": tally.salvaged,
+        "tools": dict(tally.tools),
+        "degenerate": tally.degenerate,
+        "error": tally.error,
+        "prompt_tokens": tally.prompt_tokens,
+        "completion_tokens": tally.completion_tokens,
+        "wall_s": round(wall, 3),
+        "check_s": round(check_s, 3),
+        "diff": diff,
+        "session": session.session_id
+        if keep and recorder is not None and recorder.path.exists()
+        else None,
         "host_load_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -270,8 +346,16 @@ async def run(ctx: Context) -> None:
     target = ctx.target
 
     def start(ws: Path) -> StartTarget:
-        return start_target(spec, running, target.base_url, target.model, target.api_key_env,
-                            ws, paths, bool(ctx.settings.get("diagnostics", True)))
+        return start_target(
+            spec,
+            running,
+            target.base_url,
+            target.model,
+            target.api_key_env,
+            ws,
+            paths,
+            bool(ctx.settings.get("diagnostics", True)),
+        )
 
     order = keys(ctx.settings)
     bar = ctx.bar("agent", order)
@@ -282,8 +366,7 @@ async def run(ctx: Context) -> None:
     async def one(key: str) -> None:
         async with slots:
             task_id, _, attempt = key.rpartition("#")
-            if until_pass and passed_before(ctx.result.units(ctx.label), task_id,
-                                            int(attempt)):
+            if until_pass and passed_before(ctx.result.units(ctx.label), task_id, int(attempt)):
                 bar.advance(f"{ctx.label}: agent {key} skipped (an earlier try passed)")
                 return  # not recorded: pass@n counts the tries made
             unit = await one_try(ctx, paths, tasks[task_id], int(attempt), start)

@@ -41,16 +41,30 @@ from typing import Any
 from engine.errors import UserError
 from sparkcode.agent.tools import Sandbox
 
-KINDS = ("answer", "fix-line", "fix-test", "create", "rename", "add-function", "run-tests",
-         "refactor")
+KINDS = (
+    "answer",
+    "fix-line",
+    "fix-test",
+    "create",
+    "rename",
+    "add-function",
+    "run-tests",
+    "refactor",
+)
 """In table order: question about the code, one-line bug, bug a failing test shows, new
 file, rename across files, new function with a test, run the tests and report,
 behaviour-preserving refactor."""
 GITIGNORE = "__pycache__/\n*.pyc\n"
 """Every workspace ignores bytecode: running the tests must not dirty ``git status``."""
 CHECK_TIMEOUT_S = 60.0
-GIT_ID = ("-c", "user.name=sparkcode-bench", "-c", "user.email=bench@sparkcode.invalid",
-          "-c", "commit.gpgsign=false")
+GIT_ID = (
+    "-c",
+    "user.name=sparkcode-bench",
+    "-c",
+    "user.email=bench@sparkcode.invalid",
+    "-c",
+    "commit.gpgsign=false",
+)
 
 
 @dataclass(frozen=True)
@@ -112,29 +126,40 @@ def _parse(name: str, text: str) -> Task:
     if not isinstance(doc.get("prompt"), str) or not doc.get("files"):
         raise fail("needs a prompt and [files]")
     check = dict(doc.get("check") or {})
-    keys(check, {"answer", "tests", "python", "files", "nowhere", "unchanged", "clean"},
-         "[check]")
+    keys(check, {"answer", "tests", "python", "files", "nowhere", "unchanged", "clean"}, "[check]")
     if not check:
         raise fail("[check] is empty: a task without a check always succeeds")
     files = []
     for entry in check.pop("files", []):
         keys(entry, {"path", "exists", "contains", "lacks", "once"}, "[[check.files]]")
-        files.append(FileCheck(entry["path"], bool(entry.get("exists", True)),
-                               *(tuple(entry.get(k, ())) for k in ("contains", "lacks",
-                                                                    "once"))))
+        files.append(
+            FileCheck(
+                entry["path"],
+                bool(entry.get("exists", True)),
+                *(tuple(entry.get(k, ())) for k in ("contains", "lacks", "once")),
+            )
+        )
     solution = dict(doc.get("solution") or {})
     keys(solution, {"answer", "files", "delete"}, "[solution]")
     return Task(
-        id=name, kind=doc["kind"], prompt=doc["prompt"].strip(),
+        id=name,
+        kind=doc["kind"],
+        prompt=doc["prompt"].strip(),
         files={str(k): str(v) for k, v in doc["files"].items()},
-        check=Check(answer=tuple(check.get("answer", ())), tests=check.get("tests"),
-                    python=check.get("python"), files=tuple(files),
-                    nowhere=tuple(check.get("nowhere", ())),
-                    unchanged=tuple(check.get("unchanged", ())),
-                    clean=bool(check.get("clean", False))),
-        solution=Solution(answer=str(solution.get("answer", "Done.")),
-                          files={str(k): str(v) for k, v in solution.get("files", {}).items()},
-                          delete=tuple(solution.get("delete", ()))),
+        check=Check(
+            answer=tuple(check.get("answer", ())),
+            tests=check.get("tests"),
+            python=check.get("python"),
+            files=tuple(files),
+            nowhere=tuple(check.get("nowhere", ())),
+            unchanged=tuple(check.get("unchanged", ())),
+            clean=bool(check.get("clean", False)),
+        ),
+        solution=Solution(
+            answer=str(solution.get("answer", "Done.")),
+            files={str(k): str(v) for k, v in solution.get("files", {}).items()},
+            delete=tuple(solution.get("delete", ())),
+        ),
         digest=hashlib.sha256(text.encode()).hexdigest(),
     )
 
@@ -143,8 +168,11 @@ def _parse(name: str, text: str) -> Task:
 def load_tasks() -> dict[str, Task]:
     """Every task, by id (the file's name), kinds in :data:`KINDS` order."""
     folder = resources.files("sparkcode.bench") / "agent_tasks"
-    found = [_parse(f.name.removesuffix(".toml"), f.read_text(encoding="utf-8"))
-             for f in folder.iterdir() if f.name.endswith(".toml")]
+    found = [
+        _parse(f.name.removesuffix(".toml"), f.read_text(encoding="utf-8"))
+        for f in folder.iterdir()
+        if f.name.endswith(".toml")
+    ]
     found.sort(key=lambda t: (KINDS.index(t.kind), t.id))
     return {t.id: t for t in found}
 
@@ -154,20 +182,24 @@ def select(tasks: list[str] | None, kinds: list[str] | None) -> list[str]:
     known = load_tasks()
     bad = [t for t in tasks or [] if t not in known]
     if bad:
-        raise UserError(f"unknown agent task(s): {', '.join(bad)}; the tasks are: "
-                        f"{', '.join(known)} (`sparkcode bench agent --list`)")
+        raise UserError(
+            f"unknown agent task(s): {', '.join(bad)}; the tasks are: "
+            f"{', '.join(known)} (`sparkcode bench agent --list`)"
+        )
     bad = [k for k in kinds or [] if k not in KINDS]
     if bad:
-        raise UserError(f"unknown task kind(s): {', '.join(bad)}; the kinds are: "
-                        f"{', '.join(KINDS)}")
+        raise UserError(
+            f"unknown task kind(s): {', '.join(bad)}; the kinds are: {', '.join(KINDS)}"
+        )
     if not tasks and not kinds:
         return list(known)
     return [t.id for t in known.values() if t.id in (tasks or []) or t.kind in (kinds or [])]
 
 
 def _git(ws: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_ID, *args], cwd=ws, capture_output=True, text=True,
-                          timeout=CHECK_TIMEOUT_S)
+    done = subprocess.run(
+        ["git", *GIT_ID, *args], cwd=ws, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
+    )
     if done.returncode != 0:
         raise UserError(f"git {' '.join(args)} failed in {ws}: {done.stderr.strip()[:300]}")
     return done.stdout
@@ -180,8 +212,11 @@ def make_workspace(task: Task, ws: Path) -> Path:
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text, encoding="utf-8")
     _git(ws, "init", "-q", "-b", "main")
-    for key, value in (("user.name", "sparkcode-bench"), ("user.email", "bench@sparkcode.invalid"),
-                       ("commit.gpgsign", "false")):
+    for key, value in (
+        ("user.name", "sparkcode-bench"),
+        ("user.email", "bench@sparkcode.invalid"),
+        ("commit.gpgsign", "false"),
+    ):
         _git(ws, "config", key, value)  # the agent's git_commit tool needs an identity
     _git(ws, "add", "-A")
     _git(ws, "commit", "-q", "-m", f"task {task.id}: starting files")
@@ -209,23 +244,33 @@ def _run(ws: Path, command: list[str], sandbox: Sandbox | None) -> tuple[int | N
     """Exit status (None: timed out) and output of ``command`` in ``ws``."""
     argv = sandbox.argv(shlex.join(command), ws) if sandbox is not None else command
     try:
-        done = subprocess.run(argv, cwd=ws, capture_output=True, text=True,
-                              timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv,
+            cwd=ws,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return None, ""
     return done.returncode, done.stdout + done.stderr
 
 
 def _files(ws: Path) -> list[Path]:
-    return [p for p in sorted(ws.rglob("*")) if p.is_file()
-            and not {".git", "__pycache__"} & set(p.relative_to(ws).parts)]
+    return [
+        p
+        for p in sorted(ws.rglob("*"))
+        if p.is_file() and not {".git", "__pycache__"} & set(p.relative_to(ws).parts)
+    ]
 
 
 def check(task: Task, ws: Path, answer: str, sandbox: Sandbox | None) -> list[str]:
     """What failed (empty: the try succeeded), each a short sentence."""
     c = task.check
-    failed = [f"the answer does not mention {a!r}" for a in c.answer
-              if a.lower() not in answer.lower()]
+    failed = [
+        f"the answer does not mention {a!r}" for a in c.answer if a.lower() not in answer.lower()
+    ]
     for f in c.files:
         path = ws / f.path
         if not path.is_file():
@@ -238,11 +283,17 @@ def check(task: Task, ws: Path, answer: str, sandbox: Sandbox | None) -> list[st
         text = path.read_text(encoding="utf-8", errors="replace")
         failed += [f"{f.path} lacks {s!r}" for s in f.contains if s not in text]
         failed += [f"{f.path} still holds {s!r}" for s in f.lacks if s in text]
-        failed += [f"{f.path} holds {s!r} {text.count(s)} times, not once" for s in f.once
-                   if text.count(s) != 1]
+        failed += [
+            f"{f.path} holds {s!r} {text.count(s)} times, not once"
+            for s in f.once
+            if text.count(s) != 1
+        ]
     for text in c.nowhere:
-        holders = [p.relative_to(ws).as_posix() for p in _files(ws)
-                   if text in p.read_text(encoding="utf-8", errors="replace")]
+        holders = [
+            p.relative_to(ws).as_posix()
+            for p in _files(ws)
+            if text in p.read_text(encoding="utf-8", errors="replace")
+        ]
         if holders:
             failed.append(f"{text!r} is still in {', '.join(holders)}")
     for rel in c.unchanged:

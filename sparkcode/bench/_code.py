@@ -25,8 +25,15 @@ from .._pyparse import parse
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _PY = {"", "python", "py", "python3"}
-_KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-         ast.Assign, ast.AnnAssign)
+_KEEP = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
 
 
 def _defines(code: str, name: str) -> bool:
@@ -66,13 +73,12 @@ def extract_code(answer: str, entry_point: str) -> tuple[str, str]:
     else:
         match = re.search(r"^(?:def |class |import |from |async def )", answer, re.M)
         if match:
-            code, how = answer[match.start():], "bare"
+            code, how = answer[match.start() :], "bare"
     return sanitize(code) if code else "", how
 
 
 def prompt_imports(prompt: str) -> str:
-    return "\n".join(line for line in prompt.splitlines()
-                     if line.startswith(("import ", "from ")))
+    return "\n".join(line for line in prompt.splitlines() if line.startswith(("import ", "from ")))
 
 
 def build_solution(problem: dict[str, Any], answer: str) -> tuple[str, str]:
@@ -90,7 +96,7 @@ def base_program(problem: dict[str, Any], solution: str) -> str:
     return f"{solution}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
 
 
-_PLUS_RUNNER = '''
+_PLUS_RUNNER = """
 import copy as _copy, json as _json, math as _math, sys as _sys
 _inputs = _json.loads({inputs})
 _ref_ns = {{}}
@@ -120,7 +126,7 @@ for _i, _args in enumerate(_inputs):
         print(f"input {{_i}}: {{repr(_args)[:200]}} -> {{repr(_got)[:200]}}, want "
               f"{{repr(_want)[:200]}}", file=_sys.stderr)
         _sys.exit(1)
-'''
+"""
 
 
 def plus_program(problem: dict[str, Any], solution: str) -> str:
@@ -129,6 +135,14 @@ def plus_program(problem: dict[str, Any], solution: str) -> str:
     inputs = list(problem.get("base_input") or []) + list(problem.get("plus_input") or [])
     reference = str(problem["prompt"]) + str(problem["canonical_solution"])
     entry = str(problem["entry_point"])
-    return solution + "\n" + _PLUS_RUNNER.format(
-        inputs=repr(json.dumps(inputs)), reference=repr(reference), entry=repr(entry),
-        entry_name=entry, atol=float(problem.get("atol") or 0.0))
+    return (
+        solution
+        + "\n"
+        + _PLUS_RUNNER.format(
+            inputs=repr(json.dumps(inputs)),
+            reference=repr(reference),
+            entry=repr(entry),
+            entry_name=entry,
+            atol=float(problem.get("atol") or 0.0),
+        )
+    )

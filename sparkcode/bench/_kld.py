@@ -70,20 +70,28 @@ def kl_position(p: Position, q: Position) -> float:
 def compare(ref: list[Position], other: list[Position]) -> dict[str, Any]:
     """Per-chunk sums: KL, top-1 agreement, and both sides' negative log-likelihood."""
     if len(ref) != len(other):
-        raise UserError("the targets returned different numbers of prompt positions for the "
-                        "same token ids")
+        raise UserError(
+            "the targets returned different numbers of prompt positions for the same token ids"
+        )
     kl = [kl_position(a, b) for a, b in zip(ref, other, strict=True)]
     agree = sum(1 for a, b in zip(ref, other, strict=True) if a[1][:1] == b[1][:1])
-    return {"n": len(kl), "kl_sum": sum(kl), "kl_max": max(kl, default=0.0),
-            "top1_agree": agree, "kl": [round(x, 6) for x in kl]}
+    return {
+        "n": len(kl),
+        "kl_sum": sum(kl),
+        "kl_max": max(kl, default=0.0),
+        "top1_agree": agree,
+        "kl": [round(x, 6) for x in kl],
+    }
 
 
 def _parse(data: dict[str, Any], ids: list[int], k: int, label: str) -> list[Position]:
     choices = data.get("choices") or [{}]
     rows = choices[0].get("prompt_logprobs")
     if not isinstance(rows, list) or len(rows) != len(ids):
-        raise UserError(f"{label} returned no prompt log-probabilities (vLLM's "
-                        "prompt_logprobs on /v1/completions): KLD needs them")
+        raise UserError(
+            f"{label} returned no prompt log-probabilities (vLLM's "
+            "prompt_logprobs on /v1/completions): KLD needs them"
+        )
     out: list[Position] = []
     for token, row in zip(ids[1:], rows[1:], strict=True):
         if not isinstance(row, dict):
@@ -101,18 +109,26 @@ async def _logprobs(server: Server, ids: list[int], k: int) -> tuple[list[Positi
     """Prompt log-probs of ``ids`` at the largest allowed k (<= ``k``)."""
     while True:
         try:
-            data = await server.completion({
-                "prompt": ids, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": k,
-                "cache_salt": secrets.token_hex(8)})
+            data = await server.completion(
+                {
+                    "prompt": ids,
+                    "max_tokens": 1,
+                    "temperature": 0.0,
+                    "prompt_logprobs": k,
+                    "cache_salt": secrets.token_hex(8),
+                }
+            )
         except UserError as exc:
             allowed = re.search(r"max allowed: (-?\d+)", str(exc))
             if allowed and 0 < int(allowed.group(1)) < k:
                 k = int(allowed.group(1))
                 continue
             if allowed:
-                raise UserError(f"{server.target.label} allows no prompt log-probabilities "
-                                f"(max_logprobs {allowed.group(1)}): start it with "
-                                "--max-logprobs 20 or more") from None
+                raise UserError(
+                    f"{server.target.label} allows no prompt log-probabilities "
+                    f"(max_logprobs {allowed.group(1)}): start it with "
+                    "--max-logprobs 20 or more"
+                ) from None
             raise
         return _parse(data, ids, k, server.target.label), k
 
@@ -126,10 +142,10 @@ async def _chunks(ctx: Context, server: Server) -> dict[str, list[int]]:
     if "chunks" not in data:
         chunks: dict[str, list[int]] = {}
         for name, text in texts.items():
-            ids = await server.tokenize(text[:s["chunk_tokens"] * s["chunks"] * 12])
+            ids = await server.tokenize(text[: s["chunk_tokens"] * s["chunks"] * 12])
             size = s["chunk_tokens"]
             for i in range(s["chunks"]):
-                piece = ids[i * size:(i + 1) * size]
+                piece = ids[i * size : (i + 1) * size]
                 if len(piece) < 2:
                     break
                 chunks[f"{Path(name).name}:{i}"] = piece
@@ -138,11 +154,13 @@ async def _chunks(ctx: Context, server: Server) -> dict[str, list[int]]:
     else:
         for name, text in texts.items():
             first = data["chunks"].get(f"{Path(name).name}:0")
-            ids = await server.tokenize(text[:s["chunk_tokens"] * s["chunks"] * 12])
-            if first is not None and ids[:len(first)] != first:
-                raise UserError(f"{ctx.label} tokenizes the {name} text differently from the "
-                                "reference: KLD compares distributions over one vocabulary, "
-                                "so both targets need the same tokenizer")
+            ids = await server.tokenize(text[: s["chunk_tokens"] * s["chunks"] * 12])
+            if first is not None and ids[: len(first)] != first:
+                raise UserError(
+                    f"{ctx.label} tokenizes the {name} text differently from the "
+                    "reference: KLD compares distributions over one vocabulary, "
+                    "so both targets need the same tokenizer"
+                )
     return dict(data["chunks"])
 
 
@@ -165,8 +183,9 @@ def load_run(path: Path) -> dict[str, list[Position]]:
     return out
 
 
-async def _collect(ctx: Context, server: Server, run: str, chunks: dict[str, list[int]],
-                   bar_name: str) -> dict[str, list[Position]]:
+async def _collect(
+    ctx: Context, server: Server, run: str, chunks: dict[str, list[int]], bar_name: str
+) -> dict[str, list[Position]]:
     path = _store(ctx, run)
     have = load_run(path)
     bar = ctx.bar(bar_name, [f"{run}:{key}" for key in chunks])
@@ -182,9 +201,17 @@ async def _collect(ctx: Context, server: Server, run: str, chunks: dict[str, lis
             have[key] = positions
             nll = -sum(p[0] for p in positions)
             coverage = sum(sum(math.exp(lp) for lp in p[2]) for p in positions)
-            ctx.result.put(ctx.label, unit_key, {
-                "n": len(positions), "nll_sum": nll, "top_k": k, "coverage_sum": coverage,
-                "file": str(path.relative_to(ctx.result.path))})
+            ctx.result.put(
+                ctx.label,
+                unit_key,
+                {
+                    "n": len(positions),
+                    "nll_sum": nll,
+                    "top_k": k,
+                    "coverage_sum": coverage,
+                    "file": str(path.relative_to(ctx.result.path)),
+                },
+            )
             bar.advance()
     return have
 
@@ -205,16 +232,19 @@ async def run(ctx: Context) -> None:
             ref_path = ctx.result.path / "logprobs" / f"{_safe(reference)}-a.jsonl"
             ref = load_run(ref_path)
             if not ref:
-                raise UserError(f"the reference's log-probs ({ref_path}) are missing: KLD "
-                                "needs the reference target run first")
+                raise UserError(
+                    f"the reference's log-probs ({ref_path}) are missing: KLD "
+                    "needs the reference target run first"
+                )
             pairs = (("cmp", ref, mine),)
     for prefix, left, right in pairs:
         for key in chunks:
             unit_key = f"{prefix}:{key}"
             if ctx.result.done(ctx.label, unit_key) or key not in left or key not in right:
                 continue
-            k = min(len(left[key][0][1]) if left[key] else 0,
-                    len(right[key][0][1]) if right[key] else 0)
+            k = min(
+                len(left[key][0][1]) if left[key] else 0, len(right[key][0][1]) if right[key] else 0
+            )
             a = [(x[0], x[1][:k], x[2][:k]) for x in left[key]]
             b = [(x[0], x[1][:k], x[2][:k]) for x in right[key]]
             ctx.result.put(ctx.label, unit_key, {**compare(a, b), "top_k": k})
@@ -226,8 +256,12 @@ def summarize_pairs(units: dict[str, Any], prefix: str) -> dict[str, Any] | None
         return None
     n = sum(r["n"] for r in rows)
     ci = bootstrap_ratio([r["kl_sum"] for r in rows], [r["n"] for r in rows])
-    return {"positions": n, "chunks": len(rows), "kld_mean": sum(r["kl_sum"] for r in rows) / n,
-            "kld_ci95": list(ci) if ci else None,
-            "kld_max": max(r["kl_max"] for r in rows),
-            "top1_agreement": sum(r["top1_agree"] for r in rows) / n,
-            "top_k": min(r["top_k"] for r in rows)}
+    return {
+        "positions": n,
+        "chunks": len(rows),
+        "kld_mean": sum(r["kl_sum"] for r in rows) / n,
+        "kld_ci95": list(ci) if ci else None,
+        "kld_max": max(r["kl_max"] for r in rows),
+        "top1_agreement": sum(r["top1_agree"] for r in rows) / n,
+        "top_k": min(r["top_k"] for r in rows),
+    }

@@ -40,29 +40,40 @@ TASKS = (
     "a Python implementation of the Raft leader election and log replication, simulated",
 )
 
-PROMPT = ("Write {task}. Write the whole program in one Python file, fully implemented "
-          "(no placeholders), with docstrings and comments.")
+PROMPT = (
+    "Write {task}. Write the whole program in one Python file, fully implemented "
+    "(no placeholders), with docstrings and comments."
+)
 
 
 def prompts(n: int) -> list[str]:
     return [PROMPT.format(task=TASKS[i % len(TASKS)]) for i in range(n)]
 
 
-async def _sample(ctx: Context, paths: Paths, index: int, prompt: str, dropped: set[str]
-                  ) -> dict[str, Any]:
+async def _sample(
+    ctx: Context, paths: Paths, index: int, prompt: str, dropped: set[str]
+) -> dict[str, Any]:
     s = ctx.settings
     target = ctx.target
     recorder, transport = start_recording(
-        target.base_url, workspace=Path.cwd(), model=target.model, paths=paths,
-        api_key_env=target.api_key_env, origin="bench-loops")
+        target.base_url,
+        workspace=Path.cwd(),
+        model=target.model,
+        paths=paths,
+        api_key_env=target.api_key_env,
+        origin="bench-loops",
+    )
     client = ChatClient(target.base_url, target.model, target.api_key_env, transport=transport)
     # Fields an earlier sample's server refused are not sent (and refused) again.
     client.dropped = set(dropped)
     detector = DegenerationDetector()
     fired: Verdict | None = None
-    params: dict[str, Any] = {"max_tokens": s["max_tokens"], "temperature": s["temperature"],
-                              "seed": s["seed"] + index,
-                              "reasoning_effort": s["reasoning_effort"]}
+    params: dict[str, Any] = {
+        "max_tokens": s["max_tokens"],
+        "temperature": s["temperature"],
+        "seed": s["seed"] + index,
+        "reasoning_effort": s["reasoning_effort"],
+    }
     budget = s["thinking_token_budget"]
     if budget is None:
         budget = target.agent.thinking_token_budget
@@ -70,8 +81,9 @@ async def _sample(ctx: Context, paths: Paths, index: int, prompt: str, dropped: 
         params["thinking_token_budget"] = budget
     began = time.monotonic()
     try:
-        async with client.stream_chat([{"role": "user", "content": prompt}],
-                                      params=params) as stream:
+        async with client.stream_chat(
+            [{"role": "user", "content": prompt}], params=params
+        ) as stream:
             async for delta in stream:
                 verdict = detector.feed(delta.reasoning + delta.content)
                 if verdict is not None:
@@ -95,12 +107,17 @@ async def _sample(ctx: Context, paths: Paths, index: int, prompt: str, dropped: 
         with contextlib.suppress(FileNotFoundError):
             recorder.path.unlink()
     return {
-        "prompt": prompt, "degenerate": fired is not None,
-        "pattern": fired.pattern if fired else None, "detail": fired.detail if fired else None,
+        "prompt": prompt,
+        "degenerate": fired is not None,
+        "pattern": fired.pattern if fired else None,
+        "detail": fired.detail if fired else None,
         "position": fired.position if fired else None,
-        "chars": detector.chars_seen, "completion_tokens": result.stats.completion_tokens,
-        "finish_reason": result.finish_reason, "stopped_early": result.cut,
-        "decode_tok_s": result.stats.decode_tok_s, "wall_s": round(time.monotonic() - began, 3),
+        "chars": detector.chars_seen,
+        "completion_tokens": result.stats.completion_tokens,
+        "finish_reason": result.finish_reason,
+        "stopped_early": result.cut,
+        "decode_tok_s": result.stats.decode_tok_s,
+        "wall_s": round(time.monotonic() - began, 3),
         "session": session,
     }
 
@@ -116,5 +133,7 @@ async def run(ctx: Context) -> None:
             continue
         unit = await _sample(ctx, paths, int(key), prompt, dropped)
         ctx.result.put(ctx.label, key, unit)
-        bar.advance(f"{ctx.label}: loops {key} "
-                    + (f"degenerate ({unit['pattern']})" if unit["degenerate"] else "clean"))
+        bar.advance(
+            f"{ctx.label}: loops {key} "
+            + (f"degenerate ({unit['pattern']})" if unit["degenerate"] else "clean")
+        )

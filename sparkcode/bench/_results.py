@@ -33,16 +33,24 @@ class ResultDir:
     data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, path: Path, kind: str, settings: dict[str, Any],
-               targets: list[dict[str, Any]]) -> ResultDir:
+    def create(
+        cls, path: Path, kind: str, settings: dict[str, Any], targets: list[dict[str, Any]]
+    ) -> ResultDir:
         if (path / RESULTS).exists():
-            raise UserError(f"{path} already holds results; pass --resume {path} to carry "
-                            "on, or choose another --out")
+            raise UserError(
+                f"{path} already holds results; pass --resume {path} to carry "
+                "on, or choose another --out"
+            )
         path.mkdir(parents=True, exist_ok=True)
         data = {
-            "format": FORMAT, "kind": kind, "sparkcode_version": __version__,
+            "format": FORMAT,
+            "kind": kind,
+            "sparkcode_version": __version__,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "settings": settings, "targets": targets, "units": {}, "complete": False,
+            "settings": settings,
+            "targets": targets,
+            "units": {},
+            "complete": False,
         }
         result = cls(path, data)
         result.save()
@@ -57,12 +65,17 @@ class ResultDir:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read {file}: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT \
-                or data.get("kind") not in KINDS:
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != FORMAT
+            or data.get("kind") not in KINDS
+        ):
             raise UserError(f"{file} is not a sparkcode bench result (format {FORMAT})")
         if kind is not None and data["kind"] != kind:
-            raise UserError(f"{path} holds {data['kind']} results, not {kind}: resume it "
-                            f"with `sparkcode bench {data['kind']} --resume {path}`")
+            raise UserError(
+                f"{path} holds {data['kind']} results, not {kind}: resume it "
+                f"with `sparkcode bench {data['kind']} --resume {path}`"
+            )
         return cls(file.parent, data)
 
     @property

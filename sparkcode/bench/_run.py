@@ -91,9 +91,16 @@ def console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def run_targets(result: ResultDir, specs: list[TargetSpec], labels: list[str], paths: Paths,
-                work: Work, *, out: Console | None = None,
-                boot_timeout: float = 900.0) -> None:
+def run_targets(
+    result: ResultDir,
+    specs: list[TargetSpec],
+    labels: list[str],
+    paths: Paths,
+    work: Work,
+    *,
+    out: Console | None = None,
+    boot_timeout: float = 900.0,
+) -> None:
     """Run ``work`` against every target not yet finished, in order."""
     out = out or console()
 
@@ -105,12 +112,24 @@ def run_targets(result: ResultDir, specs: list[TargetSpec], labels: list[str], p
             log(f"== {label}: finished earlier, skipped")
             continue
         log(f"== {label}")
-        with open_target(spec, paths, label=label, on_phase=lambda p: log(f"  {p}"),
-                         boot_timeout=boot_timeout) as target:
-            result.set_target(label, fingerprint=target.fingerprint, model=target.model,
-                              base_url=target.base_url, max_model_len=target.max_model_len)
-            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+        with open_target(
+            spec, paths, label=label, on_phase=lambda p: log(f"  {p}"), boot_timeout=boot_timeout
+        ) as target:
+            result.set_target(
+                label,
+                fingerprint=target.fingerprint,
+                model=target.model,
+                base_url=target.base_url,
+                max_model_len=target.max_model_len,
+            )
+            columns = (
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+            )
             with Progress(*columns, console=out, transient=not sys.stderr.isatty()) as bar:
                 asyncio.run(_interruptible(work(Context(result, target, bar, log, paths))))
         result.set_target(label, done=True)

@@ -35,7 +35,7 @@ from typing import Any
 OUTPUT_CAP = 16_384
 NOBODY = 65534
 
-GUARD = r'''
+GUARD = r"""
 import os as _os, sys as _sys
 def _sandbox_guard():
     import resource
@@ -72,7 +72,7 @@ def _sandbox_guard():
     _sys.addaudithook(hook)
 _sandbox_guard()
 del _sandbox_guard
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -103,20 +103,26 @@ class Outcome:
 @functools.cache
 def isolation() -> dict[str, Any]:
     """Which layers this machine allows (probed once)."""
-    out: dict[str, Any] = {"audit_hook": True, "rlimits": True, "netns": False,
-                           "user": "self", "notes": []}
+    out: dict[str, Any] = {
+        "audit_hook": True,
+        "rlimits": True,
+        "netns": False,
+        "user": "self",
+        "notes": [],
+    }
     unshare = shutil.which("unshare")
     if unshare is None:
         out["notes"].append("no unshare binary: samples share the host network")
     else:
-        probe = subprocess.run([unshare, "-n", "true"], capture_output=True, text=True,
-                               timeout=10)
+        probe = subprocess.run([unshare, "-n", "true"], capture_output=True, text=True, timeout=10)
         if probe.returncode == 0:
             out["netns"] = True
         else:
             reason = probe.stderr.strip()[:200] or f"exit {probe.returncode}"
-            out["notes"].append(f"unshare -n failed ({reason}): samples share the host "
-                                "network (the audit hook still refuses sockets)")
+            out["notes"].append(
+                f"unshare -n failed ({reason}): samples share the host "
+                "network (the audit hook still refuses sockets)"
+            )
     if os.geteuid() == 0:
         if shutil.which("setpriv"):
             out["user"] = "nobody"
@@ -129,9 +135,13 @@ def _prelude(limits: Limits) -> str:
     """The guard with the limits filled in: set by the sample's own interpreter before
     its code runs (lowering limits needs no privilege; a ``preexec_fn`` would not be
     safe with the worker threads that run samples in parallel)."""
-    values = [("RLIMIT_CPU", limits.cpu_s), ("RLIMIT_AS", limits.memory_bytes),
-              ("RLIMIT_FSIZE", limits.file_bytes), ("RLIMIT_CORE", 0),
-              ("RLIMIT_NPROC", limits.processes)]
+    values = [
+        ("RLIMIT_CPU", limits.cpu_s),
+        ("RLIMIT_AS", limits.memory_bytes),
+        ("RLIMIT_FSIZE", limits.file_bytes),
+        ("RLIMIT_CORE", 0),
+        ("RLIMIT_NPROC", limits.processes),
+    ]
     return GUARD % {"limits": values}
 
 
@@ -139,8 +149,7 @@ def _command(script: Path) -> list[str]:
     layers = isolation()
     argv = [sys.executable, "-I", "-B", str(script)]
     if layers["user"] == "nobody":
-        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                "--", *argv]
+        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *argv]
     if layers["netns"]:
         argv = ["unshare", "-n", "--", *argv]
     return argv
@@ -168,17 +177,29 @@ def run_program(source: str, limits: Limits | None = None) -> Outcome:
             os.chown(sample, NOBODY, NOBODY)
             os.chown(script, NOBODY, NOBODY)
         out_path, err_path = work / "stdout", work / "stderr"
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(sample), "TMPDIR": str(sample),
-               "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(sample),
+            "TMPDIR": str(sample),
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+        }
         began = time.monotonic()
         with out_path.open("wb") as out, err_path.open("wb") as err:
-            proc = subprocess.Popen(_command(script), cwd=sample, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=err,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                _command(script),
+                cwd=sample,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
             try:
                 code: int | None = proc.wait(timeout=limits.wall_s)
-                timed_out = code in (-signal.SIGXCPU, -signal.SIGKILL) or \
-                    code == 128 + signal.SIGXCPU
+                timed_out = (
+                    code in (-signal.SIGXCPU, -signal.SIGKILL) or code == 128 + signal.SIGXCPU
+                )
             except subprocess.TimeoutExpired:
                 timed_out, code = True, None
             finally:

@@ -17,9 +17,14 @@ def spread(values: Sequence[float | None]) -> dict[str, Any]:
     return {"n": len(xs), "min": min(xs), "median": statistics.median(xs), "max": max(xs)}
 
 
-def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *,
-                    resamples: int = 1000, seed: int = 0, level: float = 0.95
-                    ) -> tuple[float, float] | None:
+def bootstrap_ratio(
+    numerators: Sequence[float],
+    denominators: Sequence[float],
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
     """Percentile confidence interval of sum(num) / sum(den), resampling the units
     (chunks of text, whose tokens are not independent of each other)."""
     num = np.asarray(numerators, dtype=np.float64)

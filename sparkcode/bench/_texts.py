@@ -20,8 +20,7 @@ CODE_MODULES = ("statistics", "textwrap", "shlex", "heapq", "fractions", "tokeni
 
 def code_text() -> str:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    return "\n\n".join((stdlib / f"{name}.py").read_text(encoding="utf-8")
-                       for name in CODE_MODULES)
+    return "\n\n".join((stdlib / f"{name}.py").read_text(encoding="utf-8") for name in CODE_MODULES)
 
 
 def prose_text() -> str:

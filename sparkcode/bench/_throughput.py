@@ -40,11 +40,15 @@ from ._run import Bar, Context
 from ._texts import code_text, exact_prefix, prose_text
 
 PROMPTS = {
-    "code": ("Write a complete Python module implementing a thread-safe LRU cache with "
-             "time-based expiry: the class, its methods with docstrings and type hints, and "
-             "a full set of unittest tests. Output only the code."),
-    "prose": ("Write a long, detailed essay on the history of the printing press and how it "
-              "changed science, religion and politics in Europe. Use several paragraphs."),
+    "code": (
+        "Write a complete Python module implementing a thread-safe LRU cache with "
+        "time-based expiry: the class, its methods with docstrings and type hints, and "
+        "a full set of unittest tests. Output only the code."
+    ),
+    "prose": (
+        "Write a long, detailed essay on the history of the printing press and how it "
+        "changed science, religion and politics in Europe. Use several paragraphs."
+    ),
 }
 
 
@@ -67,8 +71,12 @@ class _Tee(httpx.AsyncBaseTransport):
                 body.extend(chunk)
                 yield chunk
 
-        return httpx.Response(response.status_code, headers=response.headers,
-                              stream=_Stream(tee(), stream), extensions=response.extensions)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Stream(tee(), stream),
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -87,17 +95,20 @@ class _Stream(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-def _spec(before: dict[str, float] | None, after: dict[str, float] | None
-          ) -> dict[str, Any] | None:
+def _spec(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any] | None:
     if before is None or after is None or DRAFTS not in after:
         return None
     drafts = after.get(DRAFTS, 0.0) - before.get(DRAFTS, 0.0)
     accepted = after.get(ACCEPTED, 0.0) - before.get(ACCEPTED, 0.0)
     draft_tokens = after.get(DRAFT_TOKENS, 0.0) - before.get(DRAFT_TOKENS, 0.0)
     per_pos = acceptance_per_position(before, after)
-    return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted,
-            "acceptance_length": 1.0 + accepted / drafts if drafts else None,
-            "per_position": list(per_pos) if per_pos else None}
+    return {
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted": accepted,
+        "acceptance_length": 1.0 + accepted / drafts if drafts else None,
+        "per_position": list(per_pos) if per_pos else None,
+    }
 
 
 def plan(settings: dict[str, Any]) -> list[str]:
@@ -112,12 +123,17 @@ def plan(settings: dict[str, Any]) -> list[str]:
     return keys
 
 
-async def _decode(ctx: Context, server: Server, client: ChatClient, tee: _Tee, kind: str,
-                  max_tokens: int) -> dict[str, Any]:
+async def _decode(
+    ctx: Context, server: Server, client: ChatClient, tee: _Tee, kind: str, max_tokens: int
+) -> dict[str, Any]:
     idle = await server.wait_idle()
     before = await server.metrics()
-    params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0,
-                              "cache_salt": secrets.token_hex(8), "reasoning_effort": "none"}
+    params: dict[str, Any] = {
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "cache_salt": secrets.token_hex(8),
+        "reasoning_effort": "none",
+    }
     if ctx.settings["fixed_length"]:
         params["min_tokens"] = max_tokens
     messages = [{"role": "user", "content": PROMPTS[kind]}]
@@ -132,16 +148,27 @@ async def _decode(ctx: Context, server: Server, client: ChatClient, tee: _Tee, k
     final = parse_output(bytes(tee.body), streamed=True)
     final_tokens = final.completion_tokens
     if not stats.usage_seen or final_tokens is None:
-        raise UserError(f"{ctx.label} sent no usage in its stream: exact token counts need "
-                        "stream_options.include_usage (and continuous_usage_stats)")
-    span = None if stats.first_token is None or stats.last_token is None \
+        raise UserError(
+            f"{ctx.label} sent no usage in its stream: exact token counts need "
+            "stream_options.include_usage (and continuous_usage_stats)"
+        )
+    span = (
+        None
+        if stats.first_token is None or stats.last_token is None
         else stats.last_token - stats.first_token
+    )
     return {
-        "prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.completion_tokens,
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
         "final_usage_completion_tokens": final_tokens,
-        "tokens_in_first_frame": stats.tokens_at_first, "frames": stats.frames,
-        "ttft_s": stats.ttft_s, "decode_span_s": span, "decode_tok_s": stats.decode_tok_s,
-        "finish_reason": final.finish_reason, "idle_check": idle, "spec": _spec(before, after),
+        "tokens_in_first_frame": stats.tokens_at_first,
+        "frames": stats.frames,
+        "ttft_s": stats.ttft_s,
+        "decode_span_s": span,
+        "decode_tok_s": stats.decode_tok_s,
+        "finish_reason": final.finish_reason,
+        "idle_check": idle,
+        "spec": _spec(before, after),
         "host_load_1m": _load(),
         "dropped_fields": sorted(client.dropped),
     }
@@ -149,44 +176,64 @@ async def _decode(ctx: Context, server: Server, client: ChatClient, tee: _Tee, k
 
 async def _prefill(ctx: Context, server: Server, prompt: str, tokens: int) -> dict[str, Any]:
     idle = await server.wait_idle()
-    timed = await server.timed_completion({
-        "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
-        "cache_salt": secrets.token_hex(8)})
+    timed = await server.timed_completion(
+        {"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "cache_salt": secrets.token_hex(8)}
+    )
     usage = timed.usage or {}
     prompt_tokens = usage.get("prompt_tokens")
     if prompt_tokens != tokens:
-        raise UserError(f"{ctx.label}: the prompt cut to {tokens} tokens by /tokenize was "
-                        f"billed as {prompt_tokens} prompt tokens: the tokenizer endpoint and "
-                        "the completion disagree")
+        raise UserError(
+            f"{ctx.label}: the prompt cut to {tokens} tokens by /tokenize was "
+            f"billed as {prompt_tokens} prompt tokens: the tokenizer endpoint and "
+            "the completion disagree"
+        )
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     ttft = timed.ttft_s
-    return {"prompt_tokens": prompt_tokens, "cached_tokens": cached, "ttft_s": ttft,
-            "prefill_tok_s": prompt_tokens / ttft if ttft else None, "idle_check": idle,
-            "host_load_1m": _load()}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "cached_tokens": cached,
+        "ttft_s": ttft,
+        "prefill_tok_s": prompt_tokens / ttft if ttft else None,
+        "idle_check": idle,
+        "host_load_1m": _load(),
+    }
 
 
-async def _turn(ctx: Context, server: Server, before: list[int], prompt: list[int],
-                tokens: int) -> dict[str, Any]:
+async def _turn(
+    ctx: Context, server: Server, before: list[int], prompt: list[int], tokens: int
+) -> dict[str, Any]:
     """``before`` (the conversation so far) once to fill the cache, then ``prompt``
     (it plus the turn's new tokens) timed, both under one fresh salt."""
     salt = secrets.token_hex(8)
     await server.wait_idle()
-    await server.timed_completion({"prompt": before, "max_tokens": 1, "temperature": 0.0,
-                                   "cache_salt": salt})
+    await server.timed_completion(
+        {"prompt": before, "max_tokens": 1, "temperature": 0.0, "cache_salt": salt}
+    )
     idle = await server.wait_idle()
     scrape = await server.metrics()
-    timed = await server.timed_completion({"prompt": prompt, "max_tokens": 1,
-                                           "temperature": 0.0, "cache_salt": salt})
+    timed = await server.timed_completion(
+        {"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "cache_salt": salt}
+    )
     after = await server.metrics()
     usage = timed.usage or {}
     if usage.get("prompt_tokens") != tokens:
-        raise UserError(f"{ctx.label}: a turn of {tokens} prompt tokens was billed as "
-                        f"{usage.get('prompt_tokens')}")
-    hits = None if scrape is None or after is None or PREFIX_HITS not in after \
+        raise UserError(
+            f"{ctx.label}: a turn of {tokens} prompt tokens was billed as "
+            f"{usage.get('prompt_tokens')}"
+        )
+    hits = (
+        None
+        if scrape is None or after is None or PREFIX_HITS not in after
         else after[PREFIX_HITS] - scrape.get(PREFIX_HITS, 0.0)
-    return {"prompt_tokens": tokens, "ttft_s": timed.ttft_s,
-            "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
-            "prefix_cache_hits": hits, "idle_check": idle, "host_load_1m": _load()}
+    )
+    return {
+        "prompt_tokens": tokens,
+        "ttft_s": timed.ttft_s,
+        "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
+        "prefix_cache_hits": hits,
+        "idle_check": idle,
+        "host_load_1m": _load(),
+    }
 
 
 def _load() -> float:
@@ -220,8 +267,9 @@ async def _prefills(ctx: Context, server: Server, bar: Bar, skipped: dict[str, s
         if limit is not None and length + 1 > limit:
             # Up to the target's context: one output token must still fit.
             tokens = limit - 1
-            skipped[str(length)] = (f"{length} tokens do not fit max_model_len {limit}"
-                                    f": measured at {tokens}")
+            skipped[str(length)] = (
+                f"{length} tokens do not fit max_model_len {limit}: measured at {tokens}"
+            )
         if tokens in measured:
             skipped[str(length)] = f"same as {tokens} (max_model_len {limit})"
         seen = tokens in measured
@@ -230,10 +278,12 @@ async def _prefills(ctx: Context, server: Server, bar: Bar, skipped: dict[str, s
             continue
         prompt, got, calls = await exact_prefix(_text(ctx), tokens, server.count)
         if got != tokens:
-            raise UserError(f"{ctx.label}: no prefix of the text is exactly {tokens} "
-                            f"tokens (closest {got})")
-        await server.timed_completion({"prompt": prompt[:2000], "max_tokens": 1,
-                                       "cache_salt": secrets.token_hex(8)})
+            raise UserError(
+                f"{ctx.label}: no prefix of the text is exactly {tokens} tokens (closest {got})"
+            )
+        await server.timed_completion(
+            {"prompt": prompt[:2000], "max_tokens": 1, "cache_salt": secrets.token_hex(8)}
+        )
         for key in wanted:
             if not ctx.result.done(ctx.label, key):
                 unit = await _prefill(ctx, server, prompt, tokens)
@@ -252,11 +302,13 @@ async def _turns(ctx: Context, server: Server, bar: Bar, skipped: dict[str, str]
         wanted = [f"turn:{length}:{i}" for i in range(s["repeats"])]
         tokens = length if limit is None else min(length, limit - 1 - turn)
         if tokens < 1:
-            skipped[f"turn {length}"] = (f"a turn of {turn} tokens does not fit "
-                                         f"max_model_len {limit}")
+            skipped[f"turn {length}"] = (
+                f"a turn of {turn} tokens does not fit max_model_len {limit}"
+            )
         elif tokens != length:
-            skipped[f"turn {length}"] = (f"{length} + {turn} tokens do not fit "
-                                         f"max_model_len {limit}: measured at {tokens}")
+            skipped[f"turn {length}"] = (
+                f"{length} + {turn} tokens do not fit max_model_len {limit}: measured at {tokens}"
+            )
         seen = tokens in measured
         measured.add(tokens)
         if _skip(ctx, bar, wanted, anyway=tokens < 1 or seen):
@@ -268,7 +320,7 @@ async def _turns(ctx: Context, server: Server, bar: Bar, skipped: dict[str, str]
         while len(ids) < tokens + turn:
             text += "\n\n" + base
             ids = await server.tokenize(text)
-        history, extended = ids[:tokens], ids[:tokens + turn]
+        history, extended = ids[:tokens], ids[: tokens + turn]
         for key in wanted:
             if not ctx.result.done(ctx.label, key):
                 unit = await _turn(ctx, server, history, extended, tokens + turn)
@@ -282,8 +334,9 @@ async def run(ctx: Context) -> None:
     keys = plan(s)
     bar = ctx.bar("throughput", keys)
     tee = _Tee()
-    client = ChatClient(ctx.target.base_url, ctx.target.model, ctx.target.api_key_env,
-                        transport=tee)
+    client = ChatClient(
+        ctx.target.base_url, ctx.target.model, ctx.target.api_key_env, transport=tee
+    )
     async with Server(ctx.target) as server:
         try:
             # Warm-up (excluded): first requests pay for graph capture, allocator growth...
@@ -293,8 +346,11 @@ async def run(ctx: Context) -> None:
                 for i in range(s["repeats"]):
                     key = f"decode:{kind}:{i}"
                     if not ctx.result.done(ctx.label, key):
-                        ctx.result.put(ctx.label, key, await _decode(
-                            ctx, server, client, tee, kind, s["decode_tokens"]))
+                        ctx.result.put(
+                            ctx.label,
+                            key,
+                            await _decode(ctx, server, client, tee, kind, s["decode_tokens"]),
+                        )
                     bar.advance()
             skipped: dict[str, str] = {}
             await _prefills(ctx, server, bar, skipped)

@@ -23,8 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (_tui, _engine, _models, _run, _sessions, _replay, _detect, _quantize,
-                _bench, _acp):
+for _module in (_tui, _engine, _models, _run, _sessions, _replay, _detect, _quantize, _bench, _acp):
     _module.register(app)
 
 

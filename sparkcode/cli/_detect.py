@@ -26,9 +26,12 @@ def register(app: typer.Typer) -> None:
 
 
 def detect_cmd(
-    file: Annotated[str | None, typer.Argument(
-        help="Text file to check; standard input when omitted or '-'.",
-        show_default=False)] = None,
+    file: Annotated[
+        str | None,
+        typer.Argument(
+            help="Text file to check; standard input when omitted or '-'.", show_default=False
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
 ) -> None:
     """Check a text for degenerate model output (loops, runs, garbage).
@@ -52,14 +55,21 @@ def detect_cmd(
             raise UserError(f"cannot read {name}: {reason.lower()}", exit_code=2) from None
     if as_json:
         payload = verdict.to_json()
-        payload.update(input=name, decoded_with_replacement=replaced > 0,
-                       replaced_bytes=replaced, line=line_col[0] if line_col else None,
-                       column=line_col[1] if line_col else None)
+        payload.update(
+            input=name,
+            decoded_with_replacement=replaced > 0,
+            replaced_bytes=replaced,
+            line=line_col[0] if line_col else None,
+            column=line_col[1] if line_col else None,
+        )
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         if replaced:
-            typer.echo(f"note: {name} is not valid UTF-8; {replaced} undecodable byte(s) were "
-                       "replaced with U+FFFD", err=True)
+            typer.echo(
+                f"note: {name} is not valid UTF-8; {replaced} undecodable byte(s) were "
+                "replaced with U+FFFD",
+                err=True,
+            )
         typer.echo(_describe(verdict, line_col))
     if verdict.degenerate:
         raise typer.Exit(1)
@@ -84,12 +94,12 @@ def _scan(stream: BinaryIO, name: str) -> tuple[Verdict, int, tuple[int, int] | 
         replaced = len(data) - len(data.decode("utf-8", errors="ignore").encode("utf-8"))
     detector = DegenerationDetector()
     for i in range(0, len(text), _CHUNK):
-        if detector.feed(text[i:i + _CHUNK]) is not None:
+        if detector.feed(text[i : i + _CHUNK]) is not None:
             break
     verdict = detector.finish()
     line_col = None
     if verdict.start is not None:
-        head = text[:verdict.start]
+        head = text[: verdict.start]
         line_col = (head.count("\n") + 1, verdict.start - head.rfind("\n"))
     return verdict, replaced, line_col
 

@@ -31,8 +31,7 @@ engine_app = typer.Typer(
 )
 
 ProfileOpt = Annotated[
-    str | None,
-    typer.Option("--profile", "-p", help="Profile name or path to a profile TOML file."),
+    str | None, typer.Option("--profile", "-p", help="Profile name or path to a profile TOML file.")
 ]
 
 
@@ -51,11 +50,21 @@ def profiles_cmd(
     default = default_profile_name(paths)
     profiles = list_profiles(paths)
     if as_json:
-        typer.echo(json.dumps([
-            {"name": p.name, "kind": p.kind, "description": p.description,
-             "source": str(p.source), "default": p.name == default}
-            for p in profiles
-        ], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "name": p.name,
+                        "kind": p.kind,
+                        "description": p.description,
+                        "source": str(p.source),
+                        "default": p.name == default,
+                    }
+                    for p in profiles
+                ],
+                indent=2,
+            )
+        )
         return
     width = max(len(p.name) for p in profiles)
     for p in profiles:
@@ -75,12 +84,27 @@ def command_cmd(
     prof = load_profile(profile or default_profile_name(paths), paths)
     spec = render(prof, paths, port=port)
     if as_json:
-        typer.echo(json.dumps({
-            "argv": spec.argv, "env": spec.redacted_env(), "base_url": spec.base_url,
-            "model": spec.model,
-            "nodes": [{"node": w.node, "node_rank": w.node_rank, "ssh": w.ssh, "argv": w.argv,
-                       "env": w.redacted_env()} for w in spec.workers],
-        }, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "argv": spec.argv,
+                    "env": spec.redacted_env(),
+                    "base_url": spec.base_url,
+                    "model": spec.model,
+                    "nodes": [
+                        {
+                            "node": w.node,
+                            "node_rank": w.node_rank,
+                            "ssh": w.ssh,
+                            "argv": w.argv,
+                            "env": w.redacted_env(),
+                        }
+                        for w in spec.workers
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
     if prof.kind == "endpoint":
         typer.echo(f"# profile {prof.name}: no local engine; requests go to {spec.base_url}")
@@ -134,16 +158,24 @@ def start_cmd(
 
     # This command starts an engine; one that already runs is refused by name.
     handle = ensure_running(
-        prof, paths, reuse=Reuse.NEVER, port=port, wait=not no_wait, timeout=timeout,
-        on_phase=show, progress=lambda msg: typer.echo(f"  {msg}", err=True),
+        prof,
+        paths,
+        reuse=Reuse.NEVER,
+        port=port,
+        wait=not no_wait,
+        timeout=timeout,
+        on_phase=show,
+        progress=lambda msg: typer.echo(f"  {msg}", err=True),
         skip_memory_check=skip_memory_check,
     )
     status = handle.status
     if no_wait:
         typer.echo(f"launched pid {status.pid}; log {status.log_path}")
     else:
-        typer.echo(f"ready: {status.model} at {status.base_url} (pid {status.pid}, "
-                   f"{time.monotonic() - began:.1f}s)")
+        typer.echo(
+            f"ready: {status.model} at {status.base_url} (pid {status.pid}, "
+            f"{time.monotonic() - began:.1f}s)"
+        )
 
 
 @engine_app.command("stop")
@@ -199,11 +231,16 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
         return "engine: stopped"
     lines = [f"engine: {s.state}" + (f" ({s.phase})" if s.state == "booting" and s.phase else "")]
     rows = [
-        ("profile", s.profile), ("model", s.model), ("pid", s.pid), ("port", s.port),
-        ("url", s.base_url), ("healthy", "yes" if s.healthy else "no"),
+        ("profile", s.profile),
+        ("model", s.model),
+        ("pid", s.pid),
+        ("port", s.port),
+        ("url", s.base_url),
+        ("healthy", "yes" if s.healthy else "no"),
         ("uptime", human_duration(s.uptime_s) if s.uptime_s is not None else None),
         ("memory", human_bytes(s.memory_rss_bytes) if s.memory_rss_bytes else None),
-        ("vllm", s.vllm_version), ("log", s.log_path),
+        ("vllm", s.vllm_version),
+        ("log", s.log_path),
     ]
     if s.state == "crashed":
         rows.append(("exit", _exit_text(s)))
@@ -219,8 +256,10 @@ def _describe(s: EngineStatus, page_math: PageMath | None = None) -> str:
         lines.append(f"  {node.name:<8} {_node_line(node)}")
         lines += [f"  | [{node.name}] {line}" for line in node.log_tail]
         if s.state == "crashed" and node.state == "running":
-            lines.append(f"  the {node.name} node still runs without its head (vLLM's headless "
-                         "worker never exits on its own): `sparkcode engine stop` ends it")
+            lines.append(
+                f"  the {node.name} node still runs without its head (vLLM's headless "
+                "worker never exits on its own): `sparkcode engine stop` ends it"
+            )
     return "\n".join(lines)
 
 
@@ -230,8 +269,10 @@ def _exit_text(s: EngineStatus) -> str:
         # The runner ignores SIGINT/SIGTERM and always writes the engine's exit: only a
         # SIGKILL of the runner itself (kill -9 of the group, the OOM killer) or a
         # reboot leaves nothing.
-        return ("code unknown: no exit status recorded (the engine's runner was killed "
-                "with it, e.g. kill -9 of its process group)")
+        return (
+            "code unknown: no exit status recorded (the engine's runner was killed "
+            "with it, e.g. kill -9 of its process group)"
+        )
     code = s.exit_code if s.exit_code is not None else "unknown"
     return f"code {code}" + (f", signal {s.exit_signal}" if s.exit_signal else "")
 
@@ -247,8 +288,9 @@ def _node_line(node: NodeStatus) -> str:
         parts.append(human_bytes(node.memory_rss_bytes))
     if node.state == "exited":
         code = node.exit_code if node.exit_code is not None else "unknown"
-        parts.append(f"exit code {code}" + (f", signal {node.exit_signal}"
-                                            if node.exit_signal else ""))
+        parts.append(
+            f"exit code {code}" + (f", signal {node.exit_signal}" if node.exit_signal else "")
+        )
         cause = likely_cause(node.log_tail)
         if cause:
             parts.append(cause)

@@ -39,8 +39,9 @@ def _node() -> LocalNode:
     return LocalNode(node_dir(Paths.from_env().engine_dir))
 
 
-def _answer(as_json: bool, work: Callable[[], dict[str, Any]],
-            show: Callable[[dict[str, Any]], str]) -> None:
+def _answer(
+    as_json: bool, work: Callable[[], dict[str, Any]], show: Callable[[dict[str, Any]], str]
+) -> None:
     try:
         data = work()
     except UserError as exc:
@@ -54,13 +55,17 @@ def _answer(as_json: bool, work: Callable[[], dict[str, Any]],
 def _describe(data: dict[str, Any]) -> str:
     s = NodeStatus.from_json(data)
     lines = [f"node: {s.state}"]
-    rows = [("pid", s.pid), ("address", s.address),
-            ("uptime", human_duration(s.uptime_s) if s.uptime_s is not None else None),
-            ("memory", human_bytes(s.memory_rss_bytes) if s.memory_rss_bytes else None),
-            ("log", s.log_path)]
+    rows = [
+        ("pid", s.pid),
+        ("address", s.address),
+        ("uptime", human_duration(s.uptime_s) if s.uptime_s is not None else None),
+        ("memory", human_bytes(s.memory_rss_bytes) if s.memory_rss_bytes else None),
+        ("log", s.log_path),
+    ]
     if s.state == "exited":
-        rows.append(("exit", f"code {s.exit_code}" + (f", signal {s.exit_signal}"
-                                                        if s.exit_signal else "")))
+        rows.append(
+            ("exit", f"code {s.exit_code}" + (f", signal {s.exit_signal}" if s.exit_signal else ""))
+        )
     lines += [f"  {k:<8} {v}" for k, v in rows if v is not None]
     lines += [f"  | {line}" for line in s.log_tail]
     return "\n".join(lines)
@@ -78,8 +83,7 @@ def check_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """What a head asks before a start: the model's fingerprint, free memory, a live node."""
-    _answer(as_json, lambda: _node().check(model).to_json(),
-            lambda d: json.dumps(d, indent=2))
+    _answer(as_json, lambda: _node().check(model).to_json(), lambda d: json.dumps(d, indent=2))
 
 
 @node_app.command("start")
@@ -92,13 +96,21 @@ def start_cmd(as_json: JsonOpt = False) -> None:
             argv = [sys.executable, *[str(a) for a in payload["argv"]]]
             env = {str(k): str(v) for k, v in payload["env"].items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise UserError(f"engine node start: stdin is not a launch from a head ({exc})") \
-                from None
-        return _node().start(
-            argv, env, profile=str(payload.get("profile", "?")),
-            address=str(payload.get("address", "")), model_path=payload.get("model_path"),
-            redacted_env=payload.get("redacted_env") or {},
-        ).to_json()
+            raise UserError(
+                f"engine node start: stdin is not a launch from a head ({exc})"
+            ) from None
+        return (
+            _node()
+            .start(
+                argv,
+                env,
+                profile=str(payload.get("profile", "?")),
+                address=str(payload.get("address", "")),
+                model_path=payload.get("model_path"),
+                redacted_env=payload.get("redacted_env") or {},
+            )
+            .to_json()
+        )
 
     _answer(as_json, work, _describe)
 
@@ -106,8 +118,11 @@ def start_cmd(as_json: JsonOpt = False) -> None:
 @node_app.command("stop")
 def stop_cmd(as_json: JsonOpt = False) -> None:
     """Stop this machine's node (SIGINT, SIGTERM, SIGKILL to its group); nothing is left."""
-    _answer(as_json, lambda: _node().stop().to_json(),
-            lambda d: "node stopped" if d["state"] != "stopped" else "no node was running")
+    _answer(
+        as_json,
+        lambda: _node().stop().to_json(),
+        lambda d: "node stopped" if d["state"] != "stopped" else "no node was running",
+    )
 
 
 @node_app.command("logs")

@@ -35,15 +35,20 @@ def _builtin_named(name: str, paths: Paths) -> str:
     if profile is not None and profile.model_builtin in BUILTINS:
         return profile.model_builtin
     known = ", ".join(sorted(BUILTINS))
-    raise UserError(f"{name!r} is neither a builtin model nor a profile that uses one "
-                    f"(builtin models: {known})")
+    raise UserError(
+        f"{name!r} is neither a builtin model nor a profile that uses one (builtin models: {known})"
+    )
 
 
 @models_app.command("fetch")
 def fetch_cmd(
-    name: Annotated[str | None, typer.Argument(
-        help="Builtin model or a profile that uses one (default: the CPU coder this "
-             "machine suits).")] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Builtin model or a profile that uses one (default: the CPU coder this "
+            "machine suits)."
+        ),
+    ] = None,
 ) -> None:
     """Download, verify by sha256 and convert a builtin model (once; reruns resume).
 
@@ -62,9 +67,11 @@ def fetch_cmd(
         try:
             _fetch(BUILTINS[_builtin_named(name, paths)], paths)
         except Exception as exc:  # noqa: BLE001 - any failure leaves cpu-demo as the default
-            raise UserError(f"{exc}\nthe {name} model could not be installed, so sparkcode "
-                            "uses cpu-demo (SmolLM2-135M) until `sparkcode models fetch` "
-                            "succeeds") from None
+            raise UserError(
+                f"{exc}\nthe {name} model could not be installed, so sparkcode "
+                "uses cpu-demo (SmolLM2-135M) until `sparkcode models fetch` "
+                "succeeds"
+            ) from None
         return
     _fetch(BUILTINS[_builtin_named(name, paths)], paths)
 
@@ -77,22 +84,29 @@ def _fetch(builtin: Builtin, paths: Paths) -> None:
         return
     began = time.monotonic()
     target = install_builtin(
-        builtin, paths,
-        progress=lambda msg: typer.echo(f"  [{time.monotonic() - began:5.1f}s] {msg}", err=True))
+        builtin,
+        paths,
+        progress=lambda msg: typer.echo(f"  [{time.monotonic() - began:5.1f}s] {msg}", err=True),
+    )
     typer.echo(f"{builtin.name}: installed in {target} ({time.monotonic() - began:.0f}s)")
 
 
 @models_app.command("list")
-def list_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
+def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The builtin models, where they come from and whether they are installed."""
     from engine.models import BUILTINS, is_installed
 
     paths = Paths.from_env()
-    rows = [{"name": b.name, "installed": is_installed(b, paths), "description": b.description,
-             "sha256": b.split.sha256 if b.split else None,
-             "path": str(paths.models_dir / b.name)} for b in BUILTINS.values()]
+    rows = [
+        {
+            "name": b.name,
+            "installed": is_installed(b, paths),
+            "description": b.description,
+            "sha256": b.split.sha256 if b.split else None,
+            "path": str(paths.models_dir / b.name),
+        }
+        for b in BUILTINS.values()
+    ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

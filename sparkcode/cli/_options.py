@@ -8,22 +8,39 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["ApiKeyEnvOption", "EndpointOption", "ModelOption", "WorktreeCommand",
-           "WorktreeGroup", "WorktreeOption"]
+__all__ = [
+    "ApiKeyEnvOption",
+    "EndpointOption",
+    "ModelOption",
+    "WorktreeCommand",
+    "WorktreeGroup",
+    "WorktreeOption",
+]
 
-EndpointOption = Annotated[str | None, typer.Option(
-    "--endpoint", help="An OpenAI-compatible server at this base URL instead of the "
-    "managed engine.")]
-ModelOption = Annotated[str | None, typer.Option(
-    "--model", help="Model name to request (default: the server's first model).")]
-ApiKeyEnvOption = Annotated[str | None, typer.Option(
-    "--api-key-env", help="Environment variable holding the endpoint's API key.")]
-WORKTREE_HELP = ("Work in a git worktree of the workspace's repository on branch "
-                 "sparkcode/NAME (made from HEAD, or reopened; without NAME a new one); on "
-                 "exit, how to merge or remove it. Give it after the prompt or as "
-                 "--worktree=NAME.")
-WorktreeOption = Annotated[str | None, typer.Option(
-    "--worktree", metavar="[NAME]", help=WORKTREE_HELP)]
+EndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint",
+        help="An OpenAI-compatible server at this base URL instead of the managed engine.",
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", help="Model name to request (default: the server's first model)."),
+]
+ApiKeyEnvOption = Annotated[
+    str | None,
+    typer.Option("--api-key-env", help="Environment variable holding the endpoint's API key."),
+]
+WORKTREE_HELP = (
+    "Work in a git worktree of the workspace's repository on branch "
+    "sparkcode/NAME (made from HEAD, or reopened; without NAME a new one); on "
+    "exit, how to merge or remove it. Give it after the prompt or as "
+    "--worktree=NAME."
+)
+WorktreeOption = Annotated[
+    str | None, typer.Option("--worktree", metavar="[NAME]", help=WORKTREE_HELP)
+]
 """``--worktree [NAME]``: its value may be left out (then ``""``: a new name), which
 typer's parser cannot say, so the commands that take it are built with
 :class:`WorktreeCommand` / :class:`WorktreeGroup`: a bare ``--worktree`` (last, or before

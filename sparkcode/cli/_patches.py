@@ -10,7 +10,7 @@ import typer
 from engine.patches import check_all
 
 patches_app = typer.Typer(
-    help="sparkcode's numbered source patches against vLLM.", invoke_without_command=True,
+    help="sparkcode's numbered source patches against vLLM.", invoke_without_command=True
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -37,13 +37,25 @@ def check_cmd(as_json: JsonOpt = False) -> None:
 def _check(as_json: bool) -> None:
     results = check_all()
     if as_json:
-        typer.echo(json.dumps([
-            {"number": r.entry.number, "file": r.entry.file, "target": r.entry.target,
-             "vllm_version": r.entry.vllm_version, "purpose": r.entry.purpose,
-             "upstream": r.entry.upstream, "plugin_feature": r.entry.plugin_feature,
-             "state": r.state, "detail": r.detail}
-            for r in results
-        ], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "number": r.entry.number,
+                        "file": r.entry.file,
+                        "target": r.entry.target,
+                        "vllm_version": r.entry.vllm_version,
+                        "purpose": r.entry.purpose,
+                        "upstream": r.entry.upstream,
+                        "plugin_feature": r.entry.plugin_feature,
+                        "state": r.state,
+                        "detail": r.detail,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
     else:
         for r in results:
             typer.echo(f"{r.entry.number:04d} {r.state:<9} {r.entry.file}")

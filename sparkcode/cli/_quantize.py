@@ -71,9 +71,14 @@ class _RichProgress:
         )
 
         self.bar = Progress(
-            TextColumn("{task.description:<34}"), BarColumn(), TaskProgressColumn(),
-            TextColumn("{task.fields[size]}"), TimeElapsedColumn(), TextColumn("eta"),
-            TimeRemainingColumn(), transient=False,
+            TextColumn("{task.description:<34}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[size]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            transient=False,
         )
         self.total: Any = None
         self.shard: Any = None
@@ -92,14 +97,16 @@ class _RichProgress:
     def begin(self, shards: list[ShardInfo], done: set[str]) -> None:
         total = sum(self._bytes(s) for s in shards)
         already = sum(self._bytes(s) for s in shards if s.name in done)
-        self.total = self.bar.add_task(f"all {len(shards)} shards", total=total,
-                                       completed=already, size=human_bytes(total))
+        self.total = self.bar.add_task(
+            f"all {len(shards)} shards", total=total, completed=already, size=human_bytes(total)
+        )
 
     def shard_begin(self, shard: ShardInfo) -> None:
         if self.shard is not None:
             self.bar.remove_task(self.shard)
-        self.shard = self.bar.add_task(shard.name[-34:], total=self._bytes(shard),
-                                       size=human_bytes(self._bytes(shard)))
+        self.shard = self.bar.add_task(
+            shard.name[-34:], total=self._bytes(shard), size=human_bytes(self._bytes(shard))
+        )
 
     def tensor_done(self, shard: ShardInfo, name: str, nbytes: int) -> None:
         self.bar.advance(self.shard, nbytes)
@@ -130,8 +137,7 @@ class _BootstrapProgress(_RichProgress):
     def step_begin(self, index: int, total: int, step: Step) -> None:
         self._clear()
         if self.steps is None:
-            self.steps = self.bar.add_task(f"{total} steps", total=total, completed=index,
-                                           size="")
+            self.steps = self.bar.add_task(f"{total} steps", total=total, completed=index, size="")
         self.bar.update(self.steps, completed=index)
         self.bar.console.print(f"step {index + 1}/{total}: {step.title}")
 
@@ -143,8 +149,9 @@ class _BootstrapProgress(_RichProgress):
     def capture_begin(self, prompts: int, tokens: int) -> None:
         if self.capture is not None:
             self.bar.remove_task(self.capture)
-        self.capture = self.bar.add_task(f"capture: {prompts} prompts", total=tokens,
-                                         size=f"{tokens} tokens")
+        self.capture = self.bar.add_task(
+            f"capture: {prompts} prompts", total=tokens, size=f"{tokens} tokens"
+        )
 
     def prompt_done(self, tokens: int) -> None:
         self.bar.advance(self.capture, tokens)
@@ -160,44 +167,72 @@ def convert_cmd(
     src: Annotated[Path, typer.Argument(help="Official FP8 checkpoint directory.")],
     dst: Annotated[Path, typer.Argument(help="Output directory (must not exist yet).")],
     method: Annotated[str, typer.Option(help="Routed-expert quantizer: gptq or rtn.")] = "gptq",
-    calib: Annotated[Path | None, typer.Option(
-        help="Calibration activations (safetensors from the capture hook); needed by gptq.")]
-        = None,
-    pool_gb: Annotated[float, typer.Option(
-        help="Byte budget of the FP4 hot-expert pool, in GiB (0 disables it).")] = 2.0,
-    fp4_candidates_gb: Annotated[float, typer.Option(
-        help="Disk budget, in GiB, for FP4 copies of the next experts after the pool: "
-             "candidates the engine can swap in live (0: none).")] = 0.0,
-    resume: Annotated[bool, typer.Option(
-        help="Continue an interrupted conversion of the same SRC into DST.")] = False,
-    act_order: Annotated[bool, typer.Option(
-        "--act-order/--no-act-order",
-        help="GPTQ in decreasing Hessian-diagonal order (static groups).")] = True,
-    damp: Annotated[float, typer.Option(help="GPTQ dampening, fraction of mean diag(H).")]
-        = 0.01,
-    min_tokens: Annotated[int, typer.Option(
-        help="Fewest routed tokens for an expert's own down_proj Hessian.")]
-        = DEFAULT_MIN_TOKENS,
-    down_fallback: Annotated[str, typer.Option(
-        help="Starved experts' down_proj: rtn or pooled (layer-wide Hessian).")] = "rtn",
+    calib: Annotated[
+        Path | None,
+        typer.Option(
+            help="Calibration activations (safetensors from the capture hook); needed by gptq."
+        ),
+    ] = None,
+    pool_gb: Annotated[
+        float, typer.Option(help="Byte budget of the FP4 hot-expert pool, in GiB (0 disables it).")
+    ] = 2.0,
+    fp4_candidates_gb: Annotated[
+        float,
+        typer.Option(
+            help="Disk budget, in GiB, for FP4 copies of the next experts after the pool: "
+            "candidates the engine can swap in live (0: none)."
+        ),
+    ] = 0.0,
+    resume: Annotated[
+        bool, typer.Option(help="Continue an interrupted conversion of the same SRC into DST.")
+    ] = False,
+    act_order: Annotated[
+        bool,
+        typer.Option(
+            "--act-order/--no-act-order",
+            help="GPTQ in decreasing Hessian-diagonal order (static groups).",
+        ),
+    ] = True,
+    damp: Annotated[float, typer.Option(help="GPTQ dampening, fraction of mean diag(H).")] = 0.01,
+    min_tokens: Annotated[
+        int, typer.Option(help="Fewest routed tokens for an expert's own down_proj Hessian.")
+    ] = DEFAULT_MIN_TOKENS,
+    down_fallback: Annotated[
+        str, typer.Option(help="Starved experts' down_proj: rtn or pooled (layer-wide Hessian).")
+    ] = "rtn",
     device: Annotated[str, typer.Option(help="Torch device for GPTQ (cpu, cuda).")] = "cpu",
-    calib_from_engine: Annotated[bool, typer.Option(
-        "--calib-from-engine",
-        help="Calibrate on this box: RTN round 0, serve it, capture, GPTQ (see --rounds).")]
-        = False,
-    corpus: Annotated[Path | None, typer.Option(
-        help="With --calib-from-engine: your code, added to the Python standard library.")]
-        = None,
-    rounds: Annotated[int, typer.Option(
-        help="With --calib-from-engine: GPTQ rounds, each captured from the previous one.")]
-        = 1,
-    calib_tokens: Annotated[int, typer.Option(
-        help="With --calib-from-engine: tokens captured per round.")] = 16384,
-    chunk_tokens: Annotated[int, typer.Option(
-        help="With --calib-from-engine: tokens per calibration prompt.")] = 2048,
-    engine_profile: Annotated[str | None, typer.Option(
-        help="With --calib-from-engine: the profile whose settings serve each round "
-             "(default: this machine's default profile).")] = None,
+    calib_from_engine: Annotated[
+        bool,
+        typer.Option(
+            "--calib-from-engine",
+            help="Calibrate on this box: RTN round 0, serve it, capture, GPTQ (see --rounds).",
+        ),
+    ] = False,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --calib-from-engine: your code, added to the Python standard library."
+        ),
+    ] = None,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            help="With --calib-from-engine: GPTQ rounds, each captured from the previous one."
+        ),
+    ] = 1,
+    calib_tokens: Annotated[
+        int, typer.Option(help="With --calib-from-engine: tokens captured per round.")
+    ] = 16384,
+    chunk_tokens: Annotated[
+        int, typer.Option(help="With --calib-from-engine: tokens per calibration prompt.")
+    ] = 2048,
+    engine_profile: Annotated[
+        str | None,
+        typer.Option(
+            help="With --calib-from-engine: the profile whose settings serve each round "
+            "(default: this machine's default profile)."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Convert SRC (FP8 GLM-5.3-Flash) into DST (W2 experts, P12 BF16, FP4 pool)."""
@@ -216,16 +251,31 @@ def convert_cmd(
         raise UserError("--fp4-candidates-gb must not be negative")
     if fp4_candidates_gb and not pool_gb:
         raise UserError("--fp4-candidates-gb needs a pool to swap into (--pool-gb > 0)")
-    options = ConvertOptions(method=method, calib=calib, pool_gb=pool_gb,  # type: ignore[arg-type]
-                             fp4_candidates_gb=fp4_candidates_gb,
-                             damp=damp, act_order=act_order, min_tokens=min_tokens,
-                             down_fallback=down_fallback,  # type: ignore[arg-type]
-                             device=device)
+    options = ConvertOptions(
+        method=method,  # type: ignore[arg-type]
+        calib=calib,
+        pool_gb=pool_gb,
+        fp4_candidates_gb=fp4_candidates_gb,
+        damp=damp,
+        act_order=act_order,
+        min_tokens=min_tokens,
+        down_fallback=down_fallback,  # type: ignore[arg-type]
+        device=device,
+    )
     started = time.monotonic()
     if calib_from_engine:
-        manifest = _calibrated(src, dst, options, resume, quiet, rounds=rounds,
-                               calib_tokens=calib_tokens, chunk_tokens=chunk_tokens,
-                               corpus=corpus, engine_profile=engine_profile)
+        manifest = _calibrated(
+            src,
+            dst,
+            options,
+            resume,
+            quiet,
+            rounds=rounds,
+            calib_tokens=calib_tokens,
+            chunk_tokens=chunk_tokens,
+            corpus=corpus,
+            engine_profile=engine_profile,
+        )
     elif corpus is not None or engine_profile is not None:
         raise UserError("--corpus and --engine-profile go with --calib-from-engine")
     elif quiet:
@@ -239,12 +289,23 @@ def convert_cmd(
         f"{human_bytes(manifest.summary.get('src_bytes', 0))} in "
         f"{human_duration(time.monotonic() - started)}; FP4 pool {len(pool.get('experts', []))} "
         f"experts, coverage {100 * float(pool.get('coverage', 0.0)):.1f}%"
-        + (f", {len(pool['candidates'])} FP4 candidates" if pool.get("candidates") else ""))
+        + (f", {len(pool['candidates'])} FP4 candidates" if pool.get("candidates") else "")
+    )
 
 
-def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *, rounds: int,
-                calib_tokens: int, chunk_tokens: int, corpus: Path | None,
-                engine_profile: str | None) -> Any:
+def _calibrated(
+    src: Path,
+    dst: Path,
+    options: Any,
+    resume: bool,
+    quiet: bool,
+    *,
+    rounds: int,
+    calib_tokens: int,
+    chunk_tokens: int,
+    corpus: Path | None,
+    engine_profile: str | None,
+) -> Any:
     """``--calib-from-engine``: the bootstrap rounds, the engine run by the supervisor."""
     from engine.errors import UserError
     from engine.paths import Paths
@@ -258,17 +319,19 @@ def _calibrated(src: Path, dst: Path, options: Any, resume: bool, quiet: bool, *
     paths = Paths.from_env()
     base = load_profile(engine_profile or default_profile_name(paths), paths)
     if base.kind != "vllm":
-        raise UserError(f"profile {base.name} is an endpoint; --calib-from-engine serves each "
-                        "round itself and needs a vllm profile (--engine-profile)")
+        raise UserError(
+            f"profile {base.name} is an endpoint; --calib-from-engine serves each "
+            "round itself and needs a vllm profile (--engine-profile)"
+        )
     ensure_idle(paths, NEEDS_THE_MACHINE)
-    boot = BootstrapOptions(rounds=rounds, calib_tokens=calib_tokens, chunk_tokens=chunk_tokens,
-                            corpus=corpus)
+    boot = BootstrapOptions(
+        rounds=rounds, calib_tokens=calib_tokens, chunk_tokens=chunk_tokens, corpus=corpus
+    )
     capture = make_capture(base, paths, corpus=corpus, tokens=calib_tokens, chunk=chunk_tokens)
     if quiet:
         return run_bootstrap(src, dst, options, boot, capture, resume=resume)
     with _BootstrapProgress() as progress:
-        manifest = run_bootstrap(src, dst, options, boot, capture, resume=resume,
-                                 progress=progress)
+        manifest = run_bootstrap(src, dst, options, boot, capture, resume=resume, progress=progress)
         progress.finish()
     return manifest
 

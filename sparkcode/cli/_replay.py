@@ -40,34 +40,73 @@ def register(app: typer.Typer) -> None:
 
 
 def replay_cmd(
-    session_id: Annotated[str, typer.Argument(metavar="ID",
-                                              help="Session ID (unique prefix) or file.")],
-    play: Annotated[bool, typer.Option("--play", help="Re-render the session in the TUI from "
-                                       "the recorded bytes (no engine needed).")] = False,
-    speed: Annotated[float, typer.Option(help="Playback speed: 1 = original pace, 4 = four "
-                                         "times faster, 0 = no waiting.")] = 1.0,
-    do_rerun: Annotated[bool, typer.Option("--rerun", help="Re-send the requests in order to "
-                                           "a live engine and compare every turn.")] = False,
-    endpoint: Annotated[str | None, typer.Option(help="Rerun against this OpenAI-compatible "
-                                                 "URL (default: the managed engine).")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name to send instead of the "
-                                              "recorded one.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the endpoint's "
-                                                    "API key.")] = None,
-    profiles: Annotated[list[str] | None, typer.Option(
-        "--profile", "-p", help="Rerun against this engine profile (repeatable): each is "
-        "started by the supervisor in turn and stopped afterwards.")] = None,
-    do_minimize: Annotated[bool, typer.Option("--minimize", help="Find the shortest part of "
-                                              "the session reproducing a flagged turn and "
-                                              "write a repro bundle.")] = False,
-    turn: Annotated[int | None, typer.Option(help="The flagged turn to minimize (default: "
-                                             "the first flagged one).")] = None,
+    session_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Session ID (unique prefix) or file.")
+    ],
+    play: Annotated[
+        bool,
+        typer.Option(
+            "--play",
+            help="Re-render the session in the TUI from the recorded bytes (no engine needed).",
+        ),
+    ] = False,
+    speed: Annotated[
+        float,
+        typer.Option(
+            help="Playback speed: 1 = original pace, 4 = four times faster, 0 = no waiting."
+        ),
+    ] = 1.0,
+    do_rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun", help="Re-send the requests in order to a live engine and compare every turn."
+        ),
+    ] = False,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Rerun against this OpenAI-compatible URL (default: the managed engine)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model name to send instead of the recorded one.")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Variable holding the endpoint's API key.")
+    ] = None,
+    profiles: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="Rerun against this engine profile (repeatable): each is "
+            "started by the supervisor in turn and stopped afterwards.",
+        ),
+    ] = None,
+    do_minimize: Annotated[
+        bool,
+        typer.Option(
+            "--minimize",
+            help="Find the shortest part of "
+            "the session reproducing a flagged turn and "
+            "write a repro bundle.",
+        ),
+    ] = False,
+    turn: Annotated[
+        int | None,
+        typer.Option(help="The flagged turn to minimize (default: the first flagged one)."),
+    ] = None,
     bundle: Annotated[Path | None, typer.Option(help="Repro bundle directory.")] = None,
-    max_runs: Annotated[int, typer.Option(help="At most this many reruns while "
-                                          "minimizing.")] = 60,
-    no_isolate: Annotated[bool, typer.Option("--no-isolate", help="Send bodies exactly as "
-                                             "recorded, sharing the engine's prefix cache "
-                                             "with earlier traffic.")] = False,
+    max_runs: Annotated[int, typer.Option(help="At most this many reruns while minimizing.")] = 60,
+    no_isolate: Annotated[
+        bool,
+        typer.Option(
+            "--no-isolate",
+            help="Send bodies exactly as "
+            "recorded, sharing the engine's prefix cache "
+            "with earlier traffic.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """Play back, rerun or minimize a recorded session."""
@@ -119,28 +158,41 @@ def replay_cmd(
         typer.echo(f"\nrepro bundle: {bundle_written}")
 
 
-def _launches(paths: Paths, profiles: list[str], endpoint: str | None, model: str | None,
-              api_key_env: str | None, log: Callable[[str], None],
-              ) -> list[tuple[str, Callable[[], contextlib.AbstractContextManager[Target]]]]:
+def _launches(
+    paths: Paths,
+    profiles: list[str],
+    endpoint: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    log: Callable[[str], None],
+) -> list[tuple[str, Callable[[], contextlib.AbstractContextManager[Target]]]]:
     if profiles:
         launcher: Launcher = profile_launcher(paths, on_phase=lambda p: log(f"  {p}"))
         return [(name, lambda name=name: launcher(name)) for name in profiles]  # type: ignore[misc]
-    target = (endpoint_target(endpoint, model, api_key_env) if endpoint
-              else managed_target(paths))
+    target = endpoint_target(endpoint, model, api_key_env) if endpoint else managed_target(paths)
     if model and not endpoint:
         target = replace(target, model=model)
     return [(target.label, lambda: contextlib.nullcontext(target))]
 
 
-def _minimize(session: Session, target: Target, result: RerunResult, turn: int | None,
-              bundle: Path | None, max_runs: int, log: Callable[[str], None]) -> Path | None:
+def _minimize(
+    session: Session,
+    target: Target,
+    result: RerunResult,
+    turn: int | None,
+    bundle: Path | None,
+    max_runs: int,
+    log: Callable[[str], None],
+) -> Path | None:
     if turn is not None:
         chosen = next((t for t in result.turns if t.turn == turn), None)
         if chosen is None:
             raise UserError(f"session {session.id} has no turn {turn}")
         if not chosen.flagged:
-            raise UserError(f"turn {turn} is identical on {target.label} and the detector did "
-                            "not fire; nothing to minimize")
+            raise UserError(
+                f"turn {turn} is identical on {target.label} and the detector did "
+                "not fire; nothing to minimize"
+            )
     else:
         chosen = next((t for t in result.turns if t.flagged), None)
         if chosen is None:
@@ -148,7 +200,8 @@ def _minimize(session: Session, target: Target, result: RerunResult, turn: int |
             return None
     kind: FlagKind = "degenerate" if chosen.rerun_detector is not None else "diverged"
     log(f"minimizing turn {chosen.turn} ({kind}) on {target.label}")
-    found = asyncio.run(minimize(session, target, chosen.request, kind, max_runs=max_runs,
-                                 progress=log))
+    found = asyncio.run(
+        minimize(session, target, chosen.request, kind, max_runs=max_runs, progress=log)
+    )
     directory = bundle or Path.cwd() / f"repro-{session.id}-turn{chosen.turn}"
     return write_bundle(directory, session, target, found)

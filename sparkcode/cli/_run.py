@@ -65,9 +65,15 @@ from ._asking import run_asker
 from ._options import ApiKeyEnvOption, EndpointOption, ModelOption, WorktreeCommand, WorktreeOption
 
 EXIT_OK, EXIT_ERROR, EXIT_STOPPED, EXIT_DEGENERATE, EXIT_SCHEMA = 0, 1, 3, 4, 5
-FLAGS = {"reasoning_effort": "--effort", "thinking_token_budget": "--budget",
-         "max_turns": "--max-turns", "max_tokens": "--max-tokens",
-         "temperature": "--temperature", "top_p": "--top-p", "degenerate_streams": "--degenerate"}
+FLAGS = {
+    "reasoning_effort": "--effort",
+    "thinking_token_budget": "--budget",
+    "max_turns": "--max-turns",
+    "max_tokens": "--max-tokens",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "degenerate_streams": "--degenerate",
+}
 """The knobs ``run`` takes as flags, by the flag's name (for error messages)."""
 
 
@@ -111,74 +117,136 @@ def register(app: typer.Typer) -> None:
 
 def run_cmd(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per event.")]
-    = False,
-    max_turns: Annotated[int | None, typer.Option(
-        "--max-turns", help="Most model requests for this prompt.")] = None,
-    auto: Annotated[bool, typer.Option(
-        "--auto", help="Full-auto: run edits and shell commands without asking.")] = False,
-    plan: Annotated[bool, typer.Option(
-        "--plan", help="Plan mode: only read-only tools run; the answer is a plan.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per event.")
+    ] = False,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", help="Most model requests for this prompt.")
+    ] = None,
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Full-auto: run edits and shell commands without asking.")
+    ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option("--plan", help="Plan mode: only read-only tools run; the answer is a plan."),
+    ] = False,
     endpoint: EndpointOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
-    workspace: Annotated[Path | None, typer.Option(
-        "--workspace", "-w", help="The project directory (default: current directory).")]
-    = None,
-    profile: Annotated[str | None, typer.Option(
-        "--profile", "-p", help="Engine profile (started if not running).")] = None,
-    effort: Annotated[str | None, typer.Option(
-        "--effort", help=f"reasoning_effort: {', '.join(REASONING_EFFORTS)}.")] = None,
-    budget: Annotated[int | None, typer.Option(
-        "--budget", help="thinking_token_budget (-1 = unlimited).")] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace", "-w", help="The project directory (default: current directory)."
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", "-p", help="Engine profile (started if not running).")
+    ] = None,
+    effort: Annotated[
+        str | None,
+        typer.Option("--effort", help=f"reasoning_effort: {', '.join(REASONING_EFFORTS)}."),
+    ] = None,
+    budget: Annotated[
+        int | None, typer.Option("--budget", help="thinking_token_budget (-1 = unlimited).")
+    ] = None,
     force_tool: Annotated[str | None, typer.Option("--force-tool", hidden=True)] = None,
-    force_tool_schema: Annotated[str | None, typer.Option(
-        "--force-tool-schema", hidden=True)] = None,
+    force_tool_schema: Annotated[
+        str | None, typer.Option("--force-tool-schema", hidden=True)
+    ] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", hidden=True)] = None,
-    temperature: Annotated[float | None, typer.Option(
-        "--temperature", help="Sampling temperature (default: config.toml "
-        "[agent], then the profile, then the server).")] = None,
-    top_p: Annotated[float | None, typer.Option(
-        "--top-p", help="Nucleus sampling top_p.")] = None,
-    seed: Annotated[str | None, typer.Option(
-        "--seed", help="Session seed: an integer, 'random' or 'off' (default: config.toml "
-        "[agent] seed, else random; recorded, so `replay --rerun` reproduces the run).")]
-    = None,
-    no_record: Annotated[bool, typer.Option(
-        "--no-record", help="Do not record this session.")] = False,
-    resume: Annotated[str | None, typer.Option(
-        "--resume", help="Continue the recorded session ID (a new recording names it).")]
-    = None,
-    continue_latest: Annotated[bool, typer.Option(
-        "--continue", "-c", help="Continue the latest session of this workspace.")] = False,
-    degenerate: Annotated[str | None, typer.Option(
-        "--degenerate", help="A looping or garbled stream: stop (exit 4), warn or off "
-        "(default: config.toml's degenerate_streams, else stop).")] = None,
-    prompt_file: Annotated[Path | None, typer.Option(
-        "--prompt-file", help="Further prompts, one a line ('-': standard input, read as "
-        "lines arrive); each is sent when the turn before ends with an answer, as the TUI "
-        "sends a queued message.")] = None,
-    trust_project: Annotated[bool, typer.Option(
-        "--trust-project", help="Trust this project: run its hooks (.sparkcode/hooks.toml, "
-        ".claude/settings.json) and remember it; without it, untrusted project hooks are "
-        "asked about on a terminal and skipped otherwise.")] = False,
-    image: Annotated[list[Path] | None, typer.Option(
-        "--image", help="Attach an image (PNG, JPEG or WebP, told by its bytes) to PROMPT; "
-        "repeatable. The model must take images (the profile's [model] vision).")] = None,
-    vision: Annotated[bool, typer.Option(
-        "--vision", help="With --endpoint: the model takes images.")] = False,
-    output_schema: Annotated[Path | None, typer.Option(
-        "--output-schema", help="A JSON schema file: once the agent has answered, one more "
-        "request has the engine's grammar hold the final answer to it; the JSON alone is "
-        "printed on stdout (the rest on stderr) after it is validated, else exit 5.")] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature",
+            help="Sampling temperature (default: config.toml "
+            "[agent], then the profile, then the server).",
+        ),
+    ] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", help="Nucleus sampling top_p.")] = None,
+    seed: Annotated[
+        str | None,
+        typer.Option(
+            "--seed",
+            help="Session seed: an integer, 'random' or 'off' (default: config.toml "
+            "[agent] seed, else random; recorded, so `replay --rerun` reproduces the run).",
+        ),
+    ] = None,
+    no_record: Annotated[
+        bool, typer.Option("--no-record", help="Do not record this session.")
+    ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", help="Continue the recorded session ID (a new recording names it)."
+        ),
+    ] = None,
+    continue_latest: Annotated[
+        bool,
+        typer.Option("--continue", "-c", help="Continue the latest session of this workspace."),
+    ] = False,
+    degenerate: Annotated[
+        str | None,
+        typer.Option(
+            "--degenerate",
+            help="A looping or garbled stream: stop (exit 4), warn or off "
+            "(default: config.toml's degenerate_streams, else stop).",
+        ),
+    ] = None,
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt-file",
+            help="Further prompts, one a line ('-': standard input, read as "
+            "lines arrive); each is sent when the turn before ends with an answer, as the TUI "
+            "sends a queued message.",
+        ),
+    ] = None,
+    trust_project: Annotated[
+        bool,
+        typer.Option(
+            "--trust-project",
+            help="Trust this project: run its hooks (.sparkcode/hooks.toml, "
+            ".claude/settings.json) and remember it; without it, untrusted project hooks are "
+            "asked about on a terminal and skipped otherwise.",
+        ),
+    ] = False,
+    image: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--image",
+            help="Attach an image (PNG, JPEG or WebP, told by its bytes) to PROMPT; "
+            "repeatable. The model must take images (the profile's [model] vision).",
+        ),
+    ] = None,
+    vision: Annotated[
+        bool, typer.Option("--vision", help="With --endpoint: the model takes images.")
+    ] = False,
+    output_schema: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-schema",
+            help="A JSON schema file: once the agent has answered, one more "
+            "request has the engine's grammar hold the final answer to it; the JSON alone is "
+            "printed on stdout (the rest on stderr) after it is validated, else exit 5.",
+        ),
+    ] = None,
     worktree: WorktreeOption = None,
 ) -> None:
     """Run the agent on PROMPT without the TUI and print the result."""
     # The flags are held to the knobs' types and ranges, as config.toml is.
     knobs = knobs_from(
-        {"reasoning_effort": effort, "thinking_token_budget": budget, "max_turns": max_turns,
-         "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
-         "degenerate_streams": degenerate}, "sparkcode run:", FLAGS)
+        {
+            "reasoning_effort": effort,
+            "thinking_token_budget": budget,
+            "max_turns": max_turns,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            "degenerate_streams": degenerate,
+        },
+        "sparkcode run:",
+        FLAGS,
+    )
     if auto and plan:
         raise UserError("--auto and --plan exclude each other; pass one")
     schema = None
@@ -190,27 +258,47 @@ def run_cmd(
     if resume and continue_latest:
         raise UserError("--resume and --continue exclude each other; pass one")
     if output_schema is not None and as_json:
-        raise UserError("--output-schema prints the final JSON alone on stdout, --json prints "
-                        "every event there; pass one")
+        raise UserError(
+            "--output-schema prints the final JSON alone on stdout, --json prints "
+            "every event there; pass one"
+        )
     request = RunRequest(
-        prompt=prompt, workspace=workspace or Path.cwd(), as_json=as_json, endpoint=endpoint,
-        model=model, api_key_env=api_key_env, profile=profile, vision=vision, resume=resume,
-        continue_latest=continue_latest, prompt_file=prompt_file,
+        prompt=prompt,
+        workspace=workspace or Path.cwd(),
+        as_json=as_json,
+        endpoint=endpoint,
+        model=model,
+        api_key_env=api_key_env,
+        profile=profile,
+        vision=vision,
+        resume=resume,
+        continue_latest=continue_latest,
+        prompt_file=prompt_file,
         images=tuple(p.expanduser().absolute() for p in image or ()),
-        output_schema=output_schema, worktree=worktree,
+        output_schema=output_schema,
+        worktree=worktree,
         session=SessionOptions(
-            origin="run", record=not no_record, knobs=knobs, seed=parse_seed(seed),
+            origin="run",
+            record=not no_record,
+            knobs=knobs,
+            seed=parse_seed(seed),
             permission_mode="full-auto" if auto else "plan" if plan else None,
-            force_tool=force_tool, force_tool_parameters=schema,
-            trust_project=True if trust_project else None),
+            force_tool=force_tool,
+            force_tool_parameters=schema,
+            trust_project=True if trust_project else None,
+        ),
     )
     code = asyncio.run(run_headless(request, Paths.from_env()))
     if code:
         raise typer.Exit(code)
 
 
-async def run_headless(request: RunRequest, paths: Paths | None = None,
-                       out: TextIO | None = None, err: TextIO | None = None) -> int:
+async def run_headless(
+    request: RunRequest,
+    paths: Paths | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """Resolve the engine, run one turn, print it; returns the exit status.
 
     ``paths``: the directories the command resolved once; None reads them from the
@@ -237,18 +325,32 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
     try:
         rebuilt = None
         if request.resume or request.continue_latest:
-            rebuilt = await resume_here(paths, workspace, request.resume,
-                                        request.continue_latest, err)
+            rebuilt = await resume_here(
+                paths, workspace, request.resume, request.continue_latest, err
+            )
             workspace = Path(rebuilt.workspace)
-        target = resolve_target(workspace, paths, profile=request.profile,
-                                endpoint=request.endpoint, model=request.model,
-                                api_key_env=request.api_key_env, vision=request.vision,
-                                worktree=tree if tree and tree.workspace == workspace else None)
-        session = await build_session(target, replace(
-            request.session, origin="run", approver=None if sys.stdin.isatty() else _refuse,
-            progress=progress, resume=rebuilt,
-            ask_trust=_ask_trust if sys.stdin.isatty() else None,
-        ), paths)
+        target = resolve_target(
+            workspace,
+            paths,
+            profile=request.profile,
+            endpoint=request.endpoint,
+            model=request.model,
+            api_key_env=request.api_key_env,
+            vision=request.vision,
+            worktree=tree if tree and tree.workspace == workspace else None,
+        )
+        session = await build_session(
+            target,
+            replace(
+                request.session,
+                origin="run",
+                approver=None if sys.stdin.isatty() else _refuse,
+                progress=progress,
+                resume=rebuilt,
+                ask_trust=_ask_trust if sys.stdin.isatty() else None,
+            ),
+            paths,
+        )
     except BaseException:
         if tree is not None:
             tree.discard()  # a start that failed leaves no new worktree behind
@@ -256,8 +358,10 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
     agent = session.agent
     agent.asker = run_asker(err)  # ask_user: the terminal, or nobody without one
     if rebuilt is not None:
-        progress(f"resuming session {rebuilt.session_id} after turn {rebuilt.turns} "
-                 f"(new session {session.session_id or 'not recorded'})")
+        progress(
+            f"resuming session {rebuilt.session_id} after turn {rebuilt.turns} "
+            f"(new session {session.session_id or 'not recorded'})"
+        )
         if rebuilt.todos:
             progress(TodoList(items=rebuilt.todos).render())
     for note in session.notes:
@@ -289,8 +393,10 @@ async def run_headless(request: RunRequest, paths: Paths | None = None,
             if reason == "stop" and not empty and not printer.errors:
                 return await _final_json(agent, schema, out, err)
             # The run's own status stays (1, 3 or 4): it says why better than 5 would.
-            progress("error: --output-schema: no final answer was asked for, as the run did "
-                     f"not end with one ({'an empty answer' if empty else reason})")
+            progress(
+                "error: --output-schema: no final answer was asked for, as the run did "
+                f"not end with one ({'an empty answer' if empty else reason})"
+            )
     finally:
         await session.aclose()
         if target.worktree is not None:  # how to merge or remove it
@@ -340,8 +446,9 @@ def parse_seed(text: str | None) -> int | Literal["random", "off"] | None:
     raise UserError(f"--seed must be a non-negative integer, 'random' or 'off', got {text!r}")
 
 
-async def resume_here(paths: Paths, workspace: Path, session_id: str | None, latest: bool,
-                      err: TextIO) -> Rebuilt:
+async def resume_here(
+    paths: Paths, workspace: Path, session_id: str | None, latest: bool, err: TextIO
+) -> Rebuilt:
     """The conversation to continue; a session of another workspace is resumed there
     only when the user at the terminal says yes."""
     store = SessionStore(paths.sessions_dir)
@@ -350,13 +457,14 @@ async def resume_here(paths: Paths, workspace: Path, session_id: str | None, lat
     except WorkspaceMismatch as exc:
         if not sys.stdin.isatty():
             raise
-        print(f"session {exc.session_id} was recorded in {exc.recorded} (you are in "
-              f"{exc.current}).", file=err)
+        print(
+            f"session {exc.session_id} was recorded in {exc.recorded} (you are in {exc.current}).",
+            file=err,
+        )
         answer = await asyncio.to_thread(input, f"resume it in {exc.recorded}? [y/N]: ")
         if answer.strip().lower() not in ("y", "yes"):
             raise UserError("not resumed: the session belongs to another workspace") from None
-        return await find_resume(store, workspace, session_id=exc.session_id,
-                                 any_workspace=True)
+        return await find_resume(store, workspace, session_id=exc.session_id, any_workspace=True)
 
 
 async def _final_json(agent: Agent, schema: dict[str, Any], out: TextIO, err: TextIO) -> int:
@@ -379,15 +487,17 @@ async def _refuse(request: ApprovalRequested) -> ApprovalDecision:
     return ApprovalDecision(
         approved=False,
         reason="not approved: sparkcode run is not interactive; rerun with --auto or allow "
-               "this tool in config.toml [permissions]",
+        "this tool in config.toml [permissions]",
     )
 
 
 async def _ask_trust(workspace: Path, hooks: tuple[HookSpec, ...]) -> bool:
     print(f"\n{workspace} declares hooks (commands run on agent events):", file=sys.stderr)
     for hook in hooks:
-        print(f"  {hook.event} [{hook.matcher or '*'}] {hook.command}  ({hook.source})",
-              file=sys.stderr)
+        print(
+            f"  {hook.event} [{hook.matcher or '*'}] {hook.command}  ({hook.source})",
+            file=sys.stderr,
+        )
     answer = await asyncio.to_thread(input, "trust this project and run them? [y/N]: ")
     return answer.strip().lower() in ("y", "yes")
 
@@ -398,8 +508,9 @@ async def _ask_terminal(request: ApprovalRequested, err: TextIO) -> ApprovalDeci
         print(request.detail.rstrip("\n"), file=err)
     answer = await asyncio.to_thread(input, "approve? [y]es / [N]o / [a]lways: ")
     answer = answer.strip().lower()
-    return ApprovalDecision(approved=answer in ("y", "yes", "a", "always"),
-                            always=answer in ("a", "always"))
+    return ApprovalDecision(
+        approved=answer in ("y", "yes", "a", "always"), always=answer in ("a", "always")
+    )
 
 
 class _Printer:
@@ -437,15 +548,19 @@ class _Printer:
             first = event.result.strip().splitlines()[0] if event.result.strip() else ""
             self._note(f"   {'failed' if event.error else 'ok'}: {first[:200]}")
         elif isinstance(event, BudgetExceeded):
-            self._note(f"thinking passed its budget ({event.used} > {event.budget} tokens); "
-                       "continuing without thinking")
+            self._note(
+                f"thinking passed its budget ({event.used} > {event.budget} tokens); "
+                "continuing without thinking"
+            )
         elif isinstance(event, Notice):
             self._note(f"note: {event.message}")
         elif isinstance(event, DegenerationDetected):
             self._newline()
             what = "stopped the stream" if event.stopped else "warning only"
-            self._note(f"degenerate {event.channel} after {event.chars} characters "
-                       f"({event.pattern}: {event.detail}); {what}")
+            self._note(
+                f"degenerate {event.channel} after {event.chars} characters "
+                f"({event.pattern}: {event.detail}); {what}"
+            )
         elif isinstance(event, HookRan):
             self._newline()
             self._note(describe(event))
@@ -461,8 +576,10 @@ class _Printer:
             if event.reason != "stop":
                 self._note(f"stopped: {event.reason}")
             rate = f", {self.rate:.1f} tok/s" if self.rate else ""
-            self._note(f"({event.requests} requests, {event.prompt_tokens} prompt + "
-                       f"{event.completion_tokens} completion tokens{rate})")
+            self._note(
+                f"({event.requests} requests, {event.prompt_tokens} prompt + "
+                f"{event.completion_tokens} completion tokens{rate})"
+            )
 
     def _task(self, event: Event) -> None:
         """A ``task`` call's sub-conversation: its calls, indented under the task."""

@@ -41,8 +41,11 @@ def warn_problems(session: Session) -> None:
     for problem in session.problems:
         typer.echo(f"warning: {problem}", err=True)
     if session.truncated_tail:
-        typer.echo(f"warning: {session.path}: the last line was cut short (a crash while "
-                   "recording?) and was left out", err=True)
+        typer.echo(
+            f"warning: {session.path}: the last line was cut short (a crash while "
+            "recording?) and was left out",
+            err=True,
+        )
 
 
 @sessions_app.command("list")
@@ -55,12 +58,15 @@ def list_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")
     if not rows:
         typer.echo(f"no sessions recorded yet (in {store().directory})")
         return
-    typer.echo(f"{'ID':<12}  {'CREATED':<25}  {'REQ':>4}  {'TOKENS':>7}  {'TIME':>7}  "
-               "ENGINE / MODEL")
+    typer.echo(
+        f"{'ID':<12}  {'CREATED':<25}  {'REQ':>4}  {'TOKENS':>7}  {'TIME':>7}  ENGINE / MODEL"
+    )
     for r in rows:
         flag = " (damaged)" if r.problems or r.truncated else ""
-        typer.echo(f"{r.id:<12}  {r.created:<25}  {r.requests:>4}  {r.completion_tokens:>7}  "
-                   f"{human_duration(r.duration_s):>7}  {r.engine} / {r.model or '?'}{flag}")
+        typer.echo(
+            f"{r.id:<12}  {r.created:<25}  {r.requests:>4}  {r.completion_tokens:>7}  "
+            f"{human_duration(r.duration_s):>7}  {r.engine} / {r.model or '?'}{flag}"
+        )
         if r.worktree:
             typer.echo(f"{'':<12}  worktree {r.worktree} (branch {r.branch or '?'})")
 
@@ -75,13 +81,21 @@ def show_cmd(
     warn_problems(session)
     summary = summarize(session)
     if as_json:
-        typer.echo(json.dumps({
-            "summary": summary.to_json(), "header": session.header,
-            "problems": [str(p) for p in session.problems],
-            "requests": [_request_json(session, i) for i in range(len(session.exchanges))],
-            "events": [{"t_s": (e.t_ns - session.t0_ns) / 1e9, "type": e.type, "data": e.data}
-                       for e in session.events],
-        }, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "summary": summary.to_json(),
+                    "header": session.header,
+                    "problems": [str(p) for p in session.problems],
+                    "requests": [_request_json(session, i) for i in range(len(session.exchanges))],
+                    "events": [
+                        {"t_s": (e.t_ns - session.t0_ns) / 1e9, "type": e.type, "data": e.data}
+                        for e in session.events
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
     engine = session.engine
     typer.echo(f"session {session.id}  ({session.path})")
@@ -89,10 +103,13 @@ def show_cmd(
     typer.echo(f"  workspace  {summary.workspace}")
     if summary.worktree:
         typer.echo(f"  worktree   {summary.worktree} (branch {summary.branch or '?'})")
-    typer.echo(f"  engine     {engine.get('profile') or 'endpoint'} at {engine.get('base_url')}"
-               f"  vLLM {engine.get('vllm_version') or '?'}")
-    typer.echo(f"  model      {summary.model or '?'}  revision "
-               f"{engine.get('model_revision') or '?'}")
+    typer.echo(
+        f"  engine     {engine.get('profile') or 'endpoint'} at {engine.get('base_url')}"
+        f"  vLLM {engine.get('vllm_version') or '?'}"
+    )
+    typer.echo(
+        f"  model      {summary.model or '?'}  revision {engine.get('model_revision') or '?'}"
+    )
     if engine.get("argv"):
         typer.echo(f"  command    {' '.join(str(a) for a in engine['argv'])}")
     typer.echo("")
@@ -101,9 +118,11 @@ def show_cmd(
         if isinstance(item, Exchange):
             data = _request_json(session, session.exchanges.index(item))
             error = f"  ERROR {data['error']}" if data["error"] else ""
-            typer.echo(f"[{t:8.2f}s] request {data['request']} {data['method']} {data['path']}"
-                       f" -> {data['status']}  {data['tokens']} tokens  "
-                       f"{data['chunks']} chunks  {data['finish'] or ''}{error}")
+            typer.echo(
+                f"[{t:8.2f}s] request {data['request']} {data['method']} {data['path']}"
+                f" -> {data['status']}  {data['tokens']} tokens  "
+                f"{data['chunks']} chunks  {data['finish'] or ''}{error}"
+            )
             if data["text"]:
                 typer.echo(f"             {_clip(str(data['text']))}")
         else:
@@ -114,8 +133,11 @@ def _request_json(session: Session, position: int) -> dict[str, object]:
     exchange = session.exchanges[position]
     output = exchange_output(exchange) if is_model_call(exchange) else None
     return {
-        "request": exchange.index, "method": exchange.method, "path": exchange.path,
-        "status": exchange.status, "chunks": len(exchange.chunks),
+        "request": exchange.index,
+        "method": exchange.method,
+        "path": exchange.path,
+        "status": exchange.status,
+        "chunks": len(exchange.chunks),
         "tokens": output.completion_tokens if output else None,
         "finish": output.finish_reason if output else None,
         "error": exchange.error or (output.error if output else None),
@@ -132,12 +154,22 @@ def _clip(text: str, width: int = 110) -> str:
 @sessions_app.command("export")
 def export_cmd(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="Session ID or unique prefix.")],
-    file: Annotated[Path, typer.Argument(
-        metavar="FILE", help="Where to write it (a directory: ID.jsonl/.md/.html in it; "
-        "- prints a transcript).")],
-    fmt: Annotated[str, typer.Option(
-        "--format", metavar="jsonl|md|html",
-        help="jsonl: the raw recording; md or html: a readable transcript.")] = "jsonl",
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="Where to write it (a directory: ID.jsonl/.md/.html in it; "
+            "- prints a transcript).",
+        ),
+    ],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="jsonl|md|html",
+            help="jsonl: the raw recording; md or html: a readable transcript.",
+        ),
+    ] = "jsonl",
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE.")] = False,
 ) -> None:
     """Copy a session file (JSONL, secrets already redacted) to FILE, or write its
@@ -158,12 +190,13 @@ def export_cmd(
         images = copy_blobs(source, file)
     except OSError as exc:
         raise UserError(f"cannot write {file}: {exc.strerror}") from None
-    typer.echo(f"exported {source.stem} to {file}"
-               + (f" (and its {images} images to {blobs_dir(file)})" if images else ""))
+    typer.echo(
+        f"exported {source.stem} to {file}"
+        + (f" (and its {images} images to {blobs_dir(file)})" if images else "")
+    )
 
 
-def _export_transcript(source: Path, file: Path, fmt: TranscriptFormat, *,
-                       force: bool) -> None:
+def _export_transcript(source: Path, file: Path, fmt: TranscriptFormat, *, force: bool) -> None:
     import asyncio
 
     from sparkcode.replay import session_transcript
@@ -188,9 +221,12 @@ def _export_transcript(source: Path, file: Path, fmt: TranscriptFormat, *,
 @sessions_app.command("fork")
 def fork_cmd(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="Session ID (unique prefix).")],
-    turn: Annotated[int | None, typer.Option(
-        "--turn", min=0, help="Keep the conversation up to this turn (default: all of it).")]
-    = None,
+    turn: Annotated[
+        int | None,
+        typer.Option(
+            "--turn", min=0, help="Keep the conversation up to this turn (default: all of it)."
+        ),
+    ] = None,
 ) -> None:
     """Start a new session from ID's conversation (up to --turn); resume it later."""
     import asyncio
@@ -206,10 +242,16 @@ def fork_cmd(
     for note in rebuilt.notes:
         typer.echo(f"note: {note}", err=True)
     if rebuilt.turns < rebuilt.total_turns:
-        typer.echo(f"note: the files stay as turn {rebuilt.total_turns} left them (a fork "
-                   "rewinds the conversation only; /undo in the TUI rewinds both)", err=True)
+        typer.echo(
+            f"note: the files stay as turn {rebuilt.total_turns} left them (a fork "
+            "rewinds the conversation only; /undo in the TUI rewinds both)",
+            err=True,
+        )
     new_id = write_fork(paths, rebuilt, session.engine)
     typer.echo(new_id)
-    typer.echo(f"forked {session.id} after turn {rebuilt.turns} of {rebuilt.total_turns} as "
-               f"{new_id}; continue it with `sparkcode --resume {new_id}` or "
-               f"`sparkcode run --resume {new_id} \"...\"`", err=True)
+    typer.echo(
+        f"forked {session.id} after turn {rebuilt.turns} of {rebuilt.total_turns} as "
+        f"{new_id}; continue it with `sparkcode --resume {new_id}` or "
+        f'`sparkcode run --resume {new_id} "..."`',
+        err=True,
+    )

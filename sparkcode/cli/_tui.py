@@ -19,43 +19,67 @@ def register(app: typer.Typer) -> None:
 
 def tui(
     ctx: typer.Context,
-    profile: Annotated[str | None, typer.Option(
-        "--profile", "-p", help="Engine profile (default: the machine's default profile).",
-    )] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile", "-p", help="Engine profile (default: the machine's default profile)."
+        ),
+    ] = None,
     endpoint: EndpointOption = None,
     model: ModelOption = None,
     api_key_env: ApiKeyEnvOption = None,
-    vision: Annotated[bool, typer.Option(
-        "--vision", help="With --endpoint: the model takes images (/image, @shot.png).",
-    )] = False,
-    workspace: Annotated[Path | None, typer.Option(
-        "--workspace", "-w", help="Directory the agent works in (default: the current one).",
-    )] = None,
-    continue_latest: Annotated[bool, typer.Option(
-        "--continue", "-c", help="Continue the latest session of this workspace.",
-    )] = False,
-    resume: Annotated[str | None, typer.Option(
-        "--resume", "-r", help="Continue the recorded session ID (`sparkcode sessions list`).",
-    )] = None,
+    vision: Annotated[
+        bool,
+        typer.Option(
+            "--vision", help="With --endpoint: the model takes images (/image, @shot.png)."
+        ),
+    ] = False,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace", "-w", help="Directory the agent works in (default: the current one)."
+        ),
+    ] = None,
+    continue_latest: Annotated[
+        bool,
+        typer.Option("--continue", "-c", help="Continue the latest session of this workspace."),
+    ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", "-r", help="Continue the recorded session ID (`sparkcode sessions list`)."
+        ),
+    ] = None,
     worktree: WorktreeOption = None,
 ) -> None:
     """Open the sparkcode terminal UI (run a subcommand for anything else)."""
     from engine.errors import UserError
 
     if ctx.invoked_subcommand is not None:
-        given = [name for name, value in (
-            ("--profile", profile), ("--endpoint", endpoint), ("--model", model),
-            ("--api-key-env", api_key_env), ("--workspace", workspace),
-            ("--vision", vision or None),
-            ("--resume", resume), ("--continue", continue_latest or None),
-            ("--worktree", worktree)) if value is not None]
+        given = [
+            name
+            for name, value in (
+                ("--profile", profile),
+                ("--endpoint", endpoint),
+                ("--model", model),
+                ("--api-key-env", api_key_env),
+                ("--workspace", workspace),
+                ("--vision", vision or None),
+                ("--resume", resume),
+                ("--continue", continue_latest or None),
+                ("--worktree", worktree),
+            )
+            if value is not None
+        ]
         if given:
             # They belong to the TUI; silently ignoring them would run the subcommand
             # against another engine or workspace than the one asked for.
             command = ctx.invoked_subcommand
-            raise UserError(f"{', '.join(given)} before `{command}` would be ignored (those "
-                            f"options set up the TUI); give a command its options after its "
-                            f"name (see `sparkcode {command} --help`)")
+            raise UserError(
+                f"{', '.join(given)} before `{command}` would be ignored (those "
+                f"options set up the TUI); give a command its options after its "
+                f"name (see `sparkcode {command} --help`)"
+            )
         return
     import asyncio
     import sys
@@ -80,10 +104,19 @@ def tui(
             root = Path(rebuilt.workspace)
         # The worktree opened here, or the one a resumed session was recorded in.
         tree_here = tree if tree is not None and tree.workspace == root else find_worktree(root)
-        app = build_app(LaunchOptions(
-            workspace=root, profile=profile, endpoint=endpoint, model=model,
-            api_key_env=api_key_env, resume=rebuilt, vision=vision, worktree=tree_here,
-        ), paths)
+        app = build_app(
+            LaunchOptions(
+                workspace=root,
+                profile=profile,
+                endpoint=endpoint,
+                model=model,
+                api_key_env=api_key_env,
+                resume=rebuilt,
+                vision=vision,
+                worktree=tree_here,
+            ),
+            paths,
+        )
     except BaseException:
         if tree is not None:
             tree.discard()  # a start that failed leaves no new worktree behind
@@ -105,6 +138,8 @@ def note_running_engine(paths: Paths) -> None:
         return
     if status.state in ("booting", "ready", "unhealthy"):
         where = f" on {status.base_url}" if status.base_url else ""
-        typer.echo(f"sparkcode: the {status.profile} engine is still running{where} "
-                   f"({status.state}, pid {status.pid}); `sparkcode engine stop` stops it",
-                   err=True)
+        typer.echo(
+            f"sparkcode: the {status.profile} engine is still running{where} "
+            f"({status.state}, pid {status.pid}); `sparkcode engine stop` stops it",
+            err=True,
+        )

@@ -109,12 +109,15 @@ from ._diagnostics import (
 from ._keys import KEY_ACTIONS, KeyAction, Where, parse_keys
 
 PermissionMode = Literal["sandbox", "ask", "auto-edit", "full-auto", "plan"]
-PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "full-auto",
-                                                "plan")
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("sandbox", "ask", "auto-edit", "full-auto", "plan")
 NotifyMode = Literal["off", "bell", "desktop", "both"]
 NOTIFY_MODES: tuple[NotifyMode, ...] = ("off", "bell", "desktop", "both")
-Seed = Annotated[int, Meta(ge=0, le=2**63 - 1, description=(
-    '"random", "off" or a non-negative integer'))] | Literal["random", "off"]
+Seed = (
+    Annotated[
+        int, Meta(ge=0, le=2**63 - 1, description=('"random", "off" or a non-negative integer'))
+    ]
+    | Literal["random", "off"]
+)
 
 
 class ConfigError(UserError):
@@ -169,8 +172,7 @@ class WebFetchConfig(_Table, frozen=True):
     enabled: bool = False
     allow_private: bool = False
     """Also fetch loopback, private, link-local and reserved addresses."""
-    max_bytes: Annotated[int, Meta(ge=1024, description="an integer of at least 1024")] \
-        = 2_000_000
+    max_bytes: Annotated[int, Meta(ge=1024, description="an integer of at least 1024")] = 2_000_000
     timeout_s: _Seconds = 20.0
 
 
@@ -211,8 +213,10 @@ class Config(AgentTable, frozen=True, kw_only=True):
     source: Path | None = None
 
 
-_Rules = Annotated[tuple[Annotated[str, Meta(min_length=1)], ...],
-                   Meta(description="a list of 'tool' or 'tool:glob' strings")]
+_Rules = Annotated[
+    tuple[Annotated[str, Meta(min_length=1)], ...],
+    Meta(description="a list of 'tool' or 'tool:glob' strings"),
+]
 
 
 class _PermissionsTable(_Table, frozen=True):
@@ -222,8 +226,10 @@ class _PermissionsTable(_Table, frozen=True):
 
 class _SandboxTable(_Table, frozen=True):
     network: bool = False
-    writable: Annotated[tuple[Annotated[str, Meta(min_length=1)], ...],
-                        Meta(description="a list of directory paths")] = ()
+    writable: Annotated[
+        tuple[Annotated[str, Meta(min_length=1)], ...],
+        Meta(description="a list of directory paths"),
+    ] = ()
 
 
 class _McpTable(_Table, frozen=True):
@@ -280,17 +286,23 @@ def parse_config(text: str, source: Path) -> Config:
     writable = tuple(Path(w).expanduser() for w in doc.sandbox.writable)
     for w, p in zip(doc.sandbox.writable, writable, strict=True):
         if not p.is_absolute():
-            raise ConfigError(f"{source}: [sandbox] writable: {w!r} is not an absolute path "
-                              "(or ~/...)")
+            raise ConfigError(
+                f"{source}: [sandbox] writable: {w!r} is not an absolute path (or ~/...)"
+            )
     agent = {name: getattr(doc.agent, name) for name in AgentTable.__struct_fields__}
     return Config(
-        **agent, allow=tuple(PermissionRule.parse(v) for v in doc.permissions.allow),
+        **agent,
+        allow=tuple(PermissionRule.parse(v) for v in doc.permissions.allow),
         deny=tuple(PermissionRule.parse(v) for v in doc.permissions.deny),
-        sandbox_network=doc.sandbox.network, sandbox_writable=writable,
-        mcp_servers=_mcp_servers(doc.mcp.servers, source), notify=doc.tui.notify,
-        hooks=parse_hooks_table(doc.hooks, f"{source}: [hooks]"), web_fetch=doc.web_fetch,
+        sandbox_network=doc.sandbox.network,
+        sandbox_writable=writable,
+        mcp_servers=_mcp_servers(doc.mcp.servers, source),
+        notify=doc.tui.notify,
+        hooks=parse_hooks_table(doc.hooks, f"{source}: [hooks]"),
+        web_fetch=doc.web_fetch,
         diagnostics=_diagnostics(doc.diagnostics, source),
-        keys=_keys(doc.keys, source), source=source,
+        keys=_keys(doc.keys, source),
+        source=source,
     )
 
 
@@ -306,37 +318,43 @@ def _diagnostics(table: DiagnosticsTable, source: Path) -> DiagnosticsConfig:
     for name, raw in table.servers.items():
         where = f"{source}: [diagnostics.servers.{name}]"
         _check_name(name, where)
-        server = convert_toml(raw, LanguageServerTable, source, ConfigError, colon=True,
-                              where=where)
+        server = convert_toml(
+            raw, LanguageServerTable, source, ConfigError, colon=True, where=where
+        )
         servers[name] = server.server(name)
-    knobs = {name: getattr(table, name) for name in table.__struct_fields__
-             if name != "servers"}
+    knobs = {name: getattr(table, name) for name in table.__struct_fields__ if name != "servers"}
     return DiagnosticsConfig(**knobs, servers=tuple(servers.values()))
 
 
 def _check_name(name: str, where: str) -> None:
     if not _MCP_NAME.fullmatch(name):
-        raise ConfigError(f"{where}: the name may use only letters, digits, '_' and '-' "
-                          "(at most 32)")
+        raise ConfigError(
+            f"{where}: the name may use only letters, digits, '_' and '-' (at most 32)"
+        )
 
 
-def _mcp_servers(tables: dict[str, dict[str, Any]],
-                 source: Path) -> tuple[McpServerConfig, ...]:
+def _mcp_servers(tables: dict[str, dict[str, Any]], source: Path) -> tuple[McpServerConfig, ...]:
     out = []
     for name, raw in tables.items():
         where = f"{source}: [mcp.servers.{name}]"
         _check_name(name, where)
-        table = convert_toml(raw, _McpServerTable, source, ConfigError, colon=False,
-                             where=where)
+        table = convert_toml(raw, _McpServerTable, source, ConfigError, colon=False, where=where)
         if (table.command is None) == (table.url is None):
             raise ConfigError(f"{where}: give either command (stdio) or url (streamable HTTP)")
         if table.url is not None and not table.url.startswith(("http://", "https://")):
             raise ConfigError(f"{where}: url must be an http:// or https:// URL")
-        out.append(McpServerConfig(
-            name=name, command=table.command, args=table.args,
-            env=tuple(sorted(table.env.items())),
-            cwd=Path(table.cwd).expanduser() if table.cwd else None, url=table.url,
-            startup_timeout_s=table.startup_timeout_s, call_timeout_s=table.call_timeout_s))
+        out.append(
+            McpServerConfig(
+                name=name,
+                command=table.command,
+                args=table.args,
+                env=tuple(sorted(table.env.items())),
+                cwd=Path(table.cwd).expanduser() if table.cwd else None,
+                url=table.url,
+                startup_timeout_s=table.startup_timeout_s,
+                call_timeout_s=table.call_timeout_s,
+            )
+        )
     return tuple(out)
 
 

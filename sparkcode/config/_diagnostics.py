@@ -37,9 +37,13 @@ class LanguageServerConfig:
 
 
 PYTHON_SERVER = LanguageServerConfig(
-    name="python", command="basedpyright-langserver", args=("--stdio",),
-    extensions=(".py", ".pyi"), language_id="python",
-    settings={"basedpyright": {"analysis": {"typeCheckingMode": "standard"}}})
+    name="python",
+    command="basedpyright-langserver",
+    args=("--stdio",),
+    extensions=(".py", ".pyi"),
+    language_id="python",
+    settings={"basedpyright": {"analysis": {"typeCheckingMode": "standard"}}},
+)
 """The built-in server: basedpyright, a dependency that brings its own Node. Its own
 default mode ("recommended") also flags style (reportAny, reportUnusedCallResult: a
 warning on every bare call); "standard" is pyright's default, type errors. A project's
@@ -49,25 +53,37 @@ pyrightconfig.json or ``[tool.basedpyright]`` still wins."""
 class LanguageServerTable(TomlTable, frozen=True, kw_only=True):
     """``[diagnostics.servers.NAME]`` as written (its name is the table's)."""
 
-    command: Annotated[str, Meta(pattern=r"\S", description=(
-        "a non-empty string (the server's program; its arguments go in args)"))]
+    command: Annotated[
+        str,
+        Meta(
+            pattern=r"\S",
+            description=("a non-empty string (the server's program; its arguments go in args)"),
+        ),
+    ]
     args: tuple[str, ...] = ()
-    extensions: Annotated[tuple[Annotated[str, Meta(pattern=r"^\..")], ...], Meta(
-        min_length=1, description='a non-empty list like [".rs"]')]
-    language_id: Annotated[str, Meta(min_length=1, description="a non-empty string")] \
-        | None = None
+    extensions: Annotated[
+        tuple[Annotated[str, Meta(pattern=r"^\..")], ...],
+        Meta(min_length=1, description='a non-empty list like [".rs"]'),
+    ]
+    language_id: Annotated[str, Meta(min_length=1, description="a non-empty string")] | None = None
     settings: dict[str, Any] = {}
 
     def server(self, name: str) -> LanguageServerConfig:
         return LanguageServerConfig(
-            name=name, command=self.command, args=self.args, extensions=self.extensions,
-            language_id=self.language_id or name, settings=self.settings)
+            name=name,
+            command=self.command,
+            args=self.args,
+            extensions=self.extensions,
+            language_id=self.language_id or name,
+            settings=self.settings,
+        )
 
 
 class _DiagnosticsKnobs(TomlTable, frozen=True, kw_only=True):
     enabled: bool = True
-    timeout_s: Annotated[float, Meta(gt=0, le=120, description=(
-        "a number of seconds in (0, 120]"))] = 4.0
+    timeout_s: Annotated[
+        float, Meta(gt=0, le=120, description=("a number of seconds in (0, 120]"))
+    ] = 4.0
     """The longest one edit waits for a running server. A warm basedpyright answered an
     edit of a small file (two analyses: before and after) in 0.3-1.2 s here, 2 cores at
     load 5-10; 4 s is three times the slow end and short beside a model's turn. A
@@ -83,8 +99,9 @@ class _DiagnosticsKnobs(TomlTable, frozen=True, kw_only=True):
 class DiagnosticsTable(_DiagnosticsKnobs, frozen=True, kw_only=True):
     """``[diagnostics]`` as written."""
 
-    servers: Annotated[dict[str, dict[str, Any]], Meta(
-        description="tables [diagnostics.servers.NAME]")] = {}
+    servers: Annotated[
+        dict[str, dict[str, Any]], Meta(description="tables [diagnostics.servers.NAME]")
+    ] = {}
     """Each held to :class:`LanguageServerTable` on its own, so that its messages
     name its table."""
 

@@ -58,8 +58,11 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
 
 ACTIONS_BY_NAME = {action.name: action for action in KEY_ACTIONS}
 _MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
-_NAMED = frozenset(key.value for key in Keys) | frozenset(KEY_NAME_REPLACEMENTS.values()) \
+_NAMED = (
+    frozenset(key.value for key in Keys)
+    | frozenset(KEY_NAME_REPLACEMENTS.values())
     | frozenset({"enter", "space", "tab", "backspace", "escape"})
+)
 
 
 def action_for(name: str) -> KeyAction:
@@ -68,8 +71,9 @@ def action_for(name: str) -> KeyAction:
         return ACTIONS_BY_NAME[name]
     except KeyError:
         valid = ", ".join(ACTIONS_BY_NAME)
-        raise ValueError(f"{name!r} is not an action that can be bound; the actions are: "
-                         f"{valid}") from None
+        raise ValueError(
+            f"{name!r} is not an action that can be bound; the actions are: {valid}"
+        ) from None
 
 
 def check_keys(text: str) -> str:
@@ -78,8 +82,10 @@ def check_keys(text: str) -> str:
     ``ValueError`` naming the bad part."""
     keys = [part.strip() for part in text.split(",")]
     if not text.strip() or any(not key for key in keys):
-        raise ValueError(f"{text!r} is not a key: give a key like \"ctrl+g\", \"f2\" or "
-                         "\"alt+x\" (several comma-separated)")
+        raise ValueError(
+            f'{text!r} is not a key: give a key like "ctrl+g", "f2" or '
+            '"alt+x" (several comma-separated)'
+        )
     return ",".join(_check_key(key) for key in keys)
 
 
@@ -87,8 +93,10 @@ def _check_key(key: str) -> str:
     *modifiers, base = key.split("+") if key != "+" else ["+"]
     wrong = [m for m in modifiers if m.lower() not in _MODIFIERS]
     if wrong or not base:
-        raise ValueError(f"{key!r} is not a key: the modifiers are "
-                         f"{', '.join(sorted(_MODIFIERS))}, joined with '+' before one key")
+        raise ValueError(
+            f"{key!r} is not a key: the modifiers are "
+            f"{', '.join(sorted(_MODIFIERS))}, joined with '+' before one key"
+        )
     if len(base) == 1:
         return "+".join([*(m.lower() for m in modifiers), base])
     name = base.lower()
@@ -96,9 +104,11 @@ def _check_key(key: str) -> str:
         if not 1 <= int(name[1:]) <= 24:
             raise ValueError(f"{key!r} is not a key: function keys are f1 to f24")
     elif name not in _NAMED and not _is_character_name(name):
-        raise ValueError(f"{key!r} is not a key: {base!r} is no key name Textual knows "
-                         "(letters, digits, f1-f24, enter, escape, tab, space, up, home, "
-                         "pageup, ...)")
+        raise ValueError(
+            f"{key!r} is not a key: {base!r} is no key name Textual knows "
+            "(letters, digits, f1-f24, enter, escape, tab, space, up, home, "
+            "pageup, ...)"
+        )
     return "+".join([*(m.lower() for m in modifiers), name])
 
 
@@ -142,8 +152,10 @@ def parse_keys(table: dict[str, str]) -> tuple[tuple[str, str], ...]:
         for key in keys.split(",") if name in table else ():
             action = ACTIONS_BY_NAME[name]
             if key in taken and action.where != "prompt" and not action.priority:
-                raise ValueError(f"{name}: {key!r} is the prompt's own key ({taken[key]}), "
-                                 "which the prompt takes first; choose another")
+                raise ValueError(
+                    f"{name}: {key!r} is the prompt's own key ({taken[key]}), "
+                    "which the prompt takes first; choose another"
+                )
     for name, keys in chosen.items():
         for key in keys.split(","):
             if key in owner:

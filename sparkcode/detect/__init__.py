@@ -66,5 +66,12 @@ from ._detector import DegenerationDetector, detect_text
 from ._salad import prose_transitions
 from ._salad_tokens import CLASSES as WORD_CLASSES
 
-__all__ = ["PATTERNS", "WORD_CLASSES", "DegenerationDetector", "DetectorConfig", "Verdict",
-           "detect_text", "prose_transitions"]
+__all__ = [
+    "PATTERNS",
+    "WORD_CLASSES",
+    "DegenerationDetector",
+    "DetectorConfig",
+    "Verdict",
+    "detect_text",
+    "prose_transitions",
+]

@@ -42,8 +42,15 @@ def _is_data_unit(unit: str) -> bool:
 
 
 def _hit(pattern: str, detail: str, position: int, start: int, **extra: str | int) -> Verdict:
-    return Verdict(True, pattern, detail, position=position, start=start,
-                   chars_seen=position, extra=dict(extra))
+    return Verdict(
+        True,
+        pattern,
+        detail,
+        position=position,
+        start=start,
+        chars_seen=position,
+        extra=dict(extra),
+    )
 
 
 class RepetitionCheck:
@@ -72,7 +79,8 @@ class RepetitionCheck:
         # The smallest match count at which each period could fire.
         cfg = self._cfg
         self._floor = [0, min(cfg.char_run, cfg.structural_char_run) - 1] + [
-            (cfg.subword_repeats - 1) * p for p in range(2, self._max + 1)]
+            (cfg.subword_repeats - 1) * p for p in range(2, self._max + 1)
+        ]
 
     def state_size(self) -> int:
         """Number of stored items (bounded by ``max_unit``)."""
@@ -112,12 +120,18 @@ class RepetitionCheck:
         if p == 1:
             limit = cfg.structural_char_run if c in self._structural else cfg.char_run
             if n + 1 >= limit:
-                return _hit("char_run", f"{c!r} repeated {n + 1} times in a row",
-                            i + 1, i - n, unit=c, repeats=n + 1)
+                return _hit(
+                    "char_run",
+                    f"{c!r} repeated {n + 1} times in a row",
+                    i + 1,
+                    i - n,
+                    unit=c,
+                    repeats=n + 1,
+                )
             return None
         if p < cfg.min_unit:
             return None
-        return self._unit_hit(s[k - p + 1:k + 1], n, p, i)
+        return self._unit_hit(s[k - p + 1 : k + 1], n, p, i)
 
     def _unit_hit(self, unit: str, n: int, p: int, i: int) -> Verdict | None:
         for d in range(1, p // 2 + 1):
@@ -129,12 +143,18 @@ class RepetitionCheck:
         if n < (need - 1) * p:
             return None
         reps = (n + p) // p
-        return _hit("subword_repeat", f"{unit!r} repeated {reps} times in a row",
-                    i + 1, i + 1 - n - p, unit=unit, repeats=reps)
+        return _hit(
+            "subword_repeat",
+            f"{unit!r} repeated {reps} times in a row",
+            i + 1,
+            i + 1 - n - p,
+            unit=unit,
+            repeats=reps,
+        )
 
     def _advance(self, s: str, consumed: int) -> None:
         self._pos += consumed
-        self._tail = s[-self._max:]
+        self._tail = s[-self._max :]
 
 
 def is_odd_char(c: str) -> bool:
@@ -191,18 +211,26 @@ class SymbolCheck:
                 self._distinct.add(c)
             if self._run >= cfg.symbol_run and len(self._distinct) >= cfg.symbol_run_distinct:
                 self._pos += len(delta)
-                return _hit("symbol_run",
-                            f"{self._run} symbols in a row with no letter or digit",
-                            i + 1, self._run_start, length=self._run)
+                return _hit(
+                    "symbol_run",
+                    f"{self._run} symbols in a row with no letter or digit",
+                    i + 1,
+                    self._run_start,
+                    length=self._run,
+                )
             if is_odd_char(c):
                 odd.append(i)
                 while odd[0] <= i - window:
                     odd.popleft()
                 if len(odd) >= cfg.odd_chars:
                     self._pos += len(delta)
-                    return _hit("odd_chars",
-                                f"{len(odd)} unusual code points (controls, private use, "
-                                f"U+FFFD ...) within {window} characters, last {c!r}",
-                                i + 1, odd[0], count=len(odd))
+                    return _hit(
+                        "odd_chars",
+                        f"{len(odd)} unusual code points (controls, private use, "
+                        f"U+FFFD ...) within {window} characters, last {c!r}",
+                        i + 1,
+                        odd[0],
+                        count=len(odd),
+                    )
         self._pos += len(delta)
         return None

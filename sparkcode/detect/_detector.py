@@ -40,8 +40,15 @@ class DegenerationDetector:
 
     def reset(self) -> None:
         """Forget everything, ready for a new answer."""
-        for part in (self._repetition, self._symbols, self._words, self._loops,
-                     self._scripts, self._salad, self._logprobs):
+        for part in (
+            self._repetition,
+            self._symbols,
+            self._words,
+            self._loops,
+            self._scripts,
+            self._salad,
+            self._logprobs,
+        ):
             part.reset()
         self._seen = 0
         self._fired = None
@@ -56,8 +63,9 @@ class DegenerationDetector:
         """The verdict so far: the first check that fired, or a clean one."""
         if self._fired is not None:
             return self._fired
-        return Verdict(False, "none", f"no degeneration in {self._seen} characters",
-                       chars_seen=self._seen)
+        return Verdict(
+            False, "none", f"no degeneration in {self._seen} characters", chars_seen=self._seen
+        )
 
     def feed(self, text_delta: str, logprobs: list[float] | None = None) -> Verdict | None:
         """Add the next piece of the answer; return the verdict when a check first fires."""
@@ -89,9 +97,18 @@ class DegenerationDetector:
 
     def state_size(self) -> int:
         """Items held in all internal buffers; bounded whatever the input length."""
-        return sum(part.state_size() for part in (
-            self._repetition, self._symbols, self._words, self._loops,
-            self._scripts, self._salad, self._logprobs))
+        return sum(
+            part.state_size()
+            for part in (
+                self._repetition,
+                self._symbols,
+                self._words,
+                self._loops,
+                self._scripts,
+                self._salad,
+                self._logprobs,
+            )
+        )
 
     def _judge_words(self, words: list[Word]) -> list[Verdict]:
         for word in words:
@@ -106,9 +123,15 @@ class DegenerationDetector:
             return None
         # The earliest evidence wins, so any split of the text gives one answer.
         first = min(hits, key=lambda v: (v.position or 0, PATTERNS.index(v.pattern)))
-        self._fired = Verdict(first.degenerate, first.pattern, first.detail,
-                              position=first.position, start=first.start,
-                              chars_seen=self._seen, extra=first.extra)
+        self._fired = Verdict(
+            first.degenerate,
+            first.pattern,
+            first.detail,
+            position=first.position,
+            start=first.start,
+            chars_seen=self._seen,
+            extra=first.extra,
+        )
         return self._fired
 
 

@@ -52,15 +52,22 @@ class LogprobCheck:
                 self._window_sum -= old
                 self._base_sum += old
                 self._base_count += 1
-            if verdict is None and self._base_count >= cfg.logprob_baseline_min \
-                    and len(self._window) == cfg.logprob_window:
+            if (
+                verdict is None
+                and self._base_count >= cfg.logprob_baseline_min
+                and len(self._window) == cfg.logprob_window
+            ):
                 mean = self._window_sum / cfg.logprob_window
                 base = self._base_sum / self._base_count
                 if mean <= base - cfg.logprob_drop and mean <= cfg.logprob_floor:
                     verdict = Verdict(
-                        True, "logprob_collapse",
+                        True,
+                        "logprob_collapse",
                         f"mean logprob of the last {cfg.logprob_window} tokens is {mean:.2f}, "
                         f"against a baseline of {base:.2f} over {self._base_count} tokens",
-                        position=position, start=position, chars_seen=position,
-                        extra={"window_mean": round(mean, 3), "baseline": round(base, 3)})
+                        position=position,
+                        start=position,
+                        chars_seen=position,
+                        extra={"window_mean": round(mean, 3), "baseline": round(base, 3)},
+                    )
         return verdict

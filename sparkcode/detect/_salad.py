@@ -56,11 +56,13 @@ def pmi_table() -> tuple[int, ...]:
     """Transition scores in 1/:data:`SCALE` nats, row-major: ``[prev * len(CLASSES) + next]``."""
     if TABLE_CLASSES != CLASSES:
         raise RuntimeError(
-            "the word_salad table is stale: rerun python -m bench.codegen.salad_table")
+            "the word_salad table is stale: rerun python -m bench.codegen.salad_table"
+        )
     raw = zlib.decompress(base64.b64decode(TABLE))
     if len(raw) != len(CLASSES) ** 2:
         raise RuntimeError(
-            "the word_salad table is damaged: rerun python -m bench.codegen.salad_table")
+            "the word_salad table is damaged: rerun python -m bench.codegen.salad_table"
+        )
     return tuple(b - 256 if b > 127 else b for b in raw)
 
 
@@ -205,19 +207,33 @@ class SaladCheck:
         topic = self._topic
         if mean < cfg.salad_threshold:
             why = "words in no grammatical order"
-        elif (mean < cfg.salad_drift_threshold and topic.words >= cfg.salad_topic_words
-              and topic.recurring <= cfg.salad_recurring):
-            why = (f"words that keep no topic ({topic.recurring} of the last {topic.words} "
-                   f"content words recur) in weak grammatical order")
+        elif (
+            mean < cfg.salad_drift_threshold
+            and topic.words >= cfg.salad_topic_words
+            and topic.recurring <= cfg.salad_recurring
+        ):
+            why = (
+                f"words that keep no topic ({topic.recurring} of the last {topic.words} "
+                f"content words recur) in weak grammatical order"
+            )
         else:
             return None
         start = self._ring[0][1]
-        return Verdict(True, "word_salad",
-                       f"{why}: mean transition score {mean:.2f} nats over the last "
-                       f"{self._scored} prose tokens (normal prose: 0.3 and above)",
-                       position=word.end, start=start, chars_seen=word.end,
-                       extra={"mean_pmi": round(mean, 3), "tokens": self._scored,
-                              "recurring": topic.recurring, "content_words": topic.words})
+        return Verdict(
+            True,
+            "word_salad",
+            f"{why}: mean transition score {mean:.2f} nats over the last "
+            f"{self._scored} prose tokens (normal prose: 0.3 and above)",
+            position=word.end,
+            start=start,
+            chars_seen=word.end,
+            extra={
+                "mean_pmi": round(mean, 3),
+                "tokens": self._scored,
+                "recurring": topic.recurring,
+                "content_words": topic.words,
+            },
+        )
 
 
 def prose_transitions(text: str) -> list[tuple[int, int]]:

@@ -19,18 +19,60 @@ COMMON = ""
 
 # (first code point, script) sorted by code point; each entry runs to the next.
 _RANGES: list[tuple[int, str]] = [
-    (0x0000, COMMON), (0x0041, LATIN), (0x005B, COMMON), (0x0061, LATIN), (0x007B, COMMON),
-    (0x00C0, LATIN), (0x02B0, COMMON), (0x0370, GREEK), (0x0400, CYRILLIC),
-    (0x0530, "Armenian"), (0x0590, "Hebrew"), (0x0600, "Arabic"), (0x0700, OTHER),
-    (0x0750, "Arabic"), (0x0780, OTHER), (0x08A0, "Arabic"), (0x0900, "Indic"),
-    (0x0E00, "Thai"), (0x0E80, OTHER), (0x10A0, "Georgian"), (0x1100, CJK), (0x1200, OTHER),
-    (0x1C80, CYRILLIC), (0x1C90, OTHER), (0x1E00, LATIN), (0x1F00, GREEK), (0x2000, COMMON),
-    (0x2C60, LATIN), (0x2C80, OTHER), (0x2DE0, CYRILLIC), (0x2E00, COMMON), (0x2E80, CJK),
-    (0xA000, OTHER), (0xA640, CYRILLIC), (0xA6A0, OTHER), (0xA720, LATIN), (0xA800, OTHER),
-    (0xAC00, CJK), (0xD7B0, OTHER), (0xF900, CJK), (0xFB00, LATIN), (0xFB50, "Arabic"),
-    (0xFE00, COMMON), (0xFE70, "Arabic"), (0xFF00, COMMON), (0xFF21, LATIN), (0xFF3B, COMMON),
-    (0xFF41, LATIN), (0xFF5B, COMMON), (0xFF66, CJK), (0xFFA0, OTHER), (0x10000, OTHER),
-    (0x20000, CJK), (0x40000, OTHER),
+    (0x0000, COMMON),
+    (0x0041, LATIN),
+    (0x005B, COMMON),
+    (0x0061, LATIN),
+    (0x007B, COMMON),
+    (0x00C0, LATIN),
+    (0x02B0, COMMON),
+    (0x0370, GREEK),
+    (0x0400, CYRILLIC),
+    (0x0530, "Armenian"),
+    (0x0590, "Hebrew"),
+    (0x0600, "Arabic"),
+    (0x0700, OTHER),
+    (0x0750, "Arabic"),
+    (0x0780, OTHER),
+    (0x08A0, "Arabic"),
+    (0x0900, "Indic"),
+    (0x0E00, "Thai"),
+    (0x0E80, OTHER),
+    (0x10A0, "Georgian"),
+    (0x1100, CJK),
+    (0x1200, OTHER),
+    (0x1C80, CYRILLIC),
+    (0x1C90, OTHER),
+    (0x1E00, LATIN),
+    (0x1F00, GREEK),
+    (0x2000, COMMON),
+    (0x2C60, LATIN),
+    (0x2C80, OTHER),
+    (0x2DE0, CYRILLIC),
+    (0x2E00, COMMON),
+    (0x2E80, CJK),
+    (0xA000, OTHER),
+    (0xA640, CYRILLIC),
+    (0xA6A0, OTHER),
+    (0xA720, LATIN),
+    (0xA800, OTHER),
+    (0xAC00, CJK),
+    (0xD7B0, OTHER),
+    (0xF900, CJK),
+    (0xFB00, LATIN),
+    (0xFB50, "Arabic"),
+    (0xFE00, COMMON),
+    (0xFE70, "Arabic"),
+    (0xFF00, COMMON),
+    (0xFF21, LATIN),
+    (0xFF3B, COMMON),
+    (0xFF41, LATIN),
+    (0xFF5B, COMMON),
+    (0xFF66, CJK),
+    (0xFFA0, OTHER),
+    (0x10000, OTHER),
+    (0x20000, CJK),
+    (0x40000, OTHER),
 ]
 _STARTS = [start for start, _ in _RANGES]
 _SEGMENT = re.compile(r"[\d_]+")
@@ -128,11 +170,16 @@ class ScriptCheck:
                 self._mixed.popleft()
             if len(self._mixed) >= cfg.mixed_script_words:
                 shown = ", ".join(repr(t) for _, t in list(self._mixed)[-3:])
-                return Verdict(True, "mixed_script",
-                               f"{len(self._mixed)} words mixing writing systems "
-                               f"within {cfg.mixed_script_window} chars: {shown}",
-                               position=word.end, start=word.start, chars_seen=word.end,
-                               extra={"words": len(self._mixed)})
+                return Verdict(
+                    True,
+                    "mixed_script",
+                    f"{len(self._mixed)} words mixing writing systems "
+                    f"within {cfg.mixed_script_window} chars: {shown}",
+                    position=word.end,
+                    start=word.start,
+                    chars_seen=word.end,
+                    extra={"words": len(self._mixed)},
+                )
         return self._churn(word)
 
     def _churn(self, word: Word) -> Verdict | None:
@@ -154,8 +201,13 @@ class ScriptCheck:
                 del self._kinds[gone]
         if self._switches >= cfg.churn_switches and len(self._kinds) >= cfg.churn_scripts:
             names = ", ".join(sorted(self._kinds))
-            return Verdict(True, "script_churn",
-                           f"{self._switches} script changes in the last {len(recent)} words "
-                           f"({names})", position=word.end, start=word.start,
-                           chars_seen=word.end, extra={"switches": self._switches})
+            return Verdict(
+                True,
+                "script_churn",
+                f"{self._switches} script changes in the last {len(recent)} words ({names})",
+                position=word.end,
+                start=word.start,
+                chars_seen=word.end,
+                extra={"switches": self._switches},
+            )
         return None

@@ -68,8 +68,12 @@ class WordStream:
 
     def state_size(self) -> int:
         """Number of stored characters (bounded by :data:`MAX_WORD`)."""
-        return ((len(self._pending[0]) if self._pending else 0) + len(self._fence_tail)
-                + len(self._gap) + 1)
+        return (
+            (len(self._pending[0]) if self._pending else 0)
+            + len(self._fence_tail)
+            + len(self._gap)
+            + 1
+        )
 
     def feed(self, delta: str) -> list[Word]:
         if not delta:
@@ -106,8 +110,7 @@ class WordStream:
             if b == len(delta):
                 self._pending = (text, length, start, prev, in_fence, gap)
             else:
-                out.append(Word(text, length, start, start + length, prev, delta[b], in_fence,
-                                gap))
+                out.append(Word(text, length, start, start + length, prev, delta[b], in_fence, gap))
         if end < len(delta):
             self._gap = _clip_gap(self._gap + delta[end:])
         self._in_fence ^= len(toggles) % 2 == 1
@@ -133,7 +136,7 @@ class WordStream:
         s = self._fence_tail + delta
         shift = base - len(self._fence_tail)
         matches = list(_FENCE.finditer(s))
-        rest = s[matches[-1].end():] if matches else s
+        rest = s[matches[-1].end() :] if matches else s
         ticks = len(rest) - len(rest.rstrip("`"))
         self._fence_tail = "`" * min(ticks, 2)
         return [shift + m.end() for m in matches]
@@ -211,16 +214,23 @@ class LoopCheck:
             # Numbers and one-letter names repeat across rows of data literals
             # (``[0, 0, 0],\n[0, 0, 0]``) and escapes repeat in string tables
             # (``'\\ufffe'``); the character check covers their loops.
-            if copies >= cfg.subword_repeats and _has_word_letters(word.text) \
-                    and word.prev != "\\":
-                return Verdict(True, "subword_repeat",
-                               f"word {word.text!r} repeated {copies} times in a row",
-                               position=end, start=start, chars_seen=end,
-                               extra={"unit": word.text, "repeats": copies})
+            if copies >= cfg.subword_repeats and _has_word_letters(word.text) and word.prev != "\\":
+                return Verdict(
+                    True,
+                    "subword_repeat",
+                    f"word {word.text!r} repeated {copies} times in a row",
+                    position=end,
+                    start=start,
+                    chars_seen=end,
+                    extra={"unit": word.text, "repeats": copies},
+                )
             return None
-        phrase_ok = (cfg.phrase_min_words <= n <= cfg.phrase_max_words
-                     and copies >= cfg.phrase_repeats
-                     and end > 0 and (end - start) / end >= cfg.phrase_coverage)
+        phrase_ok = (
+            cfg.phrase_min_words <= n <= cfg.phrase_max_words
+            and copies >= cfg.phrase_repeats
+            and end > 0
+            and (end - start) / end >= cfg.phrase_coverage
+        )
         block_ok = copies >= cfg.block_repeats and end - start >= cfg.block_min_chars
         many = copies >= cfg.block_any_repeats
         if not (phrase_ok or block_ok or many):
@@ -233,13 +243,22 @@ class LoopCheck:
         shown = " ".join(x.text for x in words[:8]) + (" ..." if n > 8 else "")
         if phrase_ok:
             pattern = "phrase_loop"
-            detail = (f"{n}-word phrase {shown!r} repeated {copies} times, "
-                      f"covering {100 * (end - start) / end:.0f}% of the text")
+            detail = (
+                f"{n}-word phrase {shown!r} repeated {copies} times, "
+                f"covering {100 * (end - start) / end:.0f}% of the text"
+            )
         else:
             pattern = "block_loop"
             detail = f"{n}-word block {shown!r} repeated {copies} times ({end - start} chars)"
-        return Verdict(True, pattern, detail, position=end, start=start, chars_seen=end,
-                       extra={"unit": shown, "words": n, "repeats": copies})
+        return Verdict(
+            True,
+            pattern,
+            detail,
+            position=end,
+            start=start,
+            chars_seen=end,
+            extra={"unit": shown, "words": n, "repeats": copies},
+        )
 
     def _last_words(self, n: int) -> list[Word]:
         size = self._span + 1

@@ -38,8 +38,13 @@ from engine.errors import UserError
 from engine.profiles import convert_toml
 
 HookEvent = Literal["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart"]
-HOOK_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop",
-                                      "SessionStart")
+HOOK_EVENTS: tuple[HookEvent, ...] = (
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+)
 TOOL_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "PostToolUse")
 """The events whose matcher names a tool (the others ignore it)."""
 DEFAULT_TIMEOUT_S = 60.0
@@ -47,12 +52,21 @@ DEFAULT_TIMEOUT_S = 60.0
 PROJECT_HOOK_FILES: tuple[str, ...] = (".sparkcode/hooks.toml", ".claude/settings.json")
 
 CLAUDE_TOOL_NAMES: dict[str, str] = {
-    "bash": "Bash", "read_file": "Read", "write_file": "Write", "edit_file": "Edit",
-    "multi_edit": "MultiEdit", "grep": "Grep", "list_files": "Glob", "todo": "TodoWrite",
-    "web_fetch": "WebFetch", "skill": "Skill", "job_output": "BashOutput",
+    "bash": "Bash",
+    "read_file": "Read",
+    "write_file": "Write",
+    "edit_file": "Edit",
+    "multi_edit": "MultiEdit",
+    "grep": "Grep",
+    "list_files": "Glob",
+    "todo": "TodoWrite",
+    "web_fetch": "WebFetch",
+    "skill": "Skill",
+    "job_output": "BashOutput",
     "job_stop": "KillShell",
 }
 """Claude Code's name for each sparkcode tool, so its matchers (``Edit|Write``) fit."""
+
 
 class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One ``[[hooks.EVENT]]`` table (checked further by :func:`_spec`, which
@@ -96,14 +110,16 @@ def parse_hooks_table(doc: Any, where: str) -> tuple[HookSpec, ...]:
     for event, entries in doc.items():
         name = _event(event, where)
         if not isinstance(entries, list):
-            raise HookConfigError(f"{where}: {event} must be an array of tables "
-                                  f"([[{event}]] entries)")
+            raise HookConfigError(
+                f"{where}: {event} must be an array of tables ([[{event}]] entries)"
+            )
         for i, entry in enumerate(entries):
             here = f"{where}: {event}[{i}]"
             if not isinstance(entry, dict):
                 raise HookConfigError(f"{here} must be a table with a command")
-            spec = convert_toml(entry, _Entry, Path(where), HookConfigError, colon=False,
-                                where=here)
+            spec = convert_toml(
+                entry, _Entry, Path(where), HookConfigError, colon=False, where=here
+            )
             out.append(_spec(name, spec.command, spec.matcher, spec.timeout_s, here, where))
     return tuple(out)
 
@@ -112,7 +128,7 @@ def parse_claude_hooks(doc: Any, where: str) -> tuple[HookSpec, ...]:
     """Claude Code's ``hooks`` object (matcher groups of ``command`` hooks);
     hook types other than ``command`` (``http``, ``prompt``) are refused by name."""
     if not isinstance(doc, dict):
-        raise HookConfigError(f"{where}: \"hooks\" must be an object of events")
+        raise HookConfigError(f'{where}: "hooks" must be an object of events')
     out: list[HookSpec] = []
     for event, groups in doc.items():
         name = _event(event, where)
@@ -121,15 +137,24 @@ def parse_claude_hooks(doc: Any, where: str) -> tuple[HookSpec, ...]:
         for i, group in enumerate(groups):
             here = f"{where}: hooks.{event}[{i}]"
             if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
-                raise HookConfigError(f"{here} must be {{\"matcher\": ..., \"hooks\": [...]}}")
+                raise HookConfigError(f'{here} must be {{"matcher": ..., "hooks": [...]}}')
             for j, hook in enumerate(group["hooks"]):
                 at = f"{here}.hooks[{j}]"
                 if not isinstance(hook, dict) or hook.get("type", "command") != "command":
                     kind = hook.get("type") if isinstance(hook, dict) else None
-                    raise HookConfigError(f"{at}: only \"type\": \"command\" hooks are "
-                                          f"supported (got {kind!r})")
-                out.append(_spec(name, hook.get("command"), group.get("matcher", ""),
-                                 hook.get("timeout", DEFAULT_TIMEOUT_S), at, where))
+                    raise HookConfigError(
+                        f'{at}: only "type": "command" hooks are supported (got {kind!r})'
+                    )
+                out.append(
+                    _spec(
+                        name,
+                        hook.get("command"),
+                        group.get("matcher", ""),
+                        hook.get("timeout", DEFAULT_TIMEOUT_S),
+                        at,
+                        where,
+                    )
+                )
     return tuple(out)
 
 
@@ -163,13 +188,15 @@ def project_hooks(workspace: Path) -> tuple[HookSpec, ...]:
 
 def _event(event: object, where: str) -> HookEvent:
     if event not in HOOK_EVENTS:
-        raise HookConfigError(f"{where}: unknown hook event {event!r} "
-                              f"(known: {', '.join(HOOK_EVENTS)})")
+        raise HookConfigError(
+            f"{where}: unknown hook event {event!r} (known: {', '.join(HOOK_EVENTS)})"
+        )
     return event
 
 
-def _spec(event: HookEvent, command: object, matcher: object, timeout: object, here: str,
-          source: str) -> HookSpec:
+def _spec(
+    event: HookEvent, command: object, matcher: object, timeout: object, here: str, source: str
+) -> HookSpec:
     if not isinstance(command, str) or not command.strip():
         raise HookConfigError(f"{here}: command must be a non-empty string")
     if not isinstance(matcher, str):
@@ -177,12 +204,12 @@ def _spec(event: HookEvent, command: object, matcher: object, timeout: object, h
     try:
         re.compile(matcher)
     except re.error as exc:
-        raise HookConfigError(f"{here}: matcher {matcher!r} is not a valid regex: {exc}") \
-            from None
+        raise HookConfigError(f"{here}: matcher {matcher!r} is not a valid regex: {exc}") from None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise HookConfigError(f"{here}: the timeout must be a positive number of seconds")
-    return HookSpec(event=event, command=command, matcher=matcher, timeout_s=float(timeout),
-                    source=source)
+    return HookSpec(
+        event=event, command=command, matcher=matcher, timeout_s=float(timeout), source=source
+    )
 
 
 __all__ = [

@@ -30,9 +30,16 @@ AskTrust = Callable[[Path, tuple[HookSpec, ...]], Awaitable[bool]]
 """Asks the user whether to trust the project's hooks (shown to them)."""
 
 
-async def session_hooks(workspace: Path, user: tuple[HookSpec, ...], paths: Paths, *,
-                        trust: bool | None, ask: AskTrust | None, session_id: str | None,
-                        transcript: Path | None) -> tuple[Hooks, list[str]]:
+async def session_hooks(
+    workspace: Path,
+    user: tuple[HookSpec, ...],
+    paths: Paths,
+    *,
+    trust: bool | None,
+    ask: AskTrust | None,
+    session_id: str | None,
+    transcript: Path | None,
+) -> tuple[Hooks, list[str]]:
     """The hooks of one session and the notes to show once at start."""
     notes: list[str] = []
     try:
@@ -50,16 +57,22 @@ async def session_hooks(workspace: Path, user: tuple[HookSpec, ...], paths: Path
             if not store.is_trusted(workspace):
                 store.trust(workspace)
             specs += project
-            notes.append(f"project hooks: {len(project)} from "
-                         f"{', '.join(sorted({s.source for s in project}))}")
+            notes.append(
+                f"project hooks: {len(project)} from "
+                f"{', '.join(sorted({s.source for s in project}))}"
+            )
         else:
             notes.append(
                 f"the project declares {len(project)} hook(s) in "
                 f"{', '.join(sorted({s.source for s in project}))}; they were not run because "
                 "the project is not trusted (the TUI's /trust, or `sparkcode run "
-                "--trust-project`, trusts it)")
-    context = HookContext(workspace=workspace, session_id=session_id or uuid.uuid4().hex,
-                          transcript_path=str(transcript) if transcript is not None else "")
+                "--trust-project`, trusts it)"
+            )
+    context = HookContext(
+        workspace=workspace,
+        session_id=session_id or uuid.uuid4().hex,
+        transcript_path=str(transcript) if transcript is not None else "",
+    )
     return Hooks(specs, context), notes
 
 

@@ -24,6 +24,21 @@ from ._registry import (
     registered,
 )
 
-__all__ = ["BOTH", "EFFORTS", "EXPORT_USAGE", "FRONTS", "REGISTRY", "AgentOps", "Arg", "Front",
-           "Operation", "OperationError", "Ops", "Reply", "Setting", "offered", "register",
-           "registered"]
+__all__ = [
+    "BOTH",
+    "EFFORTS",
+    "EXPORT_USAGE",
+    "FRONTS",
+    "REGISTRY",
+    "AgentOps",
+    "Arg",
+    "Front",
+    "Operation",
+    "OperationError",
+    "Ops",
+    "Reply",
+    "Setting",
+    "offered",
+    "register",
+    "registered",
+]

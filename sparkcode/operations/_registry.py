@@ -139,5 +139,17 @@ def offered(front: Front) -> list[Operation]:
     return [op for op in REGISTRY.values() if front in op.fronts]
 
 
-__all__ = ["BOTH", "FRONTS", "REGISTRY", "Arg", "Front", "Operation", "OperationError",
-           "Reply", "Setting", "offered", "register", "registered"]
+__all__ = [
+    "BOTH",
+    "FRONTS",
+    "REGISTRY",
+    "Arg",
+    "Front",
+    "Operation",
+    "OperationError",
+    "Reply",
+    "Setting",
+    "offered",
+    "register",
+    "registered",
+]

@@ -62,8 +62,10 @@ def parse_export(arg: str, workspace: Path) -> tuple[TranscriptFormat, Path | No
         return "html", path
     if path.suffix == ".md" or path.is_dir() or "/" in arg:
         return "md", path
-    raise UserError(f"unknown format {word!r} (md or html), or give a PATH ending in .md or "
-                    f".html; usage: {USAGE}")
+    raise UserError(
+        f"unknown format {word!r} (md or html), or give a PATH ending in .md or "
+        f".html; usage: {USAGE}"
+    )
 
 
 def _path(text: str, workspace: Path) -> Path | None:
@@ -78,8 +80,10 @@ def current_session(screen: ExportScreen) -> str:
     if session_id is None and screen.agent is None and screen.resume is not None:
         session_id = screen.resume.session_id
     if session_id is None:
-        raise UserError("nothing recorded yet: /export writes the session once a prompt "
-                        "has been sent (or a recorded session is resumed)")
+        raise UserError(
+            "nothing recorded yet: /export writes the session once a prompt "
+            "has been sent (or a recorded session is resumed)"
+        )
     return session_id
 
 

@@ -19,14 +19,7 @@ from ._export import session_transcript
 from ._minimize import FlagKind, MinimizeResult, apply_trims, minimize, tool_outputs
 from ._play import event_from_record, play_events, recorded_reads
 from ._report import details, results_json, table
-from ._rerun import (
-    RerunResult,
-    SentTurn,
-    model_turns,
-    prepare_body,
-    rerun,
-    seed_note,
-)
+from ._rerun import RerunResult, SentTurn, model_turns, prepare_body, rerun, seed_note
 from ._resume import Rebuilt, ResumeError, rebuild_conversation, user_turns
 from ._targets import (
     Launcher,

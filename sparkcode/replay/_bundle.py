@@ -24,8 +24,11 @@ from ._minimize import MinimizeResult
 
 
 def _engine_script(engine: dict[str, Any]) -> str:
-    lines = ["#!/bin/sh", "# The engine that served the recorded session (secrets redacted).",
-             "set -e"]
+    lines = [
+        "#!/bin/sh",
+        "# The engine that served the recorded session (secrets redacted).",
+        "set -e",
+    ]
     if engine.get("argv"):
         for key, value in sorted((engine.get("env") or {}).items()):
             lines.append(f"export {key}={shlex.quote(str(value))}")
@@ -55,8 +58,7 @@ def _repro_script(base_url: str, count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bundle(directory: Path, session: Session, target: Target,
-                 result: MinimizeResult) -> Path:
+def write_bundle(directory: Path, session: Session, target: Target, result: MinimizeResult) -> Path:
     """Write the bundle for ``result`` into ``directory`` (created; must be empty)."""
     if directory.exists() and any(directory.iterdir()):
         raise UserError(f"bundle directory {directory} exists and is not empty")
@@ -70,33 +72,49 @@ def write_bundle(directory: Path, session: Session, target: Target,
         (directory / "requests" / f"{n:02d}.json").write_bytes(data)
     engine = session.engine
     (directory / "engine.sh").write_text(_engine_script(engine), encoding="utf-8")
-    (directory / "repro.sh").write_text(_repro_script(target.base_url, len(result.sent)),
-                                        encoding="utf-8")
+    (directory / "repro.sh").write_text(
+        _repro_script(target.base_url, len(result.sent)), encoding="utf-8"
+    )
     for script in ("engine.sh", "repro.sh"):
         (directory / script).chmod(0o755)
 
     recorder = SessionRecorder(
-        directory, workspace=str(session.header.get("workspace", "")), engine=engine,
-        redactor=Redactor.from_env(), session_id="session", origin="minimize",
-        extra={"minimized_from": session.id, "flagged": result.to_json(),
-               "target": target.label},
+        directory,
+        workspace=str(session.header.get("workspace", "")),
+        engine=engine,
+        redactor=Redactor.from_env(),
+        session_id="session",
+        origin="minimize",
+        extra={"minimized_from": session.id, "flagged": result.to_json(), "target": target.label},
     )
     try:
         for sent, body in zip(result.sent, clean, strict=True):
-            index = recorder.request("POST", target.base_url + "/chat/completions",
-                                     [("content-type", "application/json")], body)
+            index = recorder.request(
+                "POST",
+                target.base_url + "/chat/completions",
+                [("content-type", "application/json")],
+                body,
+            )
             recorder.response(index, sent.status or 0, sent.headers)
             for _t_ns, data in sent.chunks:
                 recorder.chunk(index, data)
-            recorder.end(index, usage=sent.output.usage, error=sent.output.error,
-                         chunks=len(sent.chunks), nbytes=sum(len(d) for _, d in sent.chunks))
+            recorder.end(
+                index,
+                usage=sent.output.usage,
+                error=sent.output.error,
+                chunks=len(sent.chunks),
+                nbytes=sum(len(d) for _, d in sent.chunks),
+            )
     finally:
         recorder.close()
 
     flagged = result.sent[-1].output
-    why = ("trips the degeneration detector" if result.kind == "degenerate"
-           else "differs from its reference output (the recording, or the same request "
-                "sent alone on a cold prefix cache once tool outputs are trimmed)")
+    why = (
+        "trips the degeneration detector"
+        if result.kind == "degenerate"
+        else "differs from its reference output (the recording, or the same request "
+        "sent alone on a cold prefix cache once tool outputs are trimmed)"
+    )
     readme = f"""# Repro: turn {result.flagged_turn} of sparkcode session {session.id}
 
 The last request (`requests/{len(result.sent):02d}.json`) {why} when the requests are

@@ -136,7 +136,8 @@ def first_divergence(recorded: TurnOutput, rerun: TurnOutput) -> Divergence | No
     b, _ = _tagged(rerun.pieces)
     if a == b:
         if recorded.finish_reason == rerun.finish_reason or None in (
-            recorded.finish_reason, rerun.finish_reason
+            recorded.finish_reason,
+            rerun.finish_reason,
         ):
             return None
     limit = min(len(a), len(b))
@@ -156,22 +157,37 @@ def first_divergence(recorded: TurnOutput, rerun: TurnOutput) -> Divergence | No
         token = piece.token if piece.token >= 0 else piece_index
         channel = piece.channel
     visible_char = len(_visible(a[:char]))
-    recorded_tail = _visible(a[char:char + CONTEXT_CHARS]) or f"<end: {recorded.finish_reason}>"
-    rerun_tail = _visible(b[char:char + CONTEXT_CHARS]) or f"<end: {rerun.finish_reason}>"
+    recorded_tail = _visible(a[char : char + CONTEXT_CHARS]) or f"<end: {recorded.finish_reason}>"
+    rerun_tail = _visible(b[char : char + CONTEXT_CHARS]) or f"<end: {rerun.finish_reason}>"
     return Divergence(
-        token=token, piece=piece_index, char=visible_char, channel=channel,
-        recorded=recorded_tail, rerun=rerun_tail,
-        common=_visible(a[max(0, char - 60):char]),
+        token=token,
+        piece=piece_index,
+        char=visible_char,
+        channel=channel,
+        recorded=recorded_tail,
+        rerun=rerun_tail,
+        common=_visible(a[max(0, char - 60) : char]),
     )
 
 
-def compare_turn(turn: int, request: int, recorded: TurnOutput, rerun: TurnOutput, *,
-                 wall_s: float = 0.0, detect: bool = True) -> TurnComparison:
+def compare_turn(
+    turn: int,
+    request: int,
+    recorded: TurnOutput,
+    rerun: TurnOutput,
+    *,
+    wall_s: float = 0.0,
+    detect: bool = True,
+) -> TurnComparison:
     """Compare one turn and run the degeneration detector on both sides."""
     result = TurnComparison(
-        turn=turn, request=request, status="identical",
-        recorded_tokens=recorded.completion_tokens, rerun_tokens=rerun.completion_tokens,
-        recorded_finish=recorded.finish_reason, rerun_finish=rerun.finish_reason,
+        turn=turn,
+        request=request,
+        status="identical",
+        recorded_tokens=recorded.completion_tokens,
+        rerun_tokens=rerun.completion_tokens,
+        recorded_finish=recorded.finish_reason,
+        rerun_finish=rerun.finish_reason,
         wall_s=wall_s,
     )
     exact = [o.pieces_are_tokens for o in (recorded, rerun)]

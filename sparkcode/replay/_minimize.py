@@ -57,9 +57,15 @@ class MinimizeResult:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"flagged_request": self.flagged_request, "flagged_turn": self.flagged_turn,
-                "kind": self.kind, "kept_requests": self.kept_requests, "trims": self.trims,
-                "runs": self.runs, "reason": self.reason}
+        return {
+            "flagged_request": self.flagged_request,
+            "flagged_turn": self.flagged_turn,
+            "kind": self.kind,
+            "kept_requests": self.kept_requests,
+            "trims": self.trims,
+            "runs": self.runs,
+            "reason": self.reason,
+        }
 
 
 def _tool_key(message: dict[str, Any], position: int) -> str:
@@ -95,9 +101,17 @@ def apply_trims(body: dict[str, Any], trims: dict[str, int]) -> dict[str, Any]:
 class Minimizer:
     """Runs candidates against one target and remembers the best."""
 
-    def __init__(self, session: Session, target: Target, flagged_request: int, kind: FlagKind,
-                 *, transport: httpx.AsyncBaseTransport | None = None, max_runs: int = 60,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        target: Target,
+        flagged_request: int,
+        kind: FlagKind,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_runs: int = 60,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.session = session
         self.target = target
         self.flagged = flagged_request
@@ -109,8 +123,9 @@ class Minimizer:
         turns = model_turns(session)
         by_index = {e.index: e for e in turns}
         if flagged_request not in by_index:
-            raise UserError(f"request {flagged_request} is not a model turn of session "
-                            f"{session.id}")
+            raise UserError(
+                f"request {flagged_request} is not a model turn of session {session.id}"
+            )
         self.exchange = by_index[flagged_request]
         self.turn_number = [e.index for e in turns].index(flagged_request) + 1
         self.before = [e.index for e in turns if e.index < flagged_request]
@@ -128,9 +143,15 @@ class Minimizer:
         def edit(_index: int, body: dict[str, Any]) -> dict[str, Any]:
             return apply_trims(body, trims)
 
-        result = await rerun(self.session, self.target, transport=self.transport, isolate=True,
-                             only=[*kept, self.flagged], edit=edit if trims else None,
-                             detect=False)
+        result = await rerun(
+            self.session,
+            self.target,
+            transport=self.transport,
+            isolate=True,
+            only=[*kept, self.flagged],
+            edit=edit if trims else None,
+            detect=False,
+        )
         return result.sent
 
     async def _reference(self, trims: dict[str, int]) -> TurnOutput:
@@ -153,8 +174,10 @@ class Minimizer:
             hit = first_divergence(await self._reference(trims), output) is not None
         if hit:
             self.last_sent = sent
-        self.progress(f"run {self.runs}: turns {[*kept, self.flagged]} trims {trims or '-'}: "
-                      f"{'reproduces' if hit else 'does not reproduce'}")
+        self.progress(
+            f"run {self.runs}: turns {[*kept, self.flagged]} trims {trims or '-'}: "
+            f"{'reproduces' if hit else 'does not reproduce'}"
+        )
         return hit
 
     async def minimize(self) -> MinimizeResult:
@@ -180,13 +203,19 @@ class Minimizer:
         if not self.last_sent:
             raise UserError("no reproducing run was found")
         return MinimizeResult(
-            flagged_request=self.flagged, flagged_turn=self.turn_number, kind=self.kind,
-            kept_requests=[*kept, self.flagged], trims=trims, runs=self.runs,
-            sent=self.last_sent, reason=reason,
+            flagged_request=self.flagged,
+            flagged_turn=self.turn_number,
+            kind=self.kind,
+            kept_requests=[*kept, self.flagged],
+            trims=trims,
+            runs=self.runs,
+            sent=self.last_sent,
+            reason=reason,
         )
 
-    async def _trim(self, kept: list[int], trims: dict[str, int], key: str,
-                    length: int) -> dict[str, int]:
+    async def _trim(
+        self, kept: list[int], trims: dict[str, int], key: str, length: int
+    ) -> dict[str, int]:
         """The shortest kept prefix of one tool output that still reproduces."""
         if await self.reproduces(kept, {**trims, key: 0}):
             return {**trims, key: 0}
@@ -209,9 +238,23 @@ class _OutOfRuns(Exception):
     pass
 
 
-async def minimize(session: Session, target: Target, flagged_request: int, kind: FlagKind, *,
-                   transport: httpx.AsyncBaseTransport | None = None, max_runs: int = 60,
-                   progress: Callable[[str], None] | None = None) -> MinimizeResult:
+async def minimize(
+    session: Session,
+    target: Target,
+    flagged_request: int,
+    kind: FlagKind,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    max_runs: int = 60,
+    progress: Callable[[str], None] | None = None,
+) -> MinimizeResult:
     """Find the shortest leading part of ``session`` that reproduces the flagged turn."""
-    return await Minimizer(session, target, flagged_request, kind, transport=transport,
-                           max_runs=max_runs, progress=progress).minimize()
+    return await Minimizer(
+        session,
+        target,
+        flagged_request,
+        kind,
+        transport=transport,
+        max_runs=max_runs,
+        progress=progress,
+    ).minimize()

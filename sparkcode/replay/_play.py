@@ -25,27 +25,43 @@ from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
 MAX_GAP_S = 3.0
 """Idle gaps longer than this (the user thinking, a slow tool) are shortened to it."""
 
-PLAYED_EVENTS: frozenset[str] = frozenset({
-    "TurnStarted", "ToolCallStarted", "ToolCallFinished", "ApprovalResolved", "BudgetExceeded",
-    "Notice", "SnapshotTaken", "UndoApplied", "ContextCompacted", "AgentError", "TurnFinished",
-    "MetricsUpdate", "TodoUpdated", "SteerDelivered", "HookRan", "DegenerationDetected",
-    "TaskEvent",
-})
+PLAYED_EVENTS: frozenset[str] = frozenset(
+    {
+        "TurnStarted",
+        "ToolCallStarted",
+        "ToolCallFinished",
+        "ApprovalResolved",
+        "BudgetExceeded",
+        "Notice",
+        "SnapshotTaken",
+        "UndoApplied",
+        "ContextCompacted",
+        "AgentError",
+        "TurnFinished",
+        "MetricsUpdate",
+        "TodoUpdated",
+        "SteerDelivered",
+        "HookRan",
+        "DegenerationDetected",
+        "TaskEvent",
+    }
+)
 
 
-async def recorded_reads(exchange: Exchange, speed: float, *,
-                         url: str = "recorded") -> AsyncIterator[bytes]:
+async def recorded_reads(
+    exchange: Exchange, speed: float, *, url: str = "recorded"
+) -> AsyncIterator[bytes]:
     """The recorded response body's reads, spaced as recorded divided by ``speed``
     (0: at once; gaps over :data:`MAX_GAP_S` shortened to it). A recorded failure
     raises what the client raised: no response is :class:`EngineGone`, an HTTP
     error a :class:`ChatError` naming ``url`` and the server's message."""
     if exchange.status is None:
-        raise EngineGone(f"cannot reach {url}: "
-                         f"{exchange.error or 'the recorded request got no response'}")
+        raise EngineGone(
+            f"cannot reach {url}: {exchange.error or 'the recorded request got no response'}"
+        )
     if exchange.status >= 400:
         message = error_text(json_or_text(exchange.response_bytes.decode("utf-8", "replace")))
-        raise ChatError(f"HTTP {exchange.status} from {url}: {message}",
-                        status=exchange.status)
+        raise ChatError(f"HTTP {exchange.status} from {url}: {message}", status=exchange.status)
     previous = exchange.response_t_ns or exchange.t_ns
     for chunk in exchange.chunks:
         if speed > 0:
@@ -82,12 +98,19 @@ def event_from_record(record: SessionEvent) -> ev.Event | None:
 def _task_event(record: SessionEvent) -> ev.TaskEvent | None:
     """A recorded ``TaskEvent``: its inner event rebuilt as a record of its own."""
     data, call_id = record.data.get("event"), record.data.get("call_id")
-    if not isinstance(data, dict) or not isinstance(call_id, str) \
-            or data.get("type") in (None, "TaskEvent"):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(call_id, str)
+        or data.get("type") in (None, "TaskEvent")
+    ):
         return None
-    inner = event_from_record(SessionEvent(
-        t_ns=record.t_ns, type=str(data["type"]),
-        data={k: v for k, v in data.items() if k != "type"}))
+    inner = event_from_record(
+        SessionEvent(
+            t_ns=record.t_ns,
+            type=str(data["type"]),
+            data={k: v for k, v in data.items() if k != "type"},
+        )
+    )
     return ev.TaskEvent(call_id=call_id, event=inner) if inner is not None else None
 
 
@@ -98,8 +121,12 @@ def todo_items(value: object) -> list[ev.TodoItem]:
         if not isinstance(item, dict):
             continue
         item_id, text, status = item.get("id"), item.get("text"), item.get("status", "pending")
-        if isinstance(item_id, int) and not isinstance(item_id, bool) and isinstance(text, str) \
-                and status in ev.TODO_STATUSES:
+        if (
+            isinstance(item_id, int)
+            and not isinstance(item_id, bool)
+            and isinstance(text, str)
+            and status in ev.TODO_STATUSES
+        ):
             items.append(ev.TodoItem(id=item_id, text=text, status=status))
     return items
 
@@ -161,8 +188,13 @@ async def play_events(session: Session, *, speed: float = 1.0) -> AsyncIterator[
             yield event
         clock = item.end_t_ns or (item.chunks[-1].t_ns if item.chunks else item.t_ns)
         if not recorded_turns and _ends_turn(item):
-            yield ev.TurnFinished(reason="stop", content="", requests=requests_in_turn,
-                                  prompt_tokens=0, completion_tokens=0)
+            yield ev.TurnFinished(
+                reason="stop",
+                content="",
+                requests=requests_in_turn,
+                prompt_tokens=0,
+                completion_tokens=0,
+            )
 
 
 def _ends_turn(exchange: Exchange) -> bool:
@@ -171,11 +203,13 @@ def _ends_turn(exchange: Exchange) -> bool:
     return exchange_output(exchange).finish_reason != "tool_calls"
 
 
-async def _play_request(base_url: str, exchange: Exchange, body: dict[str, Any],
-                        number: int, speed: float) -> AsyncIterator[ev.Event]:
+async def _play_request(
+    base_url: str, exchange: Exchange, body: dict[str, Any], number: int, speed: float
+) -> AsyncIterator[ev.Event]:
     budget = body.get("thinking_token_budget")
     yield ev.RequestStarted(
-        request=number, reasoning_effort=body.get("reasoning_effort"),
+        request=number,
+        reasoning_effort=body.get("reasoning_effort"),
         thinking_token_budget=budget if isinstance(budget, int) else None,
         messages=len(body.get("messages") or []),
     )
@@ -188,21 +222,27 @@ async def _play_request(base_url: str, exchange: Exchange, body: dict[str, Any],
         async for delta in parser.parse(reads):
             stats = parser.stats
             if delta.reasoning:
-                yield ev.ReasoningDelta(text=delta.reasoning,
-                                        tokens_so_far=stats.reasoning_tokens,
-                                        budget=budget if isinstance(budget, int) else None)
-            text = delta.content if steps is None or not delta.content else \
-                steps.feed(delta.content)
+                yield ev.ReasoningDelta(
+                    text=delta.reasoning,
+                    tokens_so_far=stats.reasoning_tokens,
+                    budget=budget if isinstance(budget, int) else None,
+                )
+            text = (
+                delta.content if steps is None or not delta.content else steps.feed(delta.content)
+            )
             if text:
                 yield ev.ContentDelta(text=text)
             if delta.usage:
                 yield ev.UsageUpdate(
                     prompt_tokens=stats.prompt_tokens,
                     completion_tokens=stats.completion_tokens,
-                    reasoning_tokens=stats.reasoning_tokens, ttft_s=stats.ttft_s,
-                    decode_tok_s=stats.decode_tok_s, prefill_tok_s=stats.prefill_tok_s,
+                    reasoning_tokens=stats.reasoning_tokens,
+                    ttft_s=stats.ttft_s,
+                    decode_tok_s=stats.decode_tok_s,
+                    prefill_tok_s=stats.prefill_tok_s,
                     context_used=stats.prompt_tokens + stats.completion_tokens,
-                    context_limit=None, cached_tokens=stats.cached_tokens,
+                    context_limit=None,
+                    cached_tokens=stats.cached_tokens,
                 )
         rest = steps.finish() if steps is not None else ""
         if rest:

@@ -17,10 +17,15 @@ def results_json(session: Session, results: Sequence[RerunResult]) -> dict[str, 
     recorded = []
     for number, exchange in enumerate(model_turns(session), start=1):
         output = exchange_output(exchange)
-        recorded.append({
-            "turn": number, "request": exchange.index, "tokens": output.completion_tokens,
-            "finish": output.finish_reason, "detector": detector_verdict(output),
-        })
+        recorded.append(
+            {
+                "turn": number,
+                "request": exchange.index,
+                "tokens": output.completion_tokens,
+                "finish": output.finish_reason,
+                "detector": detector_verdict(output),
+            }
+        )
     return {
         "session": session.id,
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -44,8 +49,9 @@ def table(data: dict[str, Any]) -> str:
             turn = next((t for t in run["turns"] if t["turn"] == number), None)
             row.append("-" if turn is None else _cell(turn))
         rows.append(row)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
@@ -76,8 +82,10 @@ def details(data: dict[str, Any]) -> str:
             div = turn.get("divergence")
             if turn["status"] == "diverged" and div:
                 exact = "" if turn.get("exact_tokens") else " (token index approximate)"
-                out.append(f"{where}: first divergence at token {div['token']}{exact}, "
-                           f"{div['channel']}, after ...{div['common']!r}")
+                out.append(
+                    f"{where}: first divergence at token {div['token']}{exact}, "
+                    f"{div['channel']}, after ...{div['common']!r}"
+                )
                 out.append(f"    recorded: {div['recorded']!r}")
                 out.append(f"    rerun:    {div['rerun']!r}")
             elif turn["status"] == "error":

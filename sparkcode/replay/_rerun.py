@@ -65,8 +65,12 @@ class RerunResult:
         return [t for t in self.turns if t.flagged]
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "wall_s": self.wall_s, "isolated": self.isolated,
-                "turns": [t.to_json() for t in self.turns]}
+        return {
+            "target": self.target,
+            "wall_s": self.wall_s,
+            "isolated": self.isolated,
+            "turns": [t.to_json() for t in self.turns],
+        }
 
 
 def model_turns(session: Session) -> list[Exchange]:
@@ -76,9 +80,11 @@ def model_turns(session: Session) -> list[Exchange]:
     dropped and retried without) generated nothing and touched no cache, so it
     is not re-sent.
     """
-    return [e for e in session.exchanges
-            if is_model_call(e) and e.body_json is not None
-            and e.status is not None and e.status < 400]
+    return [
+        e
+        for e in session.exchanges
+        if is_model_call(e) and e.body_json is not None and e.status is not None and e.status < 400
+    ]
 
 
 def seed_note(session: Session) -> str | None:
@@ -92,18 +98,26 @@ def seed_note(session: Session) -> str | None:
     if not unseeded:
         return None
     greedy = all((e.body_json or {}).get("temperature") == 0 for e in unseeded)
-    why = ("it was recorded before sparkcode sent a sampling seed"
-           if session.header.get("format", 1) == 1 else "it was recorded with seed = \"off\"")
+    why = (
+        "it was recorded before sparkcode sent a sampling seed"
+        if session.header.get("format", 1) == 1
+        else 'it was recorded with seed = "off"'
+    )
     if greedy:
-        return (f"{len(unseeded)} of {len(turns)} requests carry no seed ({why}); they were "
-                "sampled greedily (temperature 0), so a rerun can still match")
-    return (f"this rerun cannot be exact: {len(unseeded)} of {len(turns)} requests carry no "
-            f"seed ({why}), so the engine sampled them from its own random state; "
-            "differences there are expected, not a bug")
+        return (
+            f"{len(unseeded)} of {len(turns)} requests carry no seed ({why}); they were "
+            "sampled greedily (temperature 0), so a rerun can still match"
+        )
+    return (
+        f"this rerun cannot be exact: {len(unseeded)} of {len(turns)} requests carry no "
+        f"seed ({why}), so the engine sampled them from its own random state; "
+        "differences there are expected, not a bug"
+    )
 
 
-def prepare_body(exchange: Exchange, *, model: str | None, salt: str | None,
-                 edit: BodyEdit | None = None) -> bytes:
+def prepare_body(
+    exchange: Exchange, *, model: str | None, salt: str | None, edit: BodyEdit | None = None
+) -> bytes:
     """The bytes to send: the recorded body, changed only where it must be."""
     body = exchange.body_json
     if body is None:
@@ -129,8 +143,9 @@ def _headers(target: Target) -> dict[str, str]:
     return {"Content-Type": "application/json", "Accept": "text/event-stream", **key}
 
 
-async def send_turn(http: httpx.AsyncClient, target: Target, exchange: Exchange,
-                    body: bytes) -> SentTurn:
+async def send_turn(
+    http: httpx.AsyncClient, target: Target, exchange: Exchange, body: bytes
+) -> SentTurn:
     """POST one recorded request and read its whole response, chunk by chunk."""
     url = target.base_url.rstrip("/") + exchange.path
     began = time.perf_counter()
@@ -143,14 +158,16 @@ async def send_turn(http: httpx.AsyncClient, target: Target, exchange: Exchange,
             headers = list(response.headers.items())
             content_type = response.headers.get("content-type", "")
     except httpx.TransportError as exc:
-        raise UserError(f"cannot reach {target.label} at {url}: {type(exc).__name__}: {exc}") \
-            from None
+        raise UserError(
+            f"cannot reach {target.label} at {url}: {type(exc).__name__}: {exc}"
+        ) from None
     raw = b"".join(d for _, d in chunks)
     output = parse_output(raw, streamed="event-stream" in content_type)
     if status >= 400 and output.error is None:
         output.error = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
-    return SentTurn(exchange.index, body, status, headers, chunks, output,
-                    time.perf_counter() - began)
+    return SentTurn(
+        exchange.index, body, status, headers, chunks, output, time.perf_counter() - began
+    )
 
 
 async def rerun(
@@ -190,8 +207,12 @@ async def rerun(
             sent = await send_turn(http, target, exchange, body)
             result.sent.append(sent)
             comparison = compare_turn(
-                numbering[exchange.index], exchange.index, exchange_output(exchange),
-                sent.output, wall_s=sent.wall_s, detect=detect,
+                numbering[exchange.index],
+                exchange.index,
+                exchange_output(exchange),
+                sent.output,
+                wall_s=sent.wall_s,
+                detect=detect,
             )
             result.turns.append(comparison)
             if progress is not None:

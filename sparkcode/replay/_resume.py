@@ -87,9 +87,12 @@ def user_turns(history: list[Message]) -> list[int]:
     is how such a conversation is recorded, so resumed). Counted as turns, a resumed
     cpu-coder session's /undo took back the last result ("turn 11 ... it changed no
     file") instead of the turn whose edit wrote the file."""
-    return [i for i, m in enumerate(history)
-            if m.get("role") == "user"
-            and not str(m.get("content") or "").startswith((SUMMARY_PREFIX, RESULT_PREFIX))]
+    return [
+        i
+        for i, m in enumerate(history)
+        if m.get("role") == "user"
+        and not str(m.get("content") or "").startswith((SUMMARY_PREFIX, RESULT_PREFIX))
+    ]
 
 
 def accepted_requests(session: Session) -> list[Exchange]:
@@ -98,26 +101,34 @@ def accepted_requests(session: Session) -> list[Exchange]:
     out = []
     for e in session.exchanges:
         body = e.body_json
-        if (is_model_call(e) and e.task is None and body is not None
-                and isinstance(body.get("messages"), list)
-                and e.status is not None and e.status < 400):
+        if (
+            is_model_call(e)
+            and e.task is None
+            and body is not None
+            and isinstance(body.get("messages"), list)
+            and e.status is not None
+            and e.status < 400
+        ):
             out.append(e)
     return out
 
 
-async def rebuild_conversation(session: Session, *, turn: int | None = None,
-                               store: SessionStore | None = None) -> Rebuilt:
+async def rebuild_conversation(
+    session: Session, *, turn: int | None = None, store: SessionStore | None = None
+) -> Rebuilt:
     """The conversation of ``session`` (after ``turn``, default the last one)."""
     rebuilt = await _rebuild_all(session, store, depth=0)
     rebuilt.total_turns = rebuilt.turns
     if turn is not None:
         starts = user_turns(rebuilt.history)
         if turn < 0 or turn > len(starts):
-            raise ResumeError(f"session {session.id} has {len(starts)} turn"
-                              f"{'s' if len(starts) != 1 else ''}; there is no turn {turn} "
-                              f"(fork at 0..{len(starts)})")
+            raise ResumeError(
+                f"session {session.id} has {len(starts)} turn"
+                f"{'s' if len(starts) != 1 else ''}; there is no turn {turn} "
+                f"(fork at 0..{len(starts)})"
+            )
         if turn < len(starts):
-            rebuilt.history = rebuilt.history[:starts[turn]]
+            rebuilt.history = rebuilt.history[: starts[turn]]
         rebuilt.turns = turn
         rebuilt.marks = [m for m in rebuilt.marks if m.turn <= turn]
         rebuilt.todos = _todos(session, store, 0, turn=turn)
@@ -128,11 +139,15 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
     notes: list[str] = []
     fmt = session.header.get("format")
     if isinstance(fmt, int) and fmt < FORMAT_VERSION:
-        notes.append(f"session {session.id} was recorded in an older format ({fmt}; now "
-                     f"{FORMAT_VERSION}): its conversation was rebuilt from the request bodies")
+        notes.append(
+            f"session {session.id} was recorded in an older format ({fmt}; now "
+            f"{FORMAT_VERSION}): its conversation was rebuilt from the request bodies"
+        )
     if session.problems:
-        notes.append(f"{len(session.problems)} corrupt line(s) of the recording were skipped "
-                     f"(first: {session.problems[0]})")
+        notes.append(
+            f"{len(session.problems)} corrupt line(s) of the recording were skipped "
+            f"(first: {session.problems[0]})"
+        )
     requests = accepted_requests(session)
     if not requests:
         parent = session.header.get("parent")
@@ -141,13 +156,16 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
             parent_session = store.load(parent)
             parent_turn = session.header.get("parent_turn")
             base = await rebuild_conversation(
-                parent_session, turn=parent_turn if isinstance(parent_turn, int) else None,
-                store=store)
+                parent_session,
+                turn=parent_turn if isinstance(parent_turn, int) else None,
+                store=store,
+            )
             base.session_id, base.notes = session.id, [*notes, *base.notes]
             base.workspace = str(session.header.get("workspace") or base.workspace)
             return base
-        raise ResumeError(f"session {session.id} has no model request to resume from "
-                          "(nothing was sent in it)")
+        raise ResumeError(
+            f"session {session.id} has no model request to resume from (nothing was sent in it)"
+        )
     last = requests[-1]
     body = json.loads(last.body)
     history: list[Message] = body["messages"]
@@ -156,15 +174,22 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
     if unfinished:
         # The recording ends inside the last turn: resume from the one before it.
         cut = user_turns(history)
-        history = history[:cut[-1]] if cut else history
+        history = history[: cut[-1]] if cut else history
         why = last.error or "the stream was cut off"
-        notes.append(f"the recording's last turn did not finish ({why}); resuming from the "
-                     "last complete turn")
+        notes.append(
+            f"the recording's last turn did not finish ({why}); resuming from the "
+            "last complete turn"
+        )
     else:
         history += await _tail(session, last, finished)
         history = _apply_rewinds(session, last, history)
-    rebuilt = Rebuilt(session_id=session.id, workspace=str(session.header.get("workspace", "")),
-                      history=history, turns=len(user_turns(history)), notes=notes)
+    rebuilt = Rebuilt(
+        session_id=session.id,
+        workspace=str(session.header.get("workspace", "")),
+        history=history,
+        turns=len(user_turns(history)),
+        notes=notes,
+    )
     rebuilt.marks = _marks(session, store, history, depth)
     rebuilt.todos = _todos(session, store, depth, drop_last_turn=unfinished)
     rebuilt.mode = recorded_mode(session)
@@ -204,14 +229,26 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
         return [{"role": "assistant", "content": content}] if content else []
     registry = default_tools()
     after = [e for e in session.events if e.t_ns > last.t_ns]
-    started = [e for e in after if e.type == "ToolCallStarted"  # not the user's !cmd
-               and not str(e.data.get("call_id")).startswith(USER_SHELL_PREFIX)]
+    started = [
+        e
+        for e in after
+        if e.type == "ToolCallStarted"  # not the user's !cmd
+        and not str(e.data.get("call_id")).startswith(USER_SHELL_PREFIX)
+    ]
     if started and not calls:
-        calls = [ToolCall(index=i, id=str(e.data.get("call_id")), name=str(e.data.get("name")),
-                          arguments=str(e.data.get("raw_arguments") or ""))
-                 for i, e in enumerate(started)]
-        if any(e.type == "Notice" and str(e.data.get("code", "")).startswith("tool_call_")
-               for e in after):
+        calls = [
+            ToolCall(
+                index=i,
+                id=str(e.data.get("call_id")),
+                name=str(e.data.get("name")),
+                arguments=str(e.data.get("raw_arguments") or ""),
+            )
+            for i, e in enumerate(started)
+        ]
+        if any(
+            e.type == "Notice" and str(e.data.get("code", "")).startswith("tool_call_")
+            for e in after
+        ):
             found = recover(content, reasoning, None, registry)
             if found is not None:
                 content = found.content
@@ -220,13 +257,19 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
     if checked:
         message["tool_calls"] = [c.history_entry() for c in checked]
     out = [message]
-    results = {str(e.data.get("call_id")): str(e.data.get("result", ""))
-               for e in after if e.type == "ToolCallFinished"}
+    results = {
+        str(e.data.get("call_id")): str(e.data.get("result", ""))
+        for e in after
+        if e.type == "ToolCallFinished"
+    }
     for call in checked:
         text = results.get(call.call_id)
         if text is None:
-            text = f"not run: {stop_note(finished)}" if finished else \
-                "not run: the turn was interrupted"
+            text = (
+                f"not run: {stop_note(finished)}"
+                if finished
+                else "not run: the turn was interrupted"
+            )
         out.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
     return out
 
@@ -259,8 +302,9 @@ def _apply_rewinds(session: Session, last: Exchange, history: list[Message]) -> 
     return history
 
 
-def _marks(session: Session, store: SessionStore | None, history: list[Message],
-           depth: int) -> list[TurnMark]:
+def _marks(
+    session: Session, store: SessionStore | None, history: list[Message], depth: int
+) -> list[TurnMark]:
     """Each turn's start in ``history`` and the snapshot taken before its first change."""
     snapshots: dict[int, str | None] = {}
     for s in _lineage(session, store, depth):
@@ -275,12 +319,20 @@ def _marks(session: Session, store: SessionStore | None, history: list[Message],
             elif event.type == "UndoApplied":
                 for t in [t for t in snapshots if t >= turn]:
                     del snapshots[t]
-    return [TurnMark(turn=n, start=i, snapshot=snapshots.get(n))
-            for n, i in enumerate(user_turns(history), start=1)]
+    return [
+        TurnMark(turn=n, start=i, snapshot=snapshots.get(n))
+        for n, i in enumerate(user_turns(history), start=1)
+    ]
 
 
-def _todos(session: Session, store: SessionStore | None, depth: int, *,
-           turn: int | None = None, drop_last_turn: bool = False) -> tuple[TodoItem, ...]:
+def _todos(
+    session: Session,
+    store: SessionStore | None,
+    depth: int,
+    *,
+    turn: int | None = None,
+    drop_last_turn: bool = False,
+) -> tuple[TodoItem, ...]:
     """The todo list after ``turn`` (None: at the end of the recording), or before the
     last turn when that one is left out; a fork starts from its parent's list at its
     ``parent_turn``. The agent keeps the list across /undo, so an undo does not change it."""

@@ -19,8 +19,7 @@ RERUN_STARTS_ITS_OWN = "rerunning against --profile starts each configuration it
 is measured on an engine of its own, cold."""
 
 
-def endpoint_target(url: str, model: str | None = None,
-                    api_key_env: str | None = None) -> Target:
+def endpoint_target(url: str, model: str | None = None, api_key_env: str | None = None) -> Target:
     return Target.for_endpoint(url, model, api_key_env)
 
 
@@ -30,12 +29,18 @@ def managed_target(paths: Paths) -> Target:
 
 
 @contextlib.contextmanager
-def supervised_profile(name: str, paths: Paths, *, timeout: float = 900.0,
-                       on_phase: Callable[[str], None] | None = None) -> Iterator[Target]:
+def supervised_profile(
+    name: str,
+    paths: Paths,
+    *,
+    timeout: float = 900.0,
+    on_phase: Callable[[str], None] | None = None,
+) -> Iterator[Target]:
     """Start profile ``name``'s own engine, yield its target, stop it afterwards."""
     target = Target.for_profile(name, paths, reuse=Reuse.NEVER, label=name)
-    with target.opened(paths, progress=on_phase, on_phase=on_phase, timeout=timeout,
-                       why=RERUN_STARTS_ITS_OWN) as reached:
+    with target.opened(
+        paths, progress=on_phase, on_phase=on_phase, timeout=timeout, why=RERUN_STARTS_ITS_OWN
+    ) as reached:
         yield reached
 
 

@@ -12,14 +12,7 @@ from ._blobs import BlobStore, blobs_dir, copy_blobs
 from ._fingerprint import engine_fingerprint, model_revision
 from ._load import SessionFileError, load_session
 from ._recorder import SessionRecorder, new_session_id
-from ._records import (
-    FORMAT_VERSION,
-    Chunk,
-    Exchange,
-    LoadProblem,
-    Session,
-    SessionEvent,
-)
+from ._records import FORMAT_VERSION, Chunk, Exchange, LoadProblem, Session, SessionEvent
 from ._redact import REDACTED, Redactor, secret_values_from_env
 from ._sse import (
     Piece,

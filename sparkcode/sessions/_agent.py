@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 STREAM_EVENTS: frozenset[str] = frozenset({"ContentDelta", "ReasoningDelta", "UsageUpdate"})
 """Events derived from the recorded stream itself: not written twice."""
 
-FSYNC_EVENTS: frozenset[str] = frozenset({"TurnFinished", "ApprovalResolved", "UndoApplied",
-                                          "AgentError"})
+FSYNC_EVENTS: frozenset[str] = frozenset(
+    {"TurnFinished", "ApprovalResolved", "UndoApplied", "AgentError"}
+)
 HELD_EVENTS: frozenset[str] = frozenset({"ModeChanged"})
 """Events that do not start the file themselves (a mode switched and no prompt sent
 leaves no session); held until something does, then written in order."""
@@ -76,10 +77,19 @@ def start_recording(
     if api_key_env and os.environ.get(api_key_env):
         extra_secrets.append(os.environ[api_key_env])
     redactor = Redactor.from_env(extra_secrets)
-    fingerprint: dict[str, Any] = engine_fingerprint(base_url, paths, model=model,
-                                                     redactor=redactor)
-    recorder = SessionRecorder(paths.sessions_dir, workspace=workspace, engine=fingerprint,
-                               redactor=redactor, origin=origin, on_error=on_error,
-                               lazy=lazy, extra=extra, session_id=session_id)
+    fingerprint: dict[str, Any] = engine_fingerprint(
+        base_url, paths, model=model, redactor=redactor
+    )
+    recorder = SessionRecorder(
+        paths.sessions_dir,
+        workspace=workspace,
+        engine=fingerprint,
+        redactor=redactor,
+        origin=origin,
+        on_error=on_error,
+        lazy=lazy,
+        extra=extra,
+        session_id=session_id,
+    )
     transport = RecordingTransport(inner or httpx.AsyncHTTPTransport(), recorder)
     return recorder, transport

@@ -77,8 +77,9 @@ class AppendLog:
             length += self._window
         try:
             os.posix_fallocate(self._fd, start, length)
-            self._map = mmap.mmap(self._fd, length, mmap.MAP_SHARED,
-                                  mmap.PROT_READ | mmap.PROT_WRITE, offset=start)
+            self._map = mmap.mmap(
+                self._fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=start
+            )
         except OSError as exc:
             if exc.errno in (95, 22):  # EOPNOTSUPP, EINVAL: no block reservation here
                 self._mapped = False
@@ -98,8 +99,9 @@ class AppendLog:
         ready = min(self._map_end, end - end % mmap.PAGESIZE + POPULATE_STEP)
         if self._populates:
             try:
-                self._map.madvise(MADV_POPULATE_WRITE, self._ready_end - self._map_start,
-                                  ready - self._ready_end)
+                self._map.madvise(
+                    MADV_POPULATE_WRITE, self._ready_end - self._map_start, ready - self._ready_end
+                )
             except (OSError, ValueError):
                 self._populates = False  # before Linux 5.14: pages fault in one by one
         self._ready_end = ready
@@ -109,23 +111,23 @@ class AppendLog:
         size = self._size
         end = size + len(data)
         if end <= self._ready_end:  # the hot path: one copy
-            self._map[size - self._map_start:end - self._map_start] = data  # type: ignore[index]
+            self._map[size - self._map_start : end - self._map_start] = data  # type: ignore[index]
             self._size = end
             return
         if self._map is not None and end <= self._map_end:
             self._populate(end)
-            self._map[size - self._map_start:end - self._map_start] = data
+            self._map[size - self._map_start : end - self._map_start] = data
             self._size = end
             return
         if self._mapped:
             self._remap(len(data))
             if self._map is not None:
-                self._map[size - self._map_start:end - self._map_start] = data
+                self._map[size - self._map_start : end - self._map_start] = data
                 self._size = end
                 return
         view = memoryview(data)
         while view:
-            view = view[os.pwrite(self._fd, view, self._size):]
+            view = view[os.pwrite(self._fd, view, self._size) :]
             self._size = end - len(view)
 
     def sync(self) -> None:

@@ -79,7 +79,7 @@ def cut_images(body: bytes, store: BlobStore) -> tuple[bytes, list[list[Any]]]:
             continue
         if not raw or base64.b64encode(raw) != payload:
             continue  # not canonical: kept inline so the body stays exact
-        out += body[last:match.start(1)]
+        out += body[last : match.start(1)]
         refs.append([len(out), store.put(raw)])
         last = match.end(1)
     if not refs:
@@ -95,20 +95,29 @@ def restore_images(body: bytes, refs: Any, directory: Path) -> bytes:
     pieces: list[bytes] = []
     last = 0
     for ref in refs:
-        if not (isinstance(ref, list) and len(ref) == 2 and isinstance(ref[0], int)
-                and isinstance(ref[1], str) and last <= ref[0] <= len(body)):
+        if not (
+            isinstance(ref, list)
+            and len(ref) == 2
+            and isinstance(ref[0], int)
+            and isinstance(ref[1], str)
+            and last <= ref[0] <= len(body)
+        ):
             raise BlobError(f"bad blob reference {ref!r}")
         offset, digest = ref
         path = directory / digest
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            raise BlobError(f"image {digest[:12]} of this request is missing from "
-                            f"{directory} ({exc.strerror}); the body keeps an empty "
-                            "image") from None
+            raise BlobError(
+                f"image {digest[:12]} of this request is missing from "
+                f"{directory} ({exc.strerror}); the body keeps an empty "
+                "image"
+            ) from None
         if hashlib.sha256(raw).hexdigest() != digest:
-            raise BlobError(f"image file {path} does not match its sha256 (changed after "
-                            "recording); the body keeps an empty image")
+            raise BlobError(
+                f"image file {path} does not match its sha256 (changed after "
+                "recording); the body keeps an empty image"
+            )
         pieces += [body[last:offset], base64.b64encode(raw)]
         last = offset
     pieces.append(body[last:])

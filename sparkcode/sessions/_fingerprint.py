@@ -79,9 +79,9 @@ def record_fingerprint(record: EngineRecord, redactor: Redactor) -> dict[str, An
     }
 
 
-def engine_fingerprint(base_url: str, paths: Paths, *,
-                       model: str | None = None,
-                       redactor: Redactor | None = None) -> dict[str, Any]:
+def engine_fingerprint(
+    base_url: str, paths: Paths, *, model: str | None = None, redactor: Redactor | None = None
+) -> dict[str, Any]:
     """The managed engine's fingerprint if it serves ``base_url``, else the URL alone."""
     redactor = redactor or Redactor.from_env()
     try:

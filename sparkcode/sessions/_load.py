@@ -16,15 +16,7 @@ from typing import Any
 from engine.errors import UserError
 
 from ._blobs import BlobError, blobs_dir, restore_images
-from ._records import (
-    KINDS,
-    Chunk,
-    Exchange,
-    LoadProblem,
-    Session,
-    SessionEvent,
-    decode_bytes,
-)
+from ._records import KINDS, Chunk, Exchange, LoadProblem, Session, SessionEvent, decode_bytes
 
 
 class SessionFileError(UserError):
@@ -79,13 +71,15 @@ class _Builder:
             body = decode_bytes(record, "body", "body_b64")
             if "blobs" in record:
                 try:
-                    body = restore_images(body, record["blobs"],
-                                          blobs_dir(self.session.path))
+                    body = restore_images(body, record["blobs"], blobs_dir(self.session.path))
                 except BlobError as exc:
                     self.blob_problem = f"request {index}: {exc}"
             exchange = Exchange(
-                index=index, t_ns=_int(record, "t_ns"), method=str(record.get("method", "POST")),
-                url=str(record.get("url", "")), request_headers=_pairs(record.get("headers", [])),
+                index=index,
+                t_ns=_int(record, "t_ns"),
+                method=str(record.get("method", "POST")),
+                url=str(record.get("url", "")),
+                request_headers=_pairs(record.get("headers", [])),
                 body=body,
             )
             self.by_index[index] = exchange
@@ -139,8 +133,7 @@ def load_session(path: Path) -> Session:
                 raise ValueError("not a JSON object")
             builder.add(record)
             if builder.blob_problem is not None:
-                builder.session.problems.append(LoadProblem(path, number,
-                                                            builder.blob_problem))
+                builder.session.problems.append(LoadProblem(path, number, builder.blob_problem))
                 builder.blob_problem = None
         except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
             if is_last_cut:

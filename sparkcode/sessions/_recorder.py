@@ -185,8 +185,12 @@ class SessionRecorder:
             index = self._next_req
             self._next_req += 1
         record: dict[str, Any] = {
-            "kind": "request", "req": index, "t_ns": time.monotonic_ns(), "method": method,
-            "url": self.redactor.text(url), "headers": self.redactor.headers(headers),
+            "kind": "request",
+            "req": index,
+            "t_ns": time.monotonic_ns(),
+            "method": method,
+            "url": self.redactor.text(url),
+            "headers": self.redactor.headers(headers),
         }
         if self.redactor.active:
             try:
@@ -204,10 +208,18 @@ class SessionRecorder:
         return index
 
     def response(self, index: int, status: int, headers: list[tuple[str, str]]) -> None:
-        self._write(_dumps({
-            "kind": "response", "req": index, "t_ns": time.monotonic_ns(), "status": status,
-            "headers": self.redactor.headers(headers),
-        }), opens=False)
+        self._write(
+            _dumps(
+                {
+                    "kind": "response",
+                    "req": index,
+                    "t_ns": time.monotonic_ns(),
+                    "status": status,
+                    "headers": self.redactor.headers(headers),
+                }
+            ),
+            opens=False,
+        )
 
     def chunk(self, index: int, data: bytes) -> None:
         """One piece of a response body, stamped on arrival (the hot path: kept lean)."""
@@ -229,21 +241,37 @@ class SessionRecorder:
         except OSError as exc:
             self._fail(exc)
 
-    def end(self, index: int, *, usage: Any, error: str | None, chunks: int,
-            nbytes: int) -> None:
-        self._write(_dumps({
-            "kind": "end", "req": index, "t_ns": time.monotonic_ns(), "usage": usage,
-            "error": error, "chunks": chunks, "bytes": nbytes,
-        }), opens=False)
+    def end(self, index: int, *, usage: Any, error: str | None, chunks: int, nbytes: int) -> None:
+        self._write(
+            _dumps(
+                {
+                    "kind": "end",
+                    "req": index,
+                    "t_ns": time.monotonic_ns(),
+                    "usage": usage,
+                    "error": error,
+                    "chunks": chunks,
+                    "bytes": nbytes,
+                }
+            ),
+            opens=False,
+        )
         self.sync()
 
     def event(self, type_: str, data: Mapping[str, Any], *, opens: bool = True) -> None:
         """An agent event: tool call, tool result, approval, undo, turn end... Without
         ``opens`` a lazy recorder holds it until a record that opens the file."""
-        self._write(_dumps({
-            "kind": "event", "t_ns": time.monotonic_ns(), "type": type_,
-            "data": self._redact_obj(_jsonable(dict(data))),
-        }), opens=opens)
+        self._write(
+            _dumps(
+                {
+                    "kind": "event",
+                    "t_ns": time.monotonic_ns(),
+                    "type": type_,
+                    "data": self._redact_obj(_jsonable(dict(data))),
+                }
+            ),
+            opens=opens,
+        )
 
 
 def _dumps(record: Mapping[str, Any]) -> str:

@@ -107,7 +107,7 @@ class Exchange:
         from urllib.parse import urlsplit
 
         path = urlsplit(self.url).path
-        return path[path.find("/v1") + 3:] if "/v1/" in path else path
+        return path[path.find("/v1") + 3 :] if "/v1/" in path else path
 
     @property
     def response_bytes(self) -> bytes:

@@ -16,9 +16,9 @@ from engine.profiles import is_secret_name
 
 REDACTED = "<redacted>"
 
-CREDENTIAL_HEADERS: frozenset[str] = frozenset({
-    "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
-})
+CREDENTIAL_HEADERS: frozenset[str] = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
+)
 
 MIN_SECRET_LEN = 6
 """Shorter values (``1``, ``true``) would redact unrelated text and protect nothing."""

@@ -58,8 +58,13 @@ def _pre(text: str, cls: str = "") -> str:
 def _diff(text: str) -> str:
     lines = []
     for line in text.rstrip("\n").split("\n"):
-        cls = "add" if line.startswith("+") and not line.startswith("+++") else \
-            "del" if line.startswith("-") and not line.startswith("---") else ""
+        cls = (
+            "add"
+            if line.startswith("+") and not line.startswith("+++")
+            else "del"
+            if line.startswith("-") and not line.startswith("---")
+            else ""
+        )
         lines.append(f'<span class="{cls}">{_e(line)}</span>' if cls else _e(line))
     return '<pre class="diff">' + "\n".join(lines) + "</pre>"
 
@@ -83,8 +88,11 @@ def _request(request: Request, level: int) -> list[str]:
 
 def _call(call: ToolCall, level: int) -> list[str]:
     out = ['<div class="call">', f"<h{level}>Tool call: <code>{_e(call.name)}</code></h{level}>"]
-    facts = [f"{call.duration_s:.2f} s" if call.duration_s is not None else "",
-             call.approval or "", "" if call.result is not None else "no result recorded"]
+    facts = [
+        f"{call.duration_s:.2f} s" if call.duration_s is not None else "",
+        call.approval or "",
+        "" if call.result is not None else "no result recorded",
+    ]
     shown = " · ".join(f for f in facts if f)
     if shown:
         out.append(f'<p class="figures">{_e(shown)}</p>')
@@ -100,8 +108,11 @@ def _call(call: ToolCall, level: int) -> list[str]:
     if call.result is not None:
         lines = call.result.count("\n") + 1
         block = _pre(call.result, "result")
-        out.append(_details(f"{label} ({lines} lines)", block) if lines > LONG_RESULT_LINES
-                   else f"<p>{label}:</p>" + block)
+        out.append(
+            _details(f"{label} ({lines} lines)", block)
+            if lines > LONG_RESULT_LINES
+            else f"<p>{label}:</p>" + block
+        )
     if call.nested:
         out.append(f"<p><em>{_e(call.name)}'s own conversation:</em></p>")
         out += _steps(call.nested, min(level + 1, 6))
@@ -122,27 +133,39 @@ def _steps(steps: list[Step], level: int) -> list[str]:
 
 def _turn(turn: Turn) -> list[str]:
     title = f"Turn {turn.number}" if turn.number else "Before the first turn"
-    out = [f'<section class="turn"><h2>{title}</h2>',
-           f'<p class="figures">{_e(turn_figures(turn))}</p>']
+    out = [
+        f'<section class="turn"><h2>{title}</h2>',
+        f'<p class="figures">{_e(turn_figures(turn))}</p>',
+    ]
     if turn.number:
         out += ["<h3>User</h3>", f'<div class="user">{_markdown(turn.user_text)}</div>']
     if turn.images:
-        out.append("<p>Images attached:</p><ul>"
-                   + "".join(f"<li>{_e(i)}</li>" for i in turn.images) + "</ul>")
+        out.append(
+            "<p>Images attached:</p><ul>"
+            + "".join(f"<li>{_e(i)}</li>" for i in turn.images)
+            + "</ul>"
+        )
     return out + _steps(turn.steps, 3) + ["</section>"]
 
 
 def render_html(transcript: Transcript) -> str:
     title = _e(f"Session {transcript.session_id}")
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{title}</title><style>{STYLE}</style></head><body>",
-           f"<h1>{title}</h1>", '<table class="meta">']
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{title}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{title}</h1>",
+        '<table class="meta">',
+    ]
     out += [f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in transcript.meta]
     out.append("</table>")
     if transcript.problems:
-        out.append("<p>Damaged lines left out:</p><ul>"
-                   + "".join(f"<li>{_e(p)}</li>" for p in transcript.problems) + "</ul>")
+        out.append(
+            "<p>Damaged lines left out:</p><ul>"
+            + "".join(f"<li>{_e(p)}</li>" for p in transcript.problems)
+            + "</ul>"
+        )
     if not transcript.turns:
         out.append("<p><em>The session has no turns.</em></p>")
     for turn in transcript.turns:

@@ -64,8 +64,11 @@ def _request(request: Request, level: int) -> list[str]:
 
 def _call(call: ToolCall, level: int) -> list[str]:
     title = f"{'#' * level} Tool call: `{call.name}`"
-    facts = [f"{call.duration_s:.2f} s" if call.duration_s is not None else "",
-             call.approval or "", "" if call.result is not None else "no result recorded"]
+    facts = [
+        f"{call.duration_s:.2f} s" if call.duration_s is not None else "",
+        call.approval or "",
+        "" if call.result is not None else "no result recorded",
+    ]
     out = [title, ""]
     shown = [f for f in facts if f]
     if shown:
@@ -82,8 +85,12 @@ def _call(call: ToolCall, level: int) -> list[str]:
     if call.result is not None:
         block = fence(call.result, "text")
         lines = call.result.count("\n") + 1
-        out += [_details(f"{label} ({lines} lines)", block) if lines > LONG_RESULT_LINES
-                else f"{label}:\n\n" + block, ""]
+        out += [
+            _details(f"{label} ({lines} lines)", block)
+            if lines > LONG_RESULT_LINES
+            else f"{label}:\n\n" + block,
+            "",
+        ]
     if call.nested:
         out += [f"*{call.name}'s own conversation:*", ""]
         out += _steps(call.nested, min(level + 1, 6))

@@ -87,8 +87,11 @@ def sse_events(body: bytes) -> tuple[list[Any], int]:
 
 
 def _add_delta(out: TurnOutput, delta: dict[str, Any], token: int) -> None:
-    for key, channel in (("reasoning", "reasoning"), ("reasoning_content", "reasoning"),
-                         ("content", "content")):
+    for key, channel in (
+        ("reasoning", "reasoning"),
+        ("reasoning_content", "reasoning"),
+        ("content", "content"),
+    ):
         value = delta.get(key)
         if isinstance(value, str) and value:
             out.pieces.append(Piece(channel, value, token))

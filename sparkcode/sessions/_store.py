@@ -54,14 +54,20 @@ def summarize(session: Session) -> SessionSummary:
     ends = [e.end_t_ns or e.t_ns for e in session.exchanges] + [e.t_ns for e in session.events]
     duration = (max(ends) - session.t0_ns) / 1e9 if ends else 0.0
     return SessionSummary(
-        id=session.id, path=str(session.path), created=str(session.header.get("created", "")),
+        id=session.id,
+        path=str(session.path),
+        created=str(session.header.get("created", "")),
         origin=str(session.header.get("origin", "")),
         workspace=str(session.header.get("workspace", "")),
         model=model if isinstance(model, str) else None,
         engine=str(engine.get("profile") or engine.get("base_url") or "?"),
-        requests=len(session.exchanges), events=len(session.events), completion_tokens=tokens,
-        duration_s=max(duration, 0.0), problems=len(session.problems),
-        truncated=session.truncated_tail, **_worktree(session.header),
+        requests=len(session.exchanges),
+        events=len(session.events),
+        completion_tokens=tokens,
+        duration_s=max(duration, 0.0),
+        problems=len(session.problems),
+        truncated=session.truncated_tail,
+        **_worktree(session.header),
     )
 
 
@@ -71,8 +77,10 @@ def _worktree(header: dict[str, Any]) -> dict[str, str | None]:
     if not isinstance(record, dict):
         return {"worktree": None, "branch": None}
     path, branch = record.get("path"), record.get("branch")
-    return {"worktree": path if isinstance(path, str) else None,
-            "branch": branch if isinstance(branch, str) else None}
+    return {
+        "worktree": path if isinstance(path, str) else None,
+        "branch": branch if isinstance(branch, str) else None,
+    }
 
 
 _CHUNK_PREFIX = b'{"kind":"chunk"'
@@ -129,13 +137,19 @@ def quick_summary(path: Path) -> SessionSummary:
     t0_value = header.get("t0_ns")
     t0 = t0_value if isinstance(t0_value, int) else last_t
     return SessionSummary(
-        id=str(header.get("session_id") or path.stem), path=str(path),
-        created=str(header.get("created", "")), origin=str(header.get("origin", "")),
+        id=str(header.get("session_id") or path.stem),
+        path=str(path),
+        created=str(header.get("created", "")),
+        origin=str(header.get("origin", "")),
         workspace=str(header.get("workspace", "")),
         model=engine_model if isinstance(engine_model, str) else model,
         engine=str(engine.get("profile") or engine.get("base_url") or "?"),
-        requests=requests, events=events, completion_tokens=tokens,
-        duration_s=max((last_t - t0) / 1e9, 0.0), problems=problems, truncated=truncated,
+        requests=requests,
+        events=events,
+        completion_tokens=tokens,
+        duration_s=max((last_t - t0) / 1e9, 0.0),
+        problems=problems,
+        truncated=truncated,
         **_worktree(header),
     )
 
@@ -169,12 +183,14 @@ class SessionStore:
             return direct  # a path to a session file works too
         matches = [p for p in self.files() if p.stem.startswith(prefix)]
         if not matches:
-            raise UserError(f"no session with ID {prefix!r} in {self.directory} "
-                            "(see `sparkcode sessions list`)")
+            raise UserError(
+                f"no session with ID {prefix!r} in {self.directory} (see `sparkcode sessions list`)"
+            )
         if len(matches) > 1:
             shown = ", ".join(p.stem for p in matches[:5])
-            raise UserError(f"session ID {prefix!r} is ambiguous: {shown}"
-                            f"{' ...' if len(matches) > 5 else ''}")
+            raise UserError(
+                f"session ID {prefix!r} is ambiguous: {shown}{' ...' if len(matches) > 5 else ''}"
+            )
         return matches[0]
 
     def load(self, prefix: str) -> Session:

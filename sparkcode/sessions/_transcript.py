@@ -114,12 +114,14 @@ def model_exchanges(session: Session) -> list[Exchange]:
 
 def _meta(session: Session, clean: Redactor) -> list[tuple[str, str]]:
     header, engine = session.header, session.engine
-    rows = [("created", str(header.get("created") or "?")),
-            ("workspace", str(header.get("workspace") or "?")),
-            ("model", str(engine.get("model") or "?")),
-            ("engine", str(engine.get("profile") or engine.get("base_url") or "?")),
-            ("vLLM", str(engine.get("vllm_version") or "?")),
-            ("sparkcode", str(header.get("sparkcode_version") or "?"))]
+    rows = [
+        ("created", str(header.get("created") or "?")),
+        ("workspace", str(header.get("workspace") or "?")),
+        ("model", str(engine.get("model") or "?")),
+        ("engine", str(engine.get("profile") or engine.get("base_url") or "?")),
+        ("vLLM", str(engine.get("vllm_version") or "?")),
+        ("sparkcode", str(header.get("sparkcode_version") or "?")),
+    ]
     if header.get("parent"):
         rows.append(("continues", f"{header['parent']} after turn {header.get('parent_turn')}"))
     return [(k, clean.text(v)) for k, v in rows]
@@ -136,9 +138,11 @@ class _Builder:
         self.session = session
         self.clean = redactor.text
         self.exchanges = iter(model_exchanges(session))
-        self.transcript = Transcript(session.id, _meta(session, redactor),
-                                     problems=[redactor.text(str(p))
-                                               for p in session.problems])
+        self.transcript = Transcript(
+            session.id,
+            _meta(session, redactor),
+            problems=[redactor.text(str(p)) for p in session.problems],
+        )
         self.turn: Turn | None = None
         self.calls: dict[str, ToolCall] = {}
         self.turn_spans: dict[int, tuple[int, int]] = {}
@@ -154,15 +158,15 @@ class _Builder:
             parent = self.calls.get(event.call_id)
             self.add(event.event, parent.nested if parent is not None else None)
         elif isinstance(event, ev.TurnStarted):
-            self.turn = Turn(event.turn, self.clean(event.user_text),
-                             [self.clean(i) for i in event.images])
+            self.turn = Turn(
+                event.turn, self.clean(event.user_text), [self.clean(i) for i in event.images]
+            )
             self.transcript.turns.append(self.turn)
         elif isinstance(event, ev.TurnFinished):
             if steps is None:
                 self._turn().finish = event.reason
         else:
-            self._step(event, steps if steps is not None else self._turn().steps,
-                       top=steps is None)
+            self._step(event, steps if steps is not None else self._turn().steps, top=steps is None)
 
     def _step(self, event: ev.Event, into: list[Step], *, top: bool) -> None:
         if isinstance(event, ev.RequestStarted):
@@ -258,8 +262,10 @@ def _note(event: ev.Event) -> tuple[str, str] | None:
     if isinstance(event, ev.UndoApplied):
         return "undo", f"undo: {', '.join(event.changed) or 'no files'} restored"
     if isinstance(event, ev.ContextCompacted):
-        return "compacted", (f"context compacted: {event.messages_summarised} messages, "
-                             f"{event.tokens_before} tokens -> ~{event.tokens_after_estimate}")
+        return "compacted", (
+            f"context compacted: {event.messages_summarised} messages, "
+            f"{event.tokens_before} tokens -> ~{event.tokens_after_estimate}"
+        )
     if isinstance(event, ev.DegenerationDetected):
         return "degenerate", f"degenerate {event.channel} ({event.pattern}): {event.detail}"
     if isinstance(event, ev.BudgetExceeded):
@@ -274,8 +280,9 @@ def _note(event: ev.Event) -> tuple[str, str] | None:
     return None
 
 
-def build_transcript(session: Session, events: Iterable[ev.Event],
-                     redactor: Redactor | None = None) -> Transcript:
+def build_transcript(
+    session: Session, events: Iterable[ev.Event], redactor: Redactor | None = None
+) -> Transcript:
     """The transcript of ``session`` from its played-back ``events``."""
     builder = _Builder(session, redactor or session_redactor(session))
     for event in events:
@@ -293,7 +300,8 @@ def request_figures(request: Request) -> str:
         f"{request.prompt_tokens} prompt tokens" if request.prompt_tokens is not None else None,
         f"{request.cached_tokens} cached" if request.cached_tokens else None,
         f"{request.completion_tokens} completion tokens"
-        if request.completion_tokens is not None else None,
+        if request.completion_tokens is not None
+        else None,
         f"{request.reasoning_tokens} thinking" if request.reasoning_tokens else None,
         f"first token {_seconds(request.ttft_s)}" if request.ttft_s is not None else None,
         _seconds(request.duration_s),

@@ -48,8 +48,13 @@ def find_usage(tail: bytes, content_type: str | None) -> Any:
 class _RecordingStream(httpx.AsyncByteStream):
     """Passes a response body through, recording each chunk as it arrives."""
 
-    def __init__(self, inner: httpx.AsyncByteStream, recorder: SessionRecorder, index: int,
-                 content_type: str | None) -> None:
+    def __init__(
+        self,
+        inner: httpx.AsyncByteStream,
+        recorder: SessionRecorder,
+        index: int,
+        content_type: str | None,
+    ) -> None:
         self._inner = inner
         self._recorder = recorder
         self._index = index
@@ -85,8 +90,11 @@ class _RecordingStream(httpx.AsyncByteStream):
             return
         self._ended = True
         self._recorder.end(
-            self._index, usage=find_usage(b"".join(self._tail), self._content_type),
-            error=error, chunks=self._chunks, nbytes=self._bytes,
+            self._index,
+            usage=find_usage(b"".join(self._tail), self._content_type),
+            error=error,
+            chunks=self._chunks,
+            nbytes=self._bytes,
         )
 
     def _early_close_error(self) -> str | None:
@@ -118,16 +126,20 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         try:
             response = await self.inner.handle_async_request(request)
         except BaseException as exc:
-            self.recorder.end(index, usage=None, error=f"{type(exc).__name__}: {exc}",
-                              chunks=0, nbytes=0)
+            self.recorder.end(
+                index, usage=None, error=f"{type(exc).__name__}: {exc}", chunks=0, nbytes=0
+            )
             raise
         headers = list(response.headers.items())
         self.recorder.response(index, response.status_code, headers)
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        stream = _RecordingStream(response.stream, self.recorder, index,
-                                  response.headers.get("content-type"))
+        stream = _RecordingStream(
+            response.stream, self.recorder, index, response.headers.get("content-type")
+        )
         return httpx.Response(
-            status_code=response.status_code, headers=response.headers, stream=stream,
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=stream,
             extensions=response.extensions,
         )
 

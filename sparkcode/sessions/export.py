@@ -31,12 +31,10 @@ def transcript_format(name: str) -> TranscriptFormat:
     for known in TRANSCRIPT_FORMATS:
         if name == known:
             return known
-    raise UserError(f"unknown export format {name!r}; known: "
-                    f"{', '.join(TRANSCRIPT_FORMATS)}")
+    raise UserError(f"unknown export format {name!r}; known: {', '.join(TRANSCRIPT_FORMATS)}")
 
 
-def render_transcript(session: Session, events: Iterable[Event],
-                      fmt: TranscriptFormat) -> str:
+def render_transcript(session: Session, events: Iterable[Event], fmt: TranscriptFormat) -> str:
     """The transcript of ``session`` (its played-back ``events``) as ``fmt``."""
     redactor = session_redactor(session)
     transcript: Transcript = build_transcript(session, events, redactor)

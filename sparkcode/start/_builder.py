@@ -27,13 +27,7 @@ import httpx
 
 from engine.errors import UserError
 from engine.paths import Paths
-from engine.profiles import (
-    AgentKnobs,
-    check_knobs,
-    default_profile_name,
-    load_profile,
-    overlay,
-)
+from engine.profiles import AgentKnobs, check_knobs, default_profile_name, load_profile, overlay
 
 from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -86,11 +80,18 @@ class StartTarget:
     recorded in one: :mod:`sparkcode.worktree`); recorded in the session header."""
 
 
-def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
-                   endpoint: str | None = None, model: str | None = None,
-                   api_key_env: str | None = None, vision: bool = False,
-                   config: Config | None = None,
-                   worktree: Worktree | None = None) -> StartTarget:
+def resolve_target(
+    workspace: Path,
+    paths: Paths,
+    *,
+    profile: str | None = None,
+    endpoint: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    vision: bool = False,
+    config: Config | None = None,
+    worktree: Worktree | None = None,
+) -> StartTarget:
     """Check the workspace, read ``config.toml`` and load the profile (once).
 
     ``worktree``: the one ``--worktree`` opened (its ``workspace`` is ``workspace``);
@@ -102,8 +103,9 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
     if endpoint and profile:
         raise UserError("--endpoint and --profile exclude each other; pass one")
     if vision and not endpoint:
-        raise UserError("--vision is for --endpoint; a profile says it in its [model] table "
-                        "(vision = true)")
+        raise UserError(
+            "--vision is for --endpoint; a profile says it in its [model] table (vision = true)"
+        )
     config = config if config is not None else load_config(paths)
     instructions = load_instructions(root)
     commands = load_commands(root, paths.config_dir / "commands")
@@ -112,11 +114,22 @@ def resolve_target(workspace: Path, paths: Paths, *, profile: str | None = None,
     else:
         spec = load_profile(profile or config.profile or default_profile_name(paths), paths)
         target = Target.for_profile(
-            spec, paths, model=model, api_key_env=api_key_env,
-            reuse=Reuse.SAME_PROFILE if profile is not None else Reuse.ANY)
+            spec,
+            paths,
+            model=model,
+            api_key_env=api_key_env,
+            reuse=Reuse.SAME_PROFILE if profile is not None else Reuse.ANY,
+        )
         vision = spec.vision
-    return StartTarget(root, config, target, instructions=instructions, commands=commands,
-                       vision=vision, worktree=worktree)
+    return StartTarget(
+        root,
+        config,
+        target,
+        instructions=instructions,
+        commands=commands,
+        vision=vision,
+        worktree=worktree,
+    )
 
 
 @dataclass(frozen=True)
@@ -186,19 +199,27 @@ class AgentSession:
             self.recorder.close()
 
 
-async def build_session(target: StartTarget, options: SessionOptions,
-                        paths: Paths) -> AgentSession:
+async def build_session(target: StartTarget, options: SessionOptions, paths: Paths) -> AgentSession:
     """Connect, start recording and assemble the agent for ``target``."""
     require_git()  # before an engine starts for a session that could not run
-    conn = await connect(target.target, paths, start_engine=options.start_engine,
-                         progress=options.progress, transport=options.transport)
+    conn = await connect(
+        target.target,
+        paths,
+        start_engine=options.start_engine,
+        progress=options.progress,
+        transport=options.transport,
+    )
     settings = replace(session_settings(target.config, conn, options), vision=target.vision)
     resume = options.resume
     permissions = Permissions(target.config, mode=options.permission_mode)
-    extra: dict[str, Any] = {"permission_mode": permissions.mode,
-                             "sampling": {"seed": settings.seed,
-                                          "temperature": settings.temperature,
-                                          "top_p": settings.top_p}}
+    extra: dict[str, Any] = {
+        "permission_mode": permissions.mode,
+        "sampling": {
+            "seed": settings.seed,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+        },
+    }
     if resume is not None:
         extra.update(parent=resume.session_id, parent_turn=resume.turns)
     if target.worktree is not None:
@@ -206,16 +227,26 @@ async def build_session(target: StartTarget, options: SessionOptions,
     recorder = transport = None
     if options.record:
         recorder, transport = start_recording(
-            conn.base_url, workspace=target.workspace, model=conn.model, paths=paths,
-            api_key_env=conn.api_key_env, origin=options.origin, extra=extra,
-            inner=options.transport, session_id=options.session_id,
+            conn.base_url,
+            workspace=target.workspace,
+            model=conn.model,
+            paths=paths,
+            api_key_env=conn.api_key_env,
+            origin=options.origin,
+            extra=extra,
+            inner=options.transport,
+            session_id=options.session_id,
         )
     client = conn.client(transport or options.transport)
     # Skills are listed once, sorted: the list is part of the byte-stable prefix.
     skills = load_skills(target.workspace, paths.config_dir / "skills")
     prompt = target.instructions.system_prompt(DEFAULT_SYSTEM_PROMPT) + skills.prompt_section()
-    notes = [*(target.worktree.notes if target.worktree else ()),
-             *target.instructions.notes, *skills.notes, *target.commands.notes]
+    notes = [
+        *(target.worktree.notes if target.worktree else ()),
+        *target.instructions.notes,
+        *skills.notes,
+        *target.commands.notes,
+    ]
     if permissions.notice:
         notes.append(permissions.notice)
     hub = None
@@ -224,22 +255,37 @@ async def build_session(target: StartTarget, options: SessionOptions,
         hub = await McpHub.start(target.config.mcp_servers, paths.state_dir / "mcp")
         notes += hub.failures
     hooks, hook_notes = await session_hooks(
-        target.workspace, target.config.hooks, paths, trust=options.trust_project,
-        ask=options.ask_trust, session_id=recorder.session_id if recorder else None,
-        transcript=recorder.path if recorder else None)
+        target.workspace,
+        target.config.hooks,
+        paths,
+        trust=options.trust_project,
+        ask=options.ask_trust,
+        session_id=recorder.session_id if recorder else None,
+        transcript=recorder.path if recorder else None,
+    )
     notes += hook_notes
-    diagnostics = (Diagnostics(target.config.diagnostics, target.workspace)
-                   if target.config.diagnostics.enabled else None)
+    diagnostics = (
+        Diagnostics(target.config.diagnostics, target.workspace)
+        if target.config.diagnostics.enabled
+        else None
+    )
     agent = Agent(
-        client, target.workspace, settings=settings, hooks=hooks,
+        client,
+        target.workspace,
+        settings=settings,
+        hooks=hooks,
         permissions=permissions,
-        tools=default_tools([*skill_tools(skills), *_web_tools(target.config),
-                             *(hub.tools if hub else [])], task=bool(settings.task_tool),
-                            only=settings.tools or None,
-                            navigation=navigation_tools(diagnostics)),
+        tools=default_tools(
+            [*skill_tools(skills), *_web_tools(target.config), *(hub.tools if hub else [])],
+            task=bool(settings.task_tool),
+            only=settings.tools or None,
+            navigation=navigation_tools(diagnostics),
+        ),
         undo=UndoStore(target.workspace, paths.data_dir),
-        metrics=MetricsPoller(client.fetch_metrics), approver=options.approver,
-        system_prompt=prompt, checker=diagnostics,
+        metrics=MetricsPoller(client.fetch_metrics),
+        approver=options.approver,
+        system_prompt=prompt,
+        checker=diagnostics,
     )
     if resume is not None:
         # The recorded history, system prompt included, byte for byte: the first
@@ -251,17 +297,25 @@ async def build_session(target: StartTarget, options: SessionOptions,
         agent.todos.items = resume.todos  # the plan carries over with the conversation
         notes += resume.notes
         if resume.system_prompt != prompt:
-            notes.append("the system prompt (sparkcode's or the project instructions) changed "
-                         "since this session was recorded; the resumed session keeps the "
-                         "recorded one (start a new session to use the new one)")
+            notes.append(
+                "the system prompt (sparkcode's or the project instructions) changed "
+                "since this session was recorded; the resumed session keeps the "
+                "recorded one (start a new session to use the new one)"
+            )
     if recorder is not None:
         agent.subscribe(event_recorder(recorder))
-    return AgentSession(agent=agent, target=target, connection=conn, recorder=recorder,
-                        mcp=hub, notes=notes, diagnostics=diagnostics)
+    return AgentSession(
+        agent=agent,
+        target=target,
+        connection=conn,
+        recorder=recorder,
+        mcp=hub,
+        notes=notes,
+        diagnostics=diagnostics,
+    )
 
 
-def session_settings(config: Config, conn: Connection,
-                     options: SessionOptions) -> AgentSettings:
+def session_settings(config: Config, conn: Connection, options: SessionOptions) -> AgentSettings:
     """The one overlay: the profile's knobs, then ``config.toml``'s, then this
     start's, over :class:`AgentSettings`' defaults."""
     profile = conn.profile_spec.agent if conn.profile_spec is not None else AgentKnobs()
@@ -269,14 +323,16 @@ def session_settings(config: Config, conn: Connection,
     settings = settings_from(
         overlay(profile, config, started),
         seed=session_seed(config.seed if options.seed is None else options.seed),
-        force_tool=options.force_tool, force_tool_parameters=options.force_tool_parameters,
+        force_tool=options.force_tool,
+        force_tool_parameters=options.force_tool_parameters,
         context_limit=conn.max_model_len,
     )
     if started.thinking_token_budget is None:
         # A budget given for this start is sent as given; the files' one only
         # where the engine can honour it.
         settings.thinking_token_budget = budget_to_send(
-            conn.profile_spec, conn.managed, settings.thinking_token_budget)
+            conn.profile_spec, conn.managed, settings.thinking_token_budget
+        )
     return settings
 
 

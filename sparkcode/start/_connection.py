@@ -49,17 +49,29 @@ class Connection:
         return ChatClient(self.base_url, self.model, self.api_key_env, transport=transport)
 
 
-async def connect(target: Target, paths: Paths, *,
-                  start_engine: bool = True, progress: Progress | None = None,
-                  transport: httpx.AsyncBaseTransport | None = None) -> Connection:
+async def connect(
+    target: Target,
+    paths: Paths,
+    *,
+    start_engine: bool = True,
+    progress: Progress | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Connection:
     """Reach ``target`` (booting its managed engine when allowed) and ask ``/v1/models``."""
     say = progress or (lambda _msg: None)
     reached = target
     if not target.base_url:
-        reached = await asyncio.to_thread(target.reach, paths, start=start_engine,
-                                          progress=say, on_phase=lambda p: say(f"  {p}"))
-    return await _finish(reached.base_url, reached.model, reached.api_key_env,
-                         reached.profile, reached.managed, transport)
+        reached = await asyncio.to_thread(
+            target.reach, paths, start=start_engine, progress=say, on_phase=lambda p: say(f"  {p}")
+        )
+    return await _finish(
+        reached.base_url,
+        reached.model,
+        reached.api_key_env,
+        reached.profile,
+        reached.managed,
+        transport,
+    )
 
 
 def budget_to_send(prof: Profile | None, managed: bool, budget: int) -> int:
@@ -69,15 +81,24 @@ def budget_to_send(prof: Profile | None, managed: bool, budget: int) -> int:
     reasoning parser or config, and every turn would fail; an endpoint we do
     not run is left to the client's drop-and-retry.
     """
-    if managed and prof is not None and prof.reasoning_parser is None \
-            and prof.reasoning_config is None:
+    if (
+        managed
+        and prof is not None
+        and prof.reasoning_parser is None
+        and prof.reasoning_config is None
+    ):
         return -1
     return budget
 
 
-async def _finish(base: str, model: str | None, api_key_env: str | None,
-                  prof: Profile | None, managed: bool,
-                  transport: httpx.AsyncBaseTransport | None) -> Connection:
+async def _finish(
+    base: str,
+    model: str | None,
+    api_key_env: str | None,
+    prof: Profile | None,
+    managed: bool,
+    transport: httpx.AsyncBaseTransport | None,
+) -> Connection:
     client = ChatClient(base, model or "", api_key_env, transport=transport)
     try:
         cards = await client.list_models()
@@ -95,15 +116,15 @@ async def _finish(base: str, model: str | None, api_key_env: str | None,
             known = ", ".join(c.id for c in cards)
             raise EndpointError(f"{base} does not serve model {model!r} (it serves: {known})")
         card = found[0]
-    return Connection(base_url=base, model=card.id, api_key_env=api_key_env,
-                      max_model_len=card.max_model_len,
-                      profile=prof.name if prof is not None else None, managed=managed,
-                      profile_spec=prof)
+    return Connection(
+        base_url=base,
+        model=card.id,
+        api_key_env=api_key_env,
+        max_model_len=card.max_model_len,
+        profile=prof.name if prof is not None else None,
+        managed=managed,
+        profile_spec=prof,
+    )
 
 
-__all__ = [
-    "Connection",
-    "EndpointError",
-    "budget_to_send",
-    "connect",
-]
+__all__ = ["Connection", "EndpointError", "budget_to_send", "connect"]

@@ -25,8 +25,10 @@ class WorkspaceMismatch(UserError):
     """The session was recorded in another workspace than the one asked for."""
 
     def __init__(self, session_id: str, recorded: Path, current: Path) -> None:
-        super().__init__(f"session {session_id} was recorded in {recorded}, not in {current}; "
-                         f"to resume it there, pass --workspace {recorded}")
+        super().__init__(
+            f"session {session_id} was recorded in {recorded}, not in {current}; "
+            f"to resume it there, pass --workspace {recorded}"
+        )
         self.session_id = session_id
         self.recorded = recorded
         self.current = current
@@ -34,8 +36,11 @@ class WorkspaceMismatch(UserError):
 
 def latest_session(store: SessionStore, workspace: Path) -> SessionSummary | None:
     """The newest session recorded in ``workspace`` that sent something (or a fork)."""
-    mine = [s for s in store.summaries()
-            if Path(s.workspace) == workspace and (s.requests > 0 or s.origin == "fork")]
+    mine = [
+        s
+        for s in store.summaries()
+        if Path(s.workspace) == workspace and (s.requests > 0 or s.origin == "fork")
+    ]
     if not mine:
         return None
     return max(mine, key=lambda s: (s.created, _mtime(s.path)))
@@ -48,17 +53,25 @@ def _mtime(path: str) -> int:
         return 0
 
 
-async def find_resume(store: SessionStore, workspace: Path, *, session_id: str | None = None,
-                      latest: bool = False, turn: int | None = None,
-                      any_workspace: bool = False) -> Rebuilt:
+async def find_resume(
+    store: SessionStore,
+    workspace: Path,
+    *,
+    session_id: str | None = None,
+    latest: bool = False,
+    turn: int | None = None,
+    any_workspace: bool = False,
+) -> Rebuilt:
     """The conversation to resume: ``session_id`` (a unique prefix) or the latest of
     ``workspace``; raises :class:`WorkspaceMismatch` unless ``any_workspace``."""
     workspace = workspace.expanduser().resolve()
     if latest:
         summary = latest_session(store, workspace)
         if summary is None:
-            raise UserError(f"no recorded session of {workspace} to continue (see `sparkcode "
-                            "sessions list`; `sparkcode --resume ID` takes any session)")
+            raise UserError(
+                f"no recorded session of {workspace} to continue (see `sparkcode "
+                "sessions list`; `sparkcode --resume ID` takes any session)"
+            )
         session_id = summary.id
     if session_id is None:
         raise UserError("say which session to resume (an ID from `sparkcode sessions list`)")
@@ -73,7 +86,8 @@ async def find_resume(store: SessionStore, workspace: Path, *, session_id: str |
             raise UserError(
                 f"session {session.id} worked in the worktree {path} (branch {branch}), "
                 f"which was removed; to bring it back, check the branch out there again "
-                f"(git worktree add {path} {branch}, if the branch still exists)")
+                f"(git worktree add {path} {branch}, if the branch still exists)"
+            )
         if any_workspace or same_repository(workspace, path):
             return rebuilt
     if not any_workspace and recorded != workspace:
@@ -88,7 +102,10 @@ def write_fork(paths: Paths, rebuilt: Rebuilt, engine: dict[str, object]) -> str
     parent's up to ``parent_turn``, rebuilt from the parent's recording.
     """
     recorder = SessionRecorder(
-        paths.sessions_dir, workspace=rebuilt.workspace, engine=engine, origin="fork",
+        paths.sessions_dir,
+        workspace=rebuilt.workspace,
+        engine=engine,
+        origin="fork",
         extra={"parent": rebuilt.session_id, "parent_turn": rebuilt.turns},
     )
     recorder.close()

@@ -70,8 +70,7 @@ class LiveAgent(AgentOps):
     def load_image(self, path: Path, name: str | None = None) -> ImageAttachment:
         return self.agent.load_image(path, name)
 
-    def run_turn(self, text: str,
-                 images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
+    def run_turn(self, text: str, images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
         return self.agent.run_turn(text, images)
 
     def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[Event]:
@@ -96,8 +95,9 @@ class LiveAgent(AgentOps):
     async def redo(self) -> str:
         event = await asyncio.to_thread(self.agent.redo)
         files = ", ".join(event.changed) if event.changed else "no file changed"
-        return (f"redo: turn {event.turn} is back ({event.messages_restored} messages); "
-                f"files: {files}")
+        return (
+            f"redo: turn {event.turn} is back ({event.messages_restored} messages); files: {files}"
+        )
 
     def reset(self) -> None:
         self.agent.clear()
@@ -108,18 +108,28 @@ class LiveAgent(AgentOps):
 
 def undo_text(turn: int | None, removed: int, changed: Sequence[str], snapshot: str) -> str:
     """What /undo says it did."""
-    files = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8
-                                      else "")
+    files = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
     if turn is None:
-        return f"undo: restored {files}" if changed else \
-            "undo: the workspace already matched the snapshot"
-    what = f"restored {files}" if changed else (
-        "the files already matched" if snapshot else "it changed no file")
+        return (
+            f"undo: restored {files}"
+            if changed
+            else "undo: the workspace already matched the snapshot"
+        )
+    what = (
+        f"restored {files}"
+        if changed
+        else ("the files already matched" if snapshot else "it changed no file")
+    )
     return f"undo: turn {turn} taken back ({removed} messages); {what}; /redo brings it back"
 
 
-async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = None,
-                  ask_trust: AskTrust | None = None, asker: Asker | None = None) -> LiveAgent:
+async def connect(
+    target: StartTarget,
+    paths: Paths,
+    resume: Rebuilt | None = None,
+    ask_trust: AskTrust | None = None,
+    asker: Asker | None = None,
+) -> LiveAgent:
     """Build the agent for ``target`` with the session builder (model and context
     limit from /v1/models).
 
@@ -129,7 +139,9 @@ async def connect(target: StartTarget, paths: Paths, resume: Rebuilt | None = No
     app's question card, :mod:`.asking`).
     """
     session = await build_session(
-        target, SessionOptions(origin="tui", start_engine=False, resume=resume,
-                               ask_trust=ask_trust), paths)
+        target,
+        SessionOptions(origin="tui", start_engine=False, resume=resume, ask_trust=ask_trust),
+        paths,
+    )
     session.agent.asker = asker
     return LiveAgent(session)

@@ -64,8 +64,7 @@ class AgentPort(Protocol):
         """Read an image for the next message (``path`` relative to the workspace);
         ``ImageError`` names the problem (text-only model, not an image, too big)."""
 
-    def run_turn(self, text: str,
-                 images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
+    def run_turn(self, text: str, images: Sequence[ImageAttachment] = ()) -> AsyncIterator[Event]:
         """Run one user turn (``images`` go with its message), yielding its events."""
 
     def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[Event]:

@@ -76,8 +76,14 @@ class SparkcodeApp(App[None]):
     CSS_PATH = APP_CSS
     BINDINGS: ClassVar[list[BindingType]] = bindings("app")
 
-    def __init__(self, settings: TuiSettings, engine: EngineControl,
-                 agent_factory: AgentFactory, *, resume: Rebuilt | None = None) -> None:
+    def __init__(
+        self,
+        settings: TuiSettings,
+        engine: EngineControl,
+        agent_factory: AgentFactory,
+        *,
+        resume: Rebuilt | None = None,
+    ) -> None:
         super().__init__()
         self.settings = settings
         """How the app was started."""
@@ -86,8 +92,10 @@ class SparkcodeApp(App[None]):
         self.agent_factory = agent_factory
         """Builds the agent once the engine answers."""
         self.engine_view = EngineView(
-            managed=engine.managed, profile=engine.profile_name,
-            status=EngineStatus(state="stopped"), endpoint=settings.endpoint,
+            managed=engine.managed,
+            profile=engine.profile_name,
+            status=EngineStatus(state="stopped"),
+            endpoint=settings.endpoint,
             model=settings.model,
         )
         """The latest engine snapshot."""
@@ -100,11 +108,16 @@ class SparkcodeApp(App[None]):
         self._panel_shown = settings.show_engine_panel
         self.notifier = Notifier(settings.notify, self._write_terminal, lambda: self.app_focus)
         """Rings the bell / shows a desktop notification while the terminal is blurred."""
-        self._main = MainScreen(settings.workspace, self._build_agent, self.engine_view,
-                                sessions=SessionStore(settings.paths.sessions_dir),
-                                trust=TrustStore(settings.paths.state_dir),
-                                show_engine_panel=settings.show_engine_panel,
-                                instructions=settings.instructions, resume=resume)
+        self._main = MainScreen(
+            settings.workspace,
+            self._build_agent,
+            self.engine_view,
+            sessions=SessionStore(settings.paths.sessions_dir),
+            trust=TrustStore(settings.paths.state_dir),
+            show_engine_panel=settings.show_engine_panel,
+            instructions=settings.instructions,
+            resume=resume,
+        )
 
     async def _build_agent(self, request: SessionRequest) -> AgentPort:
         # Through the attribute, so a caller may swap the factory before the first prompt.
@@ -129,8 +142,7 @@ class SparkcodeApp(App[None]):
 
     def _tick(self) -> None:
         state = self.engine_view.status.state
-        watching = (self._panel_shown or state in ("booting", "unhealthy")
-                    or self._busy is not None)
+        watching = self._panel_shown or state in ("booting", "unhealthy") or self._busy is not None
         period = self.settings.poll_s if watching else self.settings.idle_poll_s
         if time.monotonic() - self._last_poll >= period - 0.05:
             self.poll_engine()
@@ -145,10 +157,16 @@ class SparkcodeApp(App[None]):
 
     def _view(self, status: EngineStatus, pagemath: str | None = None) -> EngineView:
         model = self.agent_model or self.settings.model or status.model
-        return replace(self.engine_view, status=status, busy=self._busy, error=self._error,
-                       pagemath=pagemath, model=model,
-                       endpoint=self.settings.endpoint or status.base_url,
-                       log_tail=tuple(status.log_tail))
+        return replace(
+            self.engine_view,
+            status=status,
+            busy=self._busy,
+            error=self._error,
+            pagemath=pagemath,
+            model=model,
+            endpoint=self.settings.endpoint or status.base_url,
+            log_tail=tuple(status.log_tail),
+        )
 
     def on_engine_view_updated(self, message: EngineViewUpdated) -> None:
         before = self.engine_view.status.state
@@ -158,8 +176,12 @@ class SparkcodeApp(App[None]):
         state = view.status.state
         # Only the first look at the engine may start it: a user's Stop stays stopped.
         first_look, self._auto_started = not self._auto_started, True
-        if (self.settings.auto_start and first_look and view.managed
-                and state in ("stopped", "crashed")):
+        if (
+            self.settings.auto_start
+            and first_look
+            and view.managed
+            and state in ("stopped", "crashed")
+        ):
             self.main.notice(f"starting the {view.profile} engine (F2 shows its progress)")
             self.start_engine()
         elif state == "ready" and before != "ready" and view.status.base_url:
@@ -246,6 +268,7 @@ class SparkcodeApp(App[None]):
         yield SystemCommand("Start engine", "Start the managed engine", self.start_engine)
         yield SystemCommand("Stop engine", "Stop the managed engine", self.stop_engine)
         yield SystemCommand("Stop turn", "Stop the running turn", main.action_stop_turn)
-        yield SystemCommand("Toggle thinking", "Collapse or expand thinking blocks",
-                            main.action_toggle_thinking)
+        yield SystemCommand(
+            "Toggle thinking", "Collapse or expand thinking blocks", main.action_toggle_thinking
+        )
         yield from slash_commands(main)

@@ -36,6 +36,7 @@ class Surface(Protocol):
 
     async def say(self, text: str) -> None: ...
 
+
 MENTION = re.compile(r"(?:^|(?<=\s))@(\S+)")
 """An ``@path`` mention (the completion's syntax): ``@`` at the start of a word."""
 _QUOTED = re.compile(r"""^(['"])(.*)\1$""")
@@ -90,8 +91,9 @@ class Attachments:
             await screen.conversation.add_error(str(exc) or type(exc).__name__)
             return False
         self.pending.append(image)
-        await screen.say(f"image attached: {image.describe()}; it goes with your next "
-                         f"message ({self.summary()})")
+        await screen.say(
+            f"image attached: {image.describe()}; it goes with your next message ({self.summary()})"
+        )
         return True
 
     async def take(self, screen: Surface, text: str) -> tuple[ImageAttachment, ...] | None:
@@ -105,16 +107,18 @@ class Attachments:
                 found += [agent.load_image(Path(m), f"@{m}") for m in mentioned]
         except Exception as exc:  # noqa: BLE001 - every refusal is shown, none is fatal
             await screen.conversation.add_error(
-                f"{exc or type(exc).__name__}; nothing was sent, your message stays in "
-                "the prompt")
+                f"{exc or type(exc).__name__}; nothing was sent, your message stays in the prompt"
+            )
             return None
         self.pending.clear()
         return tuple(found)
 
     def summary(self) -> str:
         count = len(self.pending)
-        return (f"{count} image{'s' if count != 1 else ''} waiting; /image clear drops "
-                f"{'them' if count != 1 else 'it'}")
+        return (
+            f"{count} image{'s' if count != 1 else ''} waiting; /image clear drops "
+            f"{'them' if count != 1 else 'it'}"
+        )
 
     def clear(self) -> int:
         count = len(self.pending)

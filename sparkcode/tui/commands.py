@@ -98,9 +98,16 @@ def _shared(op: Operation) -> Handler:
 
 def _slash(op: Operation) -> SlashCommand:
     handler = HANDLERS.get(op.name) or _shared(op)
-    return SlashCommand(op.name, op.usage, op.help, handler, op.choices,
-                        op.arg is not None and op.arg.integer, op.idle_only,
-                        palette=op.palette)
+    return SlashCommand(
+        op.name,
+        op.usage,
+        op.help,
+        handler,
+        op.choices,
+        op.arg is not None and op.arg.integer,
+        op.idle_only,
+        palette=op.palette,
+    )
 
 
 _CUSTOM: dict[str, SlashCommand] = {}
@@ -139,15 +146,15 @@ def register_custom(custom: CustomCommands) -> None:
     CUSTOM_NOTES.clear()
     for cmd in custom.commands:
         if cmd.name in REGISTRY:
-            CUSTOM_NOTES.append(f"custom command {cmd.path} skipped: /{cmd.name} is a "
-                                "built-in command")
+            CUSTOM_NOTES.append(
+                f"custom command {cmd.path} skipped: /{cmd.name} is a built-in command"
+            )
             continue
 
         async def send(screen: CommandScreen, arg: str, cmd: CustomCommand = cmd) -> None:
             screen.send(cmd.expand(arg))
 
-        _CUSTOM[cmd.name] = SlashCommand(cmd.name, cmd.usage, cmd.description, send,
-                                         custom=True)
+        _CUSTOM[cmd.name] = SlashCommand(cmd.name, cmd.usage, cmd.description, send, custom=True)
 
 
 class CommandError(OperationError):
@@ -183,11 +190,14 @@ def parse_command(line: str) -> ParsedCommand:
 
 def help_markdown() -> str:
     """The /help text."""
-    rows = "\n".join(f"| `{c.usage}` | {c.help}{' (custom)' if c.custom else ''} |"
-                     for c in COMMANDS.values())
+    rows = "\n".join(
+        f"| `{c.usage}` | {c.help}{' (custom)' if c.custom else ''} |" for c in COMMANDS.values()
+    )
     skipped = "".join(f"\n\n{note}" for note in CUSTOM_NOTES)
     return (
-        "| command | what it does |\n|---|---|\n" + rows + skipped
+        "| command | what it does |\n|---|---|\n"
+        + rows
+        + skipped
         + "\n\n`@path` mentions a workspace file (Tab completes); `@shot.png` (or a pasted "
         "image path) attaches the image to the message. Enter sends, Shift+Enter "
         "or Ctrl+J starts a new line, Ctrl+O unfolds pasted chips; Up/Down on the first/last "
@@ -285,14 +295,26 @@ async def _instructions(screen: CommandScreen, arg: str) -> None:
     loaded = screen.instructions
     if not loaded.files:
         names = " or ".join(FILE_NAMES)
-        text = (f"No project instructions: no {names} in the workspace or its parents up to "
-                "the repository root. `/init` drafts an AGENTS.md.")
+        text = (
+            f"No project instructions: no {names} in the workspace or its parents up to "
+            "the repository root. `/init` drafts an AGENTS.md."
+        )
     else:
-        parts = [loaded.summary(), "", "They were read when this session started and stay "
-                 "as they were for its whole life (the prompt prefix stays cached)."]
+        parts = [
+            loaded.summary(),
+            "",
+            "They were read when this session started and stay "
+            "as they were for its whole life (the prompt prefix stays cached).",
+        ]
         for f in loaded.files:
-            parts += ["", f"### {f.shown}" + (" (cut)" if f.cut else ""), "", "```markdown",
-                      f.text.rstrip("\n"), "```"]
+            parts += [
+                "",
+                f"### {f.shown}" + (" (cut)" if f.cut else ""),
+                "",
+                "```markdown",
+                f.text.rstrip("\n"),
+                "```",
+            ]
         text = "\n".join(parts)
     if loaded.notes:
         text += "\n\n" + "\n".join(f"- {note}" for note in loaded.notes)
@@ -305,12 +327,18 @@ async def _init(screen: CommandScreen, arg: str) -> None:
     if target.exists():
         raise CommandError(f"{target} already exists; /instructions shows what is loaded")
     draft = draft_agents_md(screen.workspace)
-    diff = "".join(difflib.unified_diff([], draft.splitlines(keepends=True), "/dev/null",
-                                        "b/AGENTS.md"))
+    diff = "".join(
+        difflib.unified_diff([], draft.splitlines(keepends=True), "/dev/null", "b/AGENTS.md")
+    )
     future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-    request = ApprovalRequested(call_id="init-agents-md", tool="write_file", kind="edit",
-                                summary="write AGENTS.md (a draft from the repository)",
-                                detail=diff, future=future)
+    request = ApprovalRequested(
+        call_id="init-agents-md",
+        tool="write_file",
+        kind="edit",
+        summary="write AGENTS.md (a draft from the repository)",
+        detail=diff,
+        future=future,
+    )
     await screen.say("a draft AGENTS.md: approve to write it (edit it afterwards as you like)")
     decision = await screen.ask(request)
     if not decision.approved:
@@ -318,8 +346,10 @@ async def _init(screen: CommandScreen, arg: str) -> None:
         return
     target.write_text(draft, encoding="utf-8")
     screen.workspace_changed()
-    await screen.say("wrote AGENTS.md; it is read when the next session starts (this one "
-                     "keeps its system prompt, so its prefix cache stays warm)")
+    await screen.say(
+        "wrote AGENTS.md; it is read when the next session starts (this one "
+        "keeps its system prompt, so its prefix cache stays warm)"
+    )
 
 
 @handles("sessions")
@@ -350,10 +380,15 @@ async def _compact(screen: CommandScreen, arg: str) -> None:
 async def _trust(screen: CommandScreen, arg: str) -> None:
     hooks = project_hooks(screen.workspace)
     screen.trust.trust(screen.workspace)
-    listed = "\n".join(f"- `{h.event}` [{h.matcher or '*'}] `{h.command}` ({h.source})"
-                       for h in hooks) or "(it declares none yet)"
-    when = ("they run from the first prompt on" if screen.agent is None else
-            "this session keeps the hooks it started with; they run in the next one")
+    listed = (
+        "\n".join(f"- `{h.event}` [{h.matcher or '*'}] `{h.command}` ({h.source})" for h in hooks)
+        or "(it declares none yet)"
+    )
+    when = (
+        "they run from the first prompt on"
+        if screen.agent is None
+        else "this session keeps the hooks it started with; they run in the next one"
+    )
     await screen.show_markdown(f"trusted {screen.workspace}; {when}. Its hooks:\n\n{listed}")
 
 
@@ -370,5 +405,6 @@ async def _image(screen: CommandScreen, arg: str) -> None:
         shown = "; ".join(image.describe() for image in attachments.pending)
         await screen.say(f"attached for the next message: {shown}")
     else:
-        await screen.say("no image attached: /image PATH, @shot.png in the prompt, or paste "
-                         "an image file's path")
+        await screen.say(
+            "no image attached: /image PATH, @shot.png in the prompt, or paste an image file's path"
+        )

@@ -11,8 +11,23 @@ from .commands import COMMANDS
 
 MAX_FILES = 20_000
 """Files indexed at most (a huge tree still completes, from the first ones found)."""
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__",
-                       ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox", "dist", "build"})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".tox",
+        "dist",
+        "build",
+    }
+)
 
 
 class WorkspaceFiles:
@@ -40,7 +55,10 @@ class WorkspaceFiles:
         try:
             out = subprocess.run(
                 ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-                cwd=self.root, capture_output=True, timeout=5, check=True,
+                cwd=self.root,
+                capture_output=True,
+                timeout=5,
+                check=True,
             ).stdout
             return [p for p in out.decode("utf-8", "replace").split("\0") if p][:MAX_FILES]
         except (OSError, subprocess.SubprocessError):
@@ -80,7 +98,7 @@ def suggest_completion(value: str, files: WorkspaceFiles) -> str | None:
     if value.startswith("/") and "\n" not in value:
         return _command(value)
     cut = max(value.rfind(" "), value.rfind("\n"))
-    head, last = value[:cut + 1], value[cut + 1:]
+    head, last = value[: cut + 1], value[cut + 1 :]
     if last.startswith("@") and len(last) > 1:
         path = files.complete(last[1:])
         if path is not None:

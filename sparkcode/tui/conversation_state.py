@@ -21,8 +21,9 @@ from .agent_port import AgentFactory, AgentPort, SessionRequest
 class ConversationState:
     """The agent behind the shown conversation and what it continues."""
 
-    def __init__(self, workspace: Path, agent_factory: AgentFactory,
-                 resume: Rebuilt | None) -> None:
+    def __init__(
+        self, workspace: Path, agent_factory: AgentFactory, resume: Rebuilt | None
+    ) -> None:
         self.workspace = workspace
         """Where the agent's tools work (and @path completion looks)."""
         self.agent_factory = agent_factory

@@ -22,8 +22,10 @@ from textual.app import App, SuspendNotSupported
 
 from .widgets.prompt import PromptInput
 
-NO_EDITOR = ("no editor to open: set $VISUAL or $EDITOR (for example "
-             "export EDITOR=nano) and press Ctrl+G again")
+NO_EDITOR = (
+    "no editor to open: set $VISUAL or $EDITOR (for example "
+    "export EDITOR=nano) and press Ctrl+G again"
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,9 @@ def editor_command(env: Mapping[str, str] | None = None) -> list[str] | None:
             try:
                 return shlex.split(value)
             except ValueError as exc:
-                raise ValueError(f"${name} ({value!r}) cannot be read as a command: "
-                                 f"{exc}") from None
+                raise ValueError(
+                    f"${name} ({value!r}) cannot be read as a command: {exc}"
+                ) from None
     return None
 
 
@@ -63,19 +66,27 @@ def edit_text(text: str, command: list[str], *, cwd: Path | None = None) -> Edit
         try:
             done = subprocess.run([*command, str(path)], cwd=cwd, check=False)
         except OSError as exc:
-            return Edited(None, f"the editor {shown} could not start: "
-                                f"{exc.strerror or exc}; the prompt is unchanged")
+            return Edited(
+                None,
+                f"the editor {shown} could not start: "
+                f"{exc.strerror or exc}; the prompt is unchanged",
+            )
         if done.returncode != 0:
-            return Edited(None, f"the editor {shown} exited with code {done.returncode}; "
-                                "the prompt is unchanged")
+            return Edited(
+                None,
+                f"the editor {shown} exited with code {done.returncode}; the prompt is unchanged",
+            )
         try:
             edited = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return Edited(None, f"the editor {shown} removed the file it was given; the "
-                                "prompt is unchanged")
+            return Edited(
+                None, f"the editor {shown} removed the file it was given; the prompt is unchanged"
+            )
         except (OSError, UnicodeDecodeError) as exc:
-            return Edited(None, f"the file the editor {shown} left cannot be read "
-                                f"({exc}); the prompt is unchanged")
+            return Edited(
+                None,
+                f"the file the editor {shown} left cannot be read ({exc}); the prompt is unchanged",
+            )
     finally:
         path.unlink(missing_ok=True)
     if edited.endswith("\n") and not text.endswith("\n"):
@@ -102,8 +113,10 @@ def edit_prompt(app: App[object], prompt: PromptInput, cwd: Path) -> str | None:
             edited = edit_text(text, command, cwd=cwd)
     except SuspendNotSupported:
         if not app.is_headless:
-            return ("this terminal cannot hand the screen to an editor (the app cannot "
-                    "suspend here); the prompt is unchanged")
+            return (
+                "this terminal cannot hand the screen to an editor (the app cannot "
+                "suspend here); the prompt is unchanged"
+            )
         edited = edit_text(text, command, cwd=cwd)
     if edited.text is None:
         return edited.problem

@@ -96,8 +96,7 @@ class ManagedEngine:
     def start(self, progress: Progress) -> None:
         # The user's Start launches this profile's own engine; the panel shows any
         # engine that runs, and Stop stops it first.
-        ensure_running(self.profile, self.paths, reuse=Reuse.NEVER, wait=False,
-                       progress=progress)
+        ensure_running(self.profile, self.paths, reuse=Reuse.NEVER, wait=False, progress=progress)
 
     def stop(self) -> None:
         self.supervisor.stop()
@@ -129,8 +128,12 @@ class ExternalEndpoint:
         healthy = False
         with contextlib.suppress(httpx.HTTPError):
             healthy = httpx.get(f"{root}/models", timeout=2.0).status_code < 500
-        return EngineStatus(state="ready" if healthy else "unhealthy", healthy=healthy,
-                            base_url=self.base_url, model=self.model)
+        return EngineStatus(
+            state="ready" if healthy else "unhealthy",
+            healthy=healthy,
+            base_url=self.base_url,
+            model=self.model,
+        )
 
     def start(self, progress: Progress) -> None:
         raise RuntimeError("an external endpoint cannot be started from sparkcode")
@@ -152,8 +155,7 @@ def engine_control(target: Target, paths: Paths) -> EngineControl:
     return ExternalEndpoint(reached.base_url, reached.model or None)
 
 
-def pagemath_line(profile: Profile, paths: Paths,
-                  log_lines: list[str] | None = None) -> str | None:
+def pagemath_line(profile: Profile, paths: Paths, log_lines: list[str] | None = None) -> str | None:
     """The profile's prefix-cache page math (``engine.pagemath``) in one line.
 
     Only hybrid (KDA / Mamba) models have one.

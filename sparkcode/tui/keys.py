@@ -11,6 +11,15 @@ from sparkcode.config import KEY_ACTIONS, Where
 
 def bindings(where: Where) -> list[BindingType]:
     """The bindings of the app, the main screen or the prompt, with their default keys."""
-    return [Binding(action.key, action.action, action.description, show=action.show,
-                    id=action.binding_id, priority=action.priority)
-            for action in KEY_ACTIONS if action.where == where]
+    return [
+        Binding(
+            action.key,
+            action.action,
+            action.description,
+            show=action.show,
+            id=action.binding_id,
+            priority=action.priority,
+        )
+        for action in KEY_ACTIONS
+        if action.where == where
+    ]

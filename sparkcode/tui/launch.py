@@ -45,10 +45,16 @@ def build_app(options: LaunchOptions, paths: Paths) -> SparkcodeApp:
     engine panel and the agent's session builder share them; ``paths`` is the one the
     front resolved.
     """
-    target = resolve_target(options.workspace, paths, profile=options.profile,
-                            endpoint=options.endpoint, model=options.model,
-                            api_key_env=options.api_key_env, vision=options.vision,
-                            worktree=options.worktree)
+    target = resolve_target(
+        options.workspace,
+        paths,
+        profile=options.profile,
+        endpoint=options.endpoint,
+        model=options.model,
+        api_key_env=options.api_key_env,
+        vision=options.vision,
+        worktree=options.worktree,
+    )
     engine, settings = _engine_for(target, paths)
     register_custom(target.commands)
 
@@ -60,14 +66,20 @@ def build_app(options: LaunchOptions, paths: Paths) -> SparkcodeApp:
         here = target
         if request.workspace is not None and request.workspace != target.workspace:
             # Resuming a session of another workspace (the user said yes).
-            here = replace(target, workspace=request.workspace,
-                           instructions=load_instructions(request.workspace),
-                           worktree=find_worktree(request.workspace))
-        return await connect(here, paths, resume=request.resume, ask_trust=ask_trust,
-                             asker=asker)
+            here = replace(
+                target,
+                workspace=request.workspace,
+                instructions=load_instructions(request.workspace),
+                worktree=find_worktree(request.workspace),
+            )
+        return await connect(here, paths, resume=request.resume, ask_trust=ask_trust, asker=asker)
 
-    settings = replace(settings, instructions=target.instructions, notify=target.config.notify,
-                       keys=target.config.keys)
+    settings = replace(
+        settings,
+        instructions=target.instructions,
+        notify=target.config.notify,
+        keys=target.config.keys,
+    )
     app = SparkcodeApp(settings, engine, agent_factory, resume=options.resume)
     built.append(app)
     return app
@@ -77,8 +89,7 @@ def _engine_for(target: StartTarget, paths: Paths) -> tuple[EngineControl, TuiSe
     workspace = target.workspace
     engine = engine_control(target.target, paths)
     if isinstance(engine, ExternalEndpoint):
-        return engine, TuiSettings(workspace, paths, endpoint=engine.base_url,
-                                   model=engine.model)
+        return engine, TuiSettings(workspace, paths, endpoint=engine.base_url, model=engine.model)
     to = target.target
     assert to.profile is not None  # a managed target has its profile
     model = to.model or render(to.profile, paths).model or None

@@ -38,8 +38,9 @@ def notification_sequences(mode: NotifyMode, body: str) -> str:
 class Notifier:
     """Rings for the app, only while the terminal does not have the focus."""
 
-    def __init__(self, mode: NotifyMode, write: Callable[[str], None],
-                 focused: Callable[[], bool]) -> None:
+    def __init__(
+        self, mode: NotifyMode, write: Callable[[str], None], focused: Callable[[], bool]
+    ) -> None:
         self.mode = mode
         """The ``[tui] notify`` setting."""
         self._write = write

@@ -37,12 +37,10 @@ def slash_commands(runner: CommandRunner) -> Iterator[SystemCommand]:
     """The palette's entries for the slash commands, in declaration order."""
     for command in COMMANDS.values():
         if command.custom:
-            yield SystemCommand(f"/{command.name}", command.help,
-                                _runs(runner, f"/{command.name}"))
+            yield SystemCommand(f"/{command.name}", command.help, _runs(runner, f"/{command.name}"))
         elif command.palette and command.choices:
             for choice in command.choices:
                 line = f"/{command.name} {choice}"
                 yield SystemCommand(f"{command.palette}: {choice}", line, _runs(runner, line))
         elif command.palette:
-            yield SystemCommand(command.palette, _help(command),
-                                _runs(runner, f"/{command.name}"))
+            yield SystemCommand(command.palette, _help(command), _runs(runner, f"/{command.name}"))

@@ -49,8 +49,10 @@ class CleanPaste:
         """What to tell the user about the cleaning; None when nothing was removed."""
         if not self.removed:
             return None
-        return (f"the paste had {self.removed} terminal escape or control characters; they "
-                "were removed, the rest was inserted")
+        return (
+            f"the paste had {self.removed} terminal escape or control characters; they "
+            "were removed, the rest was inserted"
+        )
 
 
 def clean_paste(raw: str) -> CleanPaste:
@@ -62,13 +64,17 @@ def clean_paste(raw: str) -> CleanPaste:
     text = raw.replace("\r\n", "\n").replace("\r", "\n")
     nul = text.count("\0")
     if nul:
-        raise PasteRefused(f"the paste has {nul} NUL bytes, so it looks like binary data: "
-                           "it was not inserted (attach files with @path instead)")
+        raise PasteRefused(
+            f"the paste has {nul} NUL bytes, so it looks like binary data: "
+            "it was not inserted (attach files with @path instead)"
+        )
     stripped = _ANSI.sub("", text)
     controls = len(_CONTROL.findall(stripped))
     if text and controls / len(text) > BINARY_FRACTION:
-        raise PasteRefused(f"{controls} of the paste's {len(text)} characters are control "
-                           "bytes, so it looks like binary data: it was not inserted")
+        raise PasteRefused(
+            f"{controls} of the paste's {len(text)} characters are control "
+            "bytes, so it looks like binary data: it was not inserted"
+        )
     cleaned = _CONTROL.sub("", stripped)
     return CleanPaste(cleaned, len(text) - len(cleaned))
 
@@ -85,6 +91,8 @@ def chip_label(lines: int, number: int) -> str:
 
 def expand_chips(text: str, pastes: dict[int, str]) -> str:
     """``text`` with every known chip replaced by its paste (unknown ones stay)."""
+
     def whole(match: re.Match[str]) -> str:
         return pastes.get(int(match.group(2)), match.group(0))
+
     return CHIP.sub(whole, text)

@@ -103,8 +103,7 @@ class Queueing:
         if not self.queue.items or screen.turn_running:
             return
         if stopped:
-            screen.notice(f"{len(self.queue.items)} queued message(s) wait; Ctrl+S sends "
-                          "the first")
+            screen.notice(f"{len(self.queue.items)} queued message(s) wait; Ctrl+S sends the first")
             return
         screen.run_worker(self.deliver(self.queue.items[0]), group="notices")
 
@@ -118,12 +117,14 @@ class Queueing:
                 await self.deliver(item)
             return
         if item.steering:
-            screen.error("that message is already handed to the running turn (it goes in "
-                         "at its next step)")
+            screen.error(
+                "that message is already handed to the running turn (it goes in at its next step)"
+            )
             return
         if action == "edit" and prompt.value.strip():
-            screen.error("the prompt has text: send or clear it first, then edit the queued "
-                         "message")
+            screen.error(
+                "the prompt has text: send or clear it first, then edit the queued message"
+            )
             return
         await self.queue.remove_item(item)
         screen.refresh_bindings()

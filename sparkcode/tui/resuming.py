@@ -14,8 +14,9 @@ from sparkcode.start import WorkspaceMismatch, find_resume
 from .screens.confirm import ConfirmScreen
 
 
-async def choose_resume(app: App[Any], sessions: SessionStore, workspace: Path,
-                        session_id: str) -> tuple[Rebuilt | None, str]:
+async def choose_resume(
+    app: App[Any], sessions: SessionStore, workspace: Path, session_id: str
+) -> tuple[Rebuilt | None, str]:
     """The conversation to continue, or None and why not (the user said no).
 
     A session of another workspace is resumed only after the user agreed to
@@ -25,10 +26,11 @@ async def choose_resume(app: App[Any], sessions: SessionStore, workspace: Path,
     try:
         return await find_resume(sessions, workspace, session_id=session_id), ""
     except WorkspaceMismatch as exc:
-        question = (f"Session {exc.session_id} was recorded in {exc.recorded}, not in this "
-                    f"workspace ({exc.current}).\n\nSwitch the workspace to {exc.recorded} "
-                    "and resume it there?")
+        question = (
+            f"Session {exc.session_id} was recorded in {exc.recorded}, not in this "
+            f"workspace ({exc.current}).\n\nSwitch the workspace to {exc.recorded} "
+            "and resume it there?"
+        )
         if not await app.push_screen_wait(ConfirmScreen(question)):
             return None, f"not resumed: session {exc.session_id} stays in {exc.recorded}"
-        return await find_resume(sessions, workspace, session_id=session_id,
-                                 any_workspace=True), ""
+        return await find_resume(sessions, workspace, session_id=session_id, any_workspace=True), ""

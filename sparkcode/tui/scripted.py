@@ -25,14 +25,22 @@ TurnScript = Callable[["ScriptedAgent", str], AsyncIterator[ev.Event]]
 
 def chunks(text: str, size: int) -> list[str]:
     """``text`` cut into pieces of ``size`` characters (a stand-in for tokens)."""
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
-                  delay_s: float = 0.0, chunk: int = 4, hold: asyncio.Event | None = None,
-                  prompt_tokens: int = 120, ttft_s: float = 0.25,
-                  decode_tok_s: float = 42.0,
-                  hold_after_thinking: asyncio.Event | None = None) -> TurnScript:
+def answer_script(
+    answer: str,
+    *,
+    thinking: str = "",
+    budget: int | None = 1536,
+    delay_s: float = 0.0,
+    chunk: int = 4,
+    hold: asyncio.Event | None = None,
+    prompt_tokens: int = 120,
+    ttft_s: float = 0.25,
+    decode_tok_s: float = 42.0,
+    hold_after_thinking: asyncio.Event | None = None,
+) -> TurnScript:
     """A turn that thinks, answers and reports usage, one token every ``delay_s``.
 
     The answer is watched as the agent watches it (:class:`StreamWatch` under the
@@ -44,8 +52,12 @@ def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
 
     async def run(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=agent.turns_run, user_text=text)
-        yield ev.RequestStarted(request=1, reasoning_effort=agent.reasoning_effort,
-                                thinking_token_budget=budget, messages=2)
+        yield ev.RequestStarted(
+            request=1,
+            reasoning_effort=agent.reasoning_effort,
+            thinking_token_budget=budget,
+            messages=2,
+        )
         completion = 0
         for piece in chunks(thinking, chunk):
             completion += 1
@@ -65,9 +77,13 @@ def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
             if fired is not None:
                 yield fired
                 if fired.stopped:
-                    yield ev.TurnFinished(reason="degenerate", content=answer, requests=1,
-                                          prompt_tokens=prompt_tokens,
-                                          completion_tokens=completion)
+                    yield ev.TurnFinished(
+                        reason="degenerate",
+                        content=answer,
+                        requests=1,
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=completion,
+                    )
                     return
             if completion % 8 == 0:
                 yield _usage(prompt_tokens, completion, reasoning, ttft_s, decode_tok_s)
@@ -76,54 +92,90 @@ def answer_script(answer: str, *, thinking: str = "", budget: int | None = 1536,
         if hold is not None:
             await hold.wait()
         yield _usage(prompt_tokens, completion, reasoning, ttft_s, decode_tok_s, final=True)
-        yield ev.MetricsUpdate(acceptance_length=None, prefix_cache_hit_rate=0.5,
-                               kv_cache_usage=0.03)
-        yield ev.TurnFinished(reason="stop", content=answer, requests=1,
-                              prompt_tokens=prompt_tokens, completion_tokens=completion)
+        yield ev.MetricsUpdate(
+            acceptance_length=None, prefix_cache_hit_rate=0.5, kv_cache_usage=0.03
+        )
+        yield ev.TurnFinished(
+            reason="stop",
+            content=answer,
+            requests=1,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion,
+        )
 
     return run
 
 
-def _usage(prompt: int, completion: int, reasoning: int, ttft_s: float, decode: float,
-           *, final: bool = False) -> ev.UsageUpdate:
+def _usage(
+    prompt: int,
+    completion: int,
+    reasoning: int,
+    ttft_s: float,
+    decode: float,
+    *,
+    final: bool = False,
+) -> ev.UsageUpdate:
     return ev.UsageUpdate(
-        prompt_tokens=prompt, completion_tokens=completion, reasoning_tokens=reasoning,
-        ttft_s=ttft_s, decode_tok_s=decode, prefill_tok_s=prompt / ttft_s,
-        context_used=prompt + completion, context_limit=8192, final=final,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        reasoning_tokens=reasoning,
+        ttft_s=ttft_s,
+        decode_tok_s=decode,
+        prefill_tok_s=prompt / ttft_s,
+        context_used=prompt + completion,
+        context_limit=8192,
+        final=final,
     )
 
 
-def edit_script(path: str, diff: str, *, kind: ev.ApprovalKind = "edit",
-                answer: str = "Done.") -> TurnScript:
+def edit_script(
+    path: str, diff: str, *, kind: ev.ApprovalKind = "edit", answer: str = "Done."
+) -> TurnScript:
     """A turn that asks to edit ``path`` (showing ``diff``) and reports the outcome."""
 
     async def run(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=agent.turns_run, user_text=text)
-        yield ev.RequestStarted(request=1, reasoning_effort=agent.reasoning_effort,
-                                thinking_token_budget=agent.thinking_token_budget, messages=2)
+        yield ev.RequestStarted(
+            request=1,
+            reasoning_effort=agent.reasoning_effort,
+            thinking_token_budget=agent.thinking_token_budget,
+            messages=2,
+        )
         args = {"path": path, "search": "old", "replace": "new"}
-        yield ev.ToolCallStarted(call_id="call-1", name="edit_file", arguments=args,
-                                 raw_arguments="{}")
+        yield ev.ToolCallStarted(
+            call_id="call-1", name="edit_file", arguments=args, raw_arguments="{}"
+        )
         future: asyncio.Future[ev.ApprovalDecision] = asyncio.get_running_loop().create_future()
-        request = ev.ApprovalRequested(call_id="call-1", tool="edit_file", kind=kind,
-                                       summary=f"edit {path}", detail=diff, future=future)
+        request = ev.ApprovalRequested(
+            call_id="call-1",
+            tool="edit_file",
+            kind=kind,
+            summary=f"edit {path}",
+            detail=diff,
+            future=future,
+        )
         agent.approvals.append(request)
         yield request
         decision = await future
-        yield ev.ApprovalResolved(call_id="call-1", tool="edit_file",
-                                  approved=decision.approved, by="user")
+        yield ev.ApprovalResolved(
+            call_id="call-1", tool="edit_file", approved=decision.approved, by="user"
+        )
         if decision.approved:
             agent.edits_applied.append(path)
-            yield ev.ToolCallFinished(call_id="call-1", name="edit_file",
-                                      result=f"edited {path}", diff=diff)
+            yield ev.ToolCallFinished(
+                call_id="call-1", name="edit_file", result=f"edited {path}", diff=diff
+            )
             yield ev.ContentDelta(text=answer)
-            yield ev.TurnFinished(reason="stop", content=answer, requests=2,
-                                  prompt_tokens=100, completion_tokens=20)
+            yield ev.TurnFinished(
+                reason="stop", content=answer, requests=2, prompt_tokens=100, completion_tokens=20
+            )
         else:
-            yield ev.ToolCallFinished(call_id="call-1", name="edit_file",
-                                      result="denied by the user", error="denied")
-            yield ev.TurnFinished(reason="denied", content="", requests=1,
-                                  prompt_tokens=100, completion_tokens=10)
+            yield ev.ToolCallFinished(
+                call_id="call-1", name="edit_file", result="denied by the user", error="denied"
+            )
+            yield ev.TurnFinished(
+                reason="denied", content="", requests=1, prompt_tokens=100, completion_tokens=10
+            )
 
     return run
 
@@ -134,8 +186,9 @@ def failing_script(message: str) -> TurnScript:
     async def run(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=agent.turns_run, user_text=text)
         yield ev.AgentError(message=message, code="engine_gone")
-        yield ev.TurnFinished(reason="error", content="", requests=1, prompt_tokens=0,
-                              completion_tokens=0)
+        yield ev.TurnFinished(
+            reason="error", content="", requests=1, prompt_tokens=0, completion_tokens=0
+        )
 
     return run
 
@@ -206,8 +259,9 @@ class ScriptedAgent:
         full = path if path.is_absolute() else self.workspace / path
         return load_image(full, max_bytes=self.image_max_bytes, name=name or str(path))
 
-    async def run_turn(self, text: str,
-                       images: Sequence[ImageAttachment] = ()) -> AsyncIterator[ev.Event]:
+    async def run_turn(
+        self, text: str, images: Sequence[ImageAttachment] = ()
+    ) -> AsyncIterator[ev.Event]:
         self.turns_run += 1
         self.prompts.append(text)
         self.images.append(tuple(images))
@@ -219,8 +273,9 @@ class ScriptedAgent:
 
     async def run_shell(self, command: str, serial: int = 0) -> AsyncIterator[ev.Event]:
         self.shell_commands.append(command)
-        yield ev.Notice(message=f"!{command}: the scripted agent runs no shell command",
-                        code="user_shell")
+        yield ev.Notice(
+            message=f"!{command}: the scripted agent runs no shell command", code="user_shell"
+        )
 
     def cancel(self) -> None:
         self.cancels += 1
@@ -230,8 +285,9 @@ class ScriptedAgent:
 
     async def compact(self, focus: str) -> AsyncIterator[ev.Event]:
         self.compactions.append(focus)
-        yield ev.ContextCompacted(tokens_before=1000, tokens_after_estimate=100,
-                                  messages_summarised=len(self.history))
+        yield ev.ContextCompacted(
+            tokens_before=1000, tokens_after_estimate=100, messages_summarised=len(self.history)
+        )
 
     def context_report(self) -> str:
         return "| part | tokens (est.) | of context |\n|---|---:|---:|\n| history | 10 | 0.1% |"

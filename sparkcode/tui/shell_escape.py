@@ -44,8 +44,10 @@ def refusal(command: str, *, turn_running: bool, view: EngineView) -> str | None
         return "a turn is running: wait for it to end (or press escape) to run a ! command"
     state = view.status.state
     if view.managed and state != "ready":
-        return (f"the engine is {state}: ! commands run through the agent, which connects "
-                "once the engine is ready (F2 shows the engine)")
+        return (
+            f"the engine is {state}: ! commands run through the agent, which connects "
+            "once the engine is ready (F2 shows the engine)"
+        )
     return None
 
 

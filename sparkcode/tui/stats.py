@@ -119,17 +119,21 @@ class StatsTracker:
     _history: deque[float] = field(default_factory=deque)
 
     def request_started(self, now: float | None = None) -> LiveStats:
-        self.current = replace(self.current, streaming=True,
-                               waiting_since=time.monotonic() if now is None else now)
+        self.current = replace(
+            self.current, streaming=True, waiting_since=time.monotonic() if now is None else now
+        )
         return self.current
 
     def usage(self, event: UsageUpdate) -> LiveStats:
         """A (continuous) usage report of the running request."""
         self.current = self.current.merged(
-            decode_tps=event.decode_tok_s, prefill_tps=event.prefill_tok_s,
-            ttft_s=event.ttft_s, context_used=event.context_used,
+            decode_tps=event.decode_tok_s,
+            prefill_tps=event.prefill_tok_s,
+            ttft_s=event.ttft_s,
+            context_used=event.context_used,
             context_limit=event.context_limit,
-            prefilled=None if event.cached_tokens is None
+            prefilled=None
+            if event.cached_tokens is None
             else max(event.prompt_tokens - event.cached_tokens, 0),
         )
         if event.ttft_s is not None or event.final:
@@ -149,7 +153,8 @@ class StatsTracker:
     def metrics(self, event: MetricsUpdate) -> LiveStats:
         """Engine-side figures from /metrics."""
         self.current = self.current.merged(
-            accept_len=event.acceptance_length, accept_per_pos=event.acceptance_per_pos,
+            accept_len=event.acceptance_length,
+            accept_per_pos=event.acceptance_per_pos,
             prefix_hit_rate=event.prefix_cache_hit_rate,
             kv_use=event.kv_cache_usage,
         )
@@ -163,8 +168,9 @@ class StatsTracker:
         return self.current
 
     def turn_finished(self) -> LiveStats:
-        self.current = replace(self.current, streaming=False, waiting_since=None,
-                               decode_history=tuple(self._history))
+        self.current = replace(
+            self.current, streaming=False, waiting_since=None, decode_history=tuple(self._history)
+        )
         return self.current
 
     def reset_context(self) -> LiveStats:

@@ -12,5 +12,6 @@ from pathlib import Path, PurePath
 TUI_DIR = Path(__file__).parent
 
 APP_CSS: list[str | PurePath] = [
-    TUI_DIR / "app.tcss", *sorted((TUI_DIR / "widgets").glob("*.tcss")),
+    TUI_DIR / "app.tcss",
+    *sorted((TUI_DIR / "widgets").glob("*.tcss")),
 ]

@@ -12,12 +12,14 @@ from sparkcode.agent.step_text import shown_text
 from .widgets.conversation import Conversation
 
 
-async def show_transcript(conversation: Conversation,
-                          messages: Sequence[dict[str, Any]]) -> None:
+async def show_transcript(conversation: Conversation, messages: Sequence[dict[str, Any]]) -> None:
     """User prompts, answers and tool calls with their results (the system prompt and
     reasoning are not drawn)."""
-    results = {m.get("tool_call_id"): str(m.get("content") or "")
-               for m in messages if m.get("role") == "tool"}
+    results = {
+        m.get("tool_call_id"): str(m.get("content") or "")
+        for m in messages
+        if m.get("role") == "tool"
+    }
     for message in messages:
         role = message.get("role")
         if role == "user":
@@ -33,8 +35,10 @@ async def show_transcript(conversation: Conversation,
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 card = await conversation.add_tool_card(
-                    str(call.get("id")), str(function.get("name")),
-                    _arguments(function.get("arguments")))
+                    str(call.get("id")),
+                    str(function.get("name")),
+                    _arguments(function.get("arguments")),
+                )
                 result = results.get(call.get("id"))
                 if result is not None:
                     card.set_result(result, ok=not result.startswith(_FAILED))

@@ -31,12 +31,15 @@ def trust_asker(get_app: Callable[[], App[Any] | None]) -> AskTrust:
         app = get_app()
         if app is None:
             return False
-        listed = "\n".join(f"  {h.event} [{h.matcher or '*'}] {h.command}  ({h.source})"
-                           for h in hooks[:SHOWN])
+        listed = "\n".join(
+            f"  {h.event} [{h.matcher or '*'}] {h.command}  ({h.source})" for h in hooks[:SHOWN]
+        )
         more = f"\n  ... and {len(hooks) - SHOWN} more" if len(hooks) > SHOWN else ""
-        question = (f"{workspace} declares hooks: commands sparkcode would run on agent "
-                    f"events, with your rights.\n\n{listed}{more}\n\nTrust this project and "
-                    "run them (remembered for this path)?")
+        question = (
+            f"{workspace} declares hooks: commands sparkcode would run on agent "
+            f"events, with your rights.\n\n{listed}{more}\n\nTrust this project and "
+            "run them (remembered for this path)?"
+        )
         try:
             answer: bool = await app.push_screen_wait(ConfirmScreen(question))
             return answer

@@ -23,7 +23,7 @@ _REASONS = {
     "length": "the answer hit the output token limit",
     "blocked": "a UserPromptSubmit hook blocked the prompt; nothing was sent",
     "degenerate": "the stream degenerated (looping or garbled text), so it was stopped "
-                  "(/degenerate warn only warns)",
+    "(/degenerate warn only warns)",
 }
 
 
@@ -39,10 +39,16 @@ class TurnRenderer:
     drawn when its :class:`~sparkcode.agent.events.DegenerationDetected` arrives.
     """
 
-    def __init__(self, conversation: Conversation, status_bar: StatusBar,
-                 approvals: ApprovalStack, stats: StatsTracker, *,
-                 todos: TodoPanel | None = None,
-                 attention: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        status_bar: StatusBar,
+        approvals: ApprovalStack,
+        stats: StatsTracker,
+        *,
+        todos: TodoPanel | None = None,
+        attention: Callable[[str], object] | None = None,
+    ) -> None:
         self.conversation = conversation
         self.attention = attention
         """Called when the user is needed: a turn ended, an approval waits."""
@@ -82,11 +88,15 @@ class TurnRenderer:
                 await conv.add_notice(
                     f"thinking passed its budget ({used} of {budget} tokens) and the server "
                     "did not stop it: the stream was cut and the answer continues without "
-                    "thinking")
+                    "thinking"
+                )
             case ev.DegenerationDetected(pattern=pattern, detail=detail):
                 note = "stopped" if event.stopped else "still streaming"
-                await conv.mount(DegenerationWarning(
-                    pattern, f"{detail} ({event.channel}, {note})", stopped=event.stopped))
+                await conv.mount(
+                    DegenerationWarning(
+                        pattern, f"{detail} ({event.channel}, {note})", stopped=event.stopped
+                    )
+                )
             case ev.Notice(message=message):
                 await conv.add_notice(message)
             case ev.ToolCallStarted(call_id=call_id, name=name):
@@ -124,7 +134,8 @@ class TurnRenderer:
                 await conv.add_notice(
                     f"context compacted: {event.messages_summarised} older messages "
                     f"summarised ({event.tokens_before} -> ~{event.tokens_after_estimate} "
-                    "tokens)")
+                    "tokens)"
+                )
             case ev.SteerDelivered(text=text):
                 await conv.add_user(text)
             case ev.UndoApplied(changed=changed):

@@ -28,8 +28,9 @@ def paths_of(home: Path) -> Paths:
 
 
 @pytest.fixture(scope="session")
-def tiny_engine(tmp_path_factory: pytest.TempPathFactory,
-                tiny_llama_dir: Path) -> Iterator[RunningEngine]:
+def tiny_engine(
+    tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path
+) -> Iterator[RunningEngine]:
     """The tiny random Llama as the managed ``tiny`` engine of its own SPARKCODE_HOME,
     started once for the session (``test_tui.py``, ``test_replay.py``).
 
@@ -41,16 +42,18 @@ def tiny_engine(tmp_path_factory: pytest.TempPathFactory,
     home = tmp_path_factory.mktemp("tiny-home")
     write_profile(home / "config", "tiny", tiny_llama_dir, free_port())
     off = write_profile(home / "config", "tiny-nopc", tiny_llama_dir, free_port())
-    off.write_text(off.read_text().replace('name = "tiny"', 'name = "tiny-nopc"').replace(
-        "enforce_eager = true", "enforce_eager = true\nenable_prefix_caching = false"))
+    off.write_text(
+        off.read_text()
+        .replace('name = "tiny"', 'name = "tiny-nopc"')
+        .replace("enforce_eager = true", "enforce_eager = true\nenable_prefix_caching = false")
+    )
     paths = paths_of(home)
     with contextlib.ExitStack() as stack:
         stack.enter_context(engine_lock())
         before = os.environ.get("SPARKCODE_HOME")
         os.environ["SPARKCODE_HOME"] = str(home)  # what the engine process inherits
         try:
-            handle = stack.enter_context(running(load_profile("tiny", paths), paths,
-                                                 timeout=600))
+            handle = stack.enter_context(running(load_profile("tiny", paths), paths, timeout=600))
         finally:
             if before is None:
                 os.environ.pop("SPARKCODE_HOME", None)
@@ -60,16 +63,20 @@ def tiny_engine(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="session")
-def agent_model_dir(request: pytest.FixtureRequest,
-                    tmp_path_factory: pytest.TempPathFactory) -> Path:
+def agent_model_dir(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The tiny Llama trained to do one agent task (``tests/support/agent_model.py``),
     from the pytest cache: built in the background since the session started
     (``tests/conftest.py``), or here if that build is not running."""
     from tests.support.agent_model import cached_agent_model
 
     cache = getattr(request.config, "cache", None)
-    root = (Path(cache.mkdir("sparkcode-agent-model")) if cache is not None
-            else tmp_path_factory.mktemp("agent-model"))
+    root = (
+        Path(cache.mkdir("sparkcode-agent-model"))
+        if cache is not None
+        else tmp_path_factory.mktemp("agent-model")
+    )
     with engine_lock():  # trained (if here) with no test engine competing for the cores
         return cached_agent_model(root)
 

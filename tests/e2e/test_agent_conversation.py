@@ -64,7 +64,8 @@ REASONING_TEMPLATE = (
         "<|im_start|>assistant\n{{ message['content'] or '' }}",
         "<|im_start|>assistant\n{% if message.get('reasoning_content') and loop.index0 > "
         "ns.last_user %}<think>{{ message['reasoning_content'] }}</think>{% endif %}"
-        "{{ message['content'] or '' }}")
+        "{{ message['content'] or '' }}",
+    )
 )
 
 PROFILE = """[profile]
@@ -92,16 +93,20 @@ bind_all_cores = true
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory,
-           agent_model_dir: Path) -> Iterator[RunningEngine]:
+def engine(
+    tmp_path_factory: pytest.TempPathFactory, agent_model_dir: Path
+) -> Iterator[RunningEngine]:
     home = tmp_path_factory.mktemp("conv-engine")
     model = agent_model_dir
     template = home / "template.jinja"
     template.write_text(REASONING_TEMPLATE)
     profiles = home / "config" / "profiles"
     profiles.mkdir(parents=True)
-    (profiles / "tiny-conv.toml").write_text(PROFILE.format(
-        model=json.dumps(str(model)), port=free_port(), tpl=json.dumps(str(template))))
+    (profiles / "tiny-conv.toml").write_text(
+        PROFILE.format(
+            model=json.dumps(str(model)), port=free_port(), tpl=json.dumps(str(template))
+        )
+    )
     with run_engine(home, "tiny-conv") as running:
         yield running
 
@@ -125,22 +130,39 @@ def messages_bytes(exchange: Exchange) -> bytes:
 
 
 async def test_run_resume_in_a_git_repo_hits_the_prefix_cache(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     repo = make_repo(tmp_path / "repo")
-    code, events, err = await run(RunRequest(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, endpoint=engine.base_url,
-        session=SessionOptions(
-            permission_mode="full-auto",
-            knobs=AgentKnobs(max_turns=3, temperature=0.0, thinking_token_budget=-1))))
+    code, events, err = await run(
+        RunRequest(
+            prompt=TASK_PROMPT,
+            workspace=repo,
+            as_json=True,
+            endpoint=engine.base_url,
+            session=SessionOptions(
+                permission_mode="full-auto",
+                knobs=AgentKnobs(max_turns=3, temperature=0.0, thinking_token_budget=-1),
+            ),
+        )
+    )
     assert code == EXIT_OK, (err, events)
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     [(first_id, first)] = recorded(paths).items()
 
-    code, events, err = await run(RunRequest(
-        prompt="Thanks.", workspace=repo, as_json=True, endpoint=engine.base_url, resume=first_id,
-        session=SessionOptions(
-            knobs=AgentKnobs(
-                max_turns=1, max_tokens=8, temperature=0.0, thinking_token_budget=-1))))
+    code, events, err = await run(
+        RunRequest(
+            prompt="Thanks.",
+            workspace=repo,
+            as_json=True,
+            endpoint=engine.base_url,
+            resume=first_id,
+            session=SessionOptions(
+                knobs=AgentKnobs(
+                    max_turns=1, max_tokens=8, temperature=0.0, thinking_token_budget=-1
+                )
+            ),
+        )
+    )
     assert code != EXIT_ERROR, (err, events)
     assert f"resuming session {first_id} after turn 1" in err
     [(second_id, second)] = [(k, v) for k, v in recorded(paths).items() if k != first_id]
@@ -154,32 +176,59 @@ async def test_run_resume_in_a_git_repo_hits_the_prefix_cache(
     # ...so the engine serves it from the cache.
     shared, _ = usage(last)
     prompt, cached = usage(resumed)
-    print(f"\nresume: shared prefix {shared} tokens, resumed prompt {prompt}, cached {cached} "
-          f"({cached / shared:.1%} of the shared prefix)")
+    print(
+        f"\nresume: shared prefix {shared} tokens, resumed prompt {prompt}, cached {cached} "
+        f"({cached / shared:.1%} of the shared prefix)"
+    )
     assert cached >= 0.9 * shared
 
 
-async def start(engine: RunningEngine, workspace: Path, paths: Paths, *,
-                seed: Any = None, permission_mode: Any = "full-auto", approver: Any = None,
-                **knobs: Any) -> AgentSession:
+async def start(
+    engine: RunningEngine,
+    workspace: Path,
+    paths: Paths,
+    *,
+    seed: Any = None,
+    permission_mode: Any = "full-auto",
+    approver: Any = None,
+    **knobs: Any,
+) -> AgentSession:
     target = resolve_target(workspace, paths, endpoint=engine.base_url)
     # No reasoning parser on this engine: a thinking budget would be refused (and resent).
     knobs.setdefault("thinking_token_budget", -1)
-    return await build_session(target, SessionOptions(
-        origin="run", seed=seed, permission_mode=permission_mode, approver=approver,
-        knobs=AgentKnobs(**knobs)), paths)
+    return await build_session(
+        target,
+        SessionOptions(
+            origin="run",
+            seed=seed,
+            permission_mode=permission_mode,
+            approver=approver,
+            knobs=AgentKnobs(**knobs),
+        ),
+        paths,
+    )
 
 
 async def refuse(request: ApprovalRequested) -> ApprovalDecision:
     return ApprovalDecision(approved=False, reason="a sampling test runs nothing")
 
 
-async def three_turns(engine: RunningEngine, workspace: Path, paths: Paths,
-                      seed: int | str) -> Session:
+async def three_turns(
+    engine: RunningEngine, workspace: Path, paths: Paths, seed: int | str
+) -> Session:
     # At temperature 1.0 the model may call anything: every call that would change
     # something is refused (read-only ones still run).
-    session = await start(engine, workspace, paths, temperature=1.0, max_turns=1,
-                          max_tokens=24, seed=seed, permission_mode="ask", approver=refuse)
+    session = await start(
+        engine,
+        workspace,
+        paths,
+        temperature=1.0,
+        max_turns=1,
+        max_tokens=24,
+        seed=seed,
+        permission_mode="ask",
+        approver=refuse,
+    )
     for prompt in (TASK_PROMPT, "Say something else.", "And one more thing?"):
         async for _ in session.agent.run_turn(prompt):
             pass
@@ -189,7 +238,8 @@ async def three_turns(engine: RunningEngine, workspace: Path, paths: Paths,
 
 
 async def test_a_seeded_session_at_temperature_one_reruns_identically(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     session = await three_turns(engine, ws, paths, seed=4242)
@@ -210,7 +260,8 @@ async def test_a_seeded_session_at_temperature_one_reruns_identically(
 
 
 async def test_undo_rewinds_files_and_chat_and_the_repeated_turn_hits_the_cache(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     repo = make_repo(tmp_path / "repo")
     session = await start(engine, repo, paths, temperature=0.0, max_turns=3)
     agent = session.agent
@@ -234,7 +285,8 @@ async def test_undo_rewinds_files_and_chat_and_the_repeated_turn_hits_the_cache(
 
 
 async def test_a_steered_message_keeps_the_prefix_cache(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     """A message steered into the running turn goes in after the tool result, appended:
     the engine serves the request before it from its prefix cache."""
     repo = make_repo(tmp_path / "repo")
@@ -267,23 +319,34 @@ async def thinking_turn(client: ChatClient, on: bool, salt: str) -> list[tuple[i
     registry = default_tools()
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are sparkcode."},
-        {"role": "user", "content": TASK_PROMPT}]
-    calls = [("list_files", {}), ("read_file", {"path": "README.md"}),
-             ("write_file", {"path": NOTE_PATH, "content": NOTE_CONTENT})]
+        {"role": "user", "content": TASK_PROMPT},
+    ]
+    calls = [
+        ("list_files", {}),
+        ("read_file", {"path": "README.md"}),
+        ("write_file", {"path": NOTE_PATH, "content": NOTE_CONTENT}),
+    ]
     figures = []
     for step in range(len(calls) + 1):
         params = {"max_tokens": 1, "temperature": 0.0, "cache_salt": salt}
-        async with client.stream_chat(history, tools=registry.specs(),
-                                      params=params) as stream:
+        async with client.stream_chat(history, tools=registry.specs(), params=params) as stream:
             async for _ in stream:
                 pass
         figures.append((stream.stats.prompt_tokens, stream.stats.cached_tokens or 0))
         if step == len(calls):
             break
         name, args = calls[step]
-        message: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"call-{step}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(args, sort_keys=True)}}]}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": f"call-{step}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args, sort_keys=True)},
+                }
+            ],
+        }
         if on:
             message["reasoning_content"] = REASONING[step]
         history += [message, {"role": "tool", "tool_call_id": f"call-{step}", "content": "ok"}]
@@ -291,7 +354,8 @@ async def thinking_turn(client: ChatClient, on: bool, salt: str) -> list[tuple[i
 
 
 async def test_thinking_history_is_rendered_within_the_turn_and_still_hits_the_cache(
-        engine: RunningEngine) -> None:
+    engine: RunningEngine,
+) -> None:
     client = ChatClient(engine.base_url, engine.model)
     try:
         off = await thinking_turn(client, False, "thinking-off")
@@ -311,22 +375,36 @@ async def test_thinking_history_is_rendered_within_the_turn_and_still_hits_the_c
 
 
 FINAL_SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["status", "file", "ok"],
-    "properties": {"status": {"enum": ["done", "failed"]},
-                   "file": {"enum": [NOTE_PATH, "README.md", "none"]},
-                   "ok": {"type": "boolean"}}}
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["status", "file", "ok"],
+    "properties": {
+        "status": {"enum": ["done", "failed"]},
+        "file": {"enum": [NOTE_PATH, "README.md", "none"]},
+        "ok": {"type": "boolean"},
+    },
+}
 """A finite grammar: whatever the random-weighted model prefers, the answer ends."""
 
 
 async def test_output_schema_holds_the_final_answer_by_the_engines_grammar(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     repo = make_repo(tmp_path / "repo")
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(FINAL_SCHEMA))
-    code, printed, err = await run(RunRequest(
-        prompt=TASK_PROMPT, workspace=repo, endpoint=engine.base_url, output_schema=schema,
-        session=SessionOptions(permission_mode="full-auto", knobs=AgentKnobs(
-            max_turns=3, temperature=0.0, thinking_token_budget=-1))))
+    code, printed, err = await run(
+        RunRequest(
+            prompt=TASK_PROMPT,
+            workspace=repo,
+            endpoint=engine.base_url,
+            output_schema=schema,
+            session=SessionOptions(
+                permission_mode="full-auto",
+                knobs=AgentKnobs(max_turns=3, temperature=0.0, thinking_token_budget=-1),
+            ),
+        )
+    )
     assert code == EXIT_OK, err
     assert FINAL_ANSWER in err  # the turn's answer, on stderr
     [value] = printed  # stdout: the one JSON value
@@ -337,13 +415,25 @@ async def test_output_schema_holds_the_final_answer_by_the_engines_grammar(
 
     # The control: the same request without the grammar is not the schema's JSON (the
     # model was trained on one task, never on JSON), so the engine's grammar made it so.
-    free = {k: v for k, v in final.items() if k not in ("model", "messages", "tools",
-                                                        "tool_choice", "stream",
-                                                        "stream_options", "structured_outputs")}
+    free = {
+        k: v
+        for k, v in final.items()
+        if k
+        not in (
+            "model",
+            "messages",
+            "tools",
+            "tool_choice",
+            "stream",
+            "stream_options",
+            "structured_outputs",
+        )
+    }
     client = ChatClient(engine.base_url, engine.model)
     try:
-        async with client.stream_chat(final["messages"], tools=final["tools"],
-                                      tool_choice="none", params=free) as stream:
+        async with client.stream_chat(
+            final["messages"], tools=final["tools"], tool_choice="none", params=free
+        ) as stream:
             async for _ in stream:
                 pass
     finally:

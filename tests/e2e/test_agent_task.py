@@ -85,8 +85,9 @@ def home(tmp_path_factory: pytest.TempPathFactory, agent_model_dir: Path) -> Ite
     profiles.mkdir(parents=True)
     with pytest.MonkeyPatch.context() as mp, engine_lock():
         model = agent_model_dir
-        (profiles / "tiny-agent.toml").write_text(PROFILE.format(
-            model=json.dumps(str(model)), port=free_port(), context=CONTEXT))
+        (profiles / "tiny-agent.toml").write_text(
+            PROFILE.format(model=json.dumps(str(model)), port=free_port(), context=CONTEXT)
+        )
         mp.setenv("SPARKCODE_HOME", str(home))
         try:
             yield home
@@ -123,10 +124,19 @@ def task_run(home: Path, tmp_path_factory: pytest.TempPathFactory) -> TaskRun:
     (repo / "README.md").write_text(USER_EDIT)
     head = git.Repo(repo).head.commit.hexsha
     index = (repo / ".git" / "index").read_bytes()
-    code, events, err = asyncio.run(run(RunRequest(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, profile="tiny-agent",
-        session=SessionOptions(
-            permission_mode="full-auto", knobs=AgentKnobs(max_turns=3, temperature=0.0)))))
+    code, events, err = asyncio.run(
+        run(
+            RunRequest(
+                prompt=TASK_PROMPT,
+                workspace=repo,
+                as_json=True,
+                profile="tiny-agent",
+                session=SessionOptions(
+                    permission_mode="full-auto", knobs=AgentKnobs(max_turns=3, temperature=0.0)
+                ),
+            )
+        )
+    )
     return TaskRun(repo, head, index, code, events, err)
 
 
@@ -149,8 +159,7 @@ def test_run_starts_the_engine_and_completes_the_task(task_run: TaskRun) -> None
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     assert len(of(events, "SnapshotTaken")) == 1
     turn = of(events, "TurnFinished")
-    assert [(t["reason"], t["content"], t["requests"]) for t in turn] == \
-        [("stop", FINAL_ANSWER, 2)]
+    assert [(t["reason"], t["content"], t["requests"]) for t in turn] == [("stop", FINAL_ANSWER, 2)]
     # The user's repository is untouched by the agent's bookkeeping (undo snapshots).
     r = git.Repo(repo)
     assert r.head.commit.hexsha == task_run.head and r.active_branch.name == "main"
@@ -177,8 +186,9 @@ def test_the_recorded_run_exports_as_a_readable_transcript(task_run: TaskRun) ->
     from sparkcode.replay import session_transcript
 
     store = SessionStore(Paths.from_env().sessions_dir)
-    (path,) = [p for p in store.files()
-               if load_session(p).header["workspace"] == str(task_run.repo)]
+    (path,) = [
+        p for p in store.files() if load_session(p).header["workspace"] == str(task_run.repo)
+    ]
     session = load_session(path)
     text = asyncio.run(session_transcript(session, "md"))
     assert text.startswith(f"# Session {session.id}\n") and "| engine | tiny-agent |" in text
@@ -187,8 +197,10 @@ def test_the_recorded_run_exports_as_a_readable_transcript(task_run: TaskRun) ->
     assert "+# Notes" in text and "+Written by sparkcode." in text  # the call's diff
     assert "created NOTES.md (3 lines)" in text and FINAL_ANSWER in text
     # Both requests with the engine's own token counts; the turn's figures.
-    assert len(re.findall(r"\*\d{4,} prompt tokens · (?:\d+ cached · )?\d+ completion tokens",
-                          text)) == 2, text
+    assert (
+        len(re.findall(r"\*\d{4,} prompt tokens · (?:\d+ cached · )?\d+ completion tokens", text))
+        == 2
+    ), text
     assert re.search(r"took \d+\.\d\d s · 2 requests · \d+ prompt tokens", text), text
     page = asyncio.run(session_transcript(session, "html"))
     assert "<h3>Tool call: <code>write_file</code></h3>" in page
@@ -213,25 +225,40 @@ def test_undo_restores_the_workspace_after_the_run(task_run: TaskRun) -> None:
 
 
 async def test_the_default_sandbox_mode_and_plan_mode_on_the_real_engine(
-        base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no one to approve anything
     repo = make_repo(tmp_path / "sandboxed")
-    code, events, err = await run(RunRequest(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, profile="tiny-agent",
-        session=SessionOptions(record=False, knobs=AgentKnobs(max_turns=3, temperature=0.0))))
+    code, events, err = await run(
+        RunRequest(
+            prompt=TASK_PROMPT,
+            workspace=repo,
+            as_json=True,
+            profile="tiny-agent",
+            session=SessionOptions(record=False, knobs=AgentKnobs(max_turns=3, temperature=0.0)),
+        )
+    )
     # Without --auto the default mode (sandbox: bwrap is installed) runs the edit.
     assert code == EXIT_OK, (err, events)
     resolved = of(events, "ApprovalResolved")
-    assert [(r["tool"], r["approved"], r["by"], r["reason"]) for r in resolved] == \
-        [("write_file", True, "mode", "sandbox")]
+    assert [(r["tool"], r["approved"], r["by"], r["reason"]) for r in resolved] == [
+        ("write_file", True, "mode", "sandbox")
+    ]
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     planned = make_repo(tmp_path / "planned")
-    code, events, err = await run(RunRequest(
-        prompt=TASK_PROMPT, workspace=planned, as_json=True, profile="tiny-agent",
-        session=SessionOptions(
-            permission_mode="plan", record=False, knobs=AgentKnobs(max_turns=3, temperature=0.0))))
+    code, events, err = await run(
+        RunRequest(
+            prompt=TASK_PROMPT,
+            workspace=planned,
+            as_json=True,
+            profile="tiny-agent",
+            session=SessionOptions(
+                permission_mode="plan", record=False, knobs=AgentKnobs(max_turns=3, temperature=0.0)
+            ),
+        )
+    )
     # Whatever the model tries in plan mode, nothing in the workspace changes.
     assert not (planned / NOTE_PATH).exists()
     # Under the plan-mode prompt this model writes a broken call (ending in a
@@ -241,38 +268,65 @@ async def test_the_default_sandbox_mode_and_plan_mode_on_the_real_engine(
     assert None not in errors, errors
 
 
-async def test_a_forced_strict_call_leaves_a_conforming_model_alone(base_url: str,
-                                                                    tmp_path: Path) -> None:
+async def test_a_forced_strict_call_leaves_a_conforming_model_alone(
+    base_url: str, tmp_path: Path
+) -> None:
     """``--force-tool`` names write_file and marks it strict: vLLM's grammar for
     the call (envelope and argument schema) admits the trained call unchanged."""
     repo = make_repo(tmp_path / "repo")
-    code, events, err = await run(RunRequest(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, endpoint=base_url,
-        session=SessionOptions(
-            permission_mode="full-auto", force_tool="write_file", record=False,
-            knobs=AgentKnobs(max_turns=3, temperature=0.0))))
+    code, events, err = await run(
+        RunRequest(
+            prompt=TASK_PROMPT,
+            workspace=repo,
+            as_json=True,
+            endpoint=base_url,
+            session=SessionOptions(
+                permission_mode="full-auto",
+                force_tool="write_file",
+                record=False,
+                knobs=AgentKnobs(max_turns=3, temperature=0.0),
+            ),
+        )
+    )
     assert code == EXIT_OK, (err, events)
     assert [s["arguments"] for s in of(events, "ToolCallStarted")] == [tool_arguments()]
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
     assert of(events, "TurnFinished")[-1]["content"] == FINAL_ANSWER
 
 
-async def test_a_forced_strict_call_is_held_to_the_forced_schema(base_url: str,
-                                                                  tmp_path: Path) -> None:
+async def test_a_forced_strict_call_is_held_to_the_forced_schema(
+    base_url: str, tmp_path: Path
+) -> None:
     """A narrower schema for the forced call allows only OTHER.md as the path: the
     model, trained to write NOTES.md, is steered there by vLLM's grammar. That
     holds only because the call is sent ``strict`` (without it vLLM 0.32 leaves
     the arguments free and this model writes NOTES.md). What the model writes
     after the path, off its training, is not asserted."""
     repo = make_repo(tmp_path / "repo")
-    schema = {"type": "object", "additionalProperties": False, "required": ["path", "content"],
-              "properties": {"path": {"type": "string", "enum": ["OTHER.md"]},
-                             "content": {"type": "string"}}}
-    code, events, err = await run(RunRequest(
-        prompt=TASK_PROMPT, workspace=repo, as_json=True, endpoint=base_url,
-        session=SessionOptions(
-            permission_mode="full-auto", force_tool="write_file", force_tool_parameters=schema,
-            record=False, knobs=AgentKnobs(max_turns=1, max_tokens=64, temperature=0.0))))
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["path", "content"],
+        "properties": {
+            "path": {"type": "string", "enum": ["OTHER.md"]},
+            "content": {"type": "string"},
+        },
+    }
+    code, events, err = await run(
+        RunRequest(
+            prompt=TASK_PROMPT,
+            workspace=repo,
+            as_json=True,
+            endpoint=base_url,
+            session=SessionOptions(
+                permission_mode="full-auto",
+                force_tool="write_file",
+                force_tool_parameters=schema,
+                record=False,
+                knobs=AgentKnobs(max_turns=1, max_tokens=64, temperature=0.0),
+            ),
+        )
+    )
     assert code == EXIT_STOPPED, (err, events)  # max_turns=1: the result is not answered
     started = of(events, "ToolCallStarted")
     assert [s["name"] for s in started] == ["write_file"]
@@ -280,16 +334,23 @@ async def test_a_forced_strict_call_is_held_to_the_forced_schema(base_url: str,
     assert not (repo / NOTE_PATH).exists()
 
 
-async def test_engine_metrics_and_thinking_budget_handling(base_url: str,
-                                                           tmp_path: Path) -> None:
+async def test_engine_metrics_and_thinking_budget_handling(base_url: str, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    code, events, err = await run(RunRequest(
-        prompt="Say hello.", workspace=ws, as_json=True, endpoint=base_url,
-        session=SessionOptions(
-            record=False,
-            knobs=AgentKnobs(
-                max_tokens=16, max_turns=1, temperature=0.0, thinking_token_budget=32))))
+    code, events, err = await run(
+        RunRequest(
+            prompt="Say hello.",
+            workspace=ws,
+            as_json=True,
+            endpoint=base_url,
+            session=SessionOptions(
+                record=False,
+                knobs=AgentKnobs(
+                    max_tokens=16, max_turns=1, temperature=0.0, thinking_token_budget=32
+                ),
+            ),
+        )
+    )
     assert code != EXIT_ERROR, err
     # No reasoning parser on this engine: vLLM rejects thinking_token_budget; the
     # client drops it, says so, and the turn still completes.
@@ -308,18 +369,27 @@ async def test_a_call_the_servers_parser_drops_is_salvaged(base_url: str, tmp_pa
     answer. The frames still carry their token ids (``return_token_ids``); the agent
     turns them back into text with ``/detokenize``, reads the GLM call and runs it."""
     repo = make_repo(tmp_path / "repo")
-    code, events, err = await run(RunRequest(
-        prompt=GLM_PROMPT, workspace=repo, as_json=True, endpoint=base_url,
-        session=SessionOptions(
-            permission_mode="full-auto", record=False,
-            knobs=AgentKnobs(max_turns=1, temperature=0.0))))
+    code, events, err = await run(
+        RunRequest(
+            prompt=GLM_PROMPT,
+            workspace=repo,
+            as_json=True,
+            endpoint=base_url,
+            session=SessionOptions(
+                permission_mode="full-auto",
+                record=False,
+                knobs=AgentKnobs(max_turns=1, temperature=0.0),
+            ),
+        )
+    )
     assert code == EXIT_STOPPED, (err, events)  # max_turns=1: the result is not answered
     assert not of(events, "ContentDelta")  # the server streamed nothing of the call
     notices = [n for n in of(events, "Notice") if n["code"] == "tool_call_salvaged"]
     assert len(notices) == 1, events
     assert "written as glm in the model's held back" in notices[0]["message"]
     started = of(events, "ToolCallStarted")
-    assert [(s["name"], s["arguments"]) for s in started] == \
-        [("write_file", {"path": GLM_PATH, "content": NOTE_CONTENT})]
+    assert [(s["name"], s["arguments"]) for s in started] == [
+        ("write_file", {"path": GLM_PATH, "content": NOTE_CONTENT})
+    ]
     assert [f["error"] for f in of(events, "ToolCallFinished")] == [None]
     assert (repo / GLM_PATH).read_text() == NOTE_CONTENT

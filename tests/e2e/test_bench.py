@@ -44,15 +44,17 @@ num_speculative_tokens = 3
 
 
 @pytest.fixture(scope="module")
-def homes(tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path,
-          ) -> Iterator[tuple[Path, Path, str]]:
+def homes(
+    tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path
+) -> Iterator[tuple[Path, Path, str]]:
     """(home of the running engine, a second home, the running engine's URL)."""
     home = tmp_path_factory.mktemp("bench-engine")
     other = tmp_path_factory.mktemp("bench-other")
     # Another model on the same tokenizer, with peaked next-token distributions (the
     # module's model is nearly uniform): their KLD is far above the noise floor.
-    seed1 = build_tiny_llama(tmp_path_factory.mktemp("models") / "tiny-peaked", seed=1,
-                             initializer_range=0.3)
+    seed1 = build_tiny_llama(
+        tmp_path_factory.mktemp("models") / "tiny-peaked", seed=1, initializer_range=0.3
+    )
     write_profile(home / "config", "tiny", tiny_llama_dir, free_port(), NGRAM)
     write_profile(other / "config", "tinyb", seed1, free_port())
     old = os.environ.get("SPARKCODE_HOME")
@@ -93,8 +95,21 @@ def bench(*args: str) -> dict[str, Any]:
 
 def test_throughput_counts_tokens_exactly_and_reads_spec_acceptance(tmp_path: Path) -> None:
     out = tmp_path / "tp"
-    data = bench("throughput", "--profile", "tiny", "-n", "2", "--decode-tokens", "32",
-                 "--prefill", "64,300", "--turn-tokens", "32", "-o", str(out))
+    data = bench(
+        "throughput",
+        "--profile",
+        "tiny",
+        "-n",
+        "2",
+        "--decode-tokens",
+        "32",
+        "--prefill",
+        "64,300",
+        "--turn-tokens",
+        "32",
+        "-o",
+        str(out),
+    )
     (label,) = data["units"]
     units = data["units"][label]
     assert len(units) == 2 * 2 + 2 * 2 + 2 * 2
@@ -106,8 +121,7 @@ def test_throughput_counts_tokens_exactly_and_reads_spec_acceptance(tmp_path: Pa
             assert unit["decode_tok_s"] > 0 and unit["ttft_s"] > 0
             spec = unit["spec"]
             assert spec["drafts"] > 0 and 0 <= spec["accepted"] <= spec["draft_tokens"]
-            assert spec["acceptance_length"] == pytest.approx(
-                1 + spec["accepted"] / spec["drafts"])
+            assert spec["acceptance_length"] == pytest.approx(1 + spec["accepted"] / spec["drafts"])
             per_pos = spec["per_position"]
             assert len(per_pos) == 3 and all(0 <= p <= 1 for p in per_pos)
             assert per_pos == sorted(per_pos, reverse=True)  # acceptance through position i
@@ -130,8 +144,9 @@ def test_throughput_counts_tokens_exactly_and_reads_spec_acceptance(tmp_path: Pa
     table = (out / "table.md").read_text()
     assert "| token counts = final usage | yes |" in table
     assert "acceptance per position, code" in table
-    assert f"| cached tokens of that turn | {300 // BLOCK * BLOCK} {300 // BLOCK * BLOCK} |" \
-        in table
+    assert (
+        f"| cached tokens of that turn | {300 // BLOCK * BLOCK} {300 // BLOCK * BLOCK} |" in table
+    )
     assert "| cold TTFT at 300 / turn TTFT |" in table
     for png in ("throughput.png", "acceptance.png"):
         assert (out / png).stat().st_size > 1000
@@ -139,13 +154,14 @@ def test_throughput_counts_tokens_exactly_and_reads_spec_acceptance(tmp_path: Pa
     assert Supervisor(Paths.from_env()).status().state == "ready"
 
 
-async def test_the_status_bar_shows_per_position_acceptance(homes: tuple[Path, Path, str]
-                                                            ) -> None:
+async def test_the_status_bar_shows_per_position_acceptance(homes: tuple[Path, Path, str]) -> None:
     client = ChatClient(homes[2], "tiny")
     poller = MetricsPoller(client.fetch_metrics)
     await poller.poll()
-    async with client.stream_chat([{"role": "user", "content": "count: 1 2 3 1 2 3 1 2 3"}],
-                                  params={"max_tokens": 48, "temperature": 0.0}) as stream:
+    async with client.stream_chat(
+        [{"role": "user", "content": "count: 1 2 3 1 2 3 1 2 3"}],
+        params={"max_tokens": 48, "temperature": 0.0},
+    ) as stream:
         async for _ in stream:
             pass
     update = await poller.poll()
@@ -159,10 +175,10 @@ async def test_the_status_bar_shows_per_position_acceptance(homes: tuple[Path, P
 
 
 def test_loops_saves_degenerate_samples_as_replayable_sessions(
-        tmp_path: Path, homes: tuple[Path, Path, str]) -> None:
+    tmp_path: Path, homes: tuple[Path, Path, str]
+) -> None:
     out = tmp_path / "loops"
-    data = bench("loops", "--endpoint", homes[2], "-n", "4", "--max-tokens", "400",
-                 "-o", str(out))
+    data = bench("loops", "--endpoint", homes[2], "-n", "4", "--max-tokens", "400", "-o", str(out))
     units = next(iter(data["units"].values()))
     store = SessionStore(Paths.from_env().sessions_dir)
     bad = [u for u in units.values() if u["degenerate"]]
@@ -182,16 +198,15 @@ def test_loops_saves_degenerate_samples_as_replayable_sessions(
         assert verdict.degenerate and verdict.pattern == unit["pattern"]
     assert len(store.ids()) == len(bad)
     summary = next(iter(data["summary"].values()))
-    assert summary["degenerate"] == len(bad) and summary["sessions"] == [u["session"]
-                                                                         for u in bad]
+    assert summary["degenerate"] == len(bad) and summary["sessions"] == [u["session"] for u in bad]
     assert "degenerate / samples" in (out / "table.md").read_text()
 
 
-def test_humaneval_runs_against_the_engine(tmp_path: Path,
-                                           homes: tuple[Path, Path, str]) -> None:
+def test_humaneval_runs_against_the_engine(tmp_path: Path, homes: tuple[Path, Path, str]) -> None:
     out = tmp_path / "he"
-    data = bench("humaneval", "--endpoint", homes[2], "--limit", "2", "--max-tokens", "64",
-                 "-o", str(out))
+    data = bench(
+        "humaneval", "--endpoint", homes[2], "--limit", "2", "--max-tokens", "64", "-o", str(out)
+    )
     units = next(iter(data["units"].values()))
     assert sorted(units) == ["HumanEval/0", "HumanEval/1"]  # finished in either order
     for unit in units.values():
@@ -200,14 +215,25 @@ def test_humaneval_runs_against_the_engine(tmp_path: Path,
     assert data["settings"]["sandbox"]["audit_hook"] is True
 
 
-def test_kld_floor_is_zero_and_another_model_is_far(tmp_path: Path,
-                                                    homes: tuple[Path, Path, str],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kld_floor_is_zero_and_another_model_is_far(
+    tmp_path: Path, homes: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The reference is started by profile from the second home and stopped afterwards.
     monkeypatch.setenv("SPARKCODE_HOME", str(homes[1]))
     out = tmp_path / "kld"
-    data = bench("kld", "--profile", "tinyb", "--endpoint", homes[2], "--chunks", "2",
-                 "--chunk-tokens", "96", "-o", str(out))
+    data = bench(
+        "kld",
+        "--profile",
+        "tinyb",
+        "--endpoint",
+        homes[2],
+        "--chunks",
+        "2",
+        "--chunk-tokens",
+        "96",
+        "-o",
+        str(out),
+    )
     assert Supervisor(Paths.from_env()).status().state == "stopped"
     ref, other = (t["label"] for t in data["targets"])
     floor = data["summary"][ref]["noise_floor"]

@@ -29,9 +29,11 @@ pytestmark = pytest.mark.engine
 def _profile(config_dir: Path, name: str, model: Path, features: tuple[str, ...] = ()) -> None:
     profiles = config_dir / "profiles"
     profiles.mkdir(parents=True, exist_ok=True)
-    plugin = (f"[plugin]\nenabled = true\nfeatures = {json.dumps(list(features))}\n"
-              if features else "")
-    (profiles / f"{name}.toml").write_text(f"""[profile]
+    plugin = (
+        f"[plugin]\nenabled = true\nfeatures = {json.dumps(list(features))}\n" if features else ""
+    )
+    (profiles / f"{name}.toml").write_text(
+        f"""[profile]
 name = "{name}"
 kind = "vllm"
 
@@ -49,7 +51,9 @@ extra_args = ["--max-logprobs", "-1"]
 [cpu]
 kvcache_space_gib = 1
 bind_all_cores = true
-{plugin}""", encoding="utf-8")
+{plugin}""",
+        encoding="utf-8",
+    )
 
 
 def _served_logprobs(home: Path, profile: str, prompts: list[list[int]]) -> list[torch.Tensor]:
@@ -68,9 +72,17 @@ def _served_logprobs(home: Path, profile: str, prompts: list[list[int]]) -> list
     with running(prof, paths, port=free_port(), timeout=600) as engine:
         status = engine.status
         for ids in prompts:
-            r = httpx.post(f"{status.base_url}/completions", timeout=300, json={
-                "model": status.model, "prompt": ids, "max_tokens": 1, "temperature": 0,
-                "prompt_logprobs": -1})
+            r = httpx.post(
+                f"{status.base_url}/completions",
+                timeout=300,
+                json={
+                    "model": status.model,
+                    "prompt": ids,
+                    "max_tokens": 1,
+                    "temperature": 0,
+                    "prompt_logprobs": -1,
+                },
+            )
             r.raise_for_status()
             rows = r.json()["choices"][0]["prompt_logprobs"][1:]
             lp = torch.full((len(rows), 1024), float("-inf"))
@@ -100,10 +112,29 @@ def test_calibrating_from_the_served_rtn_model_beats_rtn(tmp_path: Path) -> None
     env = {**os.environ, "SPARKCODE_HOME": str(home), "PYTHONPATH": str(ROOT)}
     with engine_lock():
         proc = subprocess.run(
-            [sys.executable, "-m", "sparkcode", "quantize", str(src), str(dst),
-             "--calib-from-engine", "--engine-profile", "tiny", "--pool-gb", "0",
-             "--calib-tokens", "2048", "--chunk-tokens", "512"],
-            capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+            [
+                sys.executable,
+                "-m",
+                "sparkcode",
+                "quantize",
+                str(src),
+                str(dst),
+                "--calib-from-engine",
+                "--engine-profile",
+                "tiny",
+                "--pool-gb",
+                "0",
+                "--calib-tokens",
+                "2048",
+                "--chunk-tokens",
+                "512",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=env,
+            cwd=ROOT,
+        )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         _check_published(proc.stdout, dst, tmp_path)
         kld_rtn, kld_gptq = _score_both(src, dst, home, tmp_path)
@@ -130,8 +161,10 @@ def _check_published(stdout: str, dst: Path, tmp_path: Path) -> None:
     manifest = json.loads((dst / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["options"]["method"] == "gptq"
     assert manifest["summary"]["calibration"]["rounds"] == 1
-    methods = {s.get("method") for r in manifest["shards"].values() for s in r["stats"].values()
-               if s.get("kind") == "w2"}
+    methods = {
+        s.get("method")
+        for r in manifest["shards"].values()
+        for s in r["stats"].values()
+        if s.get("kind") == "w2"
+    }
     assert methods == {"gptq"}  # every expert had its own Hessian
-
-

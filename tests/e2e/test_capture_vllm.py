@@ -24,9 +24,14 @@ def test_capture_inside_vllm(tmp_path: Path) -> None:
     out = tmp_path / "calib.safetensors"
     script = Path(__file__).with_name("vllm_capture_script.py")
     with engine_lock():
-        proc = subprocess.run([sys.executable, str(script), str(model), str(out)],
-                              capture_output=True, text=True, timeout=600,
-                              cwd=ROOT, env={**os.environ, **USAGE_STATS_OFF, **HUB_OFFLINE})
+        proc = subprocess.run(
+            [sys.executable, str(script), str(model), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+            env={**os.environ, **USAGE_STATS_OFF, **HUB_OFFLINE},
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hooks=[2] layers=[2]" in proc.stdout
     calib = CalibrationFile(out)

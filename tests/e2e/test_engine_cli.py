@@ -23,7 +23,10 @@ pytestmark = pytest.mark.engine
 def sparkcode(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SPARKCODE_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "sparkcode", *args], env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "sparkcode", *args],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 
@@ -62,13 +65,17 @@ def test_status_json_has_the_documented_keys(started: dict[str, object]) -> None
 
 def test_streamed_chat_completion(started: dict[str, object]) -> None:
     body = {
-        "model": "tiny", "messages": [{"role": "user", "content": "def main():"}],
-        "max_tokens": 16, "temperature": 0, "stream": True,
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "def main():"}],
+        "max_tokens": 16,
+        "temperature": 0,
+        "stream": True,
         "stream_options": {"include_usage": True},
     }
     chunks: list[dict[str, object]] = []
-    with httpx.stream("POST", f"{started['base_url']}/chat/completions", json=body,
-                      timeout=120) as resp:
+    with httpx.stream(
+        "POST", f"{started['base_url']}/chat/completions", json=body, timeout=120
+    ) as resp:
         assert resp.status_code == 200
         for line in resp.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
@@ -77,7 +84,8 @@ def test_streamed_chat_completion(started: dict[str, object]) -> None:
     assert isinstance(usage, dict) and usage["completion_tokens"] == 16
     text = "".join(
         c["choices"][0]["delta"].get("content") or ""  # type: ignore[index]
-        for c in chunks if c.get("choices")
+        for c in chunks
+        if c.get("choices")
     )
     assert text
 
@@ -109,8 +117,13 @@ def test_an_image_for_a_text_only_model_is_refused(started: dict[str, object]) -
     from tests.support.tiny_vlm import png_data_url
 
     image = {"type": "image_url", "image_url": {"url": png_data_url(32, 32, (9, 9, 9))}}
-    body = {"model": "tiny", "max_tokens": 2, "messages": [
-        {"role": "user", "content": [image, {"type": "text", "text": "what is this?"}]}]}
+    body = {
+        "model": "tiny",
+        "max_tokens": 2,
+        "messages": [
+            {"role": "user", "content": [image, {"type": "text", "text": "what is this?"}]}
+        ],
+    }
     url = f"{started['base_url']}/chat/completions"
     resp = httpx.post(url, json=body, timeout=120)
     assert resp.status_code == 400

@@ -40,8 +40,13 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
 
 def sparkcode(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SPARKCODE_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "sparkcode", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkcode", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def mamba_block(engine: RunningEngine) -> int:
@@ -82,8 +87,12 @@ def test_status_shows_the_plugin_and_the_page_math(engine: RunningEngine) -> Non
     plugin_rows = [r for r in rows if r.startswith("plugin ")]
     assert any(r.startswith("plugin   scheduler_fix: applied (vLLM 0.32.0") for r in plugin_rows)
     block = mamba_block(engine)
-    assert any(r.startswith(f"plugin   scheduler_fix: active (chunk ends align to the Mamba "
-                            f"block of {block} tokens") for r in plugin_rows)
+    assert any(
+        r.startswith(
+            f"plugin   scheduler_fix: active (chunk ends align to the Mamba block of {block} tokens"
+        )
+        for r in plugin_rows
+    )
     assert f"prefix   hits land on multiples of {block} tokens" in "\n".join(rows)
     # vLLM loads the plugin in several processes; each line is shown once.
     assert len(plugin_rows) == len(set(plugin_rows))
@@ -93,8 +102,8 @@ def test_prefix_cache_hits_land_on_mamba_block_multiples(engine: RunningEngine) 
     block = mamba_block(engine)
     first = [(i * 37) % 900 + 5 for i in range(1500)]
     turns = [
-        first,                                   # cold: nothing cached
-        first,                                   # the same prompt again
+        first,  # cold: nothing cached
+        first,  # the same prompt again
         first + [(i * 11) % 900 + 5 for i in range(300)],  # a longer follow-up turn
     ]
     deltas: list[float] = []

@@ -40,9 +40,13 @@ def _layer0_routing(bf16_dir: Path, ids: list[int]) -> torch.Tensor:
 
 
 def _status_plugin(home: Path) -> list[str]:
-    shown = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "status", "--json"],
-                           env={**os.environ, "SPARKCODE_HOME": str(home)},
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "sparkcode", "engine", "status", "--json"],
+        env={**os.environ, "SPARKCODE_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     plugin: list[str] = json.loads(shown.stdout)["plugin"]
     return plugin
 
@@ -55,19 +59,41 @@ def _serve(tmp_path: Path, model_path: Path, packed: bool) -> dict[str, Any]:
     home = tmp_path / name
     features = '"w2_quant", "fp4_pool", "p12_packed"' if packed else '"w2_quant", "fp4_pool"'
     env = 'SPARKCODE_P12_MIN_VALUES = "0"\n' if packed else ""
-    write_profile(home / "config", name, model_path, 8400,
-                  extra=f"[plugin]\nenabled = true\nfeatures = [{features}]\n[env]\n"
-                        f'SPARKCODE_FP4_RESELECT_INTERVAL_S = "0"\n{env}')
+    write_profile(
+        home / "config",
+        name,
+        model_path,
+        8400,
+        extra=f"[plugin]\nenabled = true\nfeatures = [{features}]\n[env]\n"
+        f'SPARKCODE_FP4_RESELECT_INTERVAL_S = "0"\n{env}',
+    )
     with run_engine(home, name) as eng:
         # One step (a prefill): served before any counts were read, so with the offline pool.
-        r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": IDS, "max_tokens": 1, "temperature": 0,
-            "prompt_logprobs": 0})
+        r = httpx.post(
+            f"{eng.base_url}/completions",
+            timeout=120,
+            json={
+                "model": eng.model,
+                "prompt": IDS,
+                "max_tokens": 1,
+                "temperature": 0,
+                "prompt_logprobs": 0,
+            },
+        )
         r.raise_for_status()
         # Before its first step the counts above are read and the pool re-chosen.
-        g = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": IDS, "max_tokens": 6, "temperature": 0,
-            "logprobs": 0, "ignore_eos": True})
+        g = httpx.post(
+            f"{eng.base_url}/completions",
+            timeout=120,
+            json={
+                "model": eng.model,
+                "prompt": IDS,
+                "max_tokens": 6,
+                "temperature": 0,
+                "logprobs": 0,
+                "ignore_eos": True,
+            },
+        )
         g.raise_for_status()
         deadline = time.monotonic() + 20
         while True:  # what `sparkcode engine status` shows
@@ -80,9 +106,12 @@ def _serve(tmp_path: Path, model_path: Path, packed: bool) -> dict[str, Any]:
         assert log_path is not None
         log = log_path.read_text(encoding="utf-8", errors="replace")
     prompt = r.json()["choices"][0]["prompt_logprobs"]
-    return {"prompt": torch.tensor([prompt[i][str(IDS[i])]["logprob"]
-                                    for i in range(1, len(IDS))]),
-            "gen": g.json()["choices"][0]["logprobs"], "live": live, "log": log}
+    return {
+        "prompt": torch.tensor([prompt[i][str(IDS[i])]["logprob"] for i in range(1, len(IDS))]),
+        "gen": g.json()["choices"][0]["logprobs"],
+        "live": live,
+        "log": log,
+    }
 
 
 def test_packed_p12_and_live_swaps_serve_like_the_decoded_model(tmp_path: Path) -> None:
@@ -101,8 +130,9 @@ def test_packed_p12_and_live_swaps_serve_like_the_decoded_model(tmp_path: Path) 
     # packed; the routers (GateLinear) and the norms are decoded.
     log = packed["log"]
     assert "[sparkcode-plugin] p12_packed: applied" in log
-    n_bf16 = sum(t.dtype == torch.bfloat16 and not EXPERT.search(n)
-                 for n, t in model.original.items())
+    n_bf16 = sum(
+        t.dtype == torch.bfloat16 and not EXPERT.search(n) for n, t in model.original.items()
+    )
     assert f"w2_quant: loaded ({n_bf16} P12 tensors decoded" in log
     assert "; 5 BF16 layers kept packed: " in log, log[-3000:]
     assert "kept packed" not in plain["log"]
@@ -113,8 +143,9 @@ def test_packed_p12_and_live_swaps_serve_like_the_decoded_model(tmp_path: Path) 
         assert run["live"], run["log"][-3000:]
         swaps = int(run["live"][0].split("(")[1].split(" swaps")[0])
         assert swaps >= 1 and "3 candidates" in run["live"][0], run["live"]
-        first = next(line for line in run["log"].splitlines()
-                     if "fp4_reselect: live (1 swaps" in line)
+        first = next(
+            line for line in run["log"].splitlines() if "fp4_reselect: live (1 swaps" in line
+        )
         assert "layer 0 expert" in first and f"expert {cold} out" in first, first
         assert "fp4_reselect: failed" not in run["log"]
     assert packed["live"] == plain["live"]
@@ -122,10 +153,18 @@ def test_packed_p12_and_live_swaps_serve_like_the_decoded_model(tmp_path: Path) 
     # The same answers: the prompt is prefill (a P12 block unpacked, then the same GEMM on
     # bit-identical weights); the continuation decodes through the GEMV on the codes.
     prefill = float((packed["prompt"] - plain["prompt"]).abs().max())
-    decode = float((torch.tensor(packed["gen"]["token_logprobs"])
-                    - torch.tensor(plain["gen"]["token_logprobs"])).abs().max())
-    print(f"packed vs decoded serving: prefill {prefill:.4f} nat, decode {decode:.4f} nat; "
-          f"tokens {packed['gen']['tokens']}; {packed['live'][0]}")
+    decode = float(
+        (
+            torch.tensor(packed["gen"]["token_logprobs"])
+            - torch.tensor(plain["gen"]["token_logprobs"])
+        )
+        .abs()
+        .max()
+    )
+    print(
+        f"packed vs decoded serving: prefill {prefill:.4f} nat, decode {decode:.4f} nat; "
+        f"tokens {packed['gen']['tokens']}; {packed['live'][0]}"
+    )
     assert prefill < 2e-2
     assert packed["gen"]["tokens"] == plain["gen"]["tokens"]
     assert decode < 5e-2

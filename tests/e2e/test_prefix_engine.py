@@ -31,27 +31,53 @@ BLOCK = 32
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory,
-           tiny_llama_dir: Path) -> Iterator[RunningEngine]:
+def engine(
+    tmp_path_factory: pytest.TempPathFactory, tiny_llama_dir: Path
+) -> Iterator[RunningEngine]:
     home = tmp_path_factory.mktemp("prefix-engine")
-    args = ["--enable-prompt-tokens-details", "--block-size", str(BLOCK),
-            "--chat-template", str(GLM_TEMPLATE)]
-    write_profile(home / "config", "tiny-glm", tiny_llama_dir, free_port(),
-                  max_model_len=4096,
-                  server=f"enable_prefix_caching = true\nextra_args = {json.dumps(args)}")
+    args = [
+        "--enable-prompt-tokens-details",
+        "--block-size",
+        str(BLOCK),
+        "--chat-template",
+        str(GLM_TEMPLATE),
+    ]
+    write_profile(
+        home / "config",
+        "tiny-glm",
+        tiny_llama_dir,
+        free_port(),
+        max_model_len=4096,
+        server=f"enable_prefix_caching = true\nextra_args = {json.dumps(args)}",
+    )
     with run_engine(home, "tiny-glm") as running:
         yield running
 
 
-async def two_turns(engine: RunningEngine, workspace: Path, paths: Paths,
-                    placement: EffortPlacement) -> list[UsageUpdate]:
+async def two_turns(
+    engine: RunningEngine, workspace: Path, paths: Paths, placement: EffortPlacement
+) -> list[UsageUpdate]:
     """The final usage of each request: turn 1 at effort low, turn 2 at high."""
     target = resolve_target(workspace, paths, endpoint=engine.base_url)
-    session = await build_session(target, SessionOptions(
-        origin="run", permission_mode="full-auto", record=False, knobs=AgentKnobs(
-            effort_placement=placement, reasoning_effort="low", max_turns=1, max_tokens=4,
-            temperature=0.0, thinking_token_budget=-1, tools=("read_file",),
-            task_tool=False)), paths)
+    session = await build_session(
+        target,
+        SessionOptions(
+            origin="run",
+            permission_mode="full-auto",
+            record=False,
+            knobs=AgentKnobs(
+                effort_placement=placement,
+                reasoning_effort="low",
+                max_turns=1,
+                max_tokens=4,
+                temperature=0.0,
+                thinking_token_budget=-1,
+                tools=("read_file",),
+                task_tool=False,
+            ),
+        ),
+        paths,
+    )
     finals: list[UsageUpdate] = []
     for text, effort in (("What does the project do?", "low"), ("And in short?", "high")):
         session.agent.settings.reasoning_effort = effort  # what /effort does
@@ -63,14 +89,17 @@ async def two_turns(engine: RunningEngine, workspace: Path, paths: Paths,
 
 
 async def test_an_effort_change_is_served_from_the_prefix_cache(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     pinned = await two_turns(engine, tmp_path, paths, "glm")
     control = await two_turns(engine, tmp_path, paths, "request")
     assert len(pinned) == len(control) == 2
     first, second = pinned
-    print(f"\nglm placement: turn 1 prompt {first.prompt_tokens}, turn 2 prompt "
-          f"{second.prompt_tokens}, cached {second.cached_tokens}; effort per request: "
-          f"turn 2 prompt {control[1].prompt_tokens}, cached {control[1].cached_tokens}")
+    print(
+        f"\nglm placement: turn 1 prompt {first.prompt_tokens}, turn 2 prompt "
+        f"{second.prompt_tokens}, cached {second.cached_tokens}; effort per request: "
+        f"turn 2 prompt {control[1].prompt_tokens}, cached {control[1].cached_tokens}"
+    )
     # All of the first prompt but its generation prompt, in whole blocks.
     assert (second.cached_tokens or 0) >= (first.prompt_tokens - 8) // BLOCK * BLOCK > 0
     # The control's turn 1 repeats the pinned one's (cached); its turn 2 says High at

@@ -58,8 +58,9 @@ def _installed_model() -> tuple[str, Path]:
     shared = Paths(config_dir=data / "unused", data_dir=data, state_dir=data / "unused")
     builtin = load_profile(PROFILE, shared).model_builtin
     assert builtin is not None
-    return builtin, install_builtin(BUILTINS[builtin], shared,
-                                    progress=lambda m: print(m, flush=True))
+    return builtin, install_builtin(
+        BUILTINS[builtin], shared, progress=lambda m: print(m, flush=True)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,35 +77,53 @@ def _repo(path: Path) -> Path:
     path.mkdir()
     (path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (path / "test_calc.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
-    for args in (["init", "-q"], ["add", "-A"],
-                 ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "i"]):
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "i"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True)
     return path
 
 
-def test_qwen_fixes_a_bug_a_failing_test_shows(engine: RunningEngine, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qwen_fixes_a_bug_a_failing_test_shows(
+    engine: RunningEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = _repo(tmp_path / "ws")
     # The engine's own home: the run finds the running cpu-coder-small engine and
     # takes the profile's agent settings (small-model mode as Qwen needs it).
     monkeypatch.setenv("SPARKCODE_HOME", str(engine.paths.data_dir.parent))
     out, err = io.StringIO(), io.StringIO()
     began = time.monotonic()
-    code = asyncio.run(run_headless(RunRequest(
-        prompt="test_calc.py fails. Run the tests with `python -m pytest -q`, fix the bug "
-        "in calc.py, then run the tests again.",
-        workspace=ws, as_json=True, profile=PROFILE,
-        session=SessionOptions(
-            permission_mode="full-auto", record=False, seed=1,
-            knobs=AgentKnobs(temperature=0.0, max_turns=8, max_tokens=256))), out=out, err=err))
+    code = asyncio.run(
+        run_headless(
+            RunRequest(
+                prompt="test_calc.py fails. Run the tests with `python -m pytest -q`, fix the bug "
+                "in calc.py, then run the tests again.",
+                workspace=ws,
+                as_json=True,
+                profile=PROFILE,
+                session=SessionOptions(
+                    permission_mode="full-auto",
+                    record=False,
+                    seed=1,
+                    knobs=AgentKnobs(temperature=0.0, max_turns=8, max_tokens=256),
+                ),
+            ),
+            out=out,
+            err=err,
+        )
+    )
     wall = time.monotonic() - began
     events: list[dict[str, Any]] = [json.loads(line) for line in out.getvalue().splitlines()]
     calls = [(e["name"], e.get("error")) for e in events if e["type"] == "ToolCallFinished"]
     print(f"{wall:.0f} s, load {os.getloadavg()[0]:.2f}, calls {calls}")
     assert code == EXIT_OK, err.getvalue()
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=ws,
-                           capture_output=True, text=True, check=False)
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q"], cwd=ws, capture_output=True, text=True, check=False
+    )
     assert tests.returncode == 0, (tests.stdout, calls)
     # Through the tools: an edit of calc.py, and the tests run after it.
     finished = [e for e in events if e["type"] == "ToolCallFinished" and not e.get("error")]
@@ -114,7 +133,8 @@ def test_qwen_fixes_a_bug_a_failing_test_shows(engine: RunningEngine, tmp_path: 
 
 
 def test_qwen_is_told_where_a_rename_is_left_and_goes_there(
-        engine: RunningEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine: RunningEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The suite's rename-tested task, greedy: the edit that renames ``calc_total`` in one
     file says where it is still used, with the lines (tools/_after_edit.py), and the
     1.5B's next call edits one of those files (bf16 and float32) or reads one first
@@ -125,22 +145,41 @@ def test_qwen_is_told_where_a_rename_is_left_and_goes_there(
     monkeypatch.setenv("SPARKCODE_HOME", str(engine.paths.data_dir.parent))
     out, err = io.StringIO(), io.StringIO()
     began = time.monotonic()
-    code = asyncio.run(run_headless(RunRequest(
-        prompt=task.prompt, workspace=ws, as_json=True, profile=PROFILE,
-        session=SessionOptions(
-            permission_mode="full-auto", record=False, seed=1,
-            knobs=AgentKnobs(temperature=0.0, max_turns=3, max_tokens=256))), out=out, err=err))
+    code = asyncio.run(
+        run_headless(
+            RunRequest(
+                prompt=task.prompt,
+                workspace=ws,
+                as_json=True,
+                profile=PROFILE,
+                session=SessionOptions(
+                    permission_mode="full-auto",
+                    record=False,
+                    seed=1,
+                    knobs=AgentKnobs(temperature=0.0, max_turns=3, max_tokens=256),
+                ),
+            ),
+            out=out,
+            err=err,
+        )
+    )
     events: list[dict[str, Any]] = [json.loads(line) for line in out.getvalue().splitlines()]
     calls = [e for e in events if e["type"] in ("ToolCallStarted", "ToolCallFinished")]
     shown = [(e["name"], e.get("arguments") or e.get("error")) for e in calls]
     print(f"{time.monotonic() - began:.0f} s, load {os.getloadavg()[0]:.2f}, calls {shown}")
     assert code in (EXIT_OK, EXIT_STOPPED), err.getvalue()
-    told = next(i for i, e in enumerate(calls)
-                if e["type"] == "ToolCallFinished" and NAMES_LEFT in e["result"])
+    told = next(
+        i
+        for i, e in enumerate(calls)
+        if e["type"] == "ToolCallFinished" and NAMES_LEFT in e["result"]
+    )
     note = calls[told]["result"]
-    assert "calc_total is gone from shop.py but still used in main.py (lines 1, 4), " \
-        "test_shop.py (lines 3, 8)." in note and "main.py:1: from shop import calc_total" in note
+    assert (
+        "calc_total is gone from shop.py but still used in main.py (lines 1, 4), "
+        "test_shop.py (lines 3, 8)."
+        in note
+        and "main.py:1: from shop import calc_total" in note
+    )
     after = calls[told + 1]
-    assert after["type"] == "ToolCallStarted" and after["name"] in ("edit_file", "read_file"), \
-        shown
+    assert after["type"] == "ToolCallStarted" and after["name"] in ("edit_file", "read_file"), shown
     assert after["arguments"]["path"] in ("main.py", "test_shop.py"), shown

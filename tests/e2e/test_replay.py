@@ -32,9 +32,11 @@ from tests.support.engine import RunningEngine
 
 pytestmark = pytest.mark.engine
 
-PROMPTS = ("write a python function that adds two numbers",
-           "now the same in rust please",
-           "thanks, explain the difference")
+PROMPTS = (
+    "write a python function that adds two numbers",
+    "now the same in rust please",
+    "thanks, explain the difference",
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +69,17 @@ def recorded(engine_home: Path) -> Path:
     workspace.mkdir()
 
     async def run() -> Path:
-        recorder, transport = start_recording(base_url, workspace=workspace, paths=paths,
-                                              model="tiny")
+        recorder, transport = start_recording(
+            base_url, workspace=workspace, paths=paths, model="tiny"
+        )
         client = ChatClient(base_url, "tiny", transport=transport)
-        agent = Agent(client, workspace, settings=AgentSettings(
-            max_tokens=24, temperature=0.0, thinking_token_budget=-1, max_turns=3))
+        agent = Agent(
+            client,
+            workspace,
+            settings=AgentSettings(
+                max_tokens=24, temperature=0.0, thinking_token_budget=-1, max_turns=3
+            ),
+        )
         agent.subscribe(event_recorder(recorder))
         for prompt in PROMPTS:
             async for _ in agent.run_turn(prompt):
@@ -122,7 +130,8 @@ async def test_rerun_gives_identical_tokens(recorded: Path) -> None:
     session = load_session(recorded)
     result = await rerun(session, _target())
     assert [t.status for t in result.turns] == ["identical"] * 3, [
-        t.divergence for t in result.turns]
+        t.divergence for t in result.turns
+    ]
     assert all(t.rerun_tokens == t.recorded_tokens for t in result.turns)
 
 
@@ -159,8 +168,13 @@ async def test_planted_divergence_is_found(recorded: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparkcode", *args], capture_output=True,
-                          text=True, timeout=600, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "sparkcode", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+    )
 
 
 def test_cli_lists_shows_and_reruns_against_the_managed_engine(recorded: Path) -> None:
@@ -180,8 +194,7 @@ def test_cli_lists_shows_and_reruns_against_the_managed_engine(recorded: Path) -
 
 def test_rerun_against_two_profiles_prints_a_table(recorded: Path) -> None:
     Supervisor(Paths.from_env()).stop()  # --profile starts each configuration itself
-    result = _cli("replay", recorded.stem, "--profile", "tiny", "--profile", "tiny-nopc",
-                  "--json")
+    result = _cli("replay", recorded.stem, "--profile", "tiny", "--profile", "tiny-nopc", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert [r["target"] for r in data["runs"]] == ["tiny", "tiny-nopc"]
@@ -191,6 +204,7 @@ def test_rerun_against_two_profiles_prints_a_table(recorded: Path) -> None:
     # With prefix caching on, a fresh engine replays its own recording exactly.
     assert [t["status"] for t in data["runs"][0]["turns"]] == ["identical"] * 3
     assert Supervisor(Paths.from_env()).status().state == "stopped"
-    saved = json.loads((Paths.from_env().sessions_dir / "results" /
-                        f"{recorded.stem}.json").read_text())
+    saved = json.loads(
+        (Paths.from_env().sessions_dir / "results" / f"{recorded.stem}.json").read_text()
+    )
     assert saved["runs"][1]["target"] == "tiny-nopc"

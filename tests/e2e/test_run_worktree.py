@@ -27,23 +27,41 @@ pytestmark = pytest.mark.engine
 
 
 async def test_two_worktree_sessions_share_the_running_engine(
-        tiny_engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    tiny_engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     repo = make_repo(tmp_path / "repo")
     (repo / "README.md").write_text("# changed, not committed\n")
     trees = (repo / ".git" / "sparkcode" / "worktrees").resolve()
     for name in ("a", "b"):
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="write a function that adds two numbers", workspace=repo, as_json=True,
-            endpoint=tiny_engine.base_url, worktree=name, session=SessionOptions(
-                permission_mode="full-auto", seed=1,
-                knobs=AgentKnobs(temperature=0.0, max_turns=1, max_tokens=48,
-                                 thinking_token_budget=-1))), out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="write a function that adds two numbers",
+                workspace=repo,
+                as_json=True,
+                endpoint=tiny_engine.base_url,
+                worktree=name,
+                session=SessionOptions(
+                    permission_mode="full-auto",
+                    seed=1,
+                    knobs=AgentKnobs(
+                        temperature=0.0, max_turns=1, max_tokens=48, thinking_token_budget=-1
+                    ),
+                ),
+            ),
+            out=out,
+            err=err,
+        )
         events = [json.loads(line) for line in out.getvalue().splitlines()]
         errors = [e for e in events if e["type"] == "AgentError"]
-        assert code != EXIT_ERROR and not errors, (errors, [
-            (e["type"], e.get("message") or e.get("content") or e.get("reason"))
-            for e in events if e["type"] in ("Notice", "TurnFinished", "ContentDelta")])
+        assert code != EXIT_ERROR and not errors, (
+            errors,
+            [
+                (e["type"], e.get("message") or e.get("content") or e.get("reason"))
+                for e in events
+                if e["type"] in ("Notice", "TurnFinished", "ContentDelta")
+            ],
+        )
         finished = [e for e in events if e["type"] == "TurnFinished"]
         assert finished and finished[0]["completion_tokens"] > 0  # the engine answered
         said = err.getvalue()
@@ -51,13 +69,15 @@ async def test_two_worktree_sessions_share_the_running_engine(
         assert "the 1 uncommitted change in" in said  # the worktree starts from HEAD
         assert f"merge it:    git -C {repo} merge sparkcode/{name}" in said
         assert (trees / name / "README.md").read_text() == "# demo\n"
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, text=True,
-                            capture_output=True, check=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=repo, text=True, capture_output=True, check=True
+    ).stdout
     assert status.splitlines() == [" M README.md"]  # the main tree as it was
     rows = SessionStore(paths.sessions_dir).summaries()
     assert sorted((r.branch, r.worktree, r.workspace) for r in rows) == [
         ("sparkcode/a", str(trees / "a"), str(trees / "a")),
-        ("sparkcode/b", str(trees / "b"), str(trees / "b"))]
+        ("sparkcode/b", str(trees / "b"), str(trees / "b")),
+    ]
     # One engine for both: the running one, at the same base URL.
     engines = [load_session(Path(r.path)).engine for r in rows]
     assert {e.get("base_url") for e in engines} == {tiny_engine.base_url}, engines

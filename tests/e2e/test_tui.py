@@ -29,7 +29,8 @@ def engine(tiny_engine: RunningEngine) -> RunningEngine:
 
 
 async def test_a_real_turn_shows_a_nonzero_decode_speed(
-        engine: RunningEngine, tmp_path: Path, paths: Paths) -> None:
+    engine: RunningEngine, tmp_path: Path, paths: Paths
+) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     app = build_app(LaunchOptions(workspace=workspace, endpoint=engine.base_url), paths)
@@ -62,7 +63,8 @@ async def test_a_real_turn_shows_a_nonzero_decode_speed(
         errors = [str(e.render()) for e in app.main.query(ErrorMessage)]
         assert errors == []
         assert [m.text for m in app.main.query(UserMessage)] == [
-            "write a function that adds two numbers"]
+            "write a function that adds two numbers"
+        ]
         answers = list(app.main.query(AssistantMessage))
         assert answers and answers[-1].text
         stats = app.main.query_one(StatusBar).stats

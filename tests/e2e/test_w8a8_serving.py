@@ -24,7 +24,8 @@ IDS = [1, *range(40, 104)]
 
 
 def test_vllm_serves_the_w8a8_copy_with_its_int8_kernel(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     from engine.w8a8 import write_w8a8
     from tests.support.engine import run_engine
     from tests.support.tiny_models import build_tiny_llama, write_profile
@@ -36,9 +37,17 @@ def test_vllm_serves_the_w8a8_copy_with_its_int8_kernel(
     home = root / "home"
     write_profile(home / "config", "tiny-w8a8", copy, 8400, dtype="float32")
     with run_engine(home, "tiny-w8a8", timeout=900) as eng:
-        r = httpx.post(f"{eng.base_url}/completions", timeout=120, json={
-            "model": eng.model, "prompt": IDS, "max_tokens": 1, "temperature": 0,
-            "prompt_logprobs": 0})
+        r = httpx.post(
+            f"{eng.base_url}/completions",
+            timeout=120,
+            json={
+                "model": eng.model,
+                "prompt": IDS,
+                "max_tokens": 1,
+                "temperature": 0,
+                "prompt_logprobs": 0,
+            },
+        )
         r.raise_for_status()
         log_path = eng.supervisor.log_path()
         assert log_path is not None
@@ -75,8 +84,9 @@ def w8a8_logprobs(dense: Path, copy: Path | None, ids: list[int]) -> torch.Tenso
     if copy is not None:
         int8 = load_file(str(copy / "model.safetensors"))
 
-        def round_input(_module: torch.nn.Module, args: tuple[torch.Tensor, ...],
-                        ) -> tuple[torch.Tensor, ...]:
+        def round_input(
+            _module: torch.nn.Module, args: tuple[torch.Tensor, ...]
+        ) -> tuple[torch.Tensor, ...]:
             x = args[0]
             scale = (x.abs().amax(dim=-1, keepdim=True) / 127.0).clamp_min(1e-12)
             return (torch.round(x / scale).clamp(-127, 127) * scale, *args[1:])
@@ -85,8 +95,9 @@ def w8a8_logprobs(dense: Path, copy: Path | None, ids: list[int]) -> torch.Tenso
             if name.split(".")[-1] in LINEARS:
                 assert isinstance(module, torch.nn.Linear)
                 with torch.no_grad():
-                    module.weight.copy_(int8[f"{name}.weight"].float()
-                                        * int8[f"{name}.weight_scale"])
+                    module.weight.copy_(
+                        int8[f"{name}.weight"].float() * int8[f"{name}.weight_scale"]
+                    )
                 module.register_forward_pre_hook(round_input)
     with torch.no_grad():
         logits = model.eval()(torch.tensor([ids])).logits[0].float()

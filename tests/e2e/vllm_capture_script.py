@@ -22,8 +22,10 @@ def main() -> None:
     model_dir, out = sys.argv[1], sys.argv[2]
     llm = LLM(model=model_dir, enforce_eager=True, max_model_len=512, dtype="bfloat16")
     hooks = llm.apply_model(partial(attach_to_model, max_tokens=64))
-    prompts = ["def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1)",
-               "import os\nfor root, dirs, files in os.walk('.'):\n    print(root)"]
+    prompts = [
+        "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1)",
+        "import os\nfor root, dirs, files in os.walk('.'):\n    print(root)",
+    ]
     llm.generate(prompts, SamplingParams(max_tokens=1))
     layers = llm.apply_model(partial(save_from_model, path=out, source="vllm tiny qwen3-moe"))
     print(f"hooks={hooks} layers={layers}")

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow  # loads the 98 MB GGUF (about 20 s)
 
 
 def test_a_tensor_the_rebuilt_model_lacks_stops_the_conversion(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import transformers
 
     real: Any = transformers.AutoModelForCausalLM.from_config

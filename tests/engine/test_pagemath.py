@@ -7,12 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.pagemath import (
-    GLM53_FLASH,
-    PageMath,
-    mamba_block_from_log,
-    prefix_cache_math,
-)
+from engine.pagemath import GLM53_FLASH, PageMath, mamba_block_from_log, prefix_cache_math
 from engine.paths import Paths
 from engine.profiles import is_hybrid_config, load_profile
 from engine.supervisor import EngineStatus
@@ -60,7 +55,11 @@ def test_a_kept_state_is_one_padded_kda_page_per_layer() -> None:
 def test_cached_tokens_floor_to_the_block(paths: Paths) -> None:
     math = PageMath("p", 7168, "test", 640.0)
     assert [math.cached_tokens(n) for n in (5000, 7168, 7169, 20000, 93185)] == [
-        0, 0, 7168, 14336, 93184,
+        0,
+        0,
+        7168,
+        14336,
+        93184,
     ]
     assert math.prefill_seconds(6400) == pytest.approx(10.0)
 
@@ -68,9 +67,13 @@ def test_cached_tokens_floor_to_the_block(paths: Paths) -> None:
 def test_config_json_wins_over_built_in_facts(paths: Paths) -> None:
     model = paths.data_dir / "models" / "glm-5.3-flash-sc2"
     model.mkdir(parents=True)
-    config = {"text_config": {"model_type": "glm5_next_text", "layer_types": ["linear_attention"],
-                              "linear_attn_config": {"num_heads": 32, "head_dim": 128,
-                                                     "short_conv_kernel_size": 4}}}
+    config = {
+        "text_config": {
+            "model_type": "glm5_next_text",
+            "layer_types": ["linear_attention"],
+            "linear_attn_config": {"num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4},
+        }
+    }
     (model / "config.json").write_text(json.dumps(config))
     math = prefix_cache_math(load_profile("glm53-flash-spark", paths), paths)
     assert math is not None and math.source.endswith("config.json")

@@ -51,8 +51,9 @@ def test_installed_vllm_takes_the_patch(installed_source: str, patch_text: str) 
     assert result.state == "appliable" and "installed vLLM 0.32.0" in result.detail
 
 
-def test_patched_source_is_reported_applied(tmp_path: Path, installed_source: str,
-                                            patch_text: str) -> None:
+def test_patched_source_is_reported_applied(
+    tmp_path: Path, installed_source: str, patch_text: str
+) -> None:
     patched = apply_text(patch_text, installed_source)
     assert "isinstance(group.kv_cache_spec, MambaSpec)" in patched
     (result,) = check_all(root=fake_root(tmp_path, patched))
@@ -90,10 +91,8 @@ def test_gnu_patch_agrees(tmp_path: Path, installed_source: str) -> None:
     (entry,) = load_manifest()
     cmd = ["patch", "-p1", "--dry-run", "--batch", "--fuzz=0", "-i", str(PATCHES_DIR / entry.file)]
     assert subprocess.run(cmd, cwd=root, capture_output=True).returncode == 0
-    subprocess.run([c for c in cmd if c != "--dry-run"], cwd=root, check=True,
-                   capture_output=True)
-    assert dry_run((PATCHES_DIR / entry.file).read_text(),
-                   (root / TARGET).read_text()) == "applied"
+    subprocess.run([c for c in cmd if c != "--dry-run"], cwd=root, check=True, capture_output=True)
+    assert dry_run((PATCHES_DIR / entry.file).read_text(), (root / TARGET).read_text()) == "applied"
 
 
 def test_malformed_manifest_and_patch_are_clear_errors(tmp_path: Path) -> None:
@@ -109,8 +108,9 @@ def test_malformed_manifest_and_patch_are_clear_errors(tmp_path: Path) -> None:
         dry_run("just text\n", "x\n")
 
 
-def test_cli_check_reports_and_fails_on_conflict(tmp_path: Path, installed_source: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_check_reports_and_fails_on_conflict(
+    tmp_path: Path, installed_source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sparkcode.cli import app
 
     runner = CliRunner()

@@ -26,7 +26,8 @@ def dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_linears_become_int8_with_a_scale_per_channel_and_the_rest_is_kept(
-        dense: Path, tmp_path: Path) -> None:
+    dense: Path, tmp_path: Path
+) -> None:
     said: list[str] = []
     error = write_w8a8(dense, tmp_path / "int8", said.append)
     before = load_file(str(dense / "model.safetensors"))
@@ -38,8 +39,10 @@ def test_the_linears_become_int8_with_a_scale_per_channel_and_the_rest_is_kept(
             q, scale = after[name], after[name.removesuffix("weight") + "weight_scale"]
             assert q.dtype == torch.int8 and scale.shape == (weight.shape[0], 1)
             assert int(q.abs().amax(dim=1).min()) == 127  # each channel uses the full range
-            assert float((q.float() * scale - weight.float()).abs().max()) <= \
-                float(scale.max()) / 2 + 1e-6  # rounded to the nearest step
+            assert (
+                float((q.float() * scale - weight.float()).abs().max())
+                <= float(scale.max()) / 2 + 1e-6
+            )  # rounded to the nearest step
         else:
             assert torch.equal(after[name], weight)  # embeddings and norms as they were
     assert len(after) == len(before) + len(linears)
@@ -56,8 +59,7 @@ def test_the_linears_become_int8_with_a_scale_per_channel_and_the_rest_is_kept(
     assert [p.name for p in tmp_path.iterdir()] == ["int8"]  # no staging left
 
 
-def test_what_cannot_be_quantized_is_named_and_nothing_is_left(dense: Path,
-                                                               tmp_path: Path) -> None:
+def test_what_cannot_be_quantized_is_named_and_nothing_is_left(dense: Path, tmp_path: Path) -> None:
     with pytest.raises(EngineStateError, match=r"missing has no model.safetensors"):
         write_w8a8(tmp_path / "missing", tmp_path / "out")
     write_w8a8(dense, tmp_path / "int8")
@@ -68,15 +70,19 @@ def test_what_cannot_be_quantized_is_named_and_nothing_is_left(dense: Path,
     broken.mkdir()
     (broken / "config.json").write_text("{}")
     (broken / "model.safetensors").write_bytes(b"\xff" * 1000)  # a truncated download
-    with pytest.raises(EngineStateError, match=r"broken/model.safetensors is not a readable "
-                       r"safetensors file \(.*\); delete .*broken and run `sparkcode models "
-                       r"fetch broken` again"):
+    with pytest.raises(
+        EngineStateError,
+        match=r"broken/model.safetensors is not a readable "
+        r"safetensors file \(.*\); delete .*broken and run `sparkcode models "
+        r"fetch broken` again",
+    ):
         write_w8a8(broken, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "int8"]
 
 
-def test_an_interrupted_build_keeps_the_installed_copy(dense: Path, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_build_keeps_the_installed_copy(
+    dense: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "int8"
     write_w8a8(dense, target)
     good = (target / "model.safetensors").read_bytes()
@@ -92,7 +98,8 @@ def test_an_interrupted_build_keeps_the_installed_copy(dense: Path, tmp_path: Pa
 
 
 def test_a_derived_builtin_is_built_once_from_its_installed_base(
-        dense: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dense: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``models fetch`` of the copy installs its base (verified by hash) first; here the
     base is already installed, so nothing is fetched."""
     import shutil

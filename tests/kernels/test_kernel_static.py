@@ -62,12 +62,16 @@ TTIR = textwrap.dedent("""\
 def test_sass_lines_widths_and_loops() -> None:
     instrs, labels = sass.parse_sass(SASS)
     assert labels == {".L_x_1": 0x10}
-    loads = [(i.opcode, sass.load_width(i.opcode), i.line) for i in instrs
-             if sass.is_global_load(i.opcode)]
+    loads = [
+        (i.opcode, sass.load_width(i.opcode), i.line)
+        for i in instrs
+        if sass.is_global_load(i.opcode)
+    ]
     # the innermost line of an inlined chain; a predicated load keeps its opcode
     assert loads == [("LDG.E.U8", 1, 12), ("LDG.E.128", 16, 12), ("LDGSTS.E.BYPASS.64", 8, 12)]
-    assert [sass.load_width(op) for op in ("LDG.E", "LDG.E.64", "LDS.U16", "LDSM.16.MT88.4",
-                                           "STL.S16")] == [4, 8, 2, 16, 2]
+    assert [
+        sass.load_width(op) for op in ("LDG.E", "LDG.E.64", "LDS.U16", "LDSM.16.MT88.4", "STL.S16")
+    ] == [4, 8, 2, 16, 2]
     (loop,) = sass.loops(instrs, labels)
     assert (loop.start, loop.end, len(loop.body)) == (0x10, 0x60, 6)
     assert not sass.is_global_load("LDGDEPBAR") and sass.is_shared_or_local("LDL.LU")
@@ -78,7 +82,12 @@ def test_ir_traces_loads_to_arguments_and_loop_trip_counts() -> None:
     assert ir.args == ["w_ptr", "n"]
     (load,) = ir.loads
     assert (load.file, load.line, load.arg, load.elem_bits, load.shape) == (
-        "/k.py", 12, "w_ptr", 8, (64,))
+        "/k.py",
+        12,
+        "w_ptr",
+        8,
+        (64,),
+    )
     assert load.loop == 0 and ir.trips == [64]  # 4096 / 64
     assert sass.parse_ir(TTIR, {}).trips == [None]  # the bound's value unknown
 
@@ -86,18 +95,24 @@ def test_ir_traces_loads_to_arguments_and_loop_trip_counts() -> None:
 def test_ir_traces_a_loop_carried_pointer_to_its_argument() -> None:
     text = TTIR.replace(
         "iter_args(%a = %c0_i32) -> (i32) : i32 {",
-        "iter_args(%a = %c0_i32, %p = %1) -> (i32, tensor<64x!tt.ptr<i8>>) : i32 {").replace(
-        "%3 = tt.load %2", "%3 = tt.load %p")
-    text = text.replace("        %0 = scf.for", "        %1 = tt.splat %w_ptr : !tt.ptr<i8> -> "
-                        "tensor<64x!tt.ptr<i8>> loc(#loc2)\n        %0 = scf.for", 1)
+        "iter_args(%a = %c0_i32, %p = %1) -> (i32, tensor<64x!tt.ptr<i8>>) : i32 {",
+    ).replace("%3 = tt.load %2", "%3 = tt.load %p")
+    text = text.replace(
+        "        %0 = scf.for",
+        "        %1 = tt.splat %w_ptr : !tt.ptr<i8> -> "
+        "tensor<64x!tt.ptr<i8>> loc(#loc2)\n        %0 = scf.for",
+        1,
+    )
     (load,) = sass.parse_ir(text, {"n": 256}).loads
     assert (load.arg, load.loop) == ("w_ptr", 0)
 
 
 def test_ptxas_log() -> None:
-    log = ("ptxas info    : Function properties for k\n    256 bytes stack frame, 250 bytes "
-           "spill stores, 258 bytes spill loads\nptxas info    : Used 255 registers, used 1 "
-           "barriers\n")
+    log = (
+        "ptxas info    : Function properties for k\n    256 bytes stack frame, 250 bytes "
+        "spill stores, 258 bytes spill loads\nptxas info    : Used 255 registers, used 1 "
+        "barriers\n"
+    )
     assert parse_ptxas_log(log) == (255, 250, 258)
     with pytest.raises(ValueError, match="no register/spill line"):
         parse_ptxas_log("ptxas fatal")
@@ -122,11 +137,22 @@ def test_lines_per_warp_load() -> None:
 
 
 def test_roofline_arithmetic() -> None:
-    dev = model.Device("toy", 121, sms=2, ghz=1.0, gbps=100.0, latency_ns=1000.0,
-                       max_warps=48, max_ctas=24, regs=65536, smem=100 * 1024)
+    dev = model.Device(
+        "toy",
+        121,
+        sms=2,
+        ghz=1.0,
+        gbps=100.0,
+        latency_ns=1000.0,
+        max_warps=48,
+        max_ctas=24,
+        regs=65536,
+        smem=100 * 1024,
+    )
     # 4 CTAs x 10 iterations x 4 warps = 160 warp-iterations on 2 SMs at 1 GHz.
-    loop = model.LoopCost(instructions=500, wavefronts=100, warps=4, iterations=10, ctas=4,
-                          bytes=1e6, resident=2)
+    loop = model.LoopCost(
+        instructions=500, wavefronts=100, warps=4, iterations=10, ctas=4, bytes=1e6, resident=2
+    )
     roof = model.roofline(dev, loop)
     assert roof.memory_us == pytest.approx(10.0)  # 1 MB at 100 GB/s
     assert roof.issue_us == pytest.approx(500 * 160 / (2e3 * 4))  # 10 us
@@ -143,8 +169,9 @@ def test_roofline_arithmetic() -> None:
 def _child(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 FIXTURE = """
@@ -209,8 +236,7 @@ def test_static_check_passes_on_the_kernels(tmp_path: Path) -> None:
     assert "launch specializations x 2 targets" in proc.stdout, text
     data = json.loads(out.read_text())
     shares = data["decode_share"]
-    for case in ("moe decode T=1", "moe decode T=8", "moe decode T=1 pool",
-                 "moe decode T=8 pool"):
+    for case in ("moe decode T=1", "moe decode T=8", "moe decode T=1 pool", "moe decode T=8 pool"):
         assert case in shares, text
         assert min(shares[case].values()) >= 0.8, f"{case}: {shares[case]}\n{text}"
     assert data["failures"] == [], text

@@ -97,8 +97,9 @@ def _w2_case(out_f: int, in_f: int, seed: int) -> w2.W2Tensor:
 @needs_triton
 # block_k 32: lanes share a scale word; 128: whole scale words per lane, and at in 96 the
 # scale rows (3 bytes) are padded to a word in memory and the K block is partial.
-@pytest.mark.parametrize(("out_f", "in_f", "block_k"),
-                         [(16, 64, 32), (21, 96, 32), (9, 256, 128), (5, 96, 128)])
+@pytest.mark.parametrize(
+    ("out_f", "in_f", "block_k"), [(16, 64, 32), (21, 96, 32), (9, 256, 128), (5, 96, 128)]
+)
 def test_w2_dequant_matches_reference_bit_exactly(out_f: int, in_f: int, block_k: int) -> None:
     q = _w2_case(out_f, in_f, out_f)
     packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
@@ -111,8 +112,9 @@ def test_w2_dequant_matches_reference_bit_exactly(out_f: int, in_f: int, block_k
 
 @needs_triton
 # 96: a partial K block; block_k 128: whole scale words per lane (96: rows padded in memory)
-@pytest.mark.parametrize(("out_f", "in_f", "block_k"), [(24, 128, 64), (10, 96, 64),
-                                                        (24, 256, 128), (10, 96, 128)])
+@pytest.mark.parametrize(
+    ("out_f", "in_f", "block_k"), [(24, 128, 64), (10, 96, 64), (24, 256, 128), (10, 96, 128)]
+)
 def test_w2_gemv_matches_reference(out_f: int, in_f: int, block_k: int) -> None:
     q = _w2_case(out_f, in_f, 7)
     x = torch.randn(3, in_f, generator=torch.Generator().manual_seed(1)).to(DEVICE)
@@ -141,8 +143,7 @@ def test_w2_matmul_takes_either_path_to_the_same_product(rows: int) -> None:
     packed, scales = q.packed.to(DEVICE), q.scales_enc.to(DEVICE)
     got = w2_matmul(x, packed, scales, 128)
     assert got.shape == (rows, 24) and got.dtype == x.dtype
-    torch.testing.assert_close(got, w2_gemv_reference(x, packed, scales, 128),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, w2_gemv_reference(x, packed, scales, 128), rtol=1e-5, atol=1e-5)
 
 
 @needs_triton
@@ -231,8 +232,15 @@ def test_p12_gemv_refuses_tiles_tl_dot_cannot_take() -> None:
 
     p = p12.pack(torch.ones(4, 64, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="powers of two >= 16"):
-        p12_gemv_kernel(torch.zeros(1, 64), p.payload, p.exponents, p.escape_index,
-                        p.escape_values, (4, 64), block_r=8)
+        p12_gemv_kernel(
+            torch.zeros(1, 64),
+            p.payload,
+            p.exponents,
+            p.escape_index,
+            p.escape_values,
+            (4, 64),
+            block_r=8,
+        )
 
 
 @needs_triton

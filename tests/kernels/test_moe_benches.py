@@ -20,8 +20,9 @@ needs_triton = pytest.mark.skipif(not _triton.HAVE_TRITON, reason="no Triton")
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @needs_triton
@@ -44,8 +45,7 @@ def test_traffic_bench_model_matches_the_interpreters_loads() -> None:
 def test_gpu_check_says_it_needs_a_gpu() -> None:
     proc = _run("-m", "bench.targets.gpu_check")
     assert proc.returncode == 2
-    assert "no CUDA device here; this check needs one CUDA GPU (nothing was checked)" in \
-        proc.stderr
+    assert "no CUDA device here; this check needs one CUDA GPU (nothing was checked)" in proc.stderr
 
 
 @needs_triton
@@ -54,15 +54,24 @@ def test_gpu_check_correctness_harness_runs_interpreted() -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     names = [line.split(":")[0] for line in lines if line.startswith(("PASS", "FAIL"))]
-    for kernel in ("w2_dequant", "w2_gemv", "w2_matmul", "p12_unpack", "p12_gemv",
-                   "nvfp4_dequant", "w2_fused_moe 1x8", "w2_fused_moe 8x8",
-                   "w2_fused_moe 40x8"):
+    for kernel in (
+        "w2_dequant",
+        "w2_gemv",
+        "w2_matmul",
+        "p12_unpack",
+        "p12_gemv",
+        "nvfp4_dequant",
+        "w2_fused_moe 1x8",
+        "w2_fused_moe 8x8",
+        "w2_fused_moe 40x8",
+    ):
         assert f"PASS {kernel}" in names, proc.stdout
     assert "0 failed" in lines[-1]
 
 
 def test_decode_projection_reads_the_static_checks_share(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The projection reads the routed experts at the share the static check predicted for
     the current kernels (and refuses figures made from other sources)."""
     from bench.targets import moe_traffic as mt
@@ -70,8 +79,9 @@ def test_decode_projection_reads_the_static_checks_share(
 
     path = tmp_path / "static.json"
     shares = {"moe decode T=1": {"w2": 0.5}, "moe decode T=8": {"w2": 0.25, "fp4": 0.9}}
-    path.write_text(json.dumps({"kernels_hash": kernels_hash(), "triton": "3.9.0",
-                                "decode_share": shares}))
+    path.write_text(
+        json.dumps({"kernels_hash": kernels_hash(), "triton": "3.9.0", "decode_share": shares})
+    )
     got, source = mt.static_shares(path)
     assert got == {1: 0.5, 8: 0.25} and "static check" in source
     mt.print_projection(got, source)
@@ -85,6 +95,8 @@ def test_decode_projection_reads_the_static_checks_share(
     assert ceiling == pytest.approx(bw / (other + experts), abs=0.05)
     assert predicted == pytest.approx(1 / (other / bw + experts / (bw * 0.5)), abs=0.05)
     path.write_text(json.dumps({"kernels_hash": "other", "decode_share": shares}))
-    assert mt.static_shares(path) == (None, f"{path} was made from other kernels/ sources "
-                                            "(rerun the static check)")
+    assert mt.static_shares(path) == (
+        None,
+        f"{path} was made from other kernels/ sources (rerun the static check)",
+    )
     assert mt.static_shares(tmp_path / "missing.json")[0] is None

@@ -44,7 +44,12 @@ def test_moe_kernels_in_an_interpreting_child_process() -> None:
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "1 skipped" in summary, summary  # only this launcher
@@ -61,10 +66,12 @@ def test_alignment_matches_vllms_documented_example() -> None:
     assert num_padded.tolist() == [16]
 
 
-@pytest.mark.parametrize(("tokens", "top_k", "experts", "block"), [(1, 8, 288, 16),
-                                                                    (300, 8, 32, 64)])
-def test_alignment_groups_every_pair_once_by_expert(tokens: int, top_k: int, experts: int,
-                                                    block: int) -> None:
+@pytest.mark.parametrize(
+    ("tokens", "top_k", "experts", "block"), [(1, 8, 288, 16), (300, 8, 32, 64)]
+)
+def test_alignment_groups_every_pair_once_by_expert(
+    tokens: int, top_k: int, experts: int, block: int
+) -> None:
     g = torch.Generator().manual_seed(tokens)
     ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
     n = tokens * top_k
@@ -74,11 +81,11 @@ def test_alignment_groups_every_pair_once_by_expert(tokens: int, top_k: int, exp
     pairs = sorted_ids[:used]
     assert sorted(pairs[pairs < n].tolist()) == list(range(n))
     for b in range(used // block):
-        chunk = pairs[b * block:(b + 1) * block]
+        chunk = pairs[b * block : (b + 1) * block]
         real = chunk[chunk < n]
         assert len(real) > 0 and (flat[real] == block_expert[b]).all()
         assert real.tolist() == sorted(real.tolist())  # stable within an expert
-    assert (block_expert[used // block:] == -1).all()
+    assert (block_expert[used // block :] == -1).all()
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -86,8 +93,9 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view({4: torch.int32, 2: torch.int16}[t.element_size()])
 
 
-def _case(tokens: int, top_k: int, experts: int, seed: int,
-          ids_mode: str = "random") -> tuple[torch.Tensor, torch.Tensor]:
+def _case(
+    tokens: int, top_k: int, experts: int, seed: int, ids_mode: str = "random"
+) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     if ids_mode == "skewed":  # every token on experts 0..top_k-1
         ids = torch.arange(top_k).repeat(tokens, 1)
@@ -101,8 +109,18 @@ def _case(tokens: int, top_k: int, experts: int, seed: int,
 
 @needs_triton
 @pytest.mark.parametrize(
-    ("tokens", "top_k", "experts", "hidden", "inter", "pooled", "limit", "on_input", "ids_mode",
-     "block_n"),
+    (
+        "tokens",
+        "top_k",
+        "experts",
+        "hidden",
+        "inter",
+        "pooled",
+        "limit",
+        "on_input",
+        "ids_mode",
+        "block_n",
+    ),
     [
         # GLM-shaped (scaled down): one decode token, top-8, clamp 10, pooled and W2 mixed;
         # K steps of 128 in both kernels.
@@ -122,10 +140,18 @@ def _case(tokens: int, top_k: int, experts: int, seed: int,
         (6, 4, 8, 128, 64, (), None, False, "repeat", None),
     ],
 )
-def test_fused_moe_matches_the_reference(tokens: int, top_k: int, experts: int, hidden: int,
-                                         inter: int, pooled: tuple[int, ...],
-                                         limit: float | None, on_input: bool, ids_mode: str,
-                                         block_n: int | None) -> None:
+def test_fused_moe_matches_the_reference(
+    tokens: int,
+    top_k: int,
+    experts: int,
+    hidden: int,
+    inter: int,
+    pooled: tuple[int, ...],
+    limit: float | None,
+    on_input: bool,
+    ids_mode: str,
+    block_n: int | None,
+) -> None:
     w = random_moe_weights(experts, hidden, inter, pooled, seed=tokens, device=DEVICE)
     # Some zero scales (ue5m3 byte 0 is exactly 0): whole groups of a row weigh nothing.
     w.w13_scale[:, 3, 1] = 0
@@ -180,11 +206,9 @@ def test_the_entry_point_refuses_mismatched_inputs() -> None:
 
     w = random_moe_weights(4, 64, 32)
     with pytest.raises(ValueError, match=r"x must be \[tokens, 64\]"):
-        w2_fused_moe(torch.zeros(2, 32), torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.int32),
-                     w)
+        w2_fused_moe(torch.zeros(2, 32), torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.int32), w)
     with pytest.raises(ValueError, match="must both be"):
-        w2_fused_moe(torch.zeros(2, 64), torch.ones(2, 2), torch.zeros(2, 1, dtype=torch.int32),
-                     w)
+        w2_fused_moe(torch.zeros(2, 64), torch.ones(2, 2), torch.zeros(2, 1, dtype=torch.int32), w)
 
 
 def test_an_empty_batch_gives_an_empty_output() -> None:
@@ -192,9 +216,15 @@ def test_an_empty_batch_gives_an_empty_output() -> None:
 
     w = random_moe_weights(4, 64, 32, (1,), device=DEVICE)
     counts = torch.zeros(4, dtype=torch.int64, device=DEVICE)
-    out = w2_fused_moe(torch.zeros(0, 64, device=DEVICE), torch.ones(0, 2, device=DEVICE),
-                       torch.zeros(0, 2, dtype=torch.int32, device=DEVICE), w, 10.0, False,
-                       counts)
+    out = w2_fused_moe(
+        torch.zeros(0, 64, device=DEVICE),
+        torch.ones(0, 2, device=DEVICE),
+        torch.zeros(0, 2, dtype=torch.int32, device=DEVICE),
+        w,
+        10.0,
+        False,
+        counts,
+    )
     assert out.shape == (0, 64) and int(counts.sum()) == 0
 
 
@@ -222,21 +252,35 @@ def _ep_split(w: Any, rank: int) -> tuple[Any, torch.Tensor]:
     keep = slot[slot >= 0].to(torch.int64)
     renum = torch.full_like(slot, -1)
     renum[slot >= 0] = torch.arange(int(keep.numel()), dtype=torch.int32, device=own.device)
-    local = MoEWeights(w.w13_packed[own], w.w13_scale[own], w.w2_packed[own], w.w2_scale[own],
-                       renum, w.w13_fp4[keep], w.w13_fp4_scale[keep], w.w13_fp4_global[keep],
-                       w.w2_fp4[keep], w.w2_fp4_scale[keep], w.w2_fp4_global[keep])
+    local = MoEWeights(
+        w.w13_packed[own],
+        w.w13_scale[own],
+        w.w2_packed[own],
+        w.w2_scale[own],
+        renum,
+        w.w13_fp4[keep],
+        w.w13_fp4_scale[keep],
+        w.w13_fp4_global[keep],
+        w.w2_fp4[keep],
+        w.w2_fp4_scale[keep],
+        w.w2_fp4_global[keep],
+    )
     return local, expert_map
 
 
 @needs_triton
-@pytest.mark.parametrize(("tokens", "top_k", "experts", "ids_mode"), [
-    (2, 4, 16, "random"),  # decode: one program per pair, other ranks' pairs exit
-    (8, 8, 16, "random"),  # a k=7 verify step, 64 pairs
-    (24, 4, 16, "random"),  # prefill (aligned path): other ranks' pairs sort past the end
-    (20, 4, 16, "skewed"),  # every token on rank 0's experts: rank 1 outputs exact zeros
-])
-def test_expert_parallel_ranks_sum_to_the_whole_layer(tokens: int, top_k: int, experts: int,
-                                                      ids_mode: str) -> None:
+@pytest.mark.parametrize(
+    ("tokens", "top_k", "experts", "ids_mode"),
+    [
+        (2, 4, 16, "random"),  # decode: one program per pair, other ranks' pairs exit
+        (8, 8, 16, "random"),  # a k=7 verify step, 64 pairs
+        (24, 4, 16, "random"),  # prefill (aligned path): other ranks' pairs sort past the end
+        (20, 4, 16, "skewed"),  # every token on rank 0's experts: rank 1 outputs exact zeros
+    ],
+)
+def test_expert_parallel_ranks_sum_to_the_whole_layer(
+    tokens: int, top_k: int, experts: int, ids_mode: str
+) -> None:
     w = random_moe_weights(experts, 128, 64, (3, 9, 12), seed=tokens, device=DEVICE)
     ids, wts = _case(tokens, top_k, experts, seed=tokens, ids_mode=ids_mode)
     x = torch.randn(tokens, 128, generator=torch.Generator().manual_seed(7)) * 4
@@ -247,8 +291,7 @@ def test_expert_parallel_ranks_sum_to_the_whole_layer(tokens: int, top_k: int, e
         local, expert_map = _ep_split(w, rank)
         counts = torch.zeros(experts // 2, dtype=torch.int64, device=DEVICE)
         want_counts = torch.zeros_like(counts)
-        got = w2_moe.w2_fused_moe(x, wts, ids, local, 10.0, False, counts,
-                                  expert_map=expert_map)
+        got = w2_moe.w2_fused_moe(x, wts, ids, local, 10.0, False, counts, expert_map=expert_map)
         want = w2_moe_reference(x, wts, expert_map[ids.long()], local, 10.0, False, want_counts)
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * float(whole.abs().max()))
         assert torch.equal(counts, want_counts)
@@ -257,5 +300,6 @@ def test_expert_parallel_ranks_sum_to_the_whole_layer(tokens: int, top_k: int, e
         partial.append(got)
     if ids_mode == "skewed":
         assert torch.equal(partial[1], torch.zeros_like(partial[1]))
-    torch.testing.assert_close(partial[0] + partial[1], whole, rtol=1e-3,
-                               atol=1e-3 * float(whole.abs().max()))
+    torch.testing.assert_close(
+        partial[0] + partial[1], whole, rtol=1e-3, atol=1e-3 * float(whole.abs().max())
+    )

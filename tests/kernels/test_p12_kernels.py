@@ -31,7 +31,11 @@ def test_kernels_in_an_interpreting_child_process() -> None:
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "3 passed, 1 skipped" in proc.stdout, proc.stdout[-1000:]  # only this test skips
@@ -59,8 +63,9 @@ def test_gather_rows_matches_reference_bit_exactly(rows: int, dim: int, block: i
     esc = p12e.RowEscapes.build(payload, exps, p.escape_index, p.escape_values, rows, dim, cap=8)
     assert esc.dense_rows.shape[0] >= 1 and esc.width >= 1  # both fix-up paths run
     out = p12e.p12_embedding(ids.reshape(2, 3), payload, exps, esc, rows, dim)
-    assert torch.equal(out.cpu().view(torch.int16), w[ids.cpu()].reshape(2, 3, dim)
-                       .view(torch.int16))
+    assert torch.equal(
+        out.cpu().view(torch.int16), w[ids.cpu()].reshape(2, 3, dim).view(torch.int16)
+    )
 
 
 @needs_triton
@@ -68,8 +73,9 @@ def test_an_empty_lookup_and_odd_rows_are_handled() -> None:
     w = _table(8, 32, seed=1)
     p = p12.pack(w)
     empty = torch.zeros(0, dtype=torch.int64, device=DEVICE)
-    assert p12e.p12_gather_rows(empty, p.payload.to(DEVICE), p.exponents.to(DEVICE), 8,
-                                32).shape == (0, 32)
+    assert p12e.p12_gather_rows(
+        empty, p.payload.to(DEVICE), p.exponents.to(DEVICE), 8, 32
+    ).shape == (0, 32)
     odd = p12.pack(torch.zeros(4, 7, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="even row length"):
         p12e.p12_gather_rows(empty, odd.payload, odd.exponents, 4, 7)

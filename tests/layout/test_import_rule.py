@@ -32,13 +32,18 @@ def imported_packages(path: Path, root: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = here[:len(here) - node.level + 1] if node.level > 1 else here
+                base = here[: len(here) - node.level + 1] if node.level > 1 else here
                 found.append((node.lineno, base[0] if base else package))
             elif node.module:
                 found.append((node.lineno, node.module.split(".")[0]))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr == "import_module" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             found.append((node.lineno, node.args[0].value.split(".")[0]))
     return found
 
@@ -68,10 +73,13 @@ def test_the_checker_sees_backward_imports(tmp_path: Path) -> None:
         "import sparkcode.config\n"
         "def f():\n    from sparkcode.agent import Agent\n"
         "    import importlib\n    importlib.import_module('sparkcode.tui')\n"
-        "from .. import paths\n")
+        "from .. import paths\n"
+    )
     assert violations("engine", tmp_path) == [
-        "engine/sub/mod.py:1 imports sparkcode", "engine/sub/mod.py:3 imports sparkcode",
-        "engine/sub/mod.py:5 imports sparkcode"]
+        "engine/sub/mod.py:1 imports sparkcode",
+        "engine/sub/mod.py:3 imports sparkcode",
+        "engine/sub/mod.py:5 imports sparkcode",
+    ]
     assert (6, "engine") in imported_packages(pkg / "mod.py", tmp_path)  # relative: its own
 
 
@@ -102,7 +110,7 @@ def module_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
-                base = here[:len(here) - node.level + 1] if node.level else []
+                base = here[: len(here) - node.level + 1] if node.level else []
                 module = ".".join([*base, *([node.module] if node.module else [])])
                 for alias in node.names:
                     sub = f"{module}.{alias.name}"
@@ -150,8 +158,11 @@ def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 
 def test_no_import_circle_in_sparkcode() -> None:
-    new = [sorted(c) for c in circles(module_graph("sparkcode"))
-           if not any(c <= known for known in KNOWN_CIRCLES)]
+    new = [
+        sorted(c)
+        for c in circles(module_graph("sparkcode"))
+        if not any(c <= known for known in KNOWN_CIRCLES)
+    ]
     assert new == []
 
 
@@ -161,9 +172,11 @@ def test_the_circle_finder_sees_lazy_and_type_checking_imports(tmp_path: Path) -
     (pkg / "__init__.py").write_text("")
     (pkg / "sub" / "__init__.py").write_text("from .a import A\n")
     (pkg / "sub" / "a.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n"
+    )
     (pkg / "sub" / "b.py").write_text("def f():\n    from sparkcode.sub import c\n")
     (pkg / "sub" / "c.py").write_text("from . import a\n")
     (pkg / "d.py").write_text("import sparkcode.sub.a\n")
     assert circles(module_graph("sparkcode", tmp_path)) == [
-        frozenset({"sparkcode.sub.a", "sparkcode.sub.b", "sparkcode.sub.c"})]
+        frozenset({"sparkcode.sub.a", "sparkcode.sub.b", "sparkcode.sub.c"})
+    ]

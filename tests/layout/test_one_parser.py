@@ -23,12 +23,19 @@ def unguarded(root: Path) -> list[str]:
         if path.name == "_pyparse.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in _GUARDED and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "ast"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _GUARDED
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "ast"
+            ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
-            if (isinstance(node, ast.ImportFrom) and node.module == "ast"
-                    and any(alias.name in _GUARDED for alias in node.names)):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "ast"
+                and any(alias.name in _GUARDED for alias in node.names)
+            ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
     return found
 

@@ -40,7 +40,7 @@ def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = here[:len(here) - node.level + 1] if node.level else []
+            base = here[: len(here) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
             found.append((node.lineno, module))
             found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
@@ -69,8 +69,10 @@ def reached_outside(start: str, root: Path = ROOT) -> list[str]:
         for line, module in imported_modules(path, root):
             if module.split(".")[0] != "engine":
                 continue
-            if not module.startswith(tuple(f"{s}." for s in SERVE_TIME) + SERVE_TIME) \
-                    and module != "engine":
+            if (
+                not module.startswith(tuple(f"{s}." for s in SERVE_TIME) + SERVE_TIME)
+                and module != "engine"
+            ):
                 out.append(f"{path.relative_to(root)}:{line} imports {module}")
             elif (source := _source(module, root)) is not None:
                 todo.append(source)
@@ -87,13 +89,14 @@ def test_the_checker_follows_lazy_and_indirect_imports(tmp_path: Path) -> None:
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "engine" / "__init__.py").write_text("")
     (tmp_path / "engine/plugin/feature.py").write_text(
-        "from ..codecs import shared\n"
-        "def f():\n    from engine.quant.calib import save\n")
+        "from ..codecs import shared\ndef f():\n    from engine.quant.calib import save\n"
+    )
     (tmp_path / "engine/codecs/shared.py").write_text("import engine.quant.gptq\n")
     assert reached_outside("engine.plugin", tmp_path) == [
         "engine/codecs/shared.py:1 imports engine.quant.gptq",
         "engine/plugin/feature.py:3 imports engine.quant.calib",
-        "engine/plugin/feature.py:3 imports engine.quant.calib.save"]
+        "engine/plugin/feature.py:3 imports engine.quant.calib.save",
+    ]
 
 
 CHILD = """
@@ -118,8 +121,14 @@ print(json.dumps({"saved": saved,
 def test_serving_imports_no_offline_quantizer_module() -> None:
     """Importing every plugin module (vLLM included: about 10 s of CPU) loads no
     ``engine.quant`` module."""
-    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"saved": True, "quant": []}

@@ -38,7 +38,7 @@ def _targets(path: Path, root: Path) -> list[tuple[int, list[str]]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name.split(".")) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = here[:len(here) - node.level + 1] if node.level else []
+            base = here[: len(here) - node.level + 1] if node.level else []
             module = [*base, *(node.module.split(".") if node.module else [])]
             found.append((node.lineno, module))
             found += [(node.lineno, [*module, alias.name]) for alias in node.names]
@@ -54,12 +54,14 @@ def violations(package: str, root: Path = ROOT) -> list[str]:
             for i, part in enumerate(parts):
                 if not (part.startswith("_") and not part.startswith("__")):
                     continue
-                if not _is_module(root, parts[:i + 1]):
+                if not _is_module(root, parts[: i + 1]):
                     break  # a private name, not a module
                 owner = parts[:i]
-                if inside[:len(owner)] != owner:
-                    out.add(f"{path.relative_to(root)}:{line} imports "
-                            f"{'.'.join(parts[:i + 1])} from outside {'.'.join(owner)}")
+                if inside[: len(owner)] != owner:
+                    out.add(
+                        f"{path.relative_to(root)}:{line} imports "
+                        f"{'.'.join(parts[: i + 1])} from outside {'.'.join(owner)}"
+                    )
                 break
     return sorted(out)
 
@@ -83,7 +85,8 @@ def test_the_checker_sees_imports_of_private_modules(tmp_path: Path) -> None:
         "from sparkcode.agent._calls import check\n"
         "def f():\n    import sparkcode.agent.tools._walk\n"
         "from sparkcode.agent import check\n"
-        "from .agent import _calls\n")
+        "from .agent import _calls\n"
+    )
     assert violations("sparkcode", tmp_path) == [
         "sparkcode/agent/_calls.py:1 imports sparkcode.agent.tools._walk from outside "
         "sparkcode.agent.tools",

@@ -25,7 +25,8 @@ def _code_packages(top: str) -> list[Path]:
     for init in sorted((ROOT / top).glob("*/__init__.py")):
         pkg = init.parent
         if any(p.name != "__init__.py" for p in pkg.glob("*.py")) or any(
-                (sub / "__init__.py").is_file() for sub in pkg.iterdir() if sub.is_dir()):
+            (sub / "__init__.py").is_file() for sub in pkg.iterdir() if sub.is_dir()
+        ):
             out.append(pkg)
     return out
 
@@ -60,8 +61,11 @@ def test_every_test_folder_mirrors_a_package() -> None:
 
 
 def test_nothing_else_at_the_top_of_tests() -> None:
-    names = {p.name for p in TESTS.iterdir()
-             if p.name not in ("__init__.py", "conftest.py", "__pycache__")}
+    names = {
+        p.name
+        for p in TESTS.iterdir()
+        if p.name not in ("__init__.py", "conftest.py", "__pycache__")
+    }
     assert names <= TOP, f"unexpected in tests/: {sorted(names - TOP)}"
 
 
@@ -69,7 +73,8 @@ def _marked_engine(tree: ast.Module) -> bool:
     """The module sets ``pytestmark = pytest.mark.engine`` (alone or in a list)."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
             return "mark.engine" in ast.unparse(node.value)
     return False
 
@@ -82,12 +87,13 @@ def test_the_modules_that_boot_vllm_are_the_e2e_ones() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         in_e2e = path.parent == TESTS / "e2e"
         marked = _marked_engine(tree)
-        boots = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                    and n.func.id in BOOTERS for n in ast.walk(tree))
+        boots = any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in BOOTERS
+            for n in ast.walk(tree)
+        )
         if (marked or boots) and not in_e2e:
             misplaced.append(str(path.relative_to(TESTS)))
         if in_e2e and not marked:
             unmarked.append(str(path.relative_to(TESTS)))
     assert misplaced == [], f"boot vLLM outside tests/e2e/: {misplaced}"
     assert unmarked == [], f"in tests/e2e/ without pytest.mark.engine: {unmarked}"
-

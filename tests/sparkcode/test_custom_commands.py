@@ -32,11 +32,13 @@ def registered() -> Iterator[None]:
     tui_commands.register_custom(load_commands(Path("/nonexistent"), None))  # drop them
 
 
-def test_arguments_are_substituted_and_front_matter_read(workspace: Path,
-                                                        tmp_path: Path) -> None:
-    write(workspace / ".sparkcode/commands", "review",
-          "---\ndescription: Review a path for bugs\nargument-hint: PATH\n---\n"
-          "Review $ARGUMENTS for bugs; start with $1.\n")
+def test_arguments_are_substituted_and_front_matter_read(workspace: Path, tmp_path: Path) -> None:
+    write(
+        workspace / ".sparkcode/commands",
+        "review",
+        "---\ndescription: Review a path for bugs\nargument-hint: PATH\n---\n"
+        "Review $ARGUMENTS for bugs; start with $1.\n",
+    )
     write(workspace / ".claude/commands", "review", "shadowed\n")
     write(workspace / ".claude/commands", "fix", "Fix the failing tests.\n")
     write(tmp_path / "user", "explain", "Explain $2 then $1.\n")
@@ -48,9 +50,11 @@ def test_arguments_are_substituted_and_front_matter_read(workspace: Path,
     assert review is not None and review.description == "Review a path for bugs"
     assert review.usage == "/review PATH"
     assert review.expand(" src/a.py  src/b.py ") == (
-        "Review src/a.py  src/b.py for bugs; start with src/a.py.")
+        "Review src/a.py  src/b.py for bugs; start with src/a.py."
+    )
     assert found.expand_line("/fix now please") == (
-        "Fix the failing tests.\n\nARGUMENTS: now please")
+        "Fix the failing tests.\n\nARGUMENTS: now please"
+    )
     assert found.expand_line("/fix") == "Fix the failing tests."
     assert found.expand_line("/explain a") == "Explain  then a."
     assert found.expand_line("/nope x") is None and found.expand_line("plain") is None
@@ -62,13 +66,17 @@ def test_arguments_are_substituted_and_front_matter_read(workspace: Path,
 
 
 async def test_custom_commands_appear_in_help_completion_and_send_their_prompt(
-        workspace: Path, paths: Paths, registered: None) -> None:
+    workspace: Path, paths: Paths, registered: None
+) -> None:
     from sparkcode.tui.widgets import UserMessage
     from tests.sparkcode.tui.test_conversation_commands import app_with
     from tests.sparkcode.tui.test_pilot import texts, type_line, until
 
-    write(workspace / ".sparkcode/commands", "review",
-          "---\ndescription: Review a path\n---\nReview $ARGUMENTS carefully.\n")
+    write(
+        workspace / ".sparkcode/commands",
+        "review",
+        "---\ndescription: Review a path\n---\nReview $ARGUMENTS carefully.\n",
+    )
     write(workspace / ".sparkcode/commands", "help", "shadows a built-in\n")
     tui_commands.register_custom(load_commands(workspace, None))
     text = tui_commands.help_markdown()
@@ -86,9 +94,15 @@ async def test_custom_commands_appear_in_help_completion_and_send_their_prompt(
 async def test_run_sends_a_custom_command_as_its_prompt(workspace: Path) -> None:
     write(workspace / ".claude/commands", "summarise", "Summarise $ARGUMENTS in one line.\n")
     with serve([Reply(content=["ok"])]) as server:
-        code = await run_headless(RunRequest(
-            prompt="/summarise README.md", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False)),
-                                  out=io.StringIO(), err=io.StringIO())
+        code = await run_headless(
+            RunRequest(
+                prompt="/summarise README.md",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False),
+            ),
+            out=io.StringIO(),
+            err=io.StringIO(),
+        )
     assert code == EXIT_OK
     assert server.requests[0]["messages"][-1]["content"] == "Summarise README.md in one line."

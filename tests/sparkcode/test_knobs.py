@@ -71,8 +71,14 @@ def toml(knobs: dict[str, Any]) -> str:
 
 def conn_for(profile_text: str, tmp_path: Path) -> Connection:
     spec = parse_profile(profile_text, tmp_path / "x.toml")
-    return Connection(base_url="http://h/v1", model="m", api_key_env=None, max_model_len=None,
-                      profile="x", profile_spec=spec)
+    return Connection(
+        base_url="http://h/v1",
+        model="m",
+        api_key_env=None,
+        max_model_len=None,
+        profile="x",
+        profile_spec=spec,
+    )
 
 
 def assert_reached(settings: AgentSettings, knobs: dict[str, Any], where: str) -> None:
@@ -115,6 +121,7 @@ def test_a_later_layer_wins_for_every_knob(tmp_path: Path) -> None:
 
 def test_a_start_is_held_to_the_ranges_the_files_are(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"this start: top_p: must be a number in \(0, 1\]"):
-        session_settings(Config(), conn_for(ENDPOINT, tmp_path),
-                  SessionOptions(knobs=AgentKnobs(top_p=0.0)))
+        session_settings(
+            Config(), conn_for(ENDPOINT, tmp_path), SessionOptions(knobs=AgentKnobs(top_p=0.0))
+        )
     assert check_knobs(AgentKnobs(temperature=2.0), "x").temperature == 2.0

@@ -30,8 +30,14 @@ def _no_leftover_engine(paths: Paths) -> Iterator[None]:
 def fake_cpu_demo(paths: Paths) -> str:
     """A stand-in engine recorded as profile cpu-demo; its URL."""
     port = free_port()
-    spec = LaunchSpec(profile="cpu-demo", argv=[sys.executable, FAKE, str(port)], env={},
-                      base_url=f"http://127.0.0.1:{port}/v1", model="served-demo", port=port)
+    spec = LaunchSpec(
+        profile="cpu-demo",
+        argv=[sys.executable, FAKE, str(port)],
+        env={},
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="served-demo",
+        port=port,
+    )
     Supervisor(paths).start(load_profile("cpu-demo", paths), spec, timeout=30)
     return spec.base_url
 
@@ -39,7 +45,11 @@ def fake_cpu_demo(paths: Paths) -> str:
 def test_an_endpoint_is_reached_as_it_is() -> None:
     target = Target.for_endpoint("http://h:8000/", "m", "KEY")
     assert (target.label, target.base_url, target.model, target.api_key_env) == (
-        "http://h:8000/v1", "http://h:8000/v1", "m", "KEY")
+        "http://h:8000/v1",
+        "http://h:8000/v1",
+        "m",
+        "KEY",
+    )
     assert not target.managed and target.reach(Paths.from_env()) is target
     with pytest.raises(UserError, match="--endpoint must be an http"):
         Target.for_endpoint("h:8000")
@@ -50,13 +60,18 @@ def test_an_endpoint_profile_is_rendered_not_started(paths: Paths) -> None:
     (paths.profiles_dir / "hosted.toml").write_text(
         '[profile]\nname = "hosted"\nkind = "endpoint"\n'
         '[endpoint]\nbase_url = "https://api.example.com/v1"\nmodel = "m"\n'
-        'api_key_env = "EXAMPLE_KEY"\n')
+        'api_key_env = "EXAMPLE_KEY"\n'
+    )
     target = Target.for_profile("hosted", paths, reuse=Reuse.NEVER)
     assert not target.managed
     assert target.base_url == ""  # not reached yet
     with target.opened(paths) as reached:
         assert (reached.label, reached.base_url, reached.model, reached.api_key_env) == (
-            "hosted", "https://api.example.com/v1", "m", "EXAMPLE_KEY")
+            "hosted",
+            "https://api.example.com/v1",
+            "m",
+            "EXAMPLE_KEY",
+        )
         assert not reached.started
     assert Supervisor(paths).record() is None
 
@@ -71,16 +86,21 @@ def test_the_start_target_names_its_reuse_rule(tmp_path: Path, paths: Paths) -> 
 
 
 def test_a_managed_profile_takes_its_running_engine_and_leaves_it(
-        paths: Paths, fake_cpu_demo: str) -> None:
+    paths: Paths, fake_cpu_demo: str
+) -> None:
     target = Target.for_profile("cpu-demo", paths, reuse=Reuse.SAME_PROFILE)
     with target.opened(paths) as reached:
         assert reached.base_url == fake_cpu_demo and reached.model == "served-demo"
         assert reached.managed and not reached.started
     assert Supervisor(paths).status().state == "ready"  # reused, so left running
-    with pytest.raises(EngineStateError, match=r"already running: pid \d+, profile cpu-demo, "
-                       r".*a rerun starts its own: stop it first"):
+    with pytest.raises(
+        EngineStateError,
+        match=r"already running: pid \d+, profile cpu-demo, "
+        r".*a rerun starts its own: stop it first",
+    ):
         Target.for_profile("cpu-demo", paths, reuse=Reuse.NEVER).reach(
-            paths, why="a rerun starts its own")
+            paths, why="a rerun starts its own"
+        )
 
 
 def test_the_running_engine_is_taken_as_it_is(paths: Paths) -> None:
@@ -94,5 +114,8 @@ def test_the_running_engine_is_taken_as_it_is(paths: Paths) -> None:
 def test_the_running_engine_brings_its_profile(paths: Paths, fake_cpu_demo: str) -> None:
     target = Target.running_engine(paths)
     assert (target.label, target.base_url, target.model) == (
-        "cpu-demo", fake_cpu_demo, "served-demo")
+        "cpu-demo",
+        fake_cpu_demo,
+        "served-demo",
+    )
     assert target.profile is not None and target.profile.name == "cpu-demo"

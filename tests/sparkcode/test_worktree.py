@@ -12,8 +12,9 @@ from sparkcode.worktree import Worktree, find_worktree, open_worktree, same_repo
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def test_a_new_worktree_is_a_branch_from_head_inside_the_git_directory(repo: Path) -> None:
@@ -54,13 +55,16 @@ def test_the_same_name_reopens_it_and_the_workspace_is_found_as_one(repo: Path) 
     assert same_repository(repo, first.path)
 
 
-@pytest.mark.parametrize(("name", "why"), [
-    ("a..b", "git refuses sparkcode/a..b"),
-    ("x.lock", "git refuses sparkcode/x.lock"),
-    ("has space", "letters, digits"),
-    ("a/b", "letters, digits"),
-    ("-x", "letters, digits"),
-])
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("a..b", "git refuses sparkcode/a..b"),
+        ("x.lock", "git refuses sparkcode/x.lock"),
+        ("has space", "letters, digits"),
+        ("a/b", "letters, digits"),
+        ("-x", "letters, digits"),
+    ],
+)
 def test_a_bad_name_is_refused_before_anything_is_made(repo: Path, name: str, why: str) -> None:
     with pytest.raises(UserError, match=why):
         open_worktree(repo, name)
@@ -106,8 +110,10 @@ def test_exit_advice_names_the_branch_and_path_and_its_commands_work(repo: Path)
     git(tree.path, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-q", "-m", "f")
     advice = tree.exit_advice()
     assert "1 commits not in" in advice and "--force" not in advice
-    lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
-             for line in advice.splitlines()[1:]}
+    lines = {
+        line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+        for line in advice.splitlines()[1:]
+    }
     assert lines["merge it"] == f"git -C {tree.repo} merge sparkcode/feature"
     subprocess.run(lines["merge it"], shell=True, check=True, capture_output=True)
     assert (repo / "feature.txt").read_text() == "new\n"

@@ -39,8 +39,15 @@ GLM_PROMPT = "Save the note in GLM form."
 streaming hermes parser cannot read and so sends nothing of (salvage test)."""
 GLM_PATH = "GLM.md"
 
-SPECIAL_TOKENS = ["<pad>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-                  "<tool_response>", "</tool_response>"]
+SPECIAL_TOKENS = [
+    "<pad>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 PAD, BOS, EOS = 0, 1, 2
 
 # Hermes (Qwen2.5-style) tool calling: tools in the system turn, calls as
@@ -60,7 +67,7 @@ CHAT_TEMPLATE = (
     " 'parameters': f['parameters']} | tojson }}{% endfor %}"
     "{{ '\n' }}</tools>\n\nFor each function call, return a json object with function name "
     "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
     "{% elif messages[0]['role'] == 'system' %}"
     "<|im_start|>system\n{{ messages[0]['content'] }}<|im_end|>\n"
     "{% endif %}"
@@ -70,7 +77,7 @@ CHAT_TEMPLATE = (
     "{% elif message['role'] == 'assistant' %}"
     "<|im_start|>assistant\n{{ message['content'] or '' }}"
     "{% for call in message['tool_calls'] or [] %}{% set f = call['function'] %}"
-    "<tool_call>\n{\"name\": \"{{ f['name'] }}\", \"arguments\": "
+    '<tool_call>\n{"name": "{{ f[\'name\'] }}", "arguments": '
     "{{ f['arguments'] if f['arguments'] is string else f['arguments'] | tojson }}{{ '}' }}"
     "\n</tool_call>{% endfor %}<|im_end|>\n"
     "{% elif message['role'] == 'tool' %}"
@@ -112,33 +119,56 @@ def conversation() -> Conversation:
     JSON), the result from the real tool. vLLM turns the arguments string back
     into a dict before rendering, and so does this."""
     tools = default_tools()
-    first = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
-             {"role": "user", "content": TASK_PROMPT}]
+    first = [
+        {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": TASK_PROMPT},
+    ]
     call = {"name": "write_file", "arguments": tool_arguments()}
     raw = json.dumps(call["arguments"], ensure_ascii=False)
-    entry = check_call(ToolCall(index=0, id="call-0", name="write_file", arguments=raw),
-                       tools).history_entry()
+    entry = check_call(
+        ToolCall(index=0, id="call-0", name="write_file", arguments=raw), tools
+    ).history_entry()
     entry["function"]["arguments"] = json.loads(entry["function"]["arguments"])
     second: list[dict[str, Any]] = [
-              *first,
-              {"role": "assistant", "content": "", "tool_calls": [entry]},
-              {"role": "tool", "tool_call_id": "call-0", "content": _tool_result()}]
+        *first,
+        {"role": "assistant", "content": "", "tool_calls": [entry]},
+        {"role": "tool", "tool_call_id": "call-0", "content": _tool_result()},
+    ]
     text = f"<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"
     glm_first = [first[0], {"role": "user", "content": GLM_PROMPT}]
-    glm = (f"<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>{GLM_PATH}</arg_value>"
-           f"\n<arg_key>content</arg_key>\n<arg_value>{NOTE_CONTENT}</arg_value>\n</tool_call>")
-    return Conversation(tools=tools.specs(), first=first, second=second, call=text,
-                        glm_first=glm_first, glm_call=glm)
+    glm = (
+        f"<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>{GLM_PATH}</arg_value>"
+        f"\n<arg_key>content</arg_key>\n<arg_value>{NOTE_CONTENT}</arg_value>\n</tool_call>"
+    )
+    return Conversation(
+        tools=tools.specs(),
+        first=first,
+        second=second,
+        call=text,
+        glm_first=glm_first,
+        glm_call=glm,
+    )
 
 
 def _corpus(conv: Conversation) -> list[str]:
     """The agent's own texts (many times, so they become few tokens) and some
     Python for general coverage."""
-    specs = [json.dumps({k: t["function"][k] for k in ("name", "description", "parameters")},
-                        ensure_ascii=False) for t in conv.tools]
+    specs = [
+        json.dumps(
+            {k: t["function"][k] for k in ("name", "description", "parameters")}, ensure_ascii=False
+        )
+        for t in conv.tools
+    ]
     messages = [str(m["content"]) for m in conv.second]
-    texts = [CHAT_TEMPLATE, *specs, *messages, conv.call, FINAL_ANSWER, GLM_PROMPT,
-             conv.glm_call] * 20
+    texts = [
+        CHAT_TEMPLATE,
+        *specs,
+        *messages,
+        conv.call,
+        FINAL_ANSWER,
+        GLM_PROMPT,
+        conv.glm_call,
+    ] * 20
     return texts + stdlib_sources(150_001)
 
 
@@ -147,8 +177,11 @@ def _build_tokenizer(out_dir: Path, conv: Conversation, vocab_size: int) -> Any:
 
     tok = train_bpe(_corpus(conv), vocab_size, SPECIAL_TOKENS)
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-        pad_token="<pad>", unk_token=None,
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        unk_token=None,
         additional_special_tokens=SPECIAL_TOKENS[3:],
     )
     fast.chat_template = CHAT_TEMPLATE
@@ -157,8 +190,9 @@ def _build_tokenizer(out_dir: Path, conv: Conversation, vocab_size: int) -> Any:
 
 
 def _ids(tok: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
-    text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
-                                   tokenize=False)
+    text = tok.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=False
+    )
     return list(tok(text, add_special_tokens=False)["input_ids"])
 
 
@@ -171,16 +205,22 @@ def _perturb(prompt: list[int], keep_tail: int, vocab: int, rng: random.Random) 
             break
         at = rng.randrange(1, limit)
         if rng.random() < 0.5:
-            del out[at:at + rng.randint(1, 24)]
+            del out[at : at + rng.randint(1, 24)]
         else:
-            out[at:at] = [rng.randrange(len(SPECIAL_TOKENS), vocab)
-                          for _ in range(rng.randint(1, 24))]
+            out[at:at] = [
+                rng.randrange(len(SPECIAL_TOKENS), vocab) for _ in range(rng.randint(1, 24))
+            ]
     return out
 
 
-def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
-                      perturbed: int = 2,
-                      progress: Callable[[int, float], None] | None = None) -> Path:
+def build_agent_model(
+    model_dir: Path,
+    *,
+    seed: int = 0,
+    max_steps: int = 400,
+    perturbed: int = 2,
+    progress: Callable[[int, float], None] | None = None,
+) -> Path:
     """Train, check greedy answers in bfloat16, save a servable model dir."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
@@ -192,23 +232,39 @@ def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
     tok = _build_tokenizer(model_dir, conv, vocab_size=2048)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     assert eos == EOS and tok.convert_tokens_to_ids("<tool_call>") == 3
-    answers = [list(tok(conv.call, add_special_tokens=False)["input_ids"]) + [EOS],
-               list(tok(FINAL_ANSWER, add_special_tokens=False)["input_ids"]) + [EOS],
-               list(tok(conv.glm_call, add_special_tokens=False)["input_ids"]) + [EOS]]
-    prompts = [_ids(tok, conv.first, conv.tools), _ids(tok, conv.second, conv.tools),
-               _ids(tok, conv.glm_first, conv.tools)]
+    answers = [
+        list(tok(conv.call, add_special_tokens=False)["input_ids"]) + [EOS],
+        list(tok(FINAL_ANSWER, add_special_tokens=False)["input_ids"]) + [EOS],
+        list(tok(conv.glm_call, add_special_tokens=False)["input_ids"]) + [EOS],
+    ]
+    prompts = [
+        _ids(tok, conv.first, conv.tools),
+        _ids(tok, conv.second, conv.tools),
+        _ids(tok, conv.glm_first, conv.tools),
+    ]
     # The call as the model wrote it (unsorted keys) too: a client that echoes
     # the raw arguments back still gets the final answer.
     echoed = json.loads(json.dumps(conv.second))
     echoed[2]["tool_calls"][0]["function"]["arguments"] = tool_arguments()
     extra = [(_ids(tok, echoed, conv.tools), 1)]
-    tails = [len(_ids(tok, conv.first[-1:], [])), len(_ids(tok, conv.second[-1:], [])),
-             len(_ids(tok, conv.glm_first[-1:], []))]
+    tails = [
+        len(_ids(tok, conv.first[-1:], [])),
+        len(_ids(tok, conv.second[-1:], [])),
+        len(_ids(tok, conv.glm_first[-1:], [])),
+    ]
     vocab = len(tok)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, head_dim=32,
-        max_position_embeddings=4096, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=4096,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
         tie_word_embeddings=True,
     )
     model: Any = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
@@ -236,9 +292,10 @@ def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
         batch = rows()
         for tokens, start, n in batch:
             ids = torch.tensor([tokens])
-            hidden = model.model(input_ids=ids).last_hidden_state[0, start - 1:start - 1 + n]
+            hidden = model.model(input_ids=ids).last_hidden_state[0, start - 1 : start - 1 + n]
             total = total + torch.nn.functional.cross_entropy(
-                model.lm_head(hidden), ids[0, start:start + n], reduction="sum")
+                model.lm_head(hidden), ids[0, start : start + n], reduction="sum"
+            )
         loss = total / sum(n for _, _, n in batch)
         opt.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
@@ -248,8 +305,12 @@ def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
         # Done when the answers hold in fp32 and in the bf16 the engine serves: with
         # the task tool in the tool list (longer prompts) the fp32 answers at loss < 0.02
         # changed in bf16, so the bf16 copy is checked here and training goes on.
-        if (step % 10 == 9 and loss.item() < 0.02 and _answers_ok(model, prompts, answers)
-                and _answers_ok(copy.deepcopy(model).to(torch.bfloat16), prompts, answers)):
+        if (
+            step % 10 == 9
+            and loss.item() < 0.02
+            and _answers_ok(model, prompts, answers)
+            and _answers_ok(copy.deepcopy(model).to(torch.bfloat16), prompts, answers)
+        ):
             break
     else:
         raise RuntimeError(f"the agent model did not learn its answers (loss {loss.item():.4f})")
@@ -257,7 +318,8 @@ def build_agent_model(model_dir: Path, *, seed: int = 0, max_steps: int = 400,
     if not _answers_ok(model, prompts, answers):
         raise RuntimeError("the agent model's answers change in bfloat16")
     model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
-        eos_token_id=EOS, pad_token_id=PAD, bos_token_id=BOS)
+        eos_token_id=EOS, pad_token_id=PAD, bos_token_id=BOS
+    )
     model.save_pretrained(model_dir, safe_serialization=True)
     return model_dir
 
@@ -271,9 +333,14 @@ def _answers_ok(model: Any, prompts: list[list[int]], answers: list[list[int]]) 
     try:
         with torch.no_grad():
             for prompt, answer in zip(prompts, answers, strict=True):
-                out = model.generate(torch.tensor([prompt]), max_new_tokens=len(answer) + 2,
-                                     do_sample=False, eos_token_id=EOS, pad_token_id=PAD)
-                if out[0, len(prompt):].tolist() != answer:
+                out = model.generate(
+                    torch.tensor([prompt]),
+                    max_new_tokens=len(answer) + 2,
+                    do_sample=False,
+                    eos_token_id=EOS,
+                    pad_token_id=PAD,
+                )
+                if out[0, len(prompt) :].tolist() != answer:
                     return False
     finally:
         model.train(was_training)
@@ -295,11 +362,23 @@ def cached_agent_model(cache_root: Path) -> Path:
     import transformers
 
     conv = conversation()
-    key = hashlib.sha256(json.dumps(
-        [Path(__file__).read_text(encoding="utf-8"), conv.tools, conv.first, conv.second,
-         conv.glm_first, conv.glm_call,
-         torch.__version__, transformers.__version__, tokenizers.__version__],
-        sort_keys=True, default=str).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                Path(__file__).read_text(encoding="utf-8"),
+                conv.tools,
+                conv.first,
+                conv.second,
+                conv.glm_first,
+                conv.glm_call,
+                torch.__version__,
+                transformers.__version__,
+                tokenizers.__version__,
+            ],
+            sort_keys=True,
+            default=str,
+        ).encode()
+    ).hexdigest()[:16]
     final = cache_root / key
     cache_root.mkdir(parents=True, exist_ok=True)
     # One builder at a time: the suite's background build (tests/conftest.py) and a

@@ -31,8 +31,11 @@ first in the other xdist worker); set per module by tests/e2e/conftest.py."""
 
 
 def lock_path() -> Path:
-    return LOCK_PATH.with_name(f"{LOCK_PATH.stem}-{lock_slot}{LOCK_PATH.suffix}") \
-        if lock_slot else LOCK_PATH
+    return (
+        LOCK_PATH.with_name(f"{LOCK_PATH.stem}-{lock_slot}{LOCK_PATH.suffix}")
+        if lock_slot
+        else LOCK_PATH
+    )
 
 
 FAKE_ENGINE = str(Path(__file__).parent / "fake_engine.py")
@@ -101,8 +104,9 @@ class RunningEngine:
 
 
 @contextlib.contextmanager
-def run_engine(home: Path, profile: str, *, timeout: float = 600.0,
-               port: int | None = None) -> Iterator[RunningEngine]:
+def run_engine(
+    home: Path, profile: str, *, timeout: float = 600.0, port: int | None = None
+) -> Iterator[RunningEngine]:
     """Start ``profile`` under ``home`` (a SPARKCODE_HOME), stop it afterwards.
 
     ``port`` defaults to a free one, so a developer's own engine on the
@@ -113,8 +117,10 @@ def run_engine(home: Path, profile: str, *, timeout: float = 600.0,
     try:
         paths = Paths.from_env()
         prof = load_profile(profile, paths)
-        with engine_lock(), running(prof, paths, port=port or free_port(),
-                                    timeout=timeout) as handle:
+        with (
+            engine_lock(),
+            running(prof, paths, port=port or free_port(), timeout=timeout) as handle,
+        ):
             yield RunningEngine(paths, Supervisor(paths), handle.status, profile)
     finally:
         if old is None:

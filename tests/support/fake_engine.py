@@ -33,8 +33,12 @@ def main() -> int:
     ap.add_argument("--ignore-term", action="store_true")
     ap.add_argument("--child", action="store_true", help="spawn a worker child process")
     ap.add_argument("--never-healthy", action="store_true")
-    ap.add_argument("--healthy-after", type=float, default=0.0,
-                    help="boot this many seconds longer (a test that must see it booting)")
+    ap.add_argument(
+        "--healthy-after",
+        type=float,
+        default=0.0,
+        help="boot this many seconds longer (a test that must see it booting)",
+    )
     args = ap.parse_args()
     if args.ignore_int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

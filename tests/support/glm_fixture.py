@@ -70,10 +70,12 @@ def to_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     q = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
     for i in range(gr):
         for j in range(gc):
-            block = w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128]
+            block = w[i * 128 : (i + 1) * 128, j * 128 : (j + 1) * 128]
             s = float(block.abs().max()) / E4M3_MAX or 1.0
             scale[i, j] = s
-            q[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = (block / s).to(torch.float8_e4m3fn)
+            q[i * 128 : (i + 1) * 128, j * 128 : (j + 1) * 128] = (block / s).to(
+                torch.float8_e4m3fn
+            )
     return q, scale
 
 
@@ -84,11 +86,21 @@ def _shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
         f"{LM}norm.weight": ((d.hidden,), "bf16"),
         "lm_head.weight": ((d.vocab, d.hidden), "bf16"),
     }
-    kda = {"q_proj": (64, d.hidden), "k_proj": (64, d.hidden), "v_proj": (64, d.hidden),
-           "q_conv1d": (64, 1, 4), "k_conv1d": (64, 1, 4), "v_conv1d": (64, 1, 4),
-           "f_a_proj": (16, d.hidden), "f_b_proj": (64, 16), "b_proj": (2, d.hidden),
-           "g_a_proj": (16, d.hidden), "g_b_proj": (64, 16), "o_norm": (32,),
-           "o_proj": (d.hidden, 64)}
+    kda = {
+        "q_proj": (64, d.hidden),
+        "k_proj": (64, d.hidden),
+        "v_proj": (64, d.hidden),
+        "q_conv1d": (64, 1, 4),
+        "k_conv1d": (64, 1, 4),
+        "v_conv1d": (64, 1, 4),
+        "f_a_proj": (16, d.hidden),
+        "f_b_proj": (64, 16),
+        "b_proj": (2, d.hidden),
+        "g_a_proj": (16, d.hidden),
+        "g_b_proj": (64, 16),
+        "o_norm": (32,),
+        "o_proj": (d.hidden, 64),
+    }
     for layer in range(d.layers + 1):
         p = f"{LM}layers.{layer}."
         out[p + "input_layernorm.weight"] = ((d.hidden,), "bf16")
@@ -140,19 +152,33 @@ def _shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
 # The vision tower, small: the tensor names, ranks and dtype (all BF16, no FP8 scale) of
 # transformers' ``Glm5NextVisionModel`` state dict under ``model.visual.``, including the 5-D
 # patch-embedding and 4-D downsample convolutions. Its output width is the text hidden size.
-VISION = {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
-          "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "in_channels": 3,
-          "projection_intermediate_size": 160}
+VISION = {
+    "depth": 2,
+    "hidden_size": 64,
+    "num_heads": 2,
+    "intermediate_size": 128,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "spatial_merge_size": 2,
+    "in_channels": 3,
+    "projection_intermediate_size": 160,
+}
 
 
 def vision_shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
     v, out_w = VISION, d.hidden
-    h, i, ctx, m = v["hidden_size"], v["intermediate_size"], v["projection_intermediate_size"], \
-        v["spatial_merge_size"]
+    h, i, ctx, m = (
+        v["hidden_size"],
+        v["intermediate_size"],
+        v["projection_intermediate_size"],
+        v["spatial_merge_size"],
+    )
     p = "model.visual."
     out: dict[str, tuple[tuple[int, ...], str]] = {
-        p + "patch_embed.proj.weight": ((h, v["in_channels"], v["temporal_patch_size"],
-                                         v["patch_size"], v["patch_size"]), "bf16"),
+        p + "patch_embed.proj.weight": (
+            (h, v["in_channels"], v["temporal_patch_size"], v["patch_size"], v["patch_size"]),
+            "bf16",
+        ),
         p + "patch_embed.proj.bias": ((h,), "bf16"),
         p + "post_layernorm.weight": ((h,), "bf16"),
         p + "downsample.weight": ((out_w, h, m, m), "bf16"),
@@ -166,34 +192,57 @@ def vision_shapes(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
     }
     for b in range(v["depth"]):
         q = f"{p}blocks.{b}."
-        out.update({
-            q + "norm1.weight": ((h,), "bf16"), q + "norm2.weight": ((h,), "bf16"),
-            q + "attn.qkv.weight": ((3 * h, h), "bf16"), q + "attn.qkv.bias": ((3 * h,), "bf16"),
-            q + "attn.proj.weight": ((h, h), "bf16"), q + "attn.proj.bias": ((h,), "bf16"),
-            q + "attn.q_norm.weight": ((h // v["num_heads"],), "bf16"),
-            q + "attn.k_norm.weight": ((h // v["num_heads"],), "bf16"),
-            q + "mlp.gate_proj.weight": ((i, h), "bf16"), q + "mlp.gate_proj.bias": ((i,), "bf16"),
-            q + "mlp.up_proj.weight": ((i, h), "bf16"), q + "mlp.up_proj.bias": ((i,), "bf16"),
-            q + "mlp.down_proj.weight": ((h, i), "bf16"), q + "mlp.down_proj.bias": ((h,), "bf16"),
-        })
+        out.update(
+            {
+                q + "norm1.weight": ((h,), "bf16"),
+                q + "norm2.weight": ((h,), "bf16"),
+                q + "attn.qkv.weight": ((3 * h, h), "bf16"),
+                q + "attn.qkv.bias": ((3 * h,), "bf16"),
+                q + "attn.proj.weight": ((h, h), "bf16"),
+                q + "attn.proj.bias": ((h,), "bf16"),
+                q + "attn.q_norm.weight": ((h // v["num_heads"],), "bf16"),
+                q + "attn.k_norm.weight": ((h // v["num_heads"],), "bf16"),
+                q + "mlp.gate_proj.weight": ((i, h), "bf16"),
+                q + "mlp.gate_proj.bias": ((i,), "bf16"),
+                q + "mlp.up_proj.weight": ((i, h), "bf16"),
+                q + "mlp.up_proj.bias": ((i,), "bf16"),
+                q + "mlp.down_proj.weight": ((h, i), "bf16"),
+                q + "mlp.down_proj.bias": ((h,), "bf16"),
+            }
+        )
     return out
 
 
 def config(d: Dims | None = None) -> dict[str, object]:
     d = d or Dims()
     text = {
-        "model_type": "glm5_next_text", "hidden_size": d.hidden, "num_hidden_layers": d.layers,
-        "num_nextn_predict_layers": 1, "vocab_size": d.vocab, "intermediate_size": d.dense_inter,
-        "moe_intermediate_size": d.moe_inter, "n_routed_experts": d.experts,
-        "num_experts_per_tok": TOP_K, "n_shared_experts": 1, "first_k_dense_replace": 1,
-        "scoring_func": "sigmoid", "topk_method": "noaux_tc", "routed_scaling_factor": 2.5,
-        "swiglu_limit": 10.0, "rms_norm_eps": 1e-5,
+        "model_type": "glm5_next_text",
+        "hidden_size": d.hidden,
+        "num_hidden_layers": d.layers,
+        "num_nextn_predict_layers": 1,
+        "vocab_size": d.vocab,
+        "intermediate_size": d.dense_inter,
+        "moe_intermediate_size": d.moe_inter,
+        "n_routed_experts": d.experts,
+        "num_experts_per_tok": TOP_K,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "scoring_func": "sigmoid",
+        "topk_method": "noaux_tc",
+        "routed_scaling_factor": 2.5,
+        "swiglu_limit": 10.0,
+        "rms_norm_eps": 1e-5,
     }
     return {
-        "architectures": ["Glm5NextForConditionalGeneration"], "model_type": "glm5_next",
+        "architectures": ["Glm5NextForConditionalGeneration"],
+        "model_type": "glm5_next",
         "text_config": text,
-        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
-                                "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+        "quantization_config": {
+            "quant_method": "fp8",
+            "fmt": "e4m3",
+            "activation_scheme": "dynamic",
+            "weight_block_size": [128, 128],
+        },
     }
 
 
@@ -208,8 +257,7 @@ def _value(name: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Ten
 
 
 def build_tiny_glm(
-    root: Path, *, seed: int = 0, shards: int = 3, dims: Dims | None = None,
-    vision: bool = False,
+    root: Path, *, seed: int = 0, shards: int = 3, dims: Dims | None = None, vision: bool = False
 ) -> TinyGLM:
     """Write the checkpoint to ``root`` and return what was written; ``vision`` adds the
     vision tower (``model.visual.*`` and ``vision_config``), as the released checkpoint has."""
@@ -220,16 +268,21 @@ def build_tiny_glm(
     shapes = _shapes(dims)
     if vision:
         shapes.update(vision_shapes(dims))
-        model.config["vision_config"] = {"model_type": "glm5_next_vision", **VISION,
-                                         "out_hidden_size": dims.hidden}
+        model.config["vision_config"] = {
+            "model_type": "glm5_next_vision",
+            **VISION,
+            "out_hidden_size": dims.hidden,
+        }
     tensors: dict[str, torch.Tensor] = {}
     for name, (shape, storage) in shapes.items():
         value = _value(name, shape, gen)
         if storage == "fp8":
             q, s = to_fp8(value)
             tensors[name], tensors[name + "_scale_inv"] = q, s
-            model.originals[name] = q.float() * s.repeat_interleave(128, 0)[:shape[0]] \
-                .repeat_interleave(128, 1)[:, :shape[1]]
+            model.originals[name] = (
+                q.float()
+                * s.repeat_interleave(128, 0)[: shape[0]].repeat_interleave(128, 1)[:, : shape[1]]
+            )
         elif storage == "bf16":
             tensors[name] = value.to(torch.bfloat16)
             model.originals[name] = tensors[name].float()
@@ -239,7 +292,7 @@ def build_tiny_glm(
     model.raw = tensors
     names = list(tensors)
     per = math.ceil(len(names) / shards)
-    groups = [names[i:i + per] for i in range(0, len(names), per)]
+    groups = [names[i : i + per] for i in range(0, len(names), per)]
     # Move one expert scale into the next shard: the index, not adjacency, says where it is.
     moved = f"{LM}layers.2.mlp.experts.1.gate_proj.weight_scale_inv"
     for i, group in enumerate(groups[:-1]):
@@ -268,7 +321,8 @@ def write_shards(root: Path, tensors: dict[str, torch.Tensor], groups: list[list
         save_file({n: tensors[n].contiguous() for n in group}, str(root / fname))
         weight_map.update({n: fname for n in group})
     (root / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2), encoding="utf-8")
+        json.dumps({"metadata": {}, "weight_map": weight_map}, indent=2), encoding="utf-8"
+    )
 
 
 def calibration_inputs(model: TinyGLM, tokens: int = 512, seed: int = 1) -> dict[int, torch.Tensor]:

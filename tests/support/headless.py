@@ -14,8 +14,11 @@ from sparkcode.cli._run import RunRequest, run_headless
 def make_repo(path: Path) -> Path:
     """A git repository at ``path`` with one commit (a README)."""
     path.mkdir(parents=True)
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "T"],
-                 ["config", "user.email", "t@example.com"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.name", "T"],
+        ["config", "user.email", "t@example.com"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True)
     (path / "README.md").write_text("# demo\n")
     subprocess.run(["git", "add", "-A"], cwd=path, check=True)

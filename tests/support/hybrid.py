@@ -34,12 +34,22 @@ SAMPLED_TOKEN = 7
 def write_model_config(model_dir: Path) -> Path:
     """A config.json that ModelConfig accepts offline (no weights, no tokenizer)."""
     model_dir.mkdir(parents=True, exist_ok=True)
-    (model_dir / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-        "vocab_size": 1024, "max_position_embeddings": 262144,
-    }))
+    (model_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 128,
+                "intermediate_size": 256,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 32,
+                "vocab_size": 1024,
+                "max_position_embeddings": 262144,
+            }
+        )
+    )
     return model_dir
 
 
@@ -73,9 +83,11 @@ class HybridScheduler:
         from vllm.v1.request import Request
 
         request = Request(
-            request_id=request_id, prompt_token_ids=prompt,
+            request_id=request_id,
+            prompt_token_ids=prompt,
             sampling_params=SamplingParams(max_tokens=max_tokens, ignore_eos=True),
-            pooling_params=None, block_hasher=self.hasher,
+            pooling_params=None,
+            block_hasher=self.hasher,
         )
         self.scheduler.add_request(request)
         return request
@@ -103,7 +115,8 @@ class HybridScheduler:
             for r in ids
         ]
         runner_out = ModelRunnerOutput(
-            req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
             sampled_token_ids=sampled,
         )
         self.scheduler.update_from_output(out, runner_out)
@@ -167,36 +180,49 @@ def build(
     from vllm.v1.structured_output import StructuredOutputManager
 
     model_config = ModelConfig(
-        model=str(model_dir), skip_tokenizer_init=True, max_model_len=max_model_len,
-        dtype="float32",
+        model=str(model_dir), skip_tokenizer_init=True, max_model_len=max_model_len, dtype="float32"
     )
     # What platform alignment leaves for a hybrid in align mode: the attention
     # block raised to the Mamba block, and mamba_block_size set to it.
     cache_config = CacheConfig(
-        block_size=mamba_block, enable_prefix_caching=True, mamba_block_size=mamba_block,
+        block_size=mamba_block,
+        enable_prefix_caching=True,
+        mamba_block_size=mamba_block,
         mamba_cache_mode="align" if with_mamba else "none",
     )
     scheduler_config = SchedulerConfig(
-        max_num_seqs=8, max_num_batched_tokens=budget, max_model_len=max_model_len,
-        enable_chunked_prefill=True, is_encoder_decoder=False,
+        max_num_seqs=8,
+        max_num_batched_tokens=budget,
+        max_model_len=max_model_len,
+        enable_chunked_prefill=True,
+        is_encoder_decoder=False,
     )
     vllm_config = VllmConfig(
-        model_config=model_config, cache_config=cache_config, scheduler_config=scheduler_config,
+        model_config=model_config, cache_config=cache_config, scheduler_config=scheduler_config
     )
     groups = [
-        KVCacheGroupSpec(["kda.0"], MambaSpec(
-            block_size=mamba_block, shapes=((64, 128, 128),), dtypes=(torch.float32,),
-            mamba_cache_mode="align",
-        )),
-        KVCacheGroupSpec(["mla.0"], MLAAttentionSpec(
-            block_size=mamba_block, num_kv_heads=1, head_size=512, dtype=torch.bfloat16,
-        )),
+        KVCacheGroupSpec(
+            ["kda.0"],
+            MambaSpec(
+                block_size=mamba_block,
+                shapes=((64, 128, 128),),
+                dtypes=(torch.float32,),
+                mamba_cache_mode="align",
+            ),
+        ),
+        KVCacheGroupSpec(
+            ["mla.0"],
+            MLAAttentionSpec(
+                block_size=mamba_block, num_kv_heads=1, head_size=512, dtype=torch.bfloat16
+            ),
+        ),
         KVCacheGroupSpec(["draft.0"], _draft_spec(draft_kind, draft_block)),
     ]
     if not with_mamba:
         groups = groups[1:]
-    kv_cache_config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                                     kv_cache_groups=groups)
+    kv_cache_config = KVCacheConfig(
+        num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=groups
+    )
     # EngineCore._initialize_kv_caches: block_size := min over prefix-cacheable groups.
     vllm_config.cache_config.mamba_block_size = engine_core_mamba_block_size
     vllm_config.cache_config.num_gpu_blocks = num_blocks
@@ -206,12 +232,15 @@ def build(
     scheduler_block, hash_block = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
     kv_cache_config.hash_block_size = hash_block
     kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
-        kv_cache_config, vllm_config, scheduler_block, hash_block,
+        kv_cache_config, vllm_config, scheduler_block, hash_block
     )
     scheduler = Scheduler(
-        vllm_config=vllm_config, kv_cache_config=kv_cache_config,
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
         structured_output_manager=StructuredOutputManager(vllm_config),
-        block_size=scheduler_block, hash_block_size=hash_block, log_stats=True,
+        block_size=scheduler_block,
+        hash_block_size=hash_block,
+        log_stats=True,
     )
     init_none_hash(sha256)
     return HybridScheduler(scheduler, mamba_block, get_request_block_hasher(hash_block, sha256))
@@ -223,12 +252,15 @@ def _draft_spec(kind: str, block: int) -> Any:
 
     if kind == "sliding_window":
         return SlidingWindowSpec(
-            block_size=block, num_kv_heads=8, head_size=128, dtype=torch.bfloat16,
+            block_size=block,
+            num_kv_heads=8,
+            head_size=128,
+            dtype=torch.bfloat16,
             sliding_window=2048,
         )
     if kind == "full":
         return FullAttentionSpec(
-            block_size=block, num_kv_heads=8, head_size=128, dtype=torch.bfloat16,
+            block_size=block, num_kv_heads=8, head_size=128, dtype=torch.bfloat16
         )
     raise ValueError(f"unknown drafter kind {kind!r}")
 
@@ -271,7 +303,8 @@ def off_grid_ends(chunks: list[Chunk], grid: int, prompt_tail: int) -> list[int]
     """Ends of non-final prefill chunks that are neither on the grid nor the
     prompt's tail checkpoint (a hash-grid stop vLLM stores as a partial block)."""
     return [
-        c.end for c in chunks
+        c.end
+        for c in chunks
         if c.is_prefill and c.end < c.prefill_end and c.end % grid and c.end != prompt_tail
     ]
 
@@ -279,6 +312,7 @@ def off_grid_ends(chunks: list[Chunk], grid: int, prompt_tail: int) -> list[int]
 def crossed_boundaries(chunks: list[Chunk], grid: int) -> list[tuple[int, int]]:
     """Prefill chunks that start inside a grid block and run past its end."""
     return [
-        (c.start, c.end) for c in chunks
+        (c.start, c.end)
+        for c in chunks
         if c.is_prefill and c.start % grid and c.end > (c.start // grid + 1) * grid
     ]

@@ -9,8 +9,9 @@ from pathlib import Path
 from PIL import Image
 
 
-def image_bytes(fmt: str = "PNG", size: tuple[int, int] = (64, 48),
-                color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+def image_bytes(
+    fmt: str = "PNG", size: tuple[int, int] = (64, 48), color: tuple[int, int, int] = (200, 30, 30)
+) -> bytes:
     """A solid-colour image in ``fmt`` (PNG, JPEG, WEBP), decodable by any reader."""
     out = io.BytesIO()
     Image.new("RGB", size, color).save(out, format=fmt)

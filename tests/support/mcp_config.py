@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def stdio_server_toml(name: str) -> str:
     """An ``[mcp.servers.NAME]`` table, as a user would write it, that starts the test server."""
-    return (f'[mcp.servers.{name}]\ncommand = "{sys.executable}"\n'
-            'args = ["-m", "tests.support.mcp_server", "stdio"]\n'
-            f'env = {{ PYTHONPATH = "{ROOT}" }}\nstartup_timeout_s = 60\n')
+    return (
+        f'[mcp.servers.{name}]\ncommand = "{sys.executable}"\n'
+        'args = ["-m", "tests.support.mcp_server", "stdio"]\n'
+        f'env = {{ PYTHONPATH = "{ROOT}" }}\nstartup_timeout_s = 60\n'
+    )

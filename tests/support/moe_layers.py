@@ -18,9 +18,16 @@ from engine.codecs import nvfp4, w2
 PROJS = (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2"))
 
 
-def method_and_layer(experts: int, hidden: int, inter: int, pooled: tuple[int, ...] = (),
-                     swiglu_limit: float | None = None, *, tp: tuple[int, int] = (0, 1),
-                     ep: tuple[int, int] = (0, 1)) -> tuple[Any, Any]:
+def method_and_layer(
+    experts: int,
+    hidden: int,
+    inter: int,
+    pooled: tuple[int, ...] = (),
+    swiglu_limit: float | None = None,
+    *,
+    tp: tuple[int, int] = (0, 1),
+    ep: tuple[int, int] = (0, 1),
+) -> tuple[Any, Any]:
     """A method and its layer as vLLM builds them on rank ``tp[0]`` of ``tp[1]`` (``inter``
     is the whole expert width, each rank gets ``inter / tp``), or on expert-parallel rank
     ``ep[0]`` of ``ep[1]`` holding the contiguous ``experts / ep`` experts (vLLM's "linear"
@@ -28,33 +35,55 @@ def method_and_layer(experts: int, hidden: int, inter: int, pooled: tuple[int, .
     from engine.plugin._w2_moe import W2ExpertsMethod
 
     use_ep = ep[1] > 1
-    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(
-        tp_size=tp[1], tp_rank=tp[0], use_ep=use_ep, ep_size=ep[1], ep_rank=ep[0],
-        dp_size=1, pcp_size=1, enable_eplb=False),
-        activation="silu", swiglu_limit=swiglu_limit)
+    moe = SimpleNamespace(
+        moe_parallel_config=SimpleNamespace(
+            tp_size=tp[1],
+            tp_rank=tp[0],
+            use_ep=use_ep,
+            ep_size=ep[1],
+            ep_rank=ep[0],
+            dp_size=1,
+            pcp_size=1,
+            enable_eplb=False,
+        ),
+        activation="silu",
+        swiglu_limit=swiglu_limit,
+    )
     method = W2ExpertsMethod(moe, list(pooled))
     layer = torch.nn.Module()
     local = experts // ep[1]
     if use_ep:
         expert_map = torch.full((experts,), -1, dtype=torch.int32)
-        expert_map[ep[0] * local:(ep[0] + 1) * local] = torch.arange(local, dtype=torch.int32)
+        expert_map[ep[0] * local : (ep[0] + 1) * local] = torch.arange(local, dtype=torch.int32)
         layer.register_buffer("expert_map", expert_map, persistent=False)
-        setattr(layer, "_map_global_expert_id_to_local_expert_id",  # noqa: B010 (a method)
-                lambda e: int(expert_map[e]))
+        # A method vLLM calls on the layer (setattr: mypy knows no such attribute).
+        name = "_map_global_expert_id_to_local_expert_id"
+        setattr(layer, name, lambda e: int(expert_map[e]))
     method.create_weights(layer, local, hidden, inter // tp[1], torch.bfloat16)
     return method, layer
 
 
-def random_expert(hidden: int, inter: int, g: torch.Generator,
-                  scale: float = 0.1) -> dict[str, torch.Tensor]:
-    return {"gate_proj": torch.randn(inter, hidden, generator=g) * scale,
-            "up_proj": torch.randn(inter, hidden, generator=g) * scale,
-            "down_proj": torch.randn(hidden, inter, generator=g) * scale}
+def random_expert(
+    hidden: int, inter: int, g: torch.Generator, scale: float = 0.1
+) -> dict[str, torch.Tensor]:
+    return {
+        "gate_proj": torch.randn(inter, hidden, generator=g) * scale,
+        "up_proj": torch.randn(inter, hidden, generator=g) * scale,
+        "down_proj": torch.randn(hidden, inter, generator=g) * scale,
+    }
 
 
-def load_experts(layer: torch.nn.Module, experts: int, hidden: int, inter: int, *,
-                 pooled: tuple[int, ...] = (), skip: str | None = None, seed: int = 0,
-                 scale: float = 0.1) -> dict[tuple[int, str], torch.Tensor]:
+def load_experts(
+    layer: torch.nn.Module,
+    experts: int,
+    hidden: int,
+    inter: int,
+    *,
+    pooled: tuple[int, ...] = (),
+    skip: str | None = None,
+    seed: int = 0,
+    scale: float = 0.1,
+) -> dict[tuple[int, str], torch.Tensor]:
     """Load every expert; returns ``{(expert, proj): float32 weight as served}``."""
     g = torch.Generator().manual_seed(seed)
     dense: dict[tuple[int, str], torch.Tensor] = {}
@@ -74,15 +103,20 @@ def load_experts(layer: torch.nn.Module, experts: int, hidden: int, inter: int, 
                 if name == skip:
                     continue
                 p = getattr(layer, f"{param}_weight{kind}")
-                took = p.weight_loader(p, tensor, name, shard_id=shard, expert_id=e,
-                                       return_success=True)
+                took = p.weight_loader(
+                    p, tensor, name, shard_id=shard, expert_id=e, return_success=True
+                )
                 mapper = getattr(layer, "_map_global_expert_id_to_local_expert_id", None)
                 assert took == (mapper is None or mapper(e) >= 0)  # another rank's: refused
     return dense
 
 
-def dense_moe(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor,
-              dense: dict[tuple[int, str], torch.Tensor]) -> torch.Tensor:
+def dense_moe(
+    x: torch.Tensor,
+    ids: torch.Tensor,
+    wts: torch.Tensor,
+    dense: dict[tuple[int, str], torch.Tensor],
+) -> torch.Tensor:
     """Plain per-token loop: ``sum_k w * down(silu(gate x) * up x)`` (no clamp)."""
     want = torch.zeros_like(x)
     for t in range(x.shape[0]):
@@ -93,8 +127,14 @@ def dense_moe(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor,
     return want
 
 
-def random_moe_weights(experts: int, hidden: int, inter: int, pooled: tuple[int, ...] = (),
-                       seed: int = 0, device: str | torch.device = "cpu") -> Any:
+def random_moe_weights(
+    experts: int,
+    hidden: int,
+    inter: int,
+    pooled: tuple[int, ...] = (),
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+) -> Any:
     """A ``kernels.w2_moe_layout.MoEWeights`` of random codes and sane scales, at any size
     (no quantizer run: the kernels and the reference read the same bytes).
 
@@ -119,13 +159,16 @@ def random_moe_weights(experts: int, hidden: int, inter: int, pooled: tuple[int,
     slot = torch.full((experts,), -1, dtype=torch.int32)
     slot[list(pooled)] = torch.arange(s, dtype=torch.int32)
     w = MoEWeights(
-        codes(experts, 2 * inter, hidden // 4), ue5m3(experts, 2 * inter, hidden // 32,
-                                                      width=hidden),
-        codes(experts, hidden, inter // 4), ue5m3(experts, hidden, inter // 32, width=inter),
+        codes(experts, 2 * inter, hidden // 4),
+        ue5m3(experts, 2 * inter, hidden // 32, width=hidden),
+        codes(experts, hidden, inter // 4),
+        ue5m3(experts, hidden, inter // 32, width=inter),
         slot,
-        codes(s, 2 * inter, hidden // 2), e4m3(s, 2 * inter, hidden // 16),
-        torch.rand(s, 2, generator=g) * 2.0 / hidden ** 0.5,
-        codes(s, hidden, inter // 2), e4m3(s, hidden, inter // 16),
-        torch.rand(s, 1, generator=g) * 2.0 / inter ** 0.5,
+        codes(s, 2 * inter, hidden // 2),
+        e4m3(s, 2 * inter, hidden // 16),
+        torch.rand(s, 2, generator=g) * 2.0 / hidden**0.5,
+        codes(s, hidden, inter // 2),
+        e4m3(s, hidden, inter // 16),
+        torch.rand(s, 1, generator=g) * 2.0 / inter**0.5,
     )
     return MoEWeights(*(getattr(w, f).to(device) for f in w.__dataclass_fields__))

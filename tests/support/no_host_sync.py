@@ -22,10 +22,22 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 
 _FORBIDDEN = {
-    aten._local_scalar_dense, aten.item, aten.nonzero, aten.nonzero_static, aten.argwhere,
-    aten.unique_consecutive, aten._unique, aten._unique2, aten.unique_dim,
-    aten.masked_select, aten.bincount, aten.equal, aten.is_nonzero, aten.allclose,
-    aten.histogram, aten.unique_dim_consecutive,
+    aten._local_scalar_dense,
+    aten.item,
+    aten.nonzero,
+    aten.nonzero_static,
+    aten.argwhere,
+    aten.unique_consecutive,
+    aten._unique,
+    aten._unique2,
+    aten.unique_dim,
+    aten.masked_select,
+    aten.bincount,
+    aten.equal,
+    aten.is_nonzero,
+    aten.allclose,
+    aten.histogram,
+    aten.unique_dim_consecutive,
 }
 _FORBIDDEN_NAMES = {p._qualified_op_name for p in _FORBIDDEN}
 
@@ -47,16 +59,14 @@ class NoHostSync(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch l
         super().__init__()  # type: ignore[no-untyped-call]
         self.trace: list[tuple[str, tuple[Any, ...]]] = []
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket._qualified_op_name
         if name in _FORBIDDEN_NAMES:
-            raise HostSyncError(f"{func} reads a tensor on the host or has a data-dependent "
-                                f"shape")
+            raise HostSyncError(f"{func} reads a tensor on the host or has a data-dependent shape")
         if func is aten.repeat_interleave.Tensor or (
-                func is aten.repeat_interleave.self_Tensor and
-                kwargs.get("output_size") is None):
+            func is aten.repeat_interleave.self_Tensor and kwargs.get("output_size") is None
+        ):
             raise HostSyncError(f"{func} without output_size has a data-dependent shape")
         if func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default):
             indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
@@ -70,6 +80,7 @@ class NoHostSync(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch l
 def _refuse(what: str) -> Any:
     def method(*_args: Any, **_kwargs: Any) -> Any:
         raise HostSyncError(f"Tensor.{what}() reads a tensor on the host")
+
     return method
 
 

@@ -24,10 +24,27 @@ GLM_TEMPLATE = Path(__file__).with_name("glm53_chat_template.jinja")
 """Reconstructed from the notes, not the official file (its header says what it keeps)."""
 QWEN_TEMPLATE = ROOT / "engine" / "modeldata" / "qwen2.5-coder-chat-template.jinja"
 """The official Qwen2.5-Coder template the cpu-coder profiles install."""
-SPECIAL_TOKENS = ["<pad>", "<|im_start|>", "<|im_end|>", "[gMASK]", "<sop>", "<|system|>",
-                  "<|user|>", "<|assistant|>", "<|observation|>", "<think>", "</think>",
-                  "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
-                  "</arg_value>", "<tool_response>", "</tool_response>"]
+SPECIAL_TOKENS = [
+    "<pad>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "[gMASK]",
+    "<sop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<tool_response>",
+    "</tool_response>",
+]
 
 
 def template_tokenizer(template: Path) -> Any:
@@ -39,8 +56,12 @@ def template_tokenizer(template: Path) -> Any:
 
     tok = train_bpe(stdlib_sources(60_000), 600, SPECIAL_TOKENS)
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-        pad_token="<pad>", unk_token=None)
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        unk_token=None,
+    )
     fast.chat_template = template.read_text(encoding="utf-8")
     return fast
 

@@ -45,15 +45,28 @@ class Reply:
     the first frame (what vLLM sends while it prefills: nothing)."""
 
 
-def frame(delta: dict[str, Any], *, prompt: int, completion: int,
-          finish: str | None = None, token_ids: list[int] | None = None) -> bytes:
+def frame(
+    delta: dict[str, Any],
+    *,
+    prompt: int,
+    completion: int,
+    finish: str | None = None,
+    token_ids: list[int] | None = None,
+) -> bytes:
     choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish}
     if token_ids is not None:
         choice["token_ids"] = token_ids
-    body = {"id": "c1", "object": "chat.completion.chunk", "model": "m",
-            "choices": [choice],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}}
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -70,16 +83,40 @@ def reply_frames(reply: Reply, prompt: int = 50) -> list[bytes]:
     for i, (name, args) in enumerate(reply.tool_calls):
         half = len(args) // 2
         n += k
-        out.append(frame({"tool_calls": [{"index": i, "id": f"call_{i}_{n}", "type": "function",
-                                          "function": {"name": name, "arguments": args[:half]}}]},
-                         prompt=prompt, completion=n))
+        out.append(
+            frame(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": f"call_{i}_{n}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": args[:half]},
+                        }
+                    ]
+                },
+                prompt=prompt,
+                completion=n,
+            )
+        )
         n += k
-        out.append(frame({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]},
-                         prompt=prompt, completion=n))
+        out.append(
+            frame(
+                {"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]},
+                prompt=prompt,
+                completion=n,
+            )
+        )
     for i in range(0, len(reply.held_back), 3):
         n += 1
-        out.append(frame({}, prompt=prompt, completion=n,
-                         token_ids=[ord(c) for c in reply.held_back[i:i + 3]]))
+        out.append(
+            frame(
+                {},
+                prompt=prompt,
+                completion=n,
+                token_ids=[ord(c) for c in reply.held_back[i : i + 3]],
+            )
+        )
     finish = reply.finish or ("tool_calls" if reply.tool_calls else "stop")
     out.append(frame({}, prompt=prompt, completion=n + reply.unstreamed, finish=finish))
     out.append(b"data: [DONE]\n\n")
@@ -87,8 +124,9 @@ def reply_frames(reply: Reply, prompt: int = 50) -> list[bytes]:
 
 
 class ScriptedServer:
-    def __init__(self, replies: list[Reply], *, max_model_len: int = 4096,
-                 metrics: list[str] | None = None) -> None:
+    def __init__(
+        self, replies: list[Reply], *, max_model_len: int = 4096, metrics: list[str] | None = None
+    ) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self.max_model_len = max_model_len
@@ -101,13 +139,19 @@ class ScriptedServer:
     async def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if path.endswith("/models"):
-            return httpx.Response(200, json={"object": "list", "data": [
-                {"id": "m", "object": "model", "max_model_len": self.max_model_len}]})
+            return httpx.Response(
+                200,
+                json={
+                    "object": "list",
+                    "data": [{"id": "m", "object": "model", "max_model_len": self.max_model_len}],
+                },
+            )
         if path == "/metrics":
             if not self.metrics:
                 return httpx.Response(404)
-            return httpx.Response(200, text=self.metrics.pop(0) if len(self.metrics) > 1
-                                  else self.metrics[0])
+            return httpx.Response(
+                200, text=self.metrics.pop(0) if len(self.metrics) > 1 else self.metrics[0]
+            )
         if path == "/health":
             return httpx.Response(200)
         if path == "/detokenize":
@@ -122,8 +166,9 @@ class ScriptedServer:
             return httpx.Response(reply.status, json=reply.error_body or {})
         # Prompt tokens roughly as a tokenizer would count them (4 characters each).
         frames = reply_frames(reply, prompt=len(json.dumps(body["messages"])) // 4)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=self._stream(reply, frames))
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=self._stream(reply, frames)
+        )
 
     async def _stream(self, reply: Reply, frames: list[bytes]) -> AsyncIterator[bytes]:
         if reply.gate is not None:

@@ -17,10 +17,17 @@ from sparkcode.sessions import SessionRecorder, start_recording
 
 
 def frame(delta: dict[str, Any], completion: int, finish: str | None = None) -> bytes:
-    body = {"id": "c1", "object": "chat.completion.chunk", "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": completion,
-                      "total_tokens": 10 + completion}}
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": 10,
+            "completion_tokens": completion,
+            "total_tokens": 10 + completion,
+        },
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -53,8 +60,9 @@ class EchoServer:
         salt = str(body.get("cache_salt", ""))
         if "PRIME" in user:
             self.primed.add(salt)
-        tool_text = " ".join(str(m.get("content")) for m in body.get("messages", [])
-                             if m.get("role") == "tool")
+        tool_text = " ".join(
+            str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "tool"
+        )
         if "TRIGGER" in user and salt in self.primed and "needle" in tool_text:
             return ["la"] * 40
         words = user.split() or ["nothing"]
@@ -66,8 +74,9 @@ class EchoServer:
         body = json.loads(request.content)
         self.requests.append(body)
         pieces = self.pieces(body)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=self._stream(pieces))
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=self._stream(pieces)
+        )
 
     async def _stream(self, pieces: list[str]) -> AsyncIterator[bytes]:
         yield frame({"role": "assistant", "content": ""}, 0)
@@ -79,16 +88,25 @@ class EchoServer:
         yield b"data: [DONE]\n\n"
 
 
-async def record_conversation(turns: list[list[dict[str, Any]]], server_transport:
-                              httpx.AsyncBaseTransport, workspace: Path,
-                              *, api_key_env: str | None = None) -> SessionRecorder:
+async def record_conversation(
+    turns: list[list[dict[str, Any]]],
+    server_transport: httpx.AsyncBaseTransport,
+    workspace: Path,
+    *,
+    api_key_env: str | None = None,
+) -> SessionRecorder:
     """Send each message list through a recording ChatClient; return the recorder."""
-    recorder, transport = start_recording("http://scripted.test/v1", workspace=workspace,
-                                          paths=Paths.from_env(), model="m",
-                                          inner=server_transport,
-                                          api_key_env=api_key_env)
-    client = ChatClient("http://scripted.test/v1", "m", api_key_env=api_key_env,
-                        transport=transport)
+    recorder, transport = start_recording(
+        "http://scripted.test/v1",
+        workspace=workspace,
+        paths=Paths.from_env(),
+        model="m",
+        inner=server_transport,
+        api_key_env=api_key_env,
+    )
+    client = ChatClient(
+        "http://scripted.test/v1", "m", api_key_env=api_key_env, transport=transport
+    )
     try:
         for messages in turns:
             async with client.stream_chat(messages, params={"temperature": 0}) as stream:
@@ -107,12 +125,23 @@ def agentish_turns(tool_output: str) -> list[list[dict[str, Any]]]:
         [system, {"role": "user", "content": "hello there"}],
         [system, {"role": "user", "content": "PRIME the cache"}],
         [system, {"role": "user", "content": "unrelated filler"}],
-        [system, {"role": "user", "content": "read it"},
-         {"role": "assistant", "content": "", "tool_calls": [
-             {"id": "call_1", "type": "function",
-              "function": {"name": "read_file", "arguments": "{\"path\": \"a.txt\"}"}}]},
-         {"role": "tool", "tool_call_id": "call_1", "content": tool_output},
-         {"role": "user", "content": "TRIGGER now"}],
+        [
+            system,
+            {"role": "user", "content": "read it"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": tool_output},
+            {"role": "user", "content": "TRIGGER now"},
+        ],
     ]
 
 
@@ -129,8 +158,14 @@ class EchoHTTP:
 
         self.echo = EchoServer()
         self.port = free_port()
-        config = uvicorn.Config(self._asgi, host="127.0.0.1", port=self.port,
-                                log_level="warning", lifespan="off", interface="asgi3")
+        config = uvicorn.Config(
+            self._asgi,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            interface="asgi3",
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
@@ -147,8 +182,13 @@ class EchoHTTP:
                 break
         request = json.loads(body)
         self.echo.requests.append(request)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         async for data in self.echo._stream(self.echo.pieces(request)):
             await send({"type": "http.response.body", "body": data, "more_body": True})
         await send({"type": "http.response.body", "body": b""})

@@ -41,7 +41,8 @@ class Sshd:
 
 def _binary(name: str) -> str | None:
     return shutil.which(name) or next(
-        (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None)
+        (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None
+    )
 
 
 @contextmanager
@@ -49,8 +50,10 @@ def running_sshd(folder: Path) -> Iterator[Sshd]:
     """sshd on 127.0.0.1 for as long as the block runs; skips where OpenSSH is missing."""
     sshd, ssh, keygen = _binary("sshd"), _binary("ssh"), _binary("ssh-keygen")
     if not (sshd and ssh and keygen):
-        pytest.skip("OpenSSH (sshd, ssh, ssh-keygen) is not installed: Debian's "
-                    "openssh-server and openssh-client (.ci/run installs them)")
+        pytest.skip(
+            "OpenSSH (sshd, ssh, ssh-keygen) is not installed: Debian's "
+            "openssh-server and openssh-client (.ci/run installs them)"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     host_key, user_key = folder / "host_ed25519", folder / "user_ed25519"
     for key in (host_key, user_key):
@@ -74,8 +77,9 @@ UsePAM no
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation
     log = (folder / "sshd.log").open("wb")
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -84,13 +88,31 @@ UsePAM no
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("sshd did not start: "
-                                       + (folder / "sshd.log").read_text()[-2000:]) from None
+                    raise RuntimeError(
+                        "sshd did not start: " + (folder / "sshd.log").read_text()[-2000:]
+                    ) from None
                 time.sleep(0.1)
-        client = shlex.join([ssh, "-F", "/dev/null", "-i", str(user_key), "-p", str(port),
-                             "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
-                             "-o", "StrictHostKeyChecking=no",
-                             "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+        client = shlex.join(
+            [
+                ssh,
+                "-F",
+                "/dev/null",
+                "-i",
+                str(user_key),
+                "-p",
+                str(port),
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+            ]
+        )
         yield Sshd(host=f"{getpass.getuser()}@127.0.0.1", ssh=client)
     finally:
         proc.terminate()

@@ -13,10 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
-                          max_position_embeddings: int = 8192,
-                          varied_outputs: bool = False, hidden_size: int = 128,
-                          blocks: int = 1) -> Path:
+def build_tiny_qwen3_next(
+    model_dir: Path,
+    *,
+    seed: int = 0,
+    max_position_embeddings: int = 8192,
+    varied_outputs: bool = False,
+    hidden_size: int = 128,
+    blocks: int = 1,
+) -> Path:
     """4 layers (3 GDN + 1 full attention), 4 experts top-2, hidden 128, random weights.
 
     ``blocks`` repeats the 4-layer pattern and ``hidden_size`` widens the model (MLPs
@@ -36,25 +41,37 @@ def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
 
     model_dir.mkdir(parents=True, exist_ok=True)
     config = Qwen3NextConfig(
-        vocab_size=1024, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        vocab_size=1024,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=4 * blocks,
         layer_types=(["linear_attention"] * 3 + ["full_attention"]) * blocks,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
         # The CPU GDN kernel rejects head dim 32 ("Unexpected head dim size");
         # 128 is what the real Qwen3-Next/Qwen3.5 models use.
-        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
-        linear_value_head_dim=128, linear_conv_kernel_dim=4,
-        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=hidden_size // 2,
-        shared_expert_intermediate_size=hidden_size // 2, decoder_sparse_step=1,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=hidden_size // 2,
+        shared_expert_intermediate_size=hidden_size // 2,
+        decoder_sparse_step=1,
         max_position_embeddings=max_position_embeddings,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
         tie_word_embeddings=not varied_outputs,
         initializer_range=0.5 if varied_outputs else 0.02,
     )
     config.architectures = ["Qwen3NextForCausalLM"]
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
-        config, dtype=torch.bfloat16,
+        config, dtype=torch.bfloat16
     )
     if varied_outputs:
         with torch.no_grad():
@@ -62,7 +79,7 @@ def build_tiny_qwen3_next(model_dir: Path, *, seed: int = 0,
                 if name.endswith("norm.weight"):
                     param.copy_(torch.empty_like(param).uniform_(0.5, 1.5))
     model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
-        eos_token_id=2, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, pad_token_id=0, bos_token_id=1
     )
     model.save_pretrained(model_dir, safe_serialization=True)
     build_tokenizer(model_dir)

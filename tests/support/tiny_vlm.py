@@ -33,8 +33,16 @@ IMAGE_TOKEN = "<image>"
 FAKE_TOKEN = "<fake_token_around_image>"
 GLOBAL_TOKEN = "<global-img>"
 ROW_COL_TOKENS = [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]
-SPECIAL_TOKENS = ["<pad>", "<|im_start|>", "<|im_end|>", IMAGE_TOKEN, FAKE_TOKEN, GLOBAL_TOKEN,
-                  "<end_of_utterance>", *ROW_COL_TOKENS]
+SPECIAL_TOKENS = [
+    "<pad>",
+    "<|im_start|>",
+    "<|im_end|>",
+    IMAGE_TOKEN,
+    FAKE_TOKEN,
+    GLOBAL_TOKEN,
+    "<end_of_utterance>",
+    *ROW_COL_TOKENS,
+]
 
 # OpenAI content parts reach the template as a list: vLLM turns an ``image_url`` part into
 # ``{"type": "image"}``, which renders as one ``<image>`` that the processor then expands.
@@ -59,40 +67,63 @@ def build_tiny_idefics3(model_dir: Path, *, seed: int = 0) -> Path:
         Idefics3Processor,
         PreTrainedTokenizerFast,
     )
-    from transformers.models.idefics3.image_processing_pil_idefics3 import (
-        Idefics3ImageProcessorPil,
-    )
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
     model_dir.mkdir(parents=True, exist_ok=True)
     tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=train_bpe(stdlib_sources(), 1024, SPECIAL_TOKENS),
-        bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<pad>", unk_token=None,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        unk_token=None,
     )
     tok.chat_template = CHAT_TEMPLATE
     image_id = tok.convert_tokens_to_ids(IMAGE_TOKEN)
     assert isinstance(image_id, int)
     config = Idefics3Config(
         text_config=dict(
-            model_type="llama", vocab_size=1024, hidden_size=128, intermediate_size=256,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-            max_position_embeddings=4096, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-            tie_word_embeddings=True),
-        vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                           num_attention_heads=2, image_size=TILE, patch_size=PATCH),
-        scale_factor=SCALE, image_token_id=image_id,
-        tie_word_embeddings=True, pad_token_id=0,
+            model_type="llama",
+            vocab_size=1024,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            max_position_embeddings=4096,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            tie_word_embeddings=True,
+        ),
+        vision_config=dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=TILE,
+            patch_size=PATCH,
+        ),
+        scale_factor=SCALE,
+        image_token_id=image_id,
+        tie_word_embeddings=True,
+        pad_token_id=0,
     )
     torch.manual_seed(seed)
     model = Idefics3ForConditionalGeneration(config)  # type: ignore[no-untyped-call]
     model = model.to(torch.bfloat16)  # type: ignore[arg-type]
     model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
-        eos_token_id=2, pad_token_id=0, bos_token_id=1)
+        eos_token_id=2, pad_token_id=0, bos_token_id=1
+    )
     model.save_pretrained(model_dir, safe_serialization=True)
-    images = Idefics3ImageProcessorPil(size={"longest_edge": LONGEST_EDGE},
-                                       max_image_size={"longest_edge": TILE},
-                                       do_image_splitting=True)
-    Idefics3Processor(image_processor=images, tokenizer=tok, image_seq_len=SEQ_LEN,
-                      chat_template=CHAT_TEMPLATE).save_pretrained(model_dir)
+    images = Idefics3ImageProcessorPil(
+        size={"longest_edge": LONGEST_EDGE},
+        max_image_size={"longest_edge": TILE},
+        do_image_splitting=True,
+    )
+    Idefics3Processor(
+        image_processor=images, tokenizer=tok, image_seq_len=SEQ_LEN, chat_template=CHAT_TEMPLATE
+    ).save_pretrained(model_dir)
     return model_dir
 
 
@@ -117,9 +148,12 @@ def image_prompt(width: int, height: int) -> str:
     then the global tile."""
     rows, cols = tile_grid(width, height)
     tiles = "".join(
-        "".join(f"{FAKE_TOKEN}<row_{r + 1}_col_{c + 1}>" + IMAGE_TOKEN * SEQ_LEN
-                for c in range(cols)) + "\n"
-        for r in range(rows))
+        "".join(
+            f"{FAKE_TOKEN}<row_{r + 1}_col_{c + 1}>" + IMAGE_TOKEN * SEQ_LEN for c in range(cols)
+        )
+        + "\n"
+        for r in range(rows)
+    )
     glob = f"{FAKE_TOKEN}{GLOBAL_TOKEN}{IMAGE_TOKEN * SEQ_LEN}{FAKE_TOKEN}"
     return f"{tiles}\n{glob}" if rows else glob
 

@@ -22,9 +22,17 @@ def node_cpus() -> tuple[str, str]:
     return (str(cpus[0]), str(cpus[1])) if len(cpus) > 1 else (str(cpus[0]), str(cpus[0]))
 
 
-def write_two_node_profile(config_dir: Path, name: str, model_dir: Path, *,
-                           parallel: str = "tp", extra: str = "", server: str = "",
-                           max_model_len: int = 2048, dtype: str = "bfloat16") -> Path:
+def write_two_node_profile(
+    config_dir: Path,
+    name: str,
+    model_dir: Path,
+    *,
+    parallel: str = "tp",
+    extra: str = "",
+    server: str = "",
+    max_model_len: int = 2048,
+    dtype: str = "bfloat16",
+) -> Path:
     """A user profile serving ``model_dir`` at TP=2 on two local nodes (no ssh);
     ``server`` is more of its ``[server]`` table, ``extra`` more tables."""
     head_cpus, worker_cpus = node_cpus()
@@ -42,5 +50,13 @@ cpus = "{head_cpus}"
 address = "127.0.0.1"
 cpus = "{worker_cpus}"
 """
-    return write_profile(config_dir, name, model_dir, free_port(), extra + nodes,
-                         max_model_len=max_model_len, dtype=dtype, server=server)
+    return write_profile(
+        config_dir,
+        name,
+        model_dir,
+        free_port(),
+        extra + nodes,
+        max_model_len=max_model_len,
+        dtype=dtype,
+        server=server,
+    )

@@ -31,7 +31,10 @@ class W2Model:
 
 
 def build_w2_qwen3_moe(
-    root: Path, *, seed: int = 0, pool: tuple[tuple[int, int], ...] = (),
+    root: Path,
+    *,
+    seed: int = 0,
+    pool: tuple[tuple[int, int], ...] = (),
     candidates: tuple[tuple[int, int], ...] = (),
 ) -> W2Model:
     """``pool``: ``(layer, expert)`` pairs that also get an NVFP4 copy (the hot-expert pool);
@@ -70,19 +73,30 @@ def build_w2_qwen3_moe(
             dequantized[name] = w2_only[name] = tensor
     dst = root / "w2"
     dst.mkdir(parents=True, exist_ok=True)
-    save_file(out, str(dst / "model.safetensors"), metadata={"format": QUANT_METHOD,
-                                                             "format_version": str(FORMAT_VERSION)})
+    save_file(
+        out,
+        str(dst / "model.safetensors"),
+        metadata={"format": QUANT_METHOD, "format_version": str(FORMAT_VERSION)},
+    )
     cfg = json.loads((src / "config.json").read_text(encoding="utf-8"))
     cfg["quantization_config"] = {
         "quant_method": QUANT_METHOD,
         "format_version": FORMAT_VERSION,
-        "routed_experts": {"bits": 2, "codebook": list(w2.CODEBOOK), "group_size": w2.GROUP,
-                           "scale_dtype": W2_SCALE_DTYPE, "method": "rtn", "act_order": False},
+        "routed_experts": {
+            "bits": 2,
+            "codebook": list(w2.CODEBOOK),
+            "group_size": w2.GROUP,
+            "scale_dtype": W2_SCALE_DTYPE,
+            "method": "rtn",
+            "act_order": False,
+        },
         "bf16": "p12",
     }
     if pool:
         cfg["quantization_config"]["fp4_pool"] = {
-            "experts": [list(p) for p in pool], "counts_from": "uniform"}
+            "experts": [list(p) for p in pool],
+            "counts_from": "uniform",
+        }
         if candidates:
             cfg["quantization_config"]["fp4_pool"]["candidates"] = [list(p) for p in candidates]
     (dst / "config.json").write_text(json.dumps(cfg, indent=2), encoding="utf-8")
@@ -92,8 +106,9 @@ def build_w2_qwen3_moe(
     return W2Model(dst, original, dequantized, w2_only)
 
 
-def reference_logprobs(bf16_dir: Path, state: dict[str, torch.Tensor],
-                       ids: list[int]) -> torch.Tensor:
+def reference_logprobs(
+    bf16_dir: Path, state: dict[str, torch.Tensor], ids: list[int]
+) -> torch.Tensor:
     """log p(ids[i] | ids[:i]) for i >= 1 under ``state``, computed by transformers in fp32.
 
     ``bf16_dir`` is the unquantized model's directory (its config); ``state`` is written

@@ -115,45 +115,85 @@ def analyze(launch: Launch, built: Built) -> Report:
     for ins in instrs:
         wl = by_line.get((ins.file, ins.line))
         if wl is not None and sass.is_global_load(ins.opcode):
-            rep.loads.append(WeightLoad(ins.line, wl.arg or "?", ins.opcode,
-                                        sass.load_width(ins.opcode),
-                                        lines_for(ins, max(wl.elem_bits // 8, 1)),
-                                        ins.addr in in_loop))
+            rep.loads.append(
+                WeightLoad(
+                    ins.line,
+                    wl.arg or "?",
+                    ins.opcode,
+                    sass.load_width(ins.opcode),
+                    lines_for(ins, max(wl.elem_bits // 8, 1)),
+                    ins.addr in in_loop,
+                )
+            )
     ir_at = {(ld.file, ld.line): ld for ld in ttir.loads}
     for lp in loops:
-        args = sorted({by_line[(i.file, i.line)].arg or "?" for i in lp.body
-                       if (i.file, i.line) in by_line and sass.is_global_load(i.opcode)})
+        args = sorted(
+            {
+                by_line[(i.file, i.line)].arg or "?"
+                for i in lp.body
+                if (i.file, i.line) in by_line and sass.is_global_load(i.opcode)
+            }
+        )
         if not args:
             continue
-        trips = {ttir.trips[ld.loop] for ld in ttir.loads
-                 if ld.arg in args and ld.loop is not None and ld.loop < len(ttir.trips)}
+        trips = {
+            ttir.trips[ld.loop]
+            for ld in ttir.loads
+            if ld.arg in args and ld.loop is not None and ld.loop < len(ttir.trips)
+        }
         wave = 0
         for ins in lp.body:
             if sass.is_global_load(ins.opcode):
-                bits = ir_at[(ins.file, ins.line)].elem_bits if (ins.file, ins.line) in ir_at \
-                    else 32
+                bits = (
+                    ir_at[(ins.file, ins.line)].elem_bits if (ins.file, ins.line) in ir_at else 32
+                )
                 wave += lines_for(ins, max(bits // 8, 1))
             elif sass.is_shared_or_local(ins.opcode):
                 wave += model.shared_wavefronts(sass.load_width(ins.opcode))
         trip = next(iter(trips)) if len(trips) == 1 else None
-        async_only = all(i.opcode.startswith("LDGSTS") for i in lp.body
-                         if (i.file, i.line) in by_line and sass.is_global_load(i.opcode))
+        async_only = all(
+            i.opcode.startswith("LDGSTS")
+            for i in lp.body
+            if (i.file, i.line) in by_line and sass.is_global_load(i.opcode)
+        )
         in_flight = max(1, built.num_stages - 1) if async_only else 1
-        cost, roof = _moe_decode_cost(launch, weights, tuple(args), len(lp.body), wave,
-                                      built.num_warps, trip, rep.ctas, in_flight, dev)
+        cost, roof = _moe_decode_cost(
+            launch,
+            weights,
+            tuple(args),
+            len(lp.body),
+            wave,
+            built.num_warps,
+            trip,
+            rep.ctas,
+            in_flight,
+            dev,
+        )
         rep.loops.append(HotLoop(tuple(args), cost, roof))
     return rep
 
 
-def _moe_decode_cost(launch: Launch, weights: dict[str, tuple[int, ...]],
-                     args: tuple[str, ...], instrs: int, wave: int, warps: int,
-                     trip: int | None, resident: int, in_flight: int, dev: model.Device
-                     ) -> tuple[model.LoopCost, model.Roofline | None]:
+def _moe_decode_cost(
+    launch: Launch,
+    weights: dict[str, tuple[int, ...]],
+    args: tuple[str, ...],
+    instrs: int,
+    wave: int,
+    warps: int,
+    trip: int | None,
+    resident: int,
+    in_flight: int,
+    dev: model.Device,
+) -> tuple[model.LoopCost, model.Roofline | None]:
     """A decode step of the fused MoE: the loop reads whole experts' slices of its
     ``[experts, rows, bytes]`` weight tensors; each routed expert gets ``grid[1]`` CTAs.
     Other launches (prefill, codec kernels) get the per-iteration cost without a roofline."""
-    decode = (launch.case.startswith("moe decode") and trip is not None
-              and all(len(weights.get(a, ())) == 3 for a in args) and len(launch.grid) > 1)
+    decode = (
+        launch.case.startswith("moe decode")
+        and trip is not None
+        and all(len(weights.get(a, ())) == 3 for a in args)
+        and len(launch.grid) > 1
+    )
     if not decode:
         return model.LoopCost(instrs, wave, warps, trip or 0, 0, 0.0, resident, in_flight), None
     active = model.distinct_experts(launch.tokens, EXPERTS, TOP_K)
@@ -161,6 +201,7 @@ def _moe_decode_cost(launch: Launch, weights: dict[str, tuple[int, ...]],
     for a in args:
         shape = weights[a]
         nbytes += active * shape[1] * shape[2]
-    cost = model.LoopCost(instrs, wave, warps, trip or 0, round(active * launch.grid[1]),
-                          nbytes, resident, in_flight)
+    cost = model.LoopCost(
+        instrs, wave, warps, trip or 0, round(active * launch.grid[1]), nbytes, resident, in_flight
+    )
     return cost, model.roofline(dev, cost)

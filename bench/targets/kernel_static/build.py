@@ -68,11 +68,13 @@ def check_triton_version() -> None:
         raise SystemExit(
             f"kernel_static: written for triton=={TRITON_VERSION} (it uses the JIT's private "
             f"binder and _pack_args), found {triton.__version__}; pin it (pyproject.toml) or "
-            "port bench/targets/kernel_static/build.py to the new version")
+            "port bench/targets/kernel_static/build.py to the new version"
+        )
 
 
-DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
-    "sparkcode" / "kernel_static"
+DEFAULT_CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sparkcode" / "kernel_static"
+)
 
 
 def kernels_hash() -> str:
@@ -91,8 +93,11 @@ def report_path(cache_dir: Path = DEFAULT_CACHE) -> Path:
 def cache_key(launch: Launch, arch: int) -> str:
     h = hashlib.sha256(f"{_FORMAT} triton {TRITON_VERSION} sm_{arch}".encode())
     h.update(kernels_hash().encode())
-    h.update(repr((launch.module, launch.kernel, launch.kwargs,
-                   [(a.dtype, a.value) for a in launch.args])).encode())
+    h.update(
+        repr(
+            (launch.module, launch.kernel, launch.kwargs, [(a.dtype, a.value) for a in launch.args])
+        ).encode()
+    )
     return h.hexdigest()[:32]
 
 
@@ -137,8 +142,7 @@ def compile_one(launch: Launch, arch: int) -> Built:
     log = io.StringIO()
     try:  # binding or compiling: a failure is a result the check reports, by launch
         fn = getattr(importlib.import_module(launch.module), launch.kernel)
-        args = [MockTensor(getattr(torch, a.dtype)) if a.dtype else a.value
-                for a in launch.args]
+        args = [MockTensor(getattr(torch, a.dtype)) if a.dtype else a.value for a in launch.args]
         kwargs: dict[str, Any] = dict(launch.kwargs)
         kwargs.setdefault("debug", False)
         kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
@@ -149,22 +153,39 @@ def compile_one(launch: Launch, arch: int) -> Built:
         bound, spec, opts = binder(*args, **kwargs)
         options, sig, consts, attrs = fn._pack_args(backend, kwargs, bound, spec, opts)
         with contextlib.redirect_stdout(log):
-            kernel = triton_compile(ASTSource(fn, sig, consts, attrs), target=target,
-                                    options=options.__dict__)
+            kernel = triton_compile(
+                ASTSource(fn, sig, consts, attrs), target=target, options=options.__dict__
+            )
     except Exception as exc:  # noqa: BLE001
-        return Built(launch.name, arch, ok=False, error=f"{type(exc).__name__}: {exc}"[:2000],
-                     seconds=time.monotonic() - started)
+        return Built(
+            launch.name,
+            arch,
+            ok=False,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            seconds=time.monotonic() - started,
+        )
     regs, st, ld = parse_ptxas_log(log.getvalue())
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "k.cubin"
         cubin.write_bytes(kernel.asm["cubin"])
-        sass = subprocess.run([tool("nvdisasm"), "-c", "-gi", str(cubin)], check=True,
-                              capture_output=True, text=True).stdout
-    return Built(launch.name, arch, ok=True, regs=regs, spill_stores=st, spill_loads=ld,
-                 shared=int(kernel.metadata.shared), num_warps=int(kernel.metadata.num_warps),
-                 num_stages=int(kernel.metadata.num_stages), sass=sass,
-                 ttir=kernel.asm["ttir"], ttgir=kernel.asm["ttgir"],
-                 seconds=time.monotonic() - started)
+        sass = subprocess.run(
+            [tool("nvdisasm"), "-c", "-gi", str(cubin)], check=True, capture_output=True, text=True
+        ).stdout
+    return Built(
+        launch.name,
+        arch,
+        ok=True,
+        regs=regs,
+        spill_stores=st,
+        spill_loads=ld,
+        shared=int(kernel.metadata.shared),
+        num_warps=int(kernel.metadata.num_warps),
+        num_stages=int(kernel.metadata.num_stages),
+        sass=sass,
+        ttir=kernel.asm["ttir"],
+        ttgir=kernel.asm["ttgir"],
+        seconds=time.monotonic() - started,
+    )
 
 
 def _cached_compile(launch: Launch, arch: int, cache_dir: str | None) -> Built:
@@ -182,17 +203,25 @@ def _cached_compile(launch: Launch, arch: int, cache_dir: str | None) -> Built:
     return built
 
 
-def build_all(launches: list[Launch], archs: tuple[int, ...], jobs: int,
-              cache_dir: str | None) -> list[Built]:
+def build_all(
+    launches: list[Launch], archs: tuple[int, ...], jobs: int, cache_dir: str | None
+) -> list[Built]:
     """Every launch for every target, ``jobs`` compiles at a time, in launch order. The
     slowest (the MoE kernels) are submitted first so two workers finish together."""
     work = [(launch, arch) for launch in launches for arch in archs]
-    order = sorted(range(len(work)), key=lambda i: not work[i][0].kernel.startswith(
-        ("_gate_up", "_down")))
+    order = sorted(
+        range(len(work)), key=lambda i: not work[i][0].kernel.startswith(("_gate_up", "_down"))
+    )
     results: dict[int, Built] = {}
-    with tempfile.TemporaryDirectory(prefix="kernel_static-") as triton_cache, \
-            ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"),
-                                initializer=_worker_env, initargs=(triton_cache,)) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="kernel_static-") as triton_cache,
+        ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=get_context("spawn"),
+            initializer=_worker_env,
+            initargs=(triton_cache,),
+        ) as pool,
+    ):
         futures = {i: pool.submit(_cached_compile, *work[i], cache_dir) for i in order}
         for i, fut in futures.items():
             results[i] = fut.result()

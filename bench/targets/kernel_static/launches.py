@@ -76,9 +76,17 @@ def _recording(case: str, tokens: int, out: list[Launch]) -> Iterator[None]:
         if callable(grid):
             raise TypeError(f"{self.fn.__name__}: a callable grid is not supported")
         grid_t = tuple(int(g) for g in grid)
-        out.append(Launch(case, self.fn.__module__, self.fn.__name__, grid_t,
-                          tuple(_arg(a) for a in args),
-                          tuple(sorted((k, v) for k, v in kwargs.items())), tokens))
+        out.append(
+            Launch(
+                case,
+                self.fn.__module__,
+                self.fn.__name__,
+                grid_t,
+                tuple(_arg(a) for a in args),
+                tuple(sorted((k, v) for k, v in kwargs.items())),
+                tokens,
+            )
+        )
 
     JITFunction.run = run
     try:
@@ -92,8 +100,7 @@ class _TensorIndexing(TorchFunctionMode):
     """``t[i]`` on a fake CUDA tensor takes a device guard that a CPU-only torch lacks; the
     same ops called directly (``aten.index``, ``aten.slice``, ``aten.select``) work."""
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if func is torch.Tensor.__getitem__:
             t, i = args
             if isinstance(i, torch.Tensor):
@@ -114,16 +121,25 @@ def _moe_weights(pool: bool, experts: int = EXPERTS) -> Any:
         return torch.empty(*shape, dtype=dtype, device="cuda")
 
     f8 = torch.float8_e4m3fn
-    return MoEWeights(t(e, 2 * i, h // 4), t(e, 2 * i, h // 32), t(e, h, i // 4),
-                      t(e, h, i // 32), t(e, dtype=torch.int32), t(s, 2 * i, h // 2),
-                      t(s, 2 * i, h // 16, dtype=f8), t(s, 2, dtype=torch.float32),
-                      t(s, h, i // 2), t(s, h, i // 16, dtype=f8),
-                      t(s, 1, dtype=torch.float32))
+    return MoEWeights(
+        t(e, 2 * i, h // 4),
+        t(e, 2 * i, h // 32),
+        t(e, h, i // 4),
+        t(e, h, i // 32),
+        t(e, dtype=torch.int32),
+        t(s, 2 * i, h // 2),
+        t(s, 2 * i, h // 16, dtype=f8),
+        t(s, 2, dtype=torch.float32),
+        t(s, h, i // 2),
+        t(s, h, i // 16, dtype=f8),
+        t(s, 1, dtype=torch.float32),
+    )
 
 
 def _moe(tokens: int, pool: bool, ep: bool = False) -> Callable[[], object]:
     """One fused MoE call; ``ep``: expert parallelism over 2 ranks (half the experts local,
     global ids mapped through an expert map: the kernels' LOCAL_ONLY specializations)."""
+
     def call() -> object:
         from kernels.w2_moe import w2_fused_moe
 
@@ -133,8 +149,17 @@ def _moe(tokens: int, pool: bool, ep: bool = False) -> Callable[[], object]:
         wts = torch.empty(tokens, TOP_K, dtype=torch.float32, device="cuda")
         counts = torch.empty(local, dtype=torch.int64, device="cuda")
         expert_map = torch.empty(EXPERTS, dtype=torch.int32, device="cuda") if ep else None
-        return w2_fused_moe(x, wts, ids, _moe_weights(pool, local), SWIGLU_LIMIT, False, counts,
-                            expert_map=expert_map)
+        return w2_fused_moe(
+            x,
+            wts,
+            ids,
+            _moe_weights(pool, local),
+            SWIGLU_LIMIT,
+            False,
+            counts,
+            expert_map=expert_map,
+        )
+
     return call
 
 
@@ -155,8 +180,12 @@ def _codecs() -> list[tuple[str, int, Callable[[], object]]]:
         return torch.empty(*shape, dtype=torch.bfloat16, device="cuda")
 
     def p12_args(numel: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return (u8(payload_nbytes(numel)), u8(TABLE_SIZE),
-                torch.empty(0, dtype=torch.int64, device="cuda"), bf16(0))
+        return (
+            u8(payload_nbytes(numel)),
+            u8(TABLE_SIZE),
+            torch.empty(0, dtype=torch.int64, device="cuda"),
+            bf16(0),
+        )
 
     def gemv(rows: int) -> Callable[[], object]:
         return lambda: p12_gemv(bf16(rows, h), *p12_args(h * h), (h, h))
@@ -164,26 +193,49 @@ def _codecs() -> list[tuple[str, int, Callable[[], object]]]:
     return [
         ("w2_dequant [4096, 4096]", 0, lambda: w2_dequant(u8(h, h // 4), u8(h, h // 32), h)),
         ("w2_gemv 1 row", 1, lambda: w2_gemv(bf16(1, h), u8(h, h // 4), u8(h, h // 32), h)),
-        ("nvfp4_dequant [4096, 4096]", 0, lambda: nvfp4_dequant(
-            u8(h, h // 2), torch.empty(h, h // 16, dtype=torch.float8_e4m3fn, device="cuda"),
-            torch.empty(1, device="cuda"), h)),
+        (
+            "nvfp4_dequant [4096, 4096]",
+            0,
+            lambda: nvfp4_dequant(
+                u8(h, h // 2),
+                torch.empty(h, h // 16, dtype=torch.float8_e4m3fn, device="cuda"),
+                torch.empty(1, device="cuda"),
+                h,
+            ),
+        ),
         ("p12_unpack 4096x4096", 0, lambda: p12_unpack(*p12_args(h * h), h * h)),
         ("p12_gemv 1 row", 1, gemv(1)),
         ("p12_gemv 8-row verify", 8, gemv(8)),
-        ("p12_embed 8 ids", 8, lambda: p12_gather_rows(
-            torch.empty(8, dtype=torch.int64, device="cuda"), u8(payload_nbytes(VOCAB * h)),
-            u8(TABLE_SIZE), VOCAB, h)),
+        (
+            "p12_embed 8 ids",
+            8,
+            lambda: p12_gather_rows(
+                torch.empty(8, dtype=torch.int64, device="cuda"),
+                u8(payload_nbytes(VOCAB * h)),
+                u8(TABLE_SIZE),
+                VOCAB,
+                h,
+            ),
+        ),
     ]
 
 
 #: The fused MoE cases: (case name, tokens, with FP4 pool slots). Decode at 1 token and at a
 #: k=7 verify step (8 tokens x top-8 = 64 pairs, the decode path's limit), prefill 128, 512.
-MOE_CASES = (("moe decode T=1", 1, False), ("moe decode T=1 pool", 1, True),
-             ("moe decode T=8", 8, False), ("moe decode T=8 pool", 8, True),
-             ("moe prefill T=128 pool", 128, True), ("moe prefill T=512 pool", 512, True))
+MOE_CASES = (
+    ("moe decode T=1", 1, False),
+    ("moe decode T=1 pool", 1, True),
+    ("moe decode T=8", 8, False),
+    ("moe decode T=8 pool", 8, True),
+    ("moe prefill T=128 pool", 128, True),
+    ("moe prefill T=512 pool", 512, True),
+)
 #: The same kernels under expert parallelism (2 ranks, 144 of 288 experts each).
-MOE_EP_CASES = (("moe decode T=1 pool ep", 1, True), ("moe decode T=8 pool ep", 8, True),
-                ("moe prefill T=128 pool ep", 128, True))
+MOE_EP_CASES = (
+    ("moe decode T=1 pool ep", 1, True),
+    ("moe decode T=8 pool ep", 8, True),
+    ("moe prefill T=128 pool ep", 128, True),
+)
 
 
 def record_launches() -> list[Launch]:
@@ -196,9 +248,9 @@ def record_launches() -> list[Launch]:
     if not _triton.HAVE_TRITON or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("the static check needs Triton imported without TRITON_INTERPRET")
     cases: list[tuple[str, int, Callable[[], object]]] = [
-        (name, tokens, _moe(tokens, pool)) for name, tokens, pool in MOE_CASES]
-    cases += [(name, tokens, _moe(tokens, pool, ep=True))
-              for name, tokens, pool in MOE_EP_CASES]
+        (name, tokens, _moe(tokens, pool)) for name, tokens, pool in MOE_CASES
+    ]
+    cases += [(name, tokens, _moe(tokens, pool, ep=True)) for name, tokens, pool in MOE_EP_CASES]
     cases += _codecs()
     launches: list[Launch] = []
     for case, tokens, call in cases:
@@ -210,9 +262,14 @@ def record_launches() -> list[Launch]:
         launches += got
     merged: dict[tuple[object, ...], Launch] = {}
     for launch in launches:  # one compile per specialization; the last case's grid kept
-        key = (launch.module, launch.kernel, launch.kwargs,
-               tuple((a.dtype, a.value) for a in launch.args))
+        key = (
+            launch.module,
+            launch.kernel,
+            launch.kwargs,
+            tuple((a.dtype, a.value) for a in launch.args),
+        )
         first = merged.get(key)
-        merged[key] = launch if first is None else replace(
-            launch, case=f"{first.case}; {launch.case}")
+        merged[key] = (
+            launch if first is None else replace(launch, case=f"{first.case}; {launch.case}")
+        )
     return list(merged.values())

@@ -27,11 +27,13 @@ class Device:
     l1_wavefronts: int = 1  # L1TEX wavefronts per clock per SM
 
     def describe(self) -> str:
-        return (f"{self.name} (sm_{self.arch}): {self.sms} SMs at {self.ghz} GHz, "
-                f"{self.gbps:.0f} GB/s usable, {self.latency_ns:.0f} ns DRAM latency, "
-                f"{self.issue} warp-instr/clk/SM, {self.l1_wavefronts} L1 wavefront/clk/SM; "
-                f"per SM {self.max_warps} warps, {self.max_ctas} CTAs, {self.regs // 1024}K "
-                f"registers, {self.smem // 1024} KiB shared memory")
+        return (
+            f"{self.name} (sm_{self.arch}): {self.sms} SMs at {self.ghz} GHz, "
+            f"{self.gbps:.0f} GB/s usable, {self.latency_ns:.0f} ns DRAM latency, "
+            f"{self.issue} warp-instr/clk/SM, {self.l1_wavefronts} L1 wavefront/clk/SM; "
+            f"per SM {self.max_warps} warps, {self.max_ctas} CTAs, {self.regs // 1024}K "
+            f"registers, {self.smem // 1024} KiB shared memory"
+        )
 
 
 #: GB10 (DGX Spark): 48 SMs; 233 GB/s is what peers measured with saturating reads
@@ -56,8 +58,9 @@ def ctas_per_sm(dev: Device, regs: int, warps: int, shared: int) -> tuple[int, s
     return limits[what], what
 
 
-def lines_per_warp_load(width: int, elem_bytes: int, lanes_fast: int | None,
-                        extent_fast_bytes: int | None) -> int:
+def lines_per_warp_load(
+    width: int, elem_bytes: int, lanes_fast: int | None, extent_fast_bytes: int | None
+) -> int:
     """128-B lines one warp-level load touches (one L1 wavefront each).
 
     A lane reading more than one element proves the compiler found the address contiguous
@@ -107,8 +110,12 @@ class Roofline:
 
     @property
     def bound(self) -> str:
-        times = {"memory": self.memory_us, "issue": self.issue_us, "L1": self.l1_us,
-                 "latency": self.latency_us}
+        times = {
+            "memory": self.memory_us,
+            "issue": self.issue_us,
+            "L1": self.l1_us,
+            "latency": self.latency_us,
+        }
         return max(times, key=lambda k: times[k])
 
 

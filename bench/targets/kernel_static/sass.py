@@ -92,8 +92,7 @@ def loops(instrs: list[Instr], labels: dict[str, int]) -> list[Loop]:
             target = labels.get(m.group(1))
             if target is not None and target <= ins.addr:
                 spans.append((target, ins.addr))
-    inner = [s for s in spans
-             if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
     return [Loop(a, b, tuple(i for i in instrs if a <= i.addr <= b)) for a, b in inner]
 
 
@@ -105,12 +104,33 @@ _TRAIL_LOC = re.compile(r"loc\((#loc\d*|\"[^\"]*\":\d+:\d+)\)\s*$")
 _FOR = re.compile(r"scf\.for (%[\w.]+) = (%[\w.-]+) to (%[\w.-]+) step (%[\w.-]+)")
 _CONST = re.compile(r"^\s*(%[\w.-]+) = arith\.constant (-?\d+) : i\d+")
 _PTR_ELT = re.compile(r"!tt\.ptr<(\w+)>")
-_PASS = ("tt.addptr", "tt.splat", "tt.broadcast", "tt.expand_dims", "tt.reshape",
-         "tt.trans", "ttg.convert_layout", "tt.bitcast", "tt.make_tensor_ptr", "tt.advance",
-         "iter_arg")
+_PASS = (
+    "tt.addptr",
+    "tt.splat",
+    "tt.broadcast",
+    "tt.expand_dims",
+    "tt.reshape",
+    "tt.trans",
+    "ttg.convert_layout",
+    "tt.bitcast",
+    "tt.make_tensor_ptr",
+    "tt.advance",
+    "iter_arg",
+)
 _ITER = re.compile(r"(%[\w.]+) = (%[\w.]+)")
-_BITS = {"i1": 1, "i8": 8, "f8E4M3FN": 8, "f8E5M2": 8, "i16": 16, "bf16": 16, "f16": 16,
-         "i32": 32, "f32": 32, "i64": 64, "f64": 64}
+_BITS = {
+    "i1": 1,
+    "i8": 8,
+    "f8E4M3FN": 8,
+    "f8E5M2": 8,
+    "i16": 16,
+    "bf16": 16,
+    "f16": 16,
+    "i32": 32,
+    "f32": 32,
+    "i64": 64,
+    "f64": 64,
+}
 
 
 @dataclass(frozen=True)
@@ -132,8 +152,7 @@ class IrModule:
 
 
 def _resolve_locs(text: str) -> dict[str, tuple[str, int]]:
-    raw = {m.group(1): m.group(2) for line in text.splitlines()
-           if (m := _LOCDEF.match(line))}
+    raw = {m.group(1): m.group(2) for line in text.splitlines() if (m := _LOCDEF.match(line))}
     out: dict[str, tuple[str, int]] = {}
 
     def resolve(body: str, depth: int = 0) -> tuple[str, int]:
@@ -160,8 +179,9 @@ def parse_ir(text: str, scalars: dict[str, int]) -> IrModule:
     locs = _resolve_locs(text)
     head = re.search(r"tt\.func public @\w+\((.*?)\)\s*(attributes|\{)", text, re.S)
     args = re.findall(r"%(\w+): ", head.group(1)) if head else []
-    consts = {m.group(1): int(m.group(2)) for line in text.splitlines()
-              if (m := _CONST.match(line))}
+    consts = {
+        m.group(1): int(m.group(2)) for line in text.splitlines() if (m := _CONST.match(line))
+    }
     defs: dict[str, tuple[str, str]] = {}
     module = IrModule(args, [])
     stack: list[int | None] = []
@@ -205,21 +225,34 @@ def parse_ir(text: str, scalars: dict[str, int]) -> IrModule:
             where = ("", 0)
             if lm := _TRAIL_LOC.search(line):
                 ref = lm.group(1)
-                where = locs.get(ref, ("", 0)) if ref.startswith("#") else (
-                    ref.split('"')[1], int(ref.rsplit(":", 2)[1]))
+                where = (
+                    locs.get(ref, ("", 0))
+                    if ref.startswith("#")
+                    else (ref.split('"')[1], int(ref.rsplit(":", 2)[1]))
+                )
             shape_m = re.search(r"tensor<([\dx]+)x!tt\.ptr<\w+>(?:, (#[\w]+))?", m.group(3))
             shape = tuple(int(d) for d in shape_m.group(1).split("x")) if shape_m else ()
-            module.loads.append(IrLoad(
-                where[0], where[1], trace(ptr), _BITS.get(elt.group(1), 8) if elt else 8,
-                loop, shape, shape_m.group(2) or "" if shape_m else ""))
+            module.loads.append(
+                IrLoad(
+                    where[0],
+                    where[1],
+                    trace(ptr),
+                    _BITS.get(elt.group(1), 8) if elt else 8,
+                    loop,
+                    shape,
+                    shape_m.group(2) or "" if shape_m else "",
+                )
+            )
         if stripped.endswith("{"):
             stack.append(len(module.trips) - 1 if _FOR.search(line) else None)
     return module
 
 
-_BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], "
-                      r"threadsPerWarp = \[([\d, ]+)\], warpsPerCTA = \[([\d, ]+)\], "
-                      r"order = \[([\d, ]+)\]")
+_BLOCKED = re.compile(
+    r"^(#blocked\d*) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], "
+    r"threadsPerWarp = \[([\d, ]+)\], warpsPerCTA = \[([\d, ]+)\], "
+    r"order = \[([\d, ]+)\]"
+)
 
 
 def blocked_layouts(ttgir: str) -> dict[str, tuple[list[int], list[int]]]:
@@ -227,6 +260,8 @@ def blocked_layouts(ttgir: str) -> dict[str, tuple[list[int], list[int]]]:
     out = {}
     for line in ttgir.splitlines():
         if m := _BLOCKED.match(line):
-            out[m.group(1)] = ([int(x) for x in m.group(3).split(",")],
-                               [int(x) for x in m.group(5).split(",")])
+            out[m.group(1)] = (
+                [int(x) for x in m.group(3).split(",")],
+                [int(x) for x in m.group(5).split(",")],
+            )
     return out

@@ -131,28 +131,38 @@ class Diagnostics:
         slot.timeouts = 0
         slot.answered = True
         moved = moved_lines(before, after) if old else None
-        text = render(introduced(old, new, self.config.severity, moved), shown,
-                      _program(spec), max_items=self.config.max_items,
-                      max_chars=self.config.max_chars)
+        text = render(
+            introduced(old, new, self.config.severity, moved),
+            shown,
+            _program(spec),
+            max_items=self.config.max_items,
+            max_chars=self.config.max_chars,
+        )
         return EditFeedback(text=text, notice="; ".join(notices) or None)
 
     def navigable(self) -> list[LanguageServerConfig]:
         """The servers a navigation tool can use: enabled, installed, not left off."""
         if not self.config.enabled:
             return []
-        return [slot.spec for slot in self._slots.values() if slot.off is None
-                and find_program(slot.spec.command) is not None]
+        return [
+            slot.spec
+            for slot in self._slots.values()
+            if slot.off is None and find_program(slot.spec.command) is not None
+        ]
 
-    async def navigate(self, path: Path, what: str,
-                       work: Callable[[LanguageServer, Stats], Awaitable[T]]) -> T:
+    async def navigate(
+        self, path: Path, what: str, work: Callable[[LanguageServer, Stats], Awaitable[T]]
+    ) -> T:
         """``work``'s result with the server of ``path``'s language (started if need
         be) and the files it has seen; every failure is a :class:`ToolError` that
         names the server and says ``what`` could not be done."""
         spec = self.server_for(path) if self.config.enabled else None
         if spec is None:
             known = ", ".join(e for s in self.navigable() for e in s.extensions)
-            raise ToolError(f"no language server is configured for {path.name}; {what} "
-                            f"works in {known or 'no'} files")
+            raise ToolError(
+                f"no language server is configured for {path.name}; {what} "
+                f"works in {known or 'no'} files"
+            )
         slot = self._slots[spec.name]
         name = _program(spec)
         notices: list[str] = []
@@ -168,12 +178,16 @@ class Diagnostics:
         except TimeoutError:
             slot.timeouts += 1
             if slot.timeouts >= MAX_TIMEOUTS:
-                slot.off = (f"diagnostics after edits: {name} left {slot.timeouts} "
-                            "requests in a row unanswered; it is stopped for the rest "
-                            "of this session")
+                slot.off = (
+                    f"diagnostics after edits: {name} left {slot.timeouts} "
+                    "requests in a row unanswered; it is stopped for the rest "
+                    "of this session"
+                )
                 self._stop(slot)
-            raise ToolError(f"cannot {what}: {name} did not answer within {budget:g} s "
-                            "(use grep and read_file instead)") from None
+            raise ToolError(
+                f"cannot {what}: {name} did not answer within {budget:g} s "
+                "(use grep and read_file instead)"
+            ) from None
         except RpcError as exc:
             if slot.server is not None and slot.server.alive:
                 raise ToolError(f"cannot {what}: {name} refused: {exc}") from None
@@ -206,9 +220,11 @@ class Diagnostics:
             why = f"did not start ({why})"
         name = _program(slot.spec)
         if slot.starts >= MAX_STARTS:
-            slot.off = (f"diagnostics after edits: {name} {why}; after {slot.starts} starts "
-                        f"{slot.spec.name} files get no diagnostics for the rest of this "
-                        "session (edits go on)")
+            slot.off = (
+                f"diagnostics after edits: {name} {why}; after {slot.starts} starts "
+                f"{slot.spec.name} files get no diagnostics for the rest of this "
+                "session (edits go on)"
+            )
             return f"cannot {what}: {name} {why}; it is not started again this session"
         return f"cannot {what}: {name} {why}; it is started again at the next call"
 
@@ -235,9 +251,11 @@ class Diagnostics:
             raise _Unavailable(slot.off)
         program = find_program(slot.spec.command)
         if program is None:
-            slot.off = (f"diagnostics after edits: the {slot.spec.name} language server "
-                        f"'{slot.spec.command}' is not installed ({_install_hint(slot.spec)}"
-                        "); edits go on without diagnostics")
+            slot.off = (
+                f"diagnostics after edits: the {slot.spec.name} language server "
+                f"'{slot.spec.command}' is not installed ({_install_hint(slot.spec)}"
+                "); edits go on without diagnostics"
+            )
             raise _Unavailable(slot.off)
         slot.starts += 1
         slot.answered = slot.waited_cold = False
@@ -246,8 +264,10 @@ class Diagnostics:
     async def _start(self, slot: _Slot, program: str) -> LanguageServer:
         slot.seen = await asyncio.to_thread(source_stats, self.workspace, slot.spec)
         return await LanguageServer.start(
-            server_settings(slot.spec, self.workspace), self.workspace,
-            confined([program, *slot.spec.args], self.workspace))
+            server_settings(slot.spec, self.workspace),
+            self.workspace,
+            confined([program, *slot.spec.args], self.workspace),
+        )
 
     async def _server(self, slot: _Slot) -> LanguageServer:
         """The slot's server once started; the start goes on if this wait is cut short."""
@@ -262,17 +282,20 @@ class Diagnostics:
         slot.timeouts += 1
         name = _program(slot.spec)
         if slot.timeouts >= MAX_TIMEOUTS:
-            slot.off = (f"diagnostics after edits: {name} left {slot.timeouts} edits in a row "
-                        f"unanswered within {self.config.timeout_s:g} s; it is stopped and "
-                        f"{slot.spec.name} files get no diagnostics for the rest of this "
-                        "session")
+            slot.off = (
+                f"diagnostics after edits: {name} left {slot.timeouts} edits in a row "
+                f"unanswered within {self.config.timeout_s:g} s; it is stopped and "
+                f"{slot.spec.name} files get no diagnostics for the rest of this "
+                "session"
+            )
             self._stop(slot)
             notices.append(slot.off)
         elif slot.timeouts == 1:
-            what = "start and report diagnostics" if slot.server is None else \
-                "report diagnostics"
-            notices.append(f"diagnostics after edits: {name} did not {what} in time; this "
-                           "edit's result has none (the edit itself is done)")
+            what = "start and report diagnostics" if slot.server is None else "report diagnostics"
+            notices.append(
+                f"diagnostics after edits: {name} did not {what} in time; this "
+                "edit's result has none (the edit itself is done)"
+            )
         return "; ".join(notices)
 
     async def _lost(self, slot: _Slot, exc: Exception) -> str:
@@ -293,14 +316,18 @@ class Diagnostics:
     def _restart_note(self, slot: _Slot, why: str, *, now: bool = False) -> str:
         name = _program(slot.spec)
         if slot.starts >= MAX_STARTS:
-            slot.off = (f"diagnostics after edits: {name} {why}; after {slot.starts} starts "
-                        f"{slot.spec.name} files get no diagnostics for the rest of this "
-                        "session (edits go on)")
+            slot.off = (
+                f"diagnostics after edits: {name} {why}; after {slot.starts} starts "
+                f"{slot.spec.name} files get no diagnostics for the rest of this "
+                "session (edits go on)"
+            )
             return slot.off
         if now:  # found dead at this edit: started again for it
             return f"diagnostics after edits: {name} {why}; it is started again"
-        return (f"diagnostics after edits: {name} {why}; the edit is done without "
-                "diagnostics and the server is started again at the next edit")
+        return (
+            f"diagnostics after edits: {name} {why}; the edit is done without "
+            "diagnostics and the server is started again at the next edit"
+        )
 
     def _stop(self, slot: _Slot) -> None:
         if slot.starting is not None:
@@ -347,6 +374,7 @@ def _program(spec: LanguageServerConfig) -> str:
 
 def _install_hint(spec: LanguageServerConfig) -> str:
     if spec.command == "basedpyright-langserver":
-        return "pip install basedpyright, or name another in config.toml [diagnostics.servers." \
-               "python]"
+        return (
+            "pip install basedpyright, or name another in config.toml [diagnostics.servers.python]"
+        )
     return f"install it, or change [diagnostics.servers.{spec.name}] command in config.toml"

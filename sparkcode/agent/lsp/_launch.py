@@ -38,9 +38,25 @@ def confined(argv: list[str], workspace: Path) -> list[str]:
     bwrap = find_bwrap().path
     if bwrap is None:
         return argv
-    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-            "--chdir", str(workspace), "--", *argv]
+    return [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--chdir",
+        str(workspace),
+        "--",
+        *argv,
+    ]
 
 
 def server_settings(spec: LanguageServerConfig, workspace: Path) -> LanguageServerConfig:

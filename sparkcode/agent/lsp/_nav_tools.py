@@ -46,12 +46,15 @@ MAX_LOCATIONS = 40
 LINE_CHARS = 160
 """Characters of each listed source line at most."""
 
-_PATH = {"type": "string", "description": "A file where the name appears, relative to "
-                                          "the workspace."}
-_LINE = {"type": "integer", "description": "Optional: a line number (1-based) of that file "
-                                           "where the name appears."}
-_SYMBOL = {"type": "string", "description": "The name as written in the file, e.g. "
-                                            "calc_total."}
+_PATH = {
+    "type": "string",
+    "description": "A file where the name appears, relative to the workspace.",
+}
+_LINE = {
+    "type": "integer",
+    "description": "Optional: a line number (1-based) of that file where the name appears.",
+}
+_SYMBOL = {"type": "string", "description": "The name as written in the file, e.g. calc_total."}
 
 
 _DEFINES = r"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^{name}\s*[:=]"
@@ -61,8 +64,15 @@ _DEFINES = r"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^{name}\s*[:=]"
 class _Target:
     """Where a call points: the file, its text and the LSP position of the name."""
 
-    def __init__(self, path: Path, shown: str, line: int, character: int,
-                 symbol: str, asked: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        shown: str,
+        line: int,
+        character: int,
+        symbol: str,
+        asked: int | None = None,
+    ) -> None:
         self.path, self.shown, self.symbol = path, shown, symbol
         self.line, self.character = line, character
         self.asked = asked
@@ -71,8 +81,7 @@ class _Target:
 
     @property
     def where(self) -> str:
-        moved = "" if self.asked is None else \
-            f", not line {self.asked}, which does not have it"
+        moved = "" if self.asked is None else f", not line {self.asked}, which does not have it"
         return f"{self.symbol} ({self.shown} line {self.line + 1}{moved})"
 
 
@@ -112,16 +121,23 @@ def _target(args: dict[str, Any], ctx: ToolContext) -> _Target:
             return _Target(path, shown, line - 1, utf16_units(lines[line - 1], index), symbol)
     on = [n for n, text in enumerate(lines[:count], 1) if symbol_index(text, symbol) is not None]
     if not on:
-        raise ToolError(_absent(lines, line if line is not None and line <= count else None,
-                                symbol, shown))
+        raise ToolError(
+            _absent(lines, line if line is not None and line <= count else None, symbol, shown)
+        )
     pattern = _DEFINES.format(name=re.escape(symbol))
     defining = [n for n in on if re.search(pattern, lines[n - 1])]
-    chosen = defining[0] if defining else \
-        min(on, key=lambda n: abs(n - line)) if line is not None else on[0]
+    chosen = (
+        defining[0]
+        if defining
+        else min(on, key=lambda n: abs(n - line))
+        if line is not None
+        else on[0]
+    )
     index = symbol_index(lines[chosen - 1], symbol)
     assert index is not None
-    return _Target(path, shown, chosen - 1, utf16_units(lines[chosen - 1], index), symbol,
-                   asked=line)
+    return _Target(
+        path, shown, chosen - 1, utf16_units(lines[chosen - 1], index), symbol, asked=line
+    )
 
 
 def _absent(lines: list[str], line: int | None, symbol: str, shown: str) -> str:
@@ -129,8 +145,10 @@ def _absent(lines: list[str], line: int | None, symbol: str, shown: str) -> str:
     if line is None:
         return f"{symbol!r} is not in {shown}; give a file where it appears"
     quoted = lines[line - 1].strip()[:LINE_CHARS]
-    return f"{symbol!r} is not on line {line} of {shown} (line {line} is: {quoted!r}), " \
+    return (
+        f"{symbol!r} is not on line {line} of {shown} (line {line} is: {quoted!r}), "
         f"nor anywhere else in {shown}; give a file where it appears"
+    )
 
 
 def _listing(found: list[Location], ctx: ToolContext) -> str:
@@ -145,8 +163,10 @@ def _listing(found: list[Location], ctx: ToolContext) -> str:
         text = text.strip()
         inside = loc.path.is_relative_to(ctx.workspace)
         rel = loc.path.relative_to(ctx.workspace) if inside else loc.path
-        lines.append(f"{rel}:{loc.line + 1}:{column}: {text[:LINE_CHARS]}"
-                     + ("" if inside else "  [outside the workspace]"))
+        lines.append(
+            f"{rel}:{loc.line + 1}:{column}: {text[:LINE_CHARS]}"
+            + ("" if inside else "  [outside the workspace]")
+        )
     if len(found) > MAX_LOCATIONS:
         lines.append(f"[and {len(found) - MAX_LOCATIONS} more]")
     return "\n".join(lines)
@@ -157,102 +177,151 @@ def _files(found: list[Location]) -> int:
 
 
 class _NavigationTool(Tool):
-    def __init__(self, hub: Diagnostics, name: str, description: str,
-                 parameters: dict[str, Any], kind: ToolKind,
-                 required: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        hub: Diagnostics,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        kind: ToolKind,
+        required: tuple[str, ...],
+    ) -> None:
         languages = ", ".join(e for spec in hub.navigable() for e in spec.extensions)
-        super().__init__(name=name, description=f"{description} Works in {languages} files.",
-                         parameters=parameters, kind=kind, required=required)
+        super().__init__(
+            name=name,
+            description=f"{description} Works in {languages} files.",
+            parameters=parameters,
+            kind=kind,
+            required=required,
+        )
         self.hub = hub
 
 
 class Definition(_NavigationTool):
     def __init__(self, hub: Diagnostics) -> None:
-        super().__init__(hub, "definition",
-                         "Find where a function, class, method or variable is defined, "
-                         "using the language server. Give a file where the name is used, "
-                         "and the name.",
-                         {"path": _PATH, "line": _LINE, "symbol": _SYMBOL}, "read",
-                         ("path", "symbol"))
+        super().__init__(
+            hub,
+            "definition",
+            "Find where a function, class, method or variable is defined, "
+            "using the language server. Give a file where the name is used, "
+            "and the name.",
+            {"path": _PATH, "line": _LINE, "symbol": _SYMBOL},
+            "read",
+            ("path", "symbol"),
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         target = _target(args, ctx)
-        found = await locations(self.hub, "textDocument/definition", target.path,
-                                target.line, target.character, f"find {target.symbol}")
+        found = await locations(
+            self.hub,
+            "textDocument/definition",
+            target.path,
+            target.line,
+            target.character,
+            f"find {target.symbol}",
+        )
         if not found:
-            return ToolOutput(f"the language server knows no definition of {target.where} "
-                              "(a builtin, or a name defined nowhere); use grep to look "
-                              "for it")
+            return ToolOutput(
+                f"the language server knows no definition of {target.where} "
+                "(a builtin, or a name defined nowhere); use grep to look "
+                "for it"
+            )
         return ToolOutput(f"{target.where} is defined at:\n{_listing(found, ctx)}")
 
 
 class References(_NavigationTool):
     def __init__(self, hub: Diagnostics) -> None:
-        super().__init__(hub, "references",
-                         "List every place in the project where a function, class, method "
-                         "or variable is defined or used, using the language server. Give "
-                         "a file where the name appears, and the name.",
-                         {"path": _PATH, "line": _LINE, "symbol": _SYMBOL}, "read",
-                         ("path", "symbol"))
+        super().__init__(
+            hub,
+            "references",
+            "List every place in the project where a function, class, method "
+            "or variable is defined or used, using the language server. Give "
+            "a file where the name appears, and the name.",
+            {"path": _PATH, "line": _LINE, "symbol": _SYMBOL},
+            "read",
+            ("path", "symbol"),
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         target = _target(args, ctx)
-        found = await locations(self.hub, "textDocument/references", target.path,
-                                target.line, target.character,
-                                f"find the uses of {target.symbol}")
+        found = await locations(
+            self.hub,
+            "textDocument/references",
+            target.path,
+            target.line,
+            target.character,
+            f"find the uses of {target.symbol}",
+        )
         if not found:
             return ToolOutput(f"the language server found no use of {target.where}")
         many = "s" if len(found) > 1 else ""
-        return ToolOutput(f"{target.where}: {len(found)} place{many} in {_files(found)} "
-                          f"file{'s' if _files(found) > 1 else ''}:\n{_listing(found, ctx)}")
+        return ToolOutput(
+            f"{target.where}: {len(found)} place{many} in {_files(found)} "
+            f"file{'s' if _files(found) > 1 else ''}:\n{_listing(found, ctx)}"
+        )
 
 
 class Rename(_NavigationTool):
     def __init__(self, hub: Diagnostics) -> None:
-        super().__init__(hub, "rename",
-                         "Rename a function, class, method, variable or parameter "
-                         "everywhere: its definition and every use, in every file, in one "
-                         "call (the language server finds them; imports included). Give a "
-                         "file where the name appears, the name and the new name.",
-                         {"path": _PATH, "line": _LINE, "symbol": _SYMBOL,
-                          "new_name": {"type": "string", "description": "The new name."}},
-                         "edit", ("path", "symbol", "new_name"))
+        super().__init__(
+            hub,
+            "rename",
+            "Rename a function, class, method, variable or parameter "
+            "everywhere: its definition and every use, in every file, in one "
+            "call (the language server finds them; imports included). Give a "
+            "file where the name appears, the name and the new name.",
+            {
+                "path": _PATH,
+                "line": _LINE,
+                "symbol": _SYMBOL,
+                "new_name": {"type": "string", "description": "The new name."},
+            },
+            "edit",
+            ("path", "symbol", "new_name"),
+        )
 
-    async def _plan(self, args: dict[str, Any],
-                    ctx: ToolContext) -> tuple[_Target, str, list[FileChange], int]:
+    async def _plan(
+        self, args: dict[str, Any], ctx: ToolContext
+    ) -> tuple[_Target, str, list[FileChange], int]:
         target = _target(args, ctx)
         new = args.get("new_name")
         if not isinstance(new, str) or not new.strip():
             raise ToolError("new_name must be the new name, e.g. total_price")
         new = plain_symbol(new)
         python = self.hub.server_for(target.path)
-        if python is not None and python.language_id == "python" and (
-                not new.isidentifier() or keyword.iskeyword(new)):
+        if (
+            python is not None
+            and python.language_id == "python"
+            and (not new.isidentifier() or keyword.iskeyword(new))
+        ):
             raise ToolError(f"{new!r} is not a Python name; no file was changed")
         if new == target.symbol:
             raise ToolError(f"{target.symbol} already has that name; nothing would change")
-        renamed = await rename_texts(self.hub, target.path, target.line,
-                                     target.character, target.symbol, new)
-        changes = await asyncio.to_thread(plan_changes, ctx, renamed.texts,
-                                          names=target.symbol)
+        renamed = await rename_texts(
+            self.hub, target.path, target.line, target.character, target.symbol, new
+        )
+        changes = await asyncio.to_thread(plan_changes, ctx, renamed.texts, names=target.symbol)
         if not changes:
-            raise ToolError(f"the language server's rename of {target.where} changes no "
-                            "file")
+            raise ToolError(f"the language server's rename of {target.where} changes no file")
         return target, new, changes, renamed.places
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         target, new, changes, _ = await self._plan(args, ctx)
         diff = changes_diff(changes)
-        return Preview(summary=f"rename {target.symbol} to {new} in "
-                               f"{', '.join(c.shown for c in changes)}",
-                       detail=diff, diff=diff)
+        return Preview(
+            summary=f"rename {target.symbol} to {new} in {', '.join(c.shown for c in changes)}",
+            detail=diff,
+            diff=diff,
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         target, new, changes, places = await self._plan(args, ctx)
-        summary = (f"renamed {target.symbol} to {new}: {places} "
-                   f"place{'s' if places != 1 else ''} in {len(changes)} "
-                   f"file{'s' if len(changes) > 1 else ''} "
-                   f"({', '.join(c.shown for c in changes)})")
+        summary = (
+            f"renamed {target.symbol} to {new}: {places} "
+            f"place{'s' if places != 1 else ''} in {len(changes)} "
+            f"file{'s' if len(changes) > 1 else ''} "
+            f"({', '.join(c.shown for c in changes)})"
+        )
         return await apply_changes(ctx, changes, summary, self._written)
 
     async def _written(self, changes: Sequence[FileChange]) -> None:

@@ -42,8 +42,7 @@ def read_source(path: Path) -> str:
     return path.read_bytes().decode("utf-8", "replace")
 
 
-async def refresh(server: LanguageServer, seen: Stats, workspace: Path,
-                  target: Path) -> None:
+async def refresh(server: LanguageServer, seen: Stats, workspace: Path, target: Path) -> None:
     """Send ``server`` every source file that differs from what it read (``seen``):
     changed or created since, or open with other text; a deleted one it holds open is
     closed. ``target``, the file asked about, is sent (opened) too, and analysed
@@ -76,8 +75,10 @@ async def _analysed(server: LanguageServer, path: Path, text: str) -> None:
 
 
 def _params(path: Path, line: int, character: int) -> dict[str, Any]:
-    return {"textDocument": {"uri": path.as_uri()},
-            "position": {"line": line, "character": character}}
+    return {
+        "textDocument": {"uri": path.as_uri()},
+        "position": {"line": line, "character": character},
+    }
 
 
 def _locations(result: Any) -> list[Location]:
@@ -94,14 +95,18 @@ def _locations(result: Any) -> list[Location]:
             path = uri_path(uri)
         except ValueError:
             continue
-        if isinstance(start, dict) and isinstance(start.get("line"), int) \
-                and isinstance(start.get("character"), int):
+        if (
+            isinstance(start, dict)
+            and isinstance(start.get("line"), int)
+            and isinstance(start.get("character"), int)
+        ):
             out.append(Location(path, start["line"], start["character"]))
     return sorted(set(out), key=lambda loc: (str(loc.path), loc.line, loc.character))
 
 
-async def locations(hub: Diagnostics, method: str, path: Path, line: int, character: int,
-                    what: str) -> list[Location]:
+async def locations(
+    hub: Diagnostics, method: str, path: Path, line: int, character: int, what: str
+) -> list[Location]:
     """The server's answer to ``textDocument/definition`` or ``references`` at
     ``path`` (0-based ``line``, UTF-16 ``character``)."""
     params = _params(path, line, character)
@@ -124,8 +129,9 @@ class Renamed:
     places: int
 
 
-async def rename_texts(hub: Diagnostics, path: Path, line: int, character: int,
-                       old: str, new: str) -> Renamed:
+async def rename_texts(
+    hub: Diagnostics, path: Path, line: int, character: int, old: str, new: str
+) -> Renamed:
     """The server's rename of ``old`` (at ``line``, ``character``) to ``new``."""
     what = f"rename {old}"
     params = {**_params(path, line, character), "newName": new}
@@ -134,16 +140,17 @@ async def rename_texts(hub: Diagnostics, path: Path, line: int, character: int,
         await refresh(server, seen, hub.workspace, path)
         answer = await server.rpc.request("textDocument/rename", params)
         if answer is None:
-            raise ToolError(f"cannot {what}: {Path(server.spec.command).name} has nothing "
-                            f"to rename there (not a name it knows: a builtin, a keyword, "
-                            "or a name defined nowhere); no file was changed")
+            raise ToolError(
+                f"cannot {what}: {Path(server.spec.command).name} has nothing "
+                f"to rename there (not a name it knows: a builtin, a keyword, "
+                "or a name defined nowhere); no file was changed"
+            )
         return await asyncio.to_thread(_new_texts, server, answer, old, new, what)
 
     return await hub.navigate(path, what, work)
 
 
-def _new_texts(server: LanguageServer, answer: Any, old: str, new: str,
-               what: str) -> Renamed:
+def _new_texts(server: LanguageServer, answer: Any, old: str, new: str, what: str) -> Renamed:
     try:
         files = workspace_edits(answer)
     except ValueError as exc:
@@ -154,25 +161,36 @@ def _new_texts(server: LanguageServer, answer: Any, old: str, new: str,
         try:
             text = read_source(file.path)
         except OSError as exc:
-            raise ToolError(f"cannot {what}: the server would edit {file.path}, which "
-                            f"cannot be read ({exc.strerror}); no file was changed") from None
-        if held is not None and held != text or file.version is not None \
-                and file.version != server.open_version(file.path):
-            raise ToolError(f"cannot {what}: {file.path.name} changed while the server "
-                            "worked; no file was changed (call rename again)")
+            raise ToolError(
+                f"cannot {what}: the server would edit {file.path}, which "
+                f"cannot be read ({exc.strerror}); no file was changed"
+            ) from None
+        if (
+            held is not None
+            and held != text
+            or file.version is not None
+            and file.version != server.open_version(file.path)
+        ):
+            raise ToolError(
+                f"cannot {what}: {file.path.name} changed while the server "
+                "worked; no file was changed (call rename again)"
+            )
         try:
             edits = text_edits(text, file.edits)
         except ValueError as exc:
-            raise ToolError(f"cannot {what}: the server's edits do not fit "
-                            f"{file.path.name} as it is now ({exc}); no file was changed") \
-                from None
-        stale = [e for e in edits if e.new == new and text[e.start:e.end] != old]
+            raise ToolError(
+                f"cannot {what}: the server's edits do not fit "
+                f"{file.path.name} as it is now ({exc}); no file was changed"
+            ) from None
+        stale = [e for e in edits if e.new == new and text[e.start : e.end] != old]
         if stale:
             line = text.count("\n", 0, stale[0].start) + 1
-            raise ToolError(f"cannot {what}: the server's edit of {file.path.name} line "
-                            f"{line} replaces {text[stale[0].start:stale[0].end]!r}, not "
-                            f"{old!r} (its view of the file is out of date); no file was "
-                            "changed")
+            raise ToolError(
+                f"cannot {what}: the server's edit of {file.path.name} line "
+                f"{line} replaces {text[stale[0].start : stale[0].end]!r}, not "
+                f"{old!r} (its view of the file is out of date); no file was "
+                "changed"
+            )
         out.append((file.path, text, applied(text, edits)))
         places += len(edits)
     return Renamed(out, places)

@@ -61,8 +61,7 @@ def offset_of(text: str, starts: list[int], position: Any) -> int:
     if not isinstance(position, dict):
         raise ValueError(f"not a position: {position!r}")
     line, character = position.get("line"), position.get("character")
-    if not isinstance(line, int) or not isinstance(character, int) or line < 0 \
-            or character < 0:
+    if not isinstance(line, int) or not isinstance(character, int) or line < 0 or character < 0:
         raise ValueError(f"not a position: {position!r}")
     if line >= len(starts):
         raise ValueError(f"line {line + 1} is past the end ({len(starts)} lines)")
@@ -75,8 +74,11 @@ def offset_of(text: str, starts: list[int], position: Any) -> int:
 def symbol_index(line: str, symbol: str) -> int | None:
     """Where ``symbol`` first stands on ``line`` as a whole name (not inside a longer
     one: ``total`` is not found in ``subtotal``), or None."""
-    pattern = rf"(?<![\w]){re.escape(symbol)}(?![\w])" if symbol[:1].isidentifier() \
-        or symbol[:1] == "_" else re.escape(symbol)
+    pattern = (
+        rf"(?<![\w]){re.escape(symbol)}(?![\w])"
+        if symbol[:1].isidentifier() or symbol[:1] == "_"
+        else re.escape(symbol)
+    )
     found = re.search(pattern, line)
     return found.start() if found else None
 
@@ -136,9 +138,11 @@ def workspace_edits(edit: Any) -> list[FileEdits]:
             kind = change.get("kind")
             if kind is not None:
                 what = kind if kind in ("create", "rename", "delete") else "change"
-                raise ValueError(f"the server's answer would also {what} a file "
-                                 f"({change.get('uri') or change.get('oldUri')}); only "
-                                 "edits of existing files are applied")
+                raise ValueError(
+                    f"the server's answer would also {what} a file "
+                    f"({change.get('uri') or change.get('oldUri')}); only "
+                    "edits of existing files are applied"
+                )
             document = change.get("textDocument")
             if not isinstance(document, dict):
                 raise ValueError("a document change names no document")
@@ -159,15 +163,18 @@ def text_edits(text: str, edits: tuple[dict[str, Any], ...]) -> list[TextEdit]:
         new = edit.get("newText")
         if not isinstance(where, dict) or not isinstance(new, str):
             raise ValueError(f"not a TextEdit: {edit!r}"[:200])
-        start, end = offset_of(text, starts, where.get("start")), \
-            offset_of(text, starts, where.get("end"))
+        start, end = (
+            offset_of(text, starts, where.get("start")),
+            offset_of(text, starts, where.get("end")),
+        )
         if end < start:
             raise ValueError(f"a range ends before it starts: {where!r}")
         out.append(TextEdit(start, end, new))
     out.sort(key=lambda e: (e.start, e.end))
     for before, after in zip(out, out[1:], strict=False):
-        if after.start < before.end or (after.start == before.start and after.end
-                                        == before.end and before.end > before.start):
+        if after.start < before.end or (
+            after.start == before.start and after.end == before.end and before.end > before.start
+        ):
             raise ValueError(f"two edits overlap at offset {after.start}")
     return out
 
@@ -176,7 +183,7 @@ def applied(text: str, edits: list[TextEdit]) -> str:
     """``text`` with ``edits`` (sorted, not overlapping) applied."""
     parts, at = [], 0
     for edit in edits:
-        parts += [text[at:edit.start], edit.new]
+        parts += [text[at : edit.start], edit.new]
         at = edit.end
     parts.append(text[at:])
     return "".join(parts)

@@ -30,20 +30,26 @@ def _key(diagnostic: Diagnostic) -> tuple[Any, ...]:
     """What makes two diagnostics the same problem. Not the position: an edit above
     a problem moves it without fixing or causing it."""
     code = diagnostic.get("code")
-    return (severity_of(diagnostic), str(diagnostic.get("source", "")),
-            str(code) if code is not None else "", str(diagnostic.get("message", "")))
+    return (
+        severity_of(diagnostic),
+        str(diagnostic.get("source", "")),
+        str(code) if code is not None else "",
+        str(diagnostic.get("message", "")),
+    )
 
 
 def moved_lines(before: str, after: str) -> dict[int, int]:
     """Where each line the edit left alone went (0-based, before -> after)."""
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(),
-                                      autojunk=False)
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
     return {a + n: b + n for a, b, size in matcher.get_matching_blocks() for n in range(size)}
 
 
-def introduced(before: list[Diagnostic], after: list[Diagnostic],
-               least: Severity = "error", moved: dict[int, int] | None = None
-               ) -> list[Diagnostic]:
+def introduced(
+    before: list[Diagnostic],
+    after: list[Diagnostic],
+    least: Severity = "error",
+    moved: dict[int, int] | None = None,
+) -> list[Diagnostic]:
     """The diagnostics of ``after`` that ``before`` did not have, at ``least``
     severity, sorted by position. A problem of ``before`` is matched first to the same
     problem where its line moved (``moved``, from :func:`moved_lines`), then to any
@@ -81,17 +87,22 @@ def _position(diagnostic: Diagnostic) -> tuple[int, int]:
 def line_of(diagnostic: Diagnostic, shown: str) -> str:
     """``path:line:col: severity: message (code)``, 1-based, on one line."""
     line, char = _position(diagnostic)
-    message = "; ".join(part.strip() for part in
-                       str(diagnostic.get("message", "")).replace("\xa0", " ").splitlines()
-                       if part.strip())
+    message = "; ".join(
+        part.strip()
+        for part in str(diagnostic.get("message", "")).replace("\xa0", " ").splitlines()
+        if part.strip()
+    )
     code = diagnostic.get("code")
-    text = f"{shown}:{line + 1}:{char + 1}: {SEVERITIES[severity_of(diagnostic) - 1]}: " \
-           f"{message}" + (f" ({code})" if code not in (None, "") else "")
-    return text if len(text) <= ITEM_CHARS else text[:ITEM_CHARS - 3] + "..."
+    text = (
+        f"{shown}:{line + 1}:{char + 1}: {SEVERITIES[severity_of(diagnostic) - 1]}: "
+        f"{message}" + (f" ({code})" if code not in (None, "") else "")
+    )
+    return text if len(text) <= ITEM_CHARS else text[: ITEM_CHARS - 3] + "..."
 
 
-def render(new: list[Diagnostic], shown: str, server: str, *, max_items: int,
-           max_chars: int) -> str:
+def render(
+    new: list[Diagnostic], shown: str, server: str, *, max_items: int, max_chars: int
+) -> str:
     """The block appended to an edit's result; empty when nothing is new. ``server``
     names the source unless the diagnostics name it (``source``: basedpyright)."""
     if not new:

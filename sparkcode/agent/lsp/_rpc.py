@@ -83,9 +83,14 @@ async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any]:
 class JsonRpc:
     """One connection: ``request``/``notify`` out, ``on_notify``/``on_request`` in."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 on_notify: OnNotify, on_request: OnRequest,
-                 stderr: asyncio.StreamReader | None = None) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_notify: OnNotify,
+        on_request: OnRequest,
+        stderr: asyncio.StreamReader | None = None,
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self._on_notify = on_notify
@@ -109,8 +114,9 @@ class JsonRpc:
         self._next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[self._next_id] = (method, future)
-        await self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method,
-                          "params": params})
+        await self._send(
+            {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        )
         return await future
 
     async def notify(self, method: str, params: Any) -> None:
@@ -168,8 +174,9 @@ class JsonRpc:
     async def _drain(self, stderr: asyncio.StreamReader) -> None:
         with contextlib.suppress(Exception):
             while chunk := await stderr.read(4096):
-                self.stderr_tail = (self.stderr_tail
-                                    + chunk.decode("utf-8", "replace"))[-STDERR_TAIL:]
+                self.stderr_tail = (self.stderr_tail + chunk.decode("utf-8", "replace"))[
+                    -STDERR_TAIL:
+                ]
 
     def _end(self, why: str) -> None:
         if self.gone is None:

@@ -45,8 +45,13 @@ class _Document:
 class LanguageServer:
     """A started and initialized server; :meth:`start` makes one."""
 
-    def __init__(self, spec: LanguageServerConfig, workspace: Path,
-                 process: asyncio.subprocess.Process, rpc: JsonRpc) -> None:
+    def __init__(
+        self,
+        spec: LanguageServerConfig,
+        workspace: Path,
+        process: asyncio.subprocess.Process,
+        rpc: JsonRpc,
+    ) -> None:
         self.spec = spec
         self.workspace = workspace
         self.process = process
@@ -55,14 +60,19 @@ class LanguageServer:
         self._docs: OrderedDict[str, _Document] = OrderedDict()
 
     @classmethod
-    async def start(cls, spec: LanguageServerConfig, workspace: Path,
-                    argv: list[str]) -> LanguageServer:
+    async def start(
+        cls, spec: LanguageServerConfig, workspace: Path, argv: list[str]
+    ) -> LanguageServer:
         """Spawn ``argv`` in ``workspace`` and run the ``initialize`` handshake; raises
         OSError (cannot run it), :class:`ServerGone` or :class:`~._rpc.RpcError`."""
         process = await asyncio.create_subprocess_exec(
-            *argv, cwd=workspace, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True)  # its own process group, killed whole at the end
+            *argv,
+            cwd=workspace,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )  # its own process group, killed whole at the end
         assert process.stdin is not None and process.stdout is not None
         server: LanguageServer | None = None
 
@@ -73,15 +83,13 @@ class LanguageServer:
         async def requested(method: str, params: Any) -> Any:
             return _answer(spec, workspace, method, params)
 
-        rpc = JsonRpc(process.stdout, process.stdin, notified, requested,
-                      stderr=process.stderr)
+        rpc = JsonRpc(process.stdout, process.stdin, notified, requested, stderr=process.stderr)
         server = cls(spec, workspace, process, rpc)
         try:
             await rpc.request("initialize", _initialize_params(spec, workspace))
             await rpc.notify("initialized", {})
             if spec.settings:
-                await rpc.notify("workspace/didChangeConfiguration",
-                                 {"settings": spec.settings})
+                await rpc.notify("workspace/didChangeConfiguration", {"settings": spec.settings})
         except BaseException:
             await server.aclose(polite=False)
             raise
@@ -99,9 +107,13 @@ class LanguageServer:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.process.wait(), timeout=1.0)
         code = self.process.returncode
-        how = f"exited with code {code}" if code is not None and code >= 0 else \
-            f"was killed by signal {-code}" if code is not None else \
-            f"stopped answering ({self.rpc.gone})"
+        how = (
+            f"exited with code {code}"
+            if code is not None and code >= 0
+            else f"was killed by signal {-code}"
+            if code is not None
+            else f"stopped answering ({self.rpc.gone})"
+        )
         tail = self.rpc.stderr_tail.strip().splitlines()[-1:] if self.rpc.stderr_tail else []
         return how + (f"; its last words: {tail[0][:200]}" if tail else "")
 
@@ -131,16 +143,28 @@ class LanguageServer:
         doc = self._docs.get(uri)
         if doc is None:
             doc = self._docs[uri] = _Document(version=1, text=text)
-            await self.rpc.notify("textDocument/didOpen", {"textDocument": {
-                "uri": uri, "languageId": self.spec.language_id or self.spec.name,
-                "version": 1, "text": text}})
+            await self.rpc.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": uri,
+                        "languageId": self.spec.language_id or self.spec.name,
+                        "version": 1,
+                        "text": text,
+                    }
+                },
+            )
             await self._close_past_limit()
         elif doc.text != text:
             doc.version += 1
             doc.text = text
-            await self.rpc.notify("textDocument/didChange", {
-                "textDocument": {"uri": uri, "version": doc.version},
-                "contentChanges": [{"text": text}]})
+            await self.rpc.notify(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": uri, "version": doc.version},
+                    "contentChanges": [{"text": text}],
+                },
+            )
         self._docs.move_to_end(uri)
         return doc
 
@@ -221,8 +245,11 @@ def _initialize_params(spec: LanguageServerConfig, workspace: Path) -> dict[str,
         "rootPath": str(workspace),
         "workspaceFolders": [folder],
         "capabilities": {
-            "workspace": {"configuration": True, "workspaceFolders": True,
-                          "didChangeConfiguration": {"dynamicRegistration": False}},
+            "workspace": {
+                "configuration": True,
+                "workspaceFolders": True,
+                "didChangeConfiguration": {"dynamicRegistration": False},
+            },
             "textDocument": {
                 "synchronization": {"dynamicRegistration": False, "didSave": False},
                 "publishDiagnostics": {"versionSupport": True, "relatedInformation": False},
@@ -236,14 +263,22 @@ def _answer(spec: LanguageServerConfig, workspace: Path, method: str, params: An
     """The result of a request the server sends us."""
     if method == "workspace/configuration":
         items = params.get("items", []) if isinstance(params, dict) else []
-        return [_section(spec.settings, item.get("section") if isinstance(item, dict)
-                         else None) for item in items]
+        return [
+            _section(spec.settings, item.get("section") if isinstance(item, dict) else None)
+            for item in items
+        ]
     if method == "workspace/workspaceFolders":
         return [{"uri": workspace.as_uri(), "name": workspace.name or str(workspace)}]
-    if method in ("client/registerCapability", "client/unregisterCapability",
-                  "window/workDoneProgress/create", "window/showMessageRequest",
-                  "window/showDocument", "workspace/diagnostic/refresh",
-                  "workspace/semanticTokens/refresh", "workspace/inlayHint/refresh"):
+    if method in (
+        "client/registerCapability",
+        "client/unregisterCapability",
+        "window/workDoneProgress/create",
+        "window/showMessageRequest",
+        "window/showDocument",
+        "workspace/diagnostic/refresh",
+        "workspace/semanticTokens/refresh",
+        "workspace/inlayHint/refresh",
+    ):
         return None
     raise MethodNotFound(method)
 

@@ -66,10 +66,16 @@ class Task:
     def read(cls, text: str, offered: ToolRegistry, *, steps: bool) -> Task:
         told = kept_files(text)
         asked = asks_a_run(text)
-        return cls(text=text, offered=offered, tools=offered, steps=steps, told_kept=told,
-                   runs_asked=asked, run_pending=asked,
-                   to_change=tuple(name for name in files_to_change(text)
-                                   if told.why(name) is None))
+        return cls(
+            text=text,
+            offered=offered,
+            tools=offered,
+            steps=steps,
+            told_kept=told,
+            runs_asked=asked,
+            run_pending=asked,
+            to_change=tuple(name for name in files_to_change(text) if told.why(name) is None),
+        )
 
     def saw(self, result: ToolResult) -> None:
         """Update the facts for a call's result: a run made, files changed."""
@@ -78,8 +84,9 @@ class Task:
             self.run_pending = False
             command = str(call.args.get("command", ""))
             if SHELL_CHANGES.search(command):  # git mv helpers.py textutil.py
-                self.changed.update(PurePosixPath(name).name for name in self.to_change
-                                    if name in command)
+                self.changed.update(
+                    PurePosixPath(name).name for name in self.to_change if name in command
+                )
         path = call.args.get("path")
         if result.edited and isinstance(path, str):
             self.changed.add(PurePosixPath(path).name)
@@ -123,8 +130,9 @@ class ToolResult:
     """The tool ran (its result, as the tool gave it, is no error, refusal or not-run)."""
 
     def __post_init__(self) -> None:
-        self.ran = self.call.tool is not None and \
-            not self.text.startswith(("error:", "refused:", "not run:"))
+        self.ran = self.call.tool is not None and not self.text.startswith(
+            ("error:", "refused:", "not run:")
+        )
 
     @property
     def edited(self) -> bool:

@@ -34,8 +34,16 @@ from ._workspace_files import WorkspaceFiles
 GuardFactory = Callable[[AgentSettings], Guard]
 
 DEFAULT_GUARDS: tuple[GuardFactory, ...] = (
-    HiddenArguments, EditGuards, KeepToldFiles, QuestionsReadOnly, RunBeforeAnswer,
-    FirstStepTool, ForcedTool, StructuredSteps, WorkspaceFiles, TaskReminders,
+    HiddenArguments,
+    EditGuards,
+    KeepToldFiles,
+    QuestionsReadOnly,
+    RunBeforeAnswer,
+    FirstStepTool,
+    ForcedTool,
+    StructuredSteps,
+    WorkspaceFiles,
+    TaskReminders,
 )
 """Every guard of a session, in the order their hooks run. Each reads its own settings
 when it acts (off by default, on in the small-model profiles). The order matters where
@@ -56,8 +64,7 @@ class Scaffold:
         """The running (or last) turn's task; None before the first turn."""
 
     @classmethod
-    def for_settings(cls, settings: AgentSettings,
-                     extra: Sequence[GuardFactory] = ()) -> Scaffold:
+    def for_settings(cls, settings: AgentSettings, extra: Sequence[GuardFactory] = ()) -> Scaffold:
         """The default guards (and ``extra`` after them) for ``settings``."""
         return cls([make(settings) for make in (*DEFAULT_GUARDS, *extra)])
 
@@ -66,8 +73,7 @@ class Scaffold:
         """Small-model mode: every reply is one JSON step (a guard says so)."""
         return any(guard.steps for guard in self.guards)
 
-    def start_session(self, workspace: Path, tools: ToolRegistry,
-                      system_prompt: str) -> Session:
+    def start_session(self, workspace: Path, tools: ToolRegistry, system_prompt: str) -> Session:
         """The offered tools and the system prompt as the guards make them."""
         session = Session(workspace=workspace, tools=tools, system_prompt=system_prompt)
         for guard in self.guards:

@@ -21,7 +21,10 @@ class RunBeforeAnswer(Guard):
         self.settings = settings
 
     def before_request(self, plan: RequestPlan, task: Task) -> None:
-        plan.run_first = self.settings.run_before_answer and task.run_pending \
+        plan.run_first = (
+            self.settings.run_before_answer
+            and task.run_pending
             and plan.number <= RUN_BEFORE_ANSWER_REQUESTS
+        )
         if plan.run_first and not task.steps:
             plan.choice = "required"

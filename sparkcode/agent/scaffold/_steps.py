@@ -57,10 +57,10 @@ class StructuredSteps(Guard):
         plan.tools = []
         key = self.settings.step_name_key
         if plan.run_first:
-            self._turn_first = self._turn_first or structured_outputs(task.tools, key,
-                                                                      answer=False)
+            self._turn_first = self._turn_first or structured_outputs(task.tools, key, answer=False)
         first = self._turn_first
         plan.params["structured_outputs"] = (
-            first if (plan.number == 1 or plan.run_first) and first else self._turn_any)
+            first if (plan.number == 1 or plan.run_first) and first else self._turn_any
+        )
         if self.settings.results_as_user:
             plan.messages = results_as_user(plan.messages, key)

@@ -16,5 +16,4 @@ class WorkspaceFiles(Guard):
 
     def start_session(self, session: Session) -> None:
         if self.settings.workspace_files:
-            session.system_prompt += WORKSPACE_FILES_HEADING + \
-                workspace_listing(session.workspace)
+            session.system_prompt += WORKSPACE_FILES_HEADING + workspace_listing(session.workspace)

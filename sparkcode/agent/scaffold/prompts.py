@@ -32,7 +32,7 @@ that no edit of this turn has changed and the task does not keep: without it a s
 model answered that it had added a test it never wrote; this wording was chosen by
 replaying that step (docs/experiments/2026-12-02-agent-suite.md)."""
 QUESTION_REMINDER = (
-    "\n\n(The question: {task}\nNo file is to be changed. Reply {{\"answer\":\"...\"}} as soon "
+    '\n\n(The question: {task}\nNo file is to be changed. Reply {{"answer":"..."}} as soon '
     "as you know the answer; otherwise make the next tool call.)"
 )
 """TASK_REMINDER for a question turn (``questions_read_only``)."""
@@ -48,18 +48,24 @@ QUESTION_RUN_REMINDER = (
     'been made yet: make it with bash, then reply {{"answer":"..."}} with what it showed.)'
 )
 """QUESTION_REMINDER while the question's run has not been made (as RUN_REMINDER)."""
-QUESTION_REFUSAL = ("this message only asks, so no file is changed this turn ([agent] "
-                    "questions_read_only); answer the question, or say what change the "
-                    "user would have to ask for")
+QUESTION_REFUSAL = (
+    "this message only asks, so no file is changed this turn ([agent] "
+    "questions_read_only); answer the question, or say what change the "
+    "user would have to ask for"
+)
 """The result of an edit call in a question turn when the tools are the API's: they stay
 in the tool list (the template renders it before the history, docs/agent.md "Prefix
 stability"), so such a call is refused by name instead."""
-QUESTION_NOTICE = ("this message only asks, so the tools that edit files are left out of "
-                   "this turn ([agent] questions_read_only); ask for a change to have one made")
+QUESTION_NOTICE = (
+    "this message only asks, so the tools that edit files are left out of "
+    "this turn ([agent] questions_read_only); ask for a change to have one made"
+)
 """What the user is told at the start of a question turn (notice ``question_read_only``)."""
-LOOP_NUDGE = ("you made this call several times in a row and its result, above, was the "
-              "same each time. Do not repeat it: use what it showed (read or edit the file "
-              "it points to), or give your answer.")
+LOOP_NUDGE = (
+    "you made this call several times in a row and its result, above, was the "
+    "same each time. Do not repeat it: use what it showed (read or edit the file "
+    "it points to), or give your answer."
+)
 """The result of a looping call with ``loop_nudge`` (``_execute.TurnCalls``): without it
 the loop question ended tries a small model could still finish
 (docs/experiments/2026-12-02-agent-suite.md)."""

@@ -74,17 +74,20 @@ class ToolRegistry:
                 continue
             props = tool.spec()["function"]["parameters"].get("properties", {})
             if arg not in props or arg in tool.required:
-                raise UserError(f"hidden_arguments: {name!r} is not an optional argument "
-                                f"of {tool_name} (its optional arguments: "
-                                f"{', '.join(p for p in props if p not in tool.required)})")
+                raise UserError(
+                    f"hidden_arguments: {name!r} is not an optional argument "
+                    f"of {tool_name} (its optional arguments: "
+                    f"{', '.join(p for p in props if p not in tool.required)})"
+                )
             hidden.setdefault(tool_name, set()).add(arg)
         view = ToolRegistry(list(self._tools.values()))
         for spec in view._specs:
             drop = hidden.get(spec["function"]["name"])
             if drop:
                 params = dict(spec["function"]["parameters"])
-                params["properties"] = {k: v for k, v in params["properties"].items()
-                                        if k not in drop}
+                params["properties"] = {
+                    k: v for k, v in params["properties"].items() if k not in drop
+                }
                 spec["function"] = {**spec["function"], "parameters": params}
         return view
 
@@ -94,31 +97,53 @@ NAVIGATION_TOOLS = ("definition", "references", "rename")
 names a tool list may give, offered only where a server for the language runs."""
 
 
-def default_tools(extra: Sequence[Tool] | None = None,
-                  only: Sequence[str] | None = None, *, task: bool = True,
-                  navigation: Sequence[Tool] = ()) -> ToolRegistry:
+def default_tools(
+    extra: Sequence[Tool] | None = None,
+    only: Sequence[str] | None = None,
+    *,
+    task: bool = True,
+    navigation: Sequence[Tool] = (),
+) -> ToolRegistry:
     """The built-in tools (those named in ``only``, if given; ``task`` unless
     ``task`` is False) with the ``navigation`` tools the session's language servers
     can answer (named in :data:`NAVIGATION_TOOLS`), then ``extra`` (a session's skills,
     web and MCP tools), in a fixed order."""
     builtin: list[Tool] = [
-        ReadFile(), WriteFile(), EditFile(), MultiEdit(), ListFiles(), Grep(), Bash(),
-        JobOutput(), JobStop(), GitStatus(), GitDiff(), GitLog(), GitCommit(), Todo(),
-        *([TaskTool()] if task else []), AskUser(),
+        ReadFile(),
+        WriteFile(),
+        EditFile(),
+        MultiEdit(),
+        ListFiles(),
+        Grep(),
+        Bash(),
+        JobOutput(),
+        JobStop(),
+        GitStatus(),
+        GitDiff(),
+        GitLog(),
+        GitCommit(),
+        Todo(),
+        *([TaskTool()] if task else []),
+        AskUser(),
         *(t for t in navigation if t.name in NAVIGATION_TOOLS),
     ]
     if only:
         known = {t.name for t in builtin} | set(NAVIGATION_TOOLS)
         unknown = sorted(set(only) - known)
         if unknown:
-            names = [*(t.name for t in builtin if t.name not in NAVIGATION_TOOLS),
-                     *NAVIGATION_TOOLS]
-            raise UserError(f"unknown tool(s) {', '.join(unknown)} in the tool list (the "
-                            f"built-in tools are: {', '.join(names)})")
+            names = [
+                *(t.name for t in builtin if t.name not in NAVIGATION_TOOLS),
+                *NAVIGATION_TOOLS,
+            ]
+            raise UserError(
+                f"unknown tool(s) {', '.join(unknown)} in the tool list (the "
+                f"built-in tools are: {', '.join(names)})"
+            )
         # bash offers ``background`` only beside the tools that read and stop a job.
         jobs = "job_output" in only
-        builtin = [Bash(background=jobs) if t.name == "bash" else t for t in builtin
-                   if t.name in only]
+        builtin = [
+            Bash(background=jobs) if t.name == "bash" else t for t in builtin if t.name in only
+        ]
     return ToolRegistry([*builtin, *(extra or [])])
 
 

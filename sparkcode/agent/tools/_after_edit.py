@@ -79,8 +79,9 @@ def renamed(before: str, after: str) -> tuple[str, str] | None:
     return old, new
 
 
-def _places(root: Path, path: Path, after: str, names: list[str],
-            here: str | None) -> dict[str, dict[str, list[tuple[int, str]]]]:
+def _places(
+    root: Path, path: Path, after: str, names: list[str], here: str | None
+) -> dict[str, dict[str, list[tuple[int, str]]]]:
     """Lines (number, text) by file of each of ``names`` in the project's text files;
     in the edited file (``path``, text ``after``) only those of ``here``."""
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
@@ -124,9 +125,13 @@ def names_left(workspace: Path, path: Path, shown: str, before: str, after: str)
             f"{rel} (line{'s' if len(lines) > 1 else ''} "
             f"{', '.join(str(n) for n, _ in lines[:MAX_LINES])}"
             f"{', ...' if len(lines) > MAX_LINES else ''})"
-            for rel, lines in files[:MAX_FILES])
-        quoted += [f"{rel}:{n}: {text.strip()[:QUOTE_CHARS]}"
-                   for rel, lines in files[:MAX_FILES] for n, text in lines[:MAX_LINES]]
+            for rel, lines in files[:MAX_FILES]
+        )
+        quoted += [
+            f"{rel}:{n}: {text.strip()[:QUOTE_CHARS]}"
+            for rel, lines in files[:MAX_FILES]
+            for n, text in lines[:MAX_LINES]
+        ]
         more = f" and {len(files) - MAX_FILES} more files" if len(files) > MAX_FILES else ""
         if name == here and pair is not None:
             parts.append(f"{name} (renamed {pair[1]} here) is still used in {where}{more}")
@@ -136,12 +141,12 @@ def names_left(workspace: Path, path: Path, shown: str, before: str, after: str)
     return f"{NAMES_LEFT}{'; '.join(parts)}.\n{lines}"
 
 
-async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: str,
-                       before: str, after: str) -> ToolOutput:
+async def checked_edit(
+    ctx: ToolContext, output: ToolOutput, path: Path, shown: str, before: str, after: str
+) -> ToolOutput:
     """``output`` with the names the edit left behind and what ``ctx.checker`` found in
     the edited file appended; either makes it :attr:`~ToolOutput.unfinished`."""
-    left = await asyncio.to_thread(names_left, ctx.workspace, path.resolve(), shown,
-                                   before, after)
+    left = await asyncio.to_thread(names_left, ctx.workspace, path.resolve(), shown, before, after)
     if left:
         output = replace(output, text=output.text + left, unfinished=True)
     if ctx.checker is None:
@@ -149,5 +154,6 @@ async def checked_edit(ctx: ToolContext, output: ToolOutput, path: Path, shown: 
     feedback = await ctx.checker.check(path, shown, before, after)
     if not feedback.text:
         return replace(output, notice=feedback.notice)
-    return replace(output, text=f"{output.text}\n\n{feedback.text}", notice=feedback.notice,
-                   unfinished=True)
+    return replace(
+        output, text=f"{output.text}\n\n{feedback.text}", notice=feedback.notice, unfinished=True
+    )

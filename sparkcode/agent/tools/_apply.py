@@ -37,8 +37,9 @@ class FileChange:
     after: str
 
 
-def plan_changes(ctx: ToolContext, texts: Sequence[tuple[Path, str, str]], *,
-                 names: str = "") -> list[FileChange]:
+def plan_changes(
+    ctx: ToolContext, texts: Sequence[tuple[Path, str, str]], *, names: str = ""
+) -> list[FileChange]:
     """``texts`` (a path, the text the change was computed from, the new text) checked
     as the edit tools check an edit; a :class:`ToolError` naming the file and saying
     that nothing was changed otherwise. ``names``: what the call itself names (a
@@ -75,8 +76,12 @@ language server, which would otherwise check each file against the others' old
 texts)."""
 
 
-async def apply_changes(ctx: ToolContext, changes: Sequence[FileChange], summary: str,
-                        written_hook: Written | None = None) -> ToolOutput:
+async def apply_changes(
+    ctx: ToolContext,
+    changes: Sequence[FileChange],
+    summary: str,
+    written_hook: Written | None = None,
+) -> ToolOutput:
     """Write ``changes`` (from :func:`plan_changes`), all or none, and the result:
     ``summary``, then each file's after-edit notes."""
     written: list[FileChange] = []
@@ -87,17 +92,24 @@ async def apply_changes(ctx: ToolContext, changes: Sequence[FileChange], summary
         except OSError as exc:
             for done in written:
                 done.path.write_bytes(done.before.encode("utf-8"))
-            raise ToolError(f"cannot write {change.shown}: {exc.strerror}; the files "
-                            "written before it were put back, so no file was changed") \
-                from None
+            raise ToolError(
+                f"cannot write {change.shown}: {exc.strerror}; the files "
+                "written before it were put back, so no file was changed"
+            ) from None
         written.append(change)
     if written_hook is not None:
         await written_hook(changes)
     output = ToolOutput(summary, diff=changes_diff(changes))
     notices: list[str] = []
     for change in changes:
-        output = await checked_edit(ctx, replace(output, notice=None), change.path,
-                                    change.shown, change.before, change.after)
+        output = await checked_edit(
+            ctx,
+            replace(output, notice=None),
+            change.path,
+            change.shown,
+            change.before,
+            change.after,
+        )
         if output.notice:
             notices.append(output.notice)
     return replace(output, notice="; ".join(dict.fromkeys(notices)) or None)

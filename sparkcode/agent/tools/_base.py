@@ -42,8 +42,9 @@ class TodoList:
     def add(self, texts: list[str]) -> None:
         next_id = max((i.id for i in self.items), default=0) + 1
         if len(self.items) + len(texts) > MAX_ITEMS:
-            raise ToolError(f"the list would have more than {MAX_ITEMS} items; finish or "
-                            "merge some first")
+            raise ToolError(
+                f"the list would have more than {MAX_ITEMS} items; finish or merge some first"
+            )
         new = [TodoItem(id=next_id + n, text=t) for n, t in enumerate(texts)]
         self.items = (*self.items, *new)
 
@@ -53,8 +54,9 @@ class TodoList:
             known = f"the items are {ids[0]}-{ids[-1]}" if ids else "the list is empty"
             raise ToolError(f"there is no item {item_id}; {known}")
         self.items = tuple(
-            replace(i, status=status or i.status, text=text or i.text) if i.id == item_id
-            else i for i in self.items)
+            replace(i, status=status or i.status, text=text or i.text) if i.id == item_id else i
+            for i in self.items
+        )
 
     def clear(self) -> None:
         self.items = ()
@@ -72,6 +74,7 @@ Explore = Callable[[str, str], AsyncIterator["Event | ToolOutput"]]
 """Runs a read-only sub-conversation for the ``task`` tool: given the prompt and the
 task call's ID it yields that conversation's events, then the tool's output
 (:class:`~sparkcode.agent.subagent.Explorer`)."""
+
 
 @dataclass(frozen=True)
 class EditFeedback:
@@ -212,8 +215,9 @@ class Tool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError
 
-    async def stream(self, args: dict[str, Any],
-                     ctx: ToolContext) -> AsyncIterator[Event | ToolOutput]:
+    async def stream(
+        self, args: dict[str, Any], ctx: ToolContext
+    ) -> AsyncIterator[Event | ToolOutput]:
         """The call's progress events, then its output (last). Most tools have no
         progress: the ``task`` tool yields its sub-conversation's events."""
         yield await self.run(args, ctx)
@@ -229,6 +233,6 @@ def cap_output(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = text[: limit * 2 // 3]
-    tail = text[-(limit // 3):]
+    tail = text[-(limit // 3) :]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[... output capped: {cut} characters omitted ...]\n{tail}"

@@ -39,16 +39,21 @@ def _empty_old_string(text: str, shown: str) -> str:
     while tail and not tail[0].strip():
         tail.pop(0)
     if not tail:
-        return (f"old_string is empty and {shown} has no text to match; to create or "
-                "fill a whole file use write_file")
-    return (f"old_string is empty. To add code at the end of {shown}, copy its last "
-            "lines as old_string and send them followed by the new code as new_string; "
-            "they are:\n" + "\n".join(tail) + "\n(To create or replace a whole file, "
-            "use write_file.)")
+        return (
+            f"old_string is empty and {shown} has no text to match; to create or "
+            "fill a whole file use write_file"
+        )
+    return (
+        f"old_string is empty. To add code at the end of {shown}, copy its last "
+        "lines as old_string and send them followed by the new code as new_string; "
+        "they are:\n" + "\n".join(tail) + "\n(To create or replace a whole file, "
+        "use write_file.)"
+    )
 
 
-def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str,
-               replace_all_offered: bool = True) -> tuple[str, str]:
+def apply_edit(
+    text: str, old: Any, new: Any, replace_all: Any, shown: str, replace_all_offered: bool = True
+) -> tuple[str, str]:
     """``text`` with one edit applied, and how it matched; raises ToolError."""
     if not isinstance(old, str) or not isinstance(new, str):
         raise ToolError("old_string and new_string must be strings")
@@ -65,7 +70,7 @@ def apply_edit(text: str, old: Any, new: Any, replace_all: Any, shown: str,
         r = plan_replacement(text, old, new, shown, replace_all_offered)
     except MatchError as exc:
         raise ToolError(str(exc)) from None
-    return text[:r.start] + r.new + text[r.end:], r.how
+    return text[: r.start] + r.new + text[r.end :], r.how
 
 
 def _note(hows: list[str]) -> str:
@@ -86,26 +91,33 @@ class EditFile(Tool):
         super().__init__(
             name="edit_file",
             description="Replace a piece of text in a file. old_string should match the file "
-                        "exactly and only once (unless replace_all is true); if it differs "
-                        "only in whitespace or indentation, the one region it matches is "
-                        "edited. Read the file first.",
+            "exactly and only once (unless replace_all is true); if it differs "
+            "only in whitespace or indentation, the one region it matches is "
+            "edited. Read the file first.",
             parameters={
                 "path": {"type": "string", "description": "Path relative to the workspace."},
-                "old_string": _OLD, "new_string": _NEW, "replace_all": _ALL,
+                "old_string": _OLD,
+                "new_string": _NEW,
+                "replace_all": _ALL,
             },
-            kind="edit", required=("path", "old_string", "new_string"),
+            kind="edit",
+            required=("path", "old_string", "new_string"),
         )
 
-    def _plan(self, args: dict[str, Any],
-              ctx: ToolContext) -> tuple[Path, str, str, str, str, str]:
+    def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str, str, str]:
         path = resolve_in_workspace(ctx.workspace, args["path"], for_write=True)
         path, twin = instead_of_a_guess(ctx.workspace, path)
         shown = display(ctx.workspace, path)
         refuse_a_kept_file(ctx, shown)
         text = _read_text(path, shown, ctx.workspace)
-        new, how = apply_edit(text, args["old_string"], args["new_string"],
-                              args.get("replace_all"), shown,
-                              "edit_file.replace_all" not in ctx.hidden_arguments)
+        new, how = apply_edit(
+            text,
+            args["old_string"],
+            args["new_string"],
+            args.get("replace_all"),
+            shown,
+            "edit_file.replace_all" not in ctx.hidden_arguments,
+        )
         refuse_broken_syntax(ctx, path, shown, text, new)
         refuse_lost_definitions(ctx, path, shown, text, new, tool=self.name)
         return path, shown, text, new, how, f" ({twin[2:]})" if twin else ""
@@ -118,9 +130,14 @@ class EditFile(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path, shown, old, new, how, twin = self._plan(args, ctx)
         _write(path, shown, new)
-        return await checked_edit(ctx, ToolOutput(f"edited {shown}{_note([how])}{twin}",
-                                                  diff=unified_diff(old, new, shown)),
-                                  path, shown, old, new)
+        return await checked_edit(
+            ctx,
+            ToolOutput(f"edited {shown}{_note([how])}{twin}", diff=unified_diff(old, new, shown)),
+            path,
+            shown,
+            old,
+            new,
+        )
 
 
 class MultiEdit(Tool):
@@ -128,16 +145,22 @@ class MultiEdit(Tool):
         super().__init__(
             name="multi_edit",
             description="Apply several replacements to one file, in order, all or nothing: "
-                        "each edit works like edit_file on the result of the ones before; "
-                        "if any fails, the file is left unchanged.",
+            "each edit works like edit_file on the result of the ones before; "
+            "if any fails, the file is left unchanged.",
             parameters={
                 "path": {"type": "string", "description": "Path relative to the workspace."},
-                "edits": {"type": "array", "description": "The replacements, in order.",
-                          "items": {"type": "object", "required": ["old_string", "new_string"],
-                                    "properties": {"old_string": _OLD, "new_string": _NEW,
-                                                   "replace_all": _ALL}}},
+                "edits": {
+                    "type": "array",
+                    "description": "The replacements, in order.",
+                    "items": {
+                        "type": "object",
+                        "required": ["old_string", "new_string"],
+                        "properties": {"old_string": _OLD, "new_string": _NEW, "replace_all": _ALL},
+                    },
+                },
             },
-            kind="edit", required=("path", "edits"),
+            kind="edit",
+            required=("path", "edits"),
         )
 
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str, str]:
@@ -146,22 +169,25 @@ class MultiEdit(Tool):
         refuse_a_kept_file(ctx, shown)
         edits = args["edits"]
         if not isinstance(edits, list) or not edits:
-            raise ToolError("edits must be a non-empty list of {old_string, new_string} "
-                            "objects")
+            raise ToolError("edits must be a non-empty list of {old_string, new_string} objects")
         original = text = _read_text(path, shown, ctx.workspace)
         hows = []
         for n, edit in enumerate(edits, 1):
-            if not isinstance(edit, dict) or "old_string" not in edit \
-                    or "new_string" not in edit:
-                raise ToolError(f"edit {n} of {len(edits)} must be an object with old_string "
-                                "and new_string; nothing was changed")
+            if not isinstance(edit, dict) or "old_string" not in edit or "new_string" not in edit:
+                raise ToolError(
+                    f"edit {n} of {len(edits)} must be an object with old_string "
+                    "and new_string; nothing was changed"
+                )
             try:
-                text, how = apply_edit(text, edit["old_string"], edit["new_string"],
-                                       edit.get("replace_all"), shown)
+                text, how = apply_edit(
+                    text, edit["old_string"], edit["new_string"], edit.get("replace_all"), shown
+                )
             except ToolError as exc:
-                raise ToolError(f"edit {n} of {len(edits)} failed, so none was applied "
-                                f"(edits apply in order, each to the result of the ones "
-                                f"before): {exc}") from None
+                raise ToolError(
+                    f"edit {n} of {len(edits)} failed, so none was applied "
+                    f"(edits apply in order, each to the result of the ones "
+                    f"before): {exc}"
+                ) from None
             hows.append(how)
         refuse_broken_syntax(ctx, path, shown, original, text)
         refuse_lost_definitions(ctx, path, shown, original, text, tool=self.name)
@@ -170,12 +196,21 @@ class MultiEdit(Tool):
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         _, shown, old, new, note = self._plan(args, ctx)
         diff = unified_diff(old, new, shown)
-        return Preview(summary=f"edit {shown} ({len(args['edits'])} edits){note}",
-                       detail=diff, diff=diff)
+        return Preview(
+            summary=f"edit {shown} ({len(args['edits'])} edits){note}", detail=diff, diff=diff
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path, shown, old, new, note = self._plan(args, ctx)
         _write(path, shown, new)
-        return await checked_edit(ctx, ToolOutput(
-            f"edited {shown} ({len(args['edits'])} edits){note}",
-            diff=unified_diff(old, new, shown)), path, shown, old, new)
+        return await checked_edit(
+            ctx,
+            ToolOutput(
+                f"edited {shown} ({len(args['edits'])} edits){note}",
+                diff=unified_diff(old, new, shown),
+            ),
+            path,
+            shown,
+            old,
+            new,
+        )

@@ -88,8 +88,10 @@ def _read_text(path: Path, shown: str, workspace: Path | None = None) -> str:
     try:
         size = path.stat().st_size
         if size > MAX_READ_BYTES:
-            raise ToolError(f"{shown} is {size} bytes, too large to read whole; use grep or "
-                            "read_file with a line range")
+            raise ToolError(
+                f"{shown} is {size} bytes, too large to read whole; use grep or "
+                "read_file with a line range"
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
@@ -99,10 +101,15 @@ def _read_text(path: Path, shown: str, workspace: Path | None = None) -> str:
 
 
 def unified_diff(old: str, new: str, shown: str) -> str:
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 fromfile=f"a/{shown}", tofile=f"b/{shown}")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                   for line in lines)
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{shown}",
+        tofile=f"b/{shown}",
+    )
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
 
 
 def _int_arg(args: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -122,13 +129,14 @@ class ReadFile(Tool):
         super().__init__(
             name="read_file",
             description="Read a text file in the workspace, with line numbers. Optionally "
-                        "only lines start_line..end_line (1-based, inclusive).",
+            "only lines start_line..end_line (1-based, inclusive).",
             parameters={
                 "path": {"type": "string", "description": "Path relative to the workspace."},
                 "start_line": {"type": "integer", "description": "First line (1-based)."},
                 "end_line": {"type": "integer", "description": "Last line (inclusive)."},
             },
-            kind="read", required=("path",),
+            kind="read",
+            required=("path",),
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -142,14 +150,17 @@ class ReadFile(Tool):
         if lines and (start > len(lines) or start < 1 or end < start):
             if len(lines) > WHOLE_ON_BAD_RANGE:
                 past = f"has only {len(lines)} lines" if start > len(lines) else "is read"
-                raise ToolError(f"{shown} {past}; bad line range {start}..{end} (lines are "
-                                "1-based and end_line >= start_line)")
+                raise ToolError(
+                    f"{shown} {past}; bad line range {start}..{end} (lines are "
+                    "1-based and end_line >= start_line)"
+                )
             note = f"; lines {start}-{end} do not exist, so the whole file is shown"
             start, end = 1, len(lines)
         end = min(end, len(lines))
         body = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(start, end + 1))
-        header = (f"{shown} (lines {start}-{end} of {len(lines)}{note})" if lines
-                  else f"{shown} (empty)")
+        header = (
+            f"{shown} (lines {start}-{end} of {len(lines)}{note})" if lines else f"{shown} (empty)"
+        )
         return ToolOutput(cap_output(f"{header}\n{body}", ctx.output_cap))
 
 
@@ -167,15 +178,22 @@ def read_file_residue(new: str, old: str = "") -> str | None:
     the tests ran."""
     first = new.split("\n", 1)[0]
     if _HEADER.match(first) and not old.startswith(first):
-        return (f"the content begins with read_file's header line ({first!r}), which is "
-                "not part of the file; write only the file's own text")
+        return (
+            f"the content begins with read_file's header line ({first!r}), which is "
+            "not part of the file; write only the file's own text"
+        )
     lines = [line for line in new.splitlines() if line.strip()]
     numbered = sum(1 for line in lines if _NUMBERED.match(line))
-    if numbered >= 2 and 2 * numbered >= len(lines) \
-            and not any(_NUMBERED.match(line) for line in old.splitlines()):
-        return (f"{numbered} of its {len(lines)} lines begin with read_file's line numbers "
-                "(a number and a tab), which are not part of the file; write the lines "
-                "without them")
+    if (
+        numbered >= 2
+        and 2 * numbered >= len(lines)
+        and not any(_NUMBERED.match(line) for line in old.splitlines())
+    ):
+        return (
+            f"{numbered} of its {len(lines)} lines begin with read_file's line numbers "
+            "(a number and a tab), which are not part of the file; write the lines "
+            "without them"
+        )
     return None
 
 
@@ -184,12 +202,13 @@ class WriteFile(Tool):
         super().__init__(
             name="write_file",
             description="Create or overwrite a file in the workspace with the given content "
-                        "(parent directories are created).",
+            "(parent directories are created).",
             parameters={
                 "path": {"type": "string", "description": "Path relative to the workspace."},
                 "content": {"type": "string", "description": "The complete new file content."},
             },
-            kind="edit", required=("path", "content"),
+            kind="edit",
+            required=("path", "content"),
         )
 
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Path, str, str, str]:
@@ -228,9 +247,14 @@ class WriteFile(Tool):
             raise ToolError(f"cannot write {shown}: {exc.strerror}") from None
         lines = new.count("\n") + (0 if new.endswith("\n") or not new else 1)
         verb = "overwrote" if existed else "created"
-        return await checked_edit(ctx, ToolOutput(f"{verb} {shown} ({lines} lines)",
-                                                  diff=unified_diff(old, new, shown)),
-                                  path, shown, old, new)
+        return await checked_edit(
+            ctx,
+            ToolOutput(f"{verb} {shown} ({lines} lines)", diff=unified_diff(old, new, shown)),
+            path,
+            shown,
+            old,
+            new,
+        )
 
 
 class ListFiles(Tool):
@@ -240,7 +264,7 @@ class ListFiles(Tool):
         super().__init__(
             name="list_files",
             description="List files under a workspace directory (recursive), optionally "
-                        "filtered by a glob such as '*.py' or 'src/**/test_*.py'.",
+            "filtered by a glob such as '*.py' or 'src/**/test_*.py'.",
             parameters={
                 "path": {"type": "string", "description": "Directory (default '.')."},
                 "pattern": {"type": "string", "description": "Glob on the relative path."},
@@ -258,16 +282,18 @@ class ListFiles(Tool):
         total = 0
         for path in walk_files(root, base):
             rel = str(path.relative_to(root))
-            if pattern and not (fnmatch.fnmatch(rel, pattern)
-                                or fnmatch.fnmatch(path.name, pattern)):
+            if pattern and not (
+                fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(path.name, pattern)
+            ):
                 continue
             total += 1
             if len(out) < self.LIMIT:
                 out.append(rel)
         if not out:
             return ToolOutput("no files match" if pattern else "the directory is empty")
-        more = f"\n[{total - len(out)} more not shown; narrow the pattern]" if total > len(out) \
-            else ""
+        more = (
+            f"\n[{total - len(out)} more not shown; narrow the pattern]" if total > len(out) else ""
+        )
         return ToolOutput("\n".join(out) + more)
 
 
@@ -278,14 +304,15 @@ class Grep(Tool):
         super().__init__(
             name="grep",
             description="Search file contents with a Python regular expression; prints "
-                        "path:line: text for each match.",
+            "path:line: text for each match.",
             parameters={
                 "pattern": {"type": "string", "description": "Regular expression."},
                 "path": {"type": "string", "description": "File or directory (default '.')."},
                 "glob": {"type": "string", "description": "Only files matching this glob."},
                 "ignore_case": {"type": "boolean"},
             },
-            kind="read", required=("pattern",),
+            kind="read",
+            required=("pattern",),
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -27,8 +27,12 @@ def _run(repo: git.Repo, *args: str) -> str:
 
 class GitStatus(Tool):
     def __init__(self) -> None:
-        super().__init__(name="git_status", description="Show `git status --short --branch`.",
-                         parameters={}, kind="read")
+        super().__init__(
+            name="git_status",
+            description="Show `git status --short --branch`.",
+            parameters={},
+            kind="read",
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         out = _run(_repo(ctx.workspace), "status", "--short", "--branch")
@@ -57,7 +61,8 @@ class GitDiff(Tool):
 class GitLog(Tool):
     def __init__(self) -> None:
         super().__init__(
-            name="git_log", description="Show recent commits (hash, date, author, subject).",
+            name="git_log",
+            description="Show recent commits (hash, date, author, subject).",
             parameters={"limit": {"type": "integer", "description": "How many (default 10)."}},
             kind="read",
         )
@@ -79,12 +84,13 @@ class GitCommit(Tool):
         super().__init__(
             name="git_commit",
             description="Commit changes: the given paths, or every change (including new "
-                        "files) when paths is omitted.",
+            "files) when paths is omitted.",
             parameters={
                 "message": {"type": "string", "description": "The commit message."},
                 "paths": {"type": "array", "items": {"type": "string"}},
             },
-            kind="git", required=("message",),
+            kind="git",
+            required=("message",),
         )
 
     def _paths(self, args: dict[str, Any], ctx: ToolContext) -> list[str]:
@@ -98,8 +104,10 @@ class GitCommit(Tool):
         what = ", ".join(args.get("paths") or []) or "all changes"
         repo = _repo(ctx.workspace)
         stat = _run(repo, "status", "--short", *(["--", *paths] if paths else []))
-        return Preview(summary=f"commit {what}: {str(args.get('message', ''))[:80]}",
-                       detail=f"{args.get('message', '')}\n\n{stat}")
+        return Preview(
+            summary=f"commit {what}: {str(args.get('message', ''))[:80]}",
+            detail=f"{args.get('message', '')}\n\n{stat}",
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         message = args["message"]

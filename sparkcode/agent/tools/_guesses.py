@@ -40,8 +40,9 @@ def instead_of_a_guess(workspace: Path, path: Path) -> tuple[Path, str]:
     if twin is None:
         return path, ""
     top = path.relative_to(workspace).parts[0]
-    return twin, (f"; there is no {top}/ directory, so this is {twin.name} at the top of "
-                  "the project")
+    return twin, (
+        f"; there is no {top}/ directory, so this is {twin.name} at the top of the project"
+    )
 
 
 def refuse_a_guessed_directory(workspace: Path, path: Path, shown: str) -> None:
@@ -50,10 +51,12 @@ def refuse_a_guessed_directory(workspace: Path, path: Path, shown: str) -> None:
     if top_level_twin(workspace, path) is None:
         return
     top = path.relative_to(workspace).parts[0]
-    raise ToolError(f"{shown} was not written: there is no {top}/ directory, and "
-                    f"{path.name} is already at the top of the project. Paths are "
-                    f"relative to the project's top directory: to change that file, use "
-                    f"{path.name!r}; to create a new {top}/ directory, make it first")
+    raise ToolError(
+        f"{shown} was not written: there is no {top}/ directory, and "
+        f"{path.name} is already at the top of the project. Paths are "
+        f"relative to the project's top directory: to change that file, use "
+        f"{path.name!r}; to create a new {top}/ directory, make it first"
+    )
 
 
 __all__ = ["instead_of_a_guess", "refuse_a_guessed_directory", "top_level_twin"]

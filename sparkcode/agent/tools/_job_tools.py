@@ -38,11 +38,11 @@ async def start_background(command: str, ctx: ToolContext) -> ToolOutput:
     first output; a command that ends within :data:`SETTLE_S` is reported as a
     foreground one is (exit code, output, the sandbox's denial)."""
     table = _table(ctx)
-    argv = ["bash", "-c", command] if ctx.sandbox is None else \
-        ctx.sandbox.argv(command, ctx.workspace)
+    argv = (
+        ["bash", "-c", command] if ctx.sandbox is None else ctx.sandbox.argv(command, ctx.workspace)
+    )
     with _as_tool_error():
-        job = await table.start(command, argv, ctx.workspace,
-                                sandboxed=ctx.sandbox is not None)
+        job = await table.start(command, argv, ctx.workspace, sandboxed=ctx.sandbox is not None)
     await table.settle(job, SETTLE_S)
     output = job.read_new().rstrip("\n")
     if not job.running:
@@ -54,16 +54,19 @@ async def start_background(command: str, ctx: ToolContext) -> ToolOutput:
         return ToolOutput(text)
     note = ""
     if ctx.sandbox is not None and not ctx.sandbox.network:
-        note = ("\n(it runs in the sandbox without network: a server it starts is reachable "
-                "only from inside this same job, not from other commands)")
+        note = (
+            "\n(it runs in the sandbox without network: a server it starts is reachable "
+            "only from inside this same job, not from other commands)"
+        )
     first = f"\noutput so far:\n{output}" if output else "\nno output yet"
-    return ToolOutput(f"started {job.describe()}{first}{note}\njob_output with job_id "
-                      f"{job.id} shows its new output; job_stop ends it.")
+    return ToolOutput(
+        f"started {job.describe()}{first}{note}\njob_output with job_id "
+        f"{job.id} shows its new output; job_stop ends it."
+    )
 
 
 def _job_id_parameter() -> dict[str, Any]:
-    return {"type": "integer", "description": "The job's number (bash background "
-                                              "returned it)."}
+    return {"type": "integer", "description": "The job's number (bash background returned it)."}
 
 
 class JobOutput(Tool):
@@ -71,14 +74,17 @@ class JobOutput(Tool):
         super().__init__(
             name="job_output",
             description="Show a background job's new output since you last looked (the "
-                        "newest 16 KiB) and whether it still runs or its exit code.",
+            "newest 16 KiB) and whether it still runs or its exit code.",
             parameters={
                 "job_id": _job_id_parameter(),
-                "wait_s": {"type": "number",
-                           "description": "Seconds to wait for new output or the job's end "
-                                          f"(default 0, at most {MAX_WAIT_S:g})."},
+                "wait_s": {
+                    "type": "number",
+                    "description": "Seconds to wait for new output or the job's end "
+                    f"(default 0, at most {MAX_WAIT_S:g}).",
+                },
             },
-            kind="read", required=("job_id",),
+            kind="read",
+            required=("job_id",),
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -87,8 +93,9 @@ class JobOutput(Tool):
             job = table.get(args.get("job_id"))
         wait = args.get("wait_s") or 0
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-            raise ToolError(f"wait_s must be a number of seconds from 0 to {MAX_WAIT_S:g}, "
-                            f"got {wait!r}")
+            raise ToolError(
+                f"wait_s must be a number of seconds from 0 to {MAX_WAIT_S:g}, got {wait!r}"
+            )
         await table.wait_output(job, min(float(wait), MAX_WAIT_S))
         return ToolOutput(_report(job))
 
@@ -98,9 +105,10 @@ class JobStop(Tool):
         super().__init__(
             name="job_stop",
             description="Stop a background job and every process it started; shows its "
-                        "last output.",
+            "last output.",
             parameters={"job_id": _job_id_parameter()},
-            kind="state", required=("job_id",),
+            kind="state",
+            required=("job_id",),
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -71,7 +71,7 @@ class _Tail:
         bytes after ``offset`` are skipped (dropped from memory or over the cap)."""
         first_kept = self.total - len(self.data)
         begin = max(offset, first_kept, self.total - cap)
-        return bytes(self.data[begin - first_kept:]), begin - offset
+        return bytes(self.data[begin - first_kept :]), begin - offset
 
 
 @dataclass
@@ -138,8 +138,9 @@ class Job:
 class JobTable:
     """A session's background jobs: starts them, owns their processes, ends them."""
 
-    def __init__(self, *, keep: int = OUTPUT_KEPT, grace_s: float = GRACE_S,
-                 max_running: int = MAX_RUNNING) -> None:
+    def __init__(
+        self, *, keep: int = OUTPUT_KEPT, grace_s: float = GRACE_S, max_running: int = MAX_RUNNING
+    ) -> None:
         self.keep = keep
         self.grace_s = grace_s
         self.max_running = max_running
@@ -152,23 +153,28 @@ class JobTable:
     def running(self) -> list[Job]:
         return [j for j in self.jobs.values() if j.running]
 
-    async def start(self, command: str, argv: Sequence[str], cwd: Path, *,
-                    sandboxed: bool) -> Job:
+    async def start(self, command: str, argv: Sequence[str], cwd: Path, *, sandboxed: bool) -> Job:
         """Start ``argv`` (``bash -c command``, maybe inside bwrap) as a new job."""
         if self.closed:
             raise JobError("the session is ending; no background job can start")
         running = self.running()
         if len(running) >= self.max_running:
             ids = ", ".join(str(j.id) for j in running)
-            raise JobError(f"{len(running)} background jobs are running already (jobs "
-                            f"{ids}); stop one with job_stop first")
+            raise JobError(
+                f"{len(running)} background jobs are running already (jobs "
+                f"{ids}); stop one with job_stop first"
+            )
         _register(self)
         if not sandboxed:  # bwrap's --die-with-parent covers a sandboxed one
             argv = [sys.executable, "-I", str(_GUARD), str(os.getpid()), "--", *argv]
         process = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True)
+            *argv,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
         job = Job(self._next, command, sandboxed, process, _Tail(self.keep))
         self._next += 1
         self.jobs[job.id] = job
@@ -205,8 +211,7 @@ class JobTable:
     async def wait_output(self, job: Job, seconds: float) -> None:
         """Wait up to ``seconds`` for output the model has not read, or the job's end."""
         deadline = time.monotonic() + seconds
-        while job.running and job.output.total == job.read_to \
-                and time.monotonic() < deadline:
+        while job.running and job.output.total == job.read_to and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         if not job.running and job.pump is not None:
             with contextlib.suppress(asyncio.TimeoutError):
@@ -220,8 +225,11 @@ class JobTable:
             raise JobError(f"job_id must be a job number, got {job_id!r}")
         job = self.jobs.get(job_id)
         if job is None:
-            known = (", ".join(str(j) for j in self.jobs) if self.jobs else
-                     "none (bash with background: true starts one)")
+            known = (
+                ", ".join(str(j) for j in self.jobs)
+                if self.jobs
+                else "none (bash with background: true starts one)"
+            )
             raise JobError(f"there is no job {job_id}; the jobs are: {known}")
         return job
 
@@ -266,19 +274,27 @@ class JobTable:
     def table(self) -> str:
         """The jobs as a Markdown table (``/jobs``)."""
         if not self.jobs and not self.offered:
-            return ("no background jobs: this profile does not offer them to the model "
-                    "(its [agent] tools list has no job_output)")
+            return (
+                "no background jobs: this profile does not offer them to the model "
+                "(its [agent] tools list has no job_output)"
+            )
         if not self.jobs:
-            return "no background jobs in this session (the model starts one with bash's " \
-                   "background: true)"
+            return (
+                "no background jobs in this session (the model starts one with bash's "
+                "background: true)"
+            )
         rows = []
         for job in self.jobs.values():
             line = job.command.splitlines()[0][:80] if job.command else ""
             where = "sandbox" if job.sandboxed else "host"
-            rows.append(f"| {job.id} | {job.state()} | {job.pid} | {where} | "
-                        f"{job.output.total} | `{line.replace('|', '∣')}` |")
-        return ("| job | state | pid | where | output bytes | command |\n"
-                "|---|---|---|---|---|---|\n" + "\n".join(rows))
+            rows.append(
+                f"| {job.id} | {job.state()} | {job.pid} | {where} | "
+                f"{job.output.total} | `{line.replace('|', '∣')}` |"
+            )
+        return (
+            "| job | state | pid | where | output bytes | command |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows)
+        )
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -20,8 +20,19 @@ from pathlib import PurePosixPath
 
 from ._base import ToolContext, ToolError
 
-TEST_FILES = ("test_*.py", "*_test.py", "*_test.go", "*.test.js", "*.test.ts", "*.test.jsx",
-              "*.test.tsx", "*.spec.js", "*.spec.ts", "*_spec.rb", "conftest.py")
+TEST_FILES = (
+    "test_*.py",
+    "*_test.py",
+    "*_test.go",
+    "*.test.js",
+    "*.test.ts",
+    "*.test.jsx",
+    "*.test.tsx",
+    "*.spec.js",
+    "*.spec.ts",
+    "*_spec.rb",
+    "conftest.py",
+)
 """File names that are tests (pytest's, Go's, Jest's and RSpec's conventions)."""
 TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec"})
 """A file under a directory of one of these names is a test file."""
@@ -30,8 +41,9 @@ TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec"})
 def is_test_file(rel: str) -> bool:
     """``rel`` (a path relative to the workspace) names a test file."""
     parts = PurePosixPath(rel).parts
-    return any(part in TEST_DIRS for part in parts[:-1]) or \
-        any(fnmatch.fnmatch(parts[-1], pattern) for pattern in TEST_FILES)
+    return any(part in TEST_DIRS for part in parts[:-1]) or any(
+        fnmatch.fnmatch(parts[-1], pattern) for pattern in TEST_FILES
+    )
 
 
 @dataclass(frozen=True)
@@ -57,22 +69,27 @@ class KeptFiles:
         said = [f"says not to change {' and '.join(told)}"] if told else []
         failing = sorted(self.failing)
         if failing:
-            said.append(f"says {' and '.join(failing)} fails and asks for a change in "
-                        f"{' and '.join(self.instead)}")
-        return f"this message {'; it '.join(said)}, so edits of " \
+            said.append(
+                f"says {' and '.join(failing)} fails and asks for a change in "
+                f"{' and '.join(self.instead)}"
+            )
+        return (
+            f"this message {'; it '.join(said)}, so edits of "
             f"{' and '.join([*told, *failing])} are refused this turn ([agent] keep_told_files)"
+        )
 
     def why(self, rel: str) -> str | None:
         """Why ``rel`` is kept, in words for the model, or None."""
         if self.tests and is_test_file(rel):
-            return ("the task says not to change the tests; change the code they test "
-                    "instead")
+            return "the task says not to change the tests; change the code they test instead"
         name = PurePosixPath(rel).name
         if any(rel == kept or name == kept for kept in self.names):
             return f"the task says not to change {name}; leave it as it is"
         if any(rel == kept or name == kept for kept in self.failing):
-            return (f"the task says {name} fails, so it shows what the code must do; change "
-                    f"{' and '.join(self.instead)} instead")
+            return (
+                f"the task says {name} fails, so it shows what the code must do; change "
+                f"{' and '.join(self.instead)} instead"
+            )
         return None
 
 

@@ -38,8 +38,11 @@ def _definitions(text: str) -> list[str] | None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
         if isinstance(node, ast.ClassDef):
-            names.extend(f"{node.name}.{item.name}" for item in node.body
-                         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            names.extend(
+                f"{node.name}.{item.name}"
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            )
     return names
 
 
@@ -52,17 +55,21 @@ def lost_definitions(old: str, new: str, task: str = "") -> list[str]:
     if before is None or after is None or not new.strip():
         return []  # broken, or emptied on purpose (as the syntax guard lets it)
     kept = set(after)
-    return [name for name in before if name not in kept
-            and ("." not in name or name.split(".", 1)[0] in kept)  # its class is kept
-            and not re.search(rf"(?<!\w){re.escape(name.rsplit('.', 1)[-1])}(?!\w)", task)]
+    return [
+        name
+        for name in before
+        if name not in kept
+        and ("." not in name or name.split(".", 1)[0] in kept)  # its class is kept
+        and not re.search(rf"(?<!\w){re.escape(name.rsplit('.', 1)[-1])}(?!\w)", task)
+    ]
 
 
-def refuse_lost_definitions(ctx: ToolContext, path: Path, shown: str, old: str | None,
-                            new: str, tool: str = "write_file") -> None:
+def refuse_lost_definitions(
+    ctx: ToolContext, path: Path, shown: str, old: str | None, new: str, tool: str = "write_file"
+) -> None:
     """Raise the refusal for changing ``old`` (None: a new file) to ``new`` with ``tool``
     where the context asks for the guard and a definition would be lost."""
-    if not ctx.refuse_lost_definitions or old is None or path.suffix.lower() not in (
-            ".py", ".pyi"):
+    if not ctx.refuse_lost_definitions or old is None or path.suffix.lower() not in (".py", ".pyi"):
         return
     lost = lost_definitions(old, new, ctx.task)
     if not lost:
@@ -74,11 +81,13 @@ def refuse_lost_definitions(ctx: ToolContext, path: Path, shown: str, old: str |
             f"{shown} was not written: write_file replaces the whole file, and this "
             f"content would delete {names}. The file is as it was. To add to it, use "
             "edit_file with its last lines as old_string and those lines plus the new code "
-            f"as new_string; or send write_file again with the whole file, keeping {them}.")
+            f"as new_string; or send write_file again with the whole file, keeping {them}."
+        )
     raise ToolError(
         f"{shown} was not changed: this edit would delete {names}, which the task does "
         f"not name. The file is as it was. To add code beside {them}, keep the lines of "
-        "old_string in new_string and put the new code after them.")
+        "old_string in new_string and put the new code after them."
+    )
 
 
 __all__ = ["lost_definitions", "refuse_lost_definitions"]

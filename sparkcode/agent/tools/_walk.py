@@ -7,8 +7,21 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
-                       ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox"})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".tox",
+    }
+)
 
 
 def walk_files(root: Path, base: Path) -> Iterator[Path]:

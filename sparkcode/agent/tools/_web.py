@@ -38,8 +38,13 @@ from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 
 MAX_REDIRECTS = 5
 _DROPPED_TAGS = ("script", "style", "noscript", "template", "svg", "nav", "footer", "iframe")
-_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml",
-               "application/javascript")
+_TEXT_TYPES = (
+    "text/",
+    "application/json",
+    "application/xml",
+    "application/xhtml+xml",
+    "application/javascript",
+)
 
 
 class WebFetch(Tool):
@@ -47,9 +52,11 @@ class WebFetch(Tool):
         super().__init__(
             name="web_fetch",
             description="Fetch a web page (http or https) and return it as Markdown, e.g. "
-                        "documentation newer than you know. The user approves each fetch.",
+            "documentation newer than you know. The user approves each fetch.",
             parameters={"url": {"type": "string", "description": "The full URL."}},
-            kind="web", required=("url",))
+            kind="web",
+            required=("url",),
+        )
         self.config = config
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
@@ -62,10 +69,12 @@ class WebFetch(Tool):
             raise ToolError("url must be a non-empty string such as https://example.com/docs")
         try:
             status, ctype, body, cut = await asyncio.wait_for(
-                self._fetch(url.strip()), self.config.timeout_s)
+                self._fetch(url.strip()), self.config.timeout_s
+            )
         except TimeoutError:
-            raise ToolError(f"fetching {url} took longer than {self.config.timeout_s:g}s; "
-                            "gave up") from None
+            raise ToolError(
+                f"fetching {url} took longer than {self.config.timeout_s:g}s; gave up"
+            ) from None
         text = body.decode(_charset(ctype), "replace")
         if "html" in ctype:
             text = html_to_markdown(text)
@@ -74,8 +83,9 @@ class WebFetch(Tool):
         return ToolOutput(cap_output(f"{head}\n\n{text.strip()}", ctx.output_cap))
 
     async def _fetch(self, url: str) -> tuple[int, str, bytes, bool]:
-        async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                                     headers={"User-Agent": "sparkcode-web-fetch"}) as client:
+        async with httpx.AsyncClient(
+            follow_redirects=False, trust_env=False, headers={"User-Agent": "sparkcode-web-fetch"}
+        ) as client:
             for _ in range(MAX_REDIRECTS + 1):
                 await self._check(url)
                 try:
@@ -85,19 +95,22 @@ class WebFetch(Tool):
                             continue
                         ctype = resp.headers.get("content-type", "").lower()
                         if ctype and not ctype.startswith(_TEXT_TYPES):
-                            raise ToolError(f"{url} is {ctype.split(';')[0]}, not text; "
-                                            "web_fetch reads only HTML and text")
+                            raise ToolError(
+                                f"{url} is {ctype.split(';')[0]}, not text; "
+                                "web_fetch reads only HTML and text"
+                            )
                         body, cut = bytearray(), False
                         async for chunk in resp.aiter_bytes():
                             body += chunk
                             if len(body) > self.config.max_bytes:
-                                del body[self.config.max_bytes:]
+                                del body[self.config.max_bytes :]
                                 cut = True
                                 break
                         return resp.status_code, ctype, bytes(body), cut
                 except httpx.HTTPError as exc:
-                    raise ToolError(f"could not fetch {url}: {type(exc).__name__}: "
-                                    f"{exc or 'no response'}") from None
+                    raise ToolError(
+                        f"could not fetch {url}: {type(exc).__name__}: {exc or 'no response'}"
+                    ) from None
         raise ToolError(f"{url}: more than {MAX_REDIRECTS} redirects; not followed")
 
     async def _check(self, url: str) -> None:
@@ -106,8 +119,10 @@ class WebFetch(Tool):
             raise ToolError(f"{url!r} is not an http(s) URL with a host")
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(
-                parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
-                type=socket.SOCK_STREAM)
+                parts.hostname,
+                parts.port or (443 if parts.scheme == "https" else 80),
+                type=socket.SOCK_STREAM,
+            )
         except OSError as exc:
             raise ToolError(f"could not resolve {parts.hostname}: {exc}") from None
         if self.config.allow_private:
@@ -117,7 +132,8 @@ class WebFetch(Tool):
             if not address.is_global or address.is_multicast:
                 raise ToolError(
                     f"refused: {parts.hostname} resolves to {address}, a local or private "
-                    "address (set [web_fetch] allow_private = true in config.toml to allow it)")
+                    "address (set [web_fetch] allow_private = true in config.toml to allow it)"
+                )
 
 
 def html_to_markdown(html: str) -> str:

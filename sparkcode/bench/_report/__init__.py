@@ -14,9 +14,20 @@ from ._plot import KL_FLOOR, acceptance_series, kl_bins, plot
 from ._summary import decode_steps, kld_texts, summarize
 from ._table import humaneval_diff, table
 
-__all__ = ["KL_FLOOR", "Column", "acceptance_series", "columns", "decode_steps",
-           "humaneval_diff", "kl_bins", "kld_texts", "plot", "summarize", "table",
-           "write_outputs"]
+__all__ = [
+    "KL_FLOOR",
+    "Column",
+    "acceptance_series",
+    "columns",
+    "decode_steps",
+    "humaneval_diff",
+    "kl_bins",
+    "kld_texts",
+    "plot",
+    "summarize",
+    "table",
+    "write_outputs",
+]
 
 
 def write_outputs(data: dict[str, Any], out_dir: Path) -> tuple[str, list[Path]]:

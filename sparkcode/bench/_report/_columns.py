@@ -27,7 +27,6 @@ def columns(results: list[dict[str, Any]], dirs: list[Path] | None = None) -> li
     for n, data in enumerate(results):
         for target in data["targets"]:
             label = target["label"]
-            name = label if labels.count(label) == 1 or dirs is None \
-                else f"{dirs[n].name}/{label}"
+            name = label if labels.count(label) == 1 or dirs is None else f"{dirs[n].name}/{label}"
             out.append(Column(name, data, label))
     return out

@@ -33,13 +33,20 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
 
-    def bars(ax: Any, values: list[float | None], lows: list[float] | None = None,
-             highs: list[float] | None = None, labels: list[str] | None = None) -> None:
+    def bars(
+        ax: Any,
+        values: list[float | None],
+        lows: list[float] | None = None,
+        highs: list[float] | None = None,
+        labels: list[str] | None = None,
+    ) -> None:
         ys = [v or 0.0 for v in values]
         err = None
         if lows is not None and highs is not None:
-            err = [[max(y - lo, 0) for y, lo in zip(ys, lows, strict=True)],
-                   [max(hi - y, 0) for y, hi in zip(ys, highs, strict=True)]]
+            err = [
+                [max(y - lo, 0) for y, lo in zip(ys, lows, strict=True)],
+                [max(hi - y, 0) for y, hi in zip(ys, highs, strict=True)],
+            ]
         drawn = ax.bar(range(len(ys)), ys, yerr=err, capsize=4, color="#4477aa")
         if labels is not None:
             # The value on each bar: a 0% bar is otherwise indistinguishable from no data.
@@ -48,27 +55,38 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
 
     if kind == "humaneval":
         fig, ax = plt.subplots(figsize=(5 + len(cols), 3.5))
-        bars(ax, [(s["pass_at_1"] or 0) * 100 for s in sums],
-             labels=[f"{s['passed']} / {s['problems']}" for s in sums])
+        bars(
+            ax,
+            [(s["pass_at_1"] or 0) * 100 for s in sums],
+            labels=[f"{s['passed']} / {s['problems']}" for s in sums],
+        )
         ax.set_ylabel("pass@1 (%)")
         ax.set_ylim(0, 100)
         ax.set_title("HumanEval pass@1")
         save(fig, "humaneval.png")
     elif kind == "throughput":
-        panels = [(f"decode tok/s ({k})", [s["decode"].get(k, {}).get("tok_s") for s in sums])
-                  for k in cols[0].data["settings"]["kinds"]]
-        panels += [(f"prefill tok/s ({n} cold)",
-                    [s["prefill"].get(str(n), {}).get("tok_s") for s in sums])
-                   for n in cols[0].data["settings"]["prefill_lengths"]]
+        panels = [
+            (f"decode tok/s ({k})", [s["decode"].get(k, {}).get("tok_s") for s in sums])
+            for k in cols[0].data["settings"]["kinds"]
+        ]
+        panels += [
+            (f"prefill tok/s ({n} cold)", [s["prefill"].get(str(n), {}).get("tok_s") for s in sums])
+            for n in cols[0].data["settings"]["prefill_lengths"]
+        ]
         turn = cols[0].data["settings"].get("turn_tokens") or 0
-        panels += [(f"TTFT s, {turn} after {n} cached",
-                    [s["turn"].get(str(n), {}).get("ttft_s") for s in sums])
-                   for n in (cols[0].data["settings"]["prefill_lengths"] if turn else [])]
+        panels += [
+            (
+                f"TTFT s, {turn} after {n} cached",
+                [s["turn"].get(str(n), {}).get("ttft_s") for s in sums],
+            )
+            for n in (cols[0].data["settings"]["prefill_lengths"] if turn else [])
+        ]
         panels = [(t, st) for t, st in panels if any(x and x["n"] for x in st)]
         if not panels:
             return written
-        fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 1, 3.5),
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(panels), figsize=(3.2 * len(panels) + 1, 3.5), squeeze=False
+        )
         for ax, (title, stats) in zip(axes[0], panels, strict=True):
             med = [st["median"] if st and st["n"] else None for st in stats]
             lo = [st["min"] if st and st["n"] else 0.0 for st in stats]
@@ -89,22 +107,31 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
             save(fig, "acceptance.png")
     elif kind == "loops":
         fig, ax = plt.subplots(figsize=(5 + len(cols), 3.5))
-        bars(ax, [float(s["degenerate"]) for s in sums],
-             labels=[f"{s['degenerate']} / {s['samples']}" for s in sums])
+        bars(
+            ax,
+            [float(s["degenerate"]) for s in sums],
+            labels=[f"{s['degenerate']} / {s['samples']}" for s in sums],
+        )
         ax.set_ylim(0, max(1, *(s["samples"] for s in sums)))
         ax.set_ylabel(f"degenerate of {sums[0]['samples']}")
         ax.set_title("loop probe")
         save(fig, "loops.png")
     else:
         fig, ax = plt.subplots(figsize=(6, 3.8))
-        series = [(c.name + tag, [x for k, u in c.units.items() if k.startswith(prefix + ":")
-                                  for x in u["kl"]])
-                  for c in cols for prefix, tag in (("cmp", ""), ("floor", " (noise floor)"))]
+        series = [
+            (
+                c.name + tag,
+                [x for k, u in c.units.items() if k.startswith(prefix + ":") for x in u["kl"]],
+            )
+            for c in cols
+            for prefix, tag in (("cmp", ""), ("floor", " (noise floor)"))
+        ]
         series = [(name, kl) for name, kl in series if kl]
         edges = kl_bins([x for _, kl in series for x in kl])
         for name, kl in series:
-            ax.hist([max(x, KL_FLOOR) for x in kl], bins=edges, histtype="step", label=name,
-                    log=True)
+            ax.hist(
+                [max(x, KL_FLOOR) for x in kl], bins=edges, histtype="step", label=name, log=True
+            )
         ax.set_xscale("log")
         ax.set_xlabel(f"per-token KL (nats; below {KL_FLOOR:g} drawn at {KL_FLOOR:g})")
         ax.set_ylabel("positions")
@@ -114,16 +141,21 @@ def plot(cols: list[Column], out_dir: Path) -> list[Path]:
     return written
 
 
-def acceptance_series(cols: list[Column], sums: list[dict[str, Any]]
-                      ) -> list[tuple[str, list[float]]]:
+def acceptance_series(
+    cols: list[Column], sums: list[dict[str, Any]]
+) -> list[tuple[str, list[float]]]:
     """(legend, acceptance per position) for each target and decode prompt that drafted;
     the legend says how many steps drafted, which the per-position shares do not."""
     out = []
     for c, s in zip(cols, sums, strict=True):
         for kind, d in s["decode"].items():
             if d.get("acceptance_per_position"):
-                out.append((f"{c.name}, {kind} ({steps_text(d)} steps drafted)",
-                            list(d["acceptance_per_position"])))
+                out.append(
+                    (
+                        f"{c.name}, {kind} ({steps_text(d)} steps drafted)",
+                        list(d["acceptance_per_position"]),
+                    )
+                )
     return out
 
 
@@ -138,4 +170,4 @@ def kl_bins(values: list[float], count: int = 40) -> list[float]:
     than the whole other distribution)."""
     top = max([KL_FLOOR * 10, *values]) * 1.001
     ratio = (top / KL_FLOOR) ** (1 / count)
-    return [KL_FLOOR * ratio ** i for i in range(count + 1)]
+    return [KL_FLOOR * ratio**i for i in range(count + 1)]

@@ -19,8 +19,9 @@ def summarize(col: Column) -> dict[str, Any]:
         from .. import _agent_report
 
         return _agent_report.summarize(col)
-    return {"humaneval": _humaneval, "throughput": _throughput, "loops": _loops,
-            "kld": _kld}[kind](col)
+    return {"humaneval": _humaneval, "throughput": _throughput, "loops": _loops, "kld": _kld}[kind](
+        col
+    )
 
 
 def _humaneval(col: Column) -> dict[str, Any]:
@@ -28,7 +29,9 @@ def _humaneval(col: Column) -> dict[str, Any]:
     n = len(units)
     passed = sum(1 for u in units.values() if u["passed"])
     out: dict[str, Any] = {
-        "problems": n, "passed": passed, "pass_at_1": passed / n if n else None,
+        "problems": n,
+        "passed": passed,
+        "pass_at_1": passed / n if n else None,
         "empty_answers": sum(1 for u in units.values() if not u["content"].strip()),
         "cut_at_max_tokens": sum(1 for u in units.values() if u["finish_reason"] == "length"),
         "completion_tokens": spread([u["completion_tokens"] for u in units.values()]),
@@ -58,10 +61,12 @@ def _throughput(col: Column) -> dict[str, Any]:
             "tok_s": spread([u["decode_tok_s"] for u in runs]),
             "ttft_s": spread([u["ttft_s"] for u in runs]),
             "tokens": spread([u["completion_tokens"] for u in runs]),
-            "acceptance_length": spread([s["acceptance_length"] for s in specs]) if specs
+            "acceptance_length": spread([s["acceptance_length"] for s in specs]) if specs else None,
+            "acceptance_per_position": [
+                sum(p[i] for p in per_pos) / len(per_pos) for i in range(len(per_pos[0]))
+            ]
+            if per_pos
             else None,
-            "acceptance_per_position": [sum(p[i] for p in per_pos) / len(per_pos)
-                                        for i in range(len(per_pos[0]))] if per_pos else None,
             "drafted_steps": spread([u["spec"]["drafts"] for u in runs if u.get("spec")]),
             "decode_steps": spread([decode_steps(u) for u in runs]),
         }
@@ -71,7 +76,8 @@ def _throughput(col: Column) -> dict[str, Any]:
             out["prefill"][str(length)] = {
                 "tok_s": spread([u["prefill_tok_s"] for u in runs]),
                 "ttft_s": spread([u["ttft_s"] for u in runs]),
-                "cached_tokens": [u["cached_tokens"] for u in runs]}
+                "cached_tokens": [u["cached_tokens"] for u in runs],
+            }
     out["turn"] = _turns(col, out["prefill"])
     out["usage_consistent"] = consistent
     out["host_load_1m"] = spread([u.get("host_load_1m") for u in units.values()])
@@ -90,17 +96,24 @@ def _turns(col: Column, prefill: dict[str, Any]) -> dict[str, Any]:
             continue
         ttft = spread([u["ttft_s"] for u in runs])
         cold = (prefill.get(str(length)) or {}).get("ttft_s") or {}
-        cached = [u["cached_tokens"] if u["cached_tokens"] is not None
-                  else u["prefix_cache_hits"] for u in runs]
+        cached = [
+            u["cached_tokens"] if u["cached_tokens"] is not None else u["prefix_cache_hits"]
+            for u in runs
+        ]
         out[str(length)] = {
-            "ttft_s": ttft, "turn_tokens": turn,
+            "ttft_s": ttft,
+            "turn_tokens": turn,
             "history_tokens": runs[0]["history_tokens"],
             "cached_tokens": cached,
             # What the engine computed again: the prompt less its cache hit.
-            "reprefilled_tokens": [None if c is None else u["prompt_tokens"] - c
-                                   for u, c in zip(runs, cached, strict=True)],
+            "reprefilled_tokens": [
+                None if c is None else u["prompt_tokens"] - c
+                for u, c in zip(runs, cached, strict=True)
+            ],
             "cold_over_turn": cold["median"] / ttft["median"]
-            if cold.get("median") and ttft["median"] else None}
+            if cold.get("median") and ttft["median"]
+            else None,
+        }
     return out
 
 
@@ -118,11 +131,14 @@ def decode_steps(unit: dict[str, Any]) -> float | None:
 def _loops(col: Column) -> dict[str, Any]:
     units = col.units
     bad = [u for u in units.values() if u["degenerate"]]
-    return {"samples": len(units), "degenerate": len(bad),
-            "patterns": dict(Counter(u["pattern"] for u in bad)),
-            "sessions": [u["session"] for u in bad],
-            "completion_tokens": spread([u["completion_tokens"] for u in units.values()]),
-            "decode_tok_s": spread([u["decode_tok_s"] for u in units.values()])}
+    return {
+        "samples": len(units),
+        "degenerate": len(bad),
+        "patterns": dict(Counter(u["pattern"] for u in bad)),
+        "sessions": [u["session"] for u in bad],
+        "completion_tokens": spread([u["completion_tokens"] for u in units.values()]),
+        "decode_tok_s": spread([u["decode_tok_s"] for u in units.values()]),
+    }
 
 
 def _kld_of(units: dict[str, Any], text: str = "") -> dict[str, Any]:

@@ -47,8 +47,15 @@ class CommandSurface(Screen[None]):
     turn_running: reactive[bool] = reactive(False)
     """True while a turn streams."""
 
-    def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
-                 sessions: SessionStore, trust: TrustStore, resume: Rebuilt | None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        agent_factory: AgentFactory,
+        engine_view: EngineView,
+        sessions: SessionStore,
+        trust: TrustStore,
+        resume: Rebuilt | None,
+    ) -> None:
         super().__init__()
         self.sessions = sessions
         """The recorded sessions (``/sessions``, resume)."""
@@ -173,20 +180,23 @@ class CommandSurface(Screen[None]):
     async def open_sessions(self) -> None:
         def chosen(session_id: str | None) -> None:
             if session_id is not None:
-                self.run_worker(self.resume_session(session_id), group="command",
-                                exit_on_error=False)
+                self.run_worker(
+                    self.resume_session(session_id), group="command", exit_on_error=False
+                )
 
         await self.app.push_screen(SessionsScreen(self.sessions), callback=chosen)
 
     async def resume_session(self, session_id: str) -> None:
         """Continue a recorded session; one of another workspace only if the user agrees."""
         if self.turn_running:
-            await self.conversation.add_error("a turn is running; press escape to stop it "
-                                              "before resuming another session")
+            await self.conversation.add_error(
+                "a turn is running; press escape to stop it before resuming another session"
+            )
             return
         try:
-            rebuilt, why_not = await choose_resume(self.app, self.sessions, self.workspace,
-                                                   session_id)
+            rebuilt, why_not = await choose_resume(
+                self.app, self.sessions, self.workspace, session_id
+            )
         except UserError as exc:
             await self.conversation.add_error(f"cannot resume {session_id}: {exc}")
             return
@@ -206,6 +216,8 @@ class CommandSurface(Screen[None]):
     async def _show_resumed(self, rebuilt: Rebuilt) -> None:
         await show_transcript(self.conversation, rebuilt.history[1:])
         self.query_one("#todos", TodoPanel).items = rebuilt.todos
-        await self.say(f"resumed session {rebuilt.session_id} after turn {rebuilt.turns}: your "
-                       "next prompt continues it (recorded as a new session naming it)")
+        await self.say(
+            f"resumed session {rebuilt.session_id} after turn {rebuilt.turns}: your "
+            "next prompt continues it (recorded as a new session naming it)"
+        )
         self._notes(rebuilt.notes)

@@ -67,9 +67,18 @@ class MainScreen(CommandSurface):
     CSS_PATH = "main.tcss"
     BINDINGS: ClassVar[list[BindingType]] = bindings("screen")
 
-    def __init__(self, workspace: Path, agent_factory: AgentFactory, engine_view: EngineView,
-                 *, sessions: SessionStore, trust: TrustStore, show_engine_panel: bool = False,
-                 instructions: Instructions | None = None, resume: Rebuilt | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        agent_factory: AgentFactory,
+        engine_view: EngineView,
+        *,
+        sessions: SessionStore,
+        trust: TrustStore,
+        show_engine_panel: bool = False,
+        instructions: Instructions | None = None,
+        resume: Rebuilt | None = None,
+    ) -> None:
         super().__init__(workspace, agent_factory, engine_view, sessions, trust, resume)
         self.instructions = instructions or Instructions()
         """The project instructions read at start (``/instructions``)."""
@@ -123,8 +132,11 @@ class MainScreen(CommandSurface):
         self.engine_panel.display = self._show_panel
         self.query_one("#todos").display = False
         self._renderer = TurnRenderer(
-            self.conversation, self.query_one(StatusBar), self.approvals,
-            self.stats, todos=self.query_one("#todos", TodoPanel),
+            self.conversation,
+            self.query_one(StatusBar),
+            self.approvals,
+            self.stats,
+            todos=self.query_one("#todos", TodoPanel),
             attention=lambda text: self.post_message(AttentionNeeded(text)),
         )
         self.engine_panel.view = self.engine_view
@@ -168,8 +180,9 @@ class MainScreen(CommandSurface):
         In a worker: attaching waits for the agent, which waits for a booting engine
         (minutes on a CPU); awaited here, it held the screen's message queue and every
         key typed meanwhile stayed unseen until the engine was ready."""
-        self.run_worker(self._attach_pasted(event.path, event.text), group="attach",
-                        exit_on_error=False)
+        self.run_worker(
+            self._attach_pasted(event.path, event.text), group="attach", exit_on_error=False
+        )
 
     async def _attach_pasted(self, path: Path, text: str) -> None:
         if not await self.attachments.attach(self, path, path.name):
@@ -183,8 +196,11 @@ class MainScreen(CommandSurface):
         """The prompt has the focus and text the user changed in the last
         :data:`TYPING_GRACE_S` seconds."""
         prompt = self.prompt
-        return (self.focused is prompt and bool(prompt.text.strip())
-                and time.monotonic() - self._prompt_edited_at < TYPING_GRACE_S)
+        return (
+            self.focused is prompt
+            and bool(prompt.text.strip())
+            and time.monotonic() - self._prompt_edited_at < TYPING_GRACE_S
+        )
 
     @on(PromptInput.Submitted, "#prompt")
     def _submitted(self, event: PromptInput.Submitted) -> None:
@@ -198,8 +214,9 @@ class MainScreen(CommandSurface):
             self.shell_escape(text[1:].strip(), event.shown)
             return
         if not text.startswith("/") and (self.attachments.pending or image_mentions(text)):
-            self.run_worker(self._send_with_images(text, event.shown), group="command",
-                            exit_on_error=False)
+            self.run_worker(
+                self._send_with_images(text, event.shown), group="command", exit_on_error=False
+            )
             return
         self.prompt.remember(event.shown)
         self.prompt.value = ""
@@ -223,18 +240,18 @@ class MainScreen(CommandSurface):
             if state in ("booting", "unhealthy") or view.busy == "starting":
                 self.pending_prompt = text
                 self.run_worker(self.conversation.add_user(text), group="notices")
-                self.notice("the engine is still starting; this prompt goes out when it is "
-                            "ready")
+                self.notice("the engine is still starting; this prompt goes out when it is ready")
                 return
             if not self.prompt.value:
                 self.prompt.value = text  # refused, not lost: it is there to send again
             if state == "degraded":
                 # The head still runs (Start is disabled); its next request would fail.
-                self.error("the engine is degraded: a node is down (the engine panel, F2, "
-                           "shows which and its log); press Stop there, then Start")
+                self.error(
+                    "the engine is degraded: a node is down (the engine panel, F2, "
+                    "shows which and its log); press Stop there, then Start"
+                )
             else:
-                self.error(f"the engine is {state}; open the engine panel (F2) and press "
-                           "Start")
+                self.error(f"the engine is {state}; open the engine panel (F2) and press Start")
             return
         self.start_turn(text)
 
@@ -259,8 +276,10 @@ class MainScreen(CommandSurface):
         """Send a message with images: each one is read and accepted before the prompt
         is cleared, so a refusal (shown) loses nothing typed."""
         if self.turn_running:
-            self.error("images go with a new message: wait for the running turn to end "
-                       "(or press escape); your message stays in the prompt")
+            self.error(
+                "images go with a new message: wait for the running turn to end "
+                "(or press escape); your message stays in the prompt"
+            )
             return
         images = await self.attachments.take(self, text)
         if images is None:
@@ -269,8 +288,9 @@ class MainScreen(CommandSurface):
         self.prompt.value = ""
         self.start_turn(text, images=images)
 
-    def start_turn(self, text: str, *, shown: bool = False,
-                   images: tuple[ImageAttachment, ...] = ()) -> None:
+    def start_turn(
+        self, text: str, *, shown: bool = False, images: tuple[ImageAttachment, ...] = ()
+    ) -> None:
         """Run a turn now; ``shown`` when the prompt is already on screen."""
         self.turn_running = True
         self._stopped = False
@@ -278,8 +298,9 @@ class MainScreen(CommandSurface):
         self._run_turn(text, shown, images)
 
     @work(exclusive=True, group="turn", exit_on_error=False)
-    async def _run_turn(self, text: str, shown: bool,
-                        images: tuple[ImageAttachment, ...] = ()) -> None:
+    async def _run_turn(
+        self, text: str, shown: bool, images: tuple[ImageAttachment, ...] = ()
+    ) -> None:
         conv = self.conversation
         if not shown:
             await conv.add_user(text)
@@ -325,9 +346,11 @@ class MainScreen(CommandSurface):
     @on(Worker.StateChanged)
     def _turn_ended(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "turn" and event.state in (
-                WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
-            self.queueing.turn_ended(stopped=self._stopped
-                                     or event.state == WorkerState.CANCELLED)
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
+        ):
+            self.queueing.turn_ended(stopped=self._stopped or event.state == WorkerState.CANCELLED)
 
     # -- approvals ---------------------------------------------------------------
 
@@ -336,8 +359,10 @@ class MainScreen(CommandSurface):
         if not self.user_is_typing():
             event.card.focus()
         elif event.card is self.approvals.pending():
-            self.notice("an approval waits: Enter queues what you are typing and moves to "
-                        "the card (y approve, a always, n deny)")
+            self.notice(
+                "an approval waits: Enter queues what you are typing and moves to "
+                "the card (y approve, a always, n deny)"
+            )
 
     @on(ApprovalCard.Decided)
     def _decided(self) -> None:
@@ -424,8 +449,9 @@ class MainScreen(CommandSurface):
         except CommandError as exc:
             self.error(str(exc))
             return
-        self.run_worker(self._command(parsed.name, parsed.arg), group="command",
-                        exit_on_error=False)
+        self.run_worker(
+            self._command(parsed.name, parsed.arg), group="command", exit_on_error=False
+        )
 
     async def _command(self, name: str, arg: str) -> None:
         parsed = parse_command(f"/{name} {arg}")

@@ -33,9 +33,7 @@ class ReplayScreen(Screen[None]):
     """A read-only conversation that replays one recorded session."""
 
     CSS_PATH = "replay.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "close", "Close"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
 
     played: reactive[int] = reactive(0)
     """Model requests played so far."""
@@ -61,8 +59,10 @@ class ReplayScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#todos").display = False
         self.renderer = TurnRenderer(
-            self.query_one(Conversation), self.query_one(StatusBar),
-            self.query_one("#approvals", ApprovalStack), StatsTracker(),
+            self.query_one(Conversation),
+            self.query_one(StatusBar),
+            self.query_one("#approvals", ApprovalStack),
+            StatsTracker(),
             todos=self.query_one("#todos", TodoPanel),
         )
         self._update_title()

@@ -56,8 +56,10 @@ class SessionsScreen(Screen[str | None]):
         self.rows: list[SessionSummary] = []
 
     def compose(self) -> ComposeResult:
-        yield Static("Recorded sessions (enter: play, f: play 8x, c: continue, r: refresh)",
-                     id="sessions-title")
+        yield Static(
+            "Recorded sessions (enter: play, f: play 8x, c: continue, r: refresh)",
+            id="sessions-title",
+        )
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="sessions-detail"):
             yield Static("", id="sessions-result")
@@ -65,8 +67,9 @@ class SessionsScreen(Screen[str | None]):
 
     def on_mount(self) -> None:
         grid = self.query_one(DataTable)
-        grid.add_columns("ID", "created", "requests", "tokens", "engine / model",
-                         "worktree", "last replay")
+        grid.add_columns(
+            "ID", "created", "requests", "tokens", "engine / model", "worktree", "last replay"
+        )
         self.action_refresh()
         grid.focus()
 
@@ -76,13 +79,20 @@ class SessionsScreen(Screen[str | None]):
         self.rows = list(reversed(self.store.summaries()))  # newest first
         for row in self.rows:
             damaged = " !" if row.problems or row.truncated else ""
-            grid.add_row(row.id + damaged, row.created, str(row.requests),
-                         str(row.completion_tokens), f"{row.engine} / {row.model or '?'}",
-                         row.branch or "-", result_summary(self.store.load_result(row.id)),
-                         key=row.id)
+            grid.add_row(
+                row.id + damaged,
+                row.created,
+                str(row.requests),
+                str(row.completion_tokens),
+                f"{row.engine} / {row.model or '?'}",
+                row.branch or "-",
+                result_summary(self.store.load_result(row.id)),
+                key=row.id,
+            )
         if not self.rows:
             self.query_one("#sessions-result", Static).update(
-                f"no sessions recorded yet in {self.store.directory}")
+                f"no sessions recorded yet in {self.store.directory}"
+            )
         else:
             self._show(self.rows[0].id)
 
@@ -103,16 +113,23 @@ class SessionsScreen(Screen[str | None]):
         result = self.store.load_result(session_id)
         widget = self.query_one("#sessions-result", Static)
         row = next((r for r in self.rows if r.id == session_id), None)
-        where = (f"\nworktree {row.worktree} (branch {row.branch or '?'})"
-                 if row is not None and row.worktree else "")
+        where = (
+            f"\nworktree {row.worktree} (branch {row.branch or '?'})"
+            if row is not None and row.worktree
+            else ""
+        )
         if result is None:
-            widget.update(f"session {session_id}: not replayed yet "
-                          f"(sparkcode replay {session_id} --rerun){where}")
+            widget.update(
+                f"session {session_id}: not replayed yet "
+                f"(sparkcode replay {session_id} --rerun){where}"
+            )
             return
         text = table(result)
         more = details(result)
-        widget.update(f"session {session_id}, replayed {result.get('at', '')}{where}\n\n{text}"
-                      + (f"\n\n{more}" if more else ""))
+        widget.update(
+            f"session {session_id}, replayed {result.get('at', '')}{where}\n\n{text}"
+            + (f"\n\n{more}" if more else "")
+        )
 
     def _play(self, speed: float) -> None:
         session_id = self._selected()

@@ -76,11 +76,16 @@ class ApprovalCard(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         request = self.request
-        yield Static(Text(_TITLES.get(request.kind, _TITLES["other"]), style="bold"),
-                     classes="approval-title")
+        yield Static(
+            Text(_TITLES.get(request.kind, _TITLES["other"]), style="bold"),
+            classes="approval-title",
+        )
         yield Static(Text(f"{request.tool}: {request.summary}"), classes="approval-summary")
-        detail = diff_text(request.detail) if request.kind == "edit" else Text(
-            request.detail, style="bold")
+        detail = (
+            diff_text(request.detail)
+            if request.kind == "edit"
+            else Text(request.detail, style="bold")
+        )
         with VerticalScroll(classes="approval-detail"):
             yield Static(detail)
         with Horizontal(classes="approval-buttons"):
@@ -97,8 +102,11 @@ class ApprovalCard(Vertical, can_focus=True):
     def on_key(self, event: events.Key) -> None:
         # Runs before the bindings. Once the user types text, the keys that still
         # reach the card before the prompt has the focus are text too, not answers.
-        if not event.is_printable or not event.character or (
-                event.key in self.ANSWER_KEYS and not self._typing):
+        if (
+            not event.is_printable
+            or not event.character
+            or (event.key in self.ANSWER_KEYS and not self._typing)
+        ):
             return  # the bindings (and the app's keys) handle it
         self._typing = True
         event.stop()
@@ -125,8 +133,9 @@ class ApprovalCard(Vertical, can_focus=True):
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        {"approve": self.action_approve, "always": self.action_always,
-         "deny": self.action_deny}[event.button.id or "deny"]()
+        {"approve": self.action_approve, "always": self.action_always, "deny": self.action_deny}[
+            event.button.id or "deny"
+        ]()
 
 
 class ApprovalStack(Vertical):

@@ -217,8 +217,10 @@ class DegenerationWarning(Horizontal):
         """What it saw, in one sentence."""
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"⚠ degenerate output ({self.pattern}): {self.detail}"),
-                     classes="degeneration-text")
+        yield Static(
+            Text(f"⚠ degenerate output ({self.pattern}): {self.detail}"),
+            classes="degeneration-text",
+        )
         if not self.stopped:
             yield Button("Stop turn", id="stop-degenerate", variant="warning", compact=True)
 

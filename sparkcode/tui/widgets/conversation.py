@@ -29,8 +29,9 @@ class Conversation(VerticalScroll, can_focus=True):
     def on_mount(self) -> None:
         self.anchor()
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
-                      layout: bool = True) -> bool:
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
         # A growing answer grows this container's virtual size in the layout pass
         # that places it; Textual's reactive would then lay the screen out once
         # more (6 ms a flush in bench/targets/tui_cpu.py). The scroll bars still follow:
@@ -83,8 +84,9 @@ class Conversation(VerticalScroll, can_focus=True):
             await self._add(self._answer)
         return self._answer
 
-    async def add_tool_card(self, call_id: str, tool: str, arguments: dict[str, Any] | str,
-                            *, diff: str | None = None) -> ToolCard:
+    async def add_tool_card(
+        self, call_id: str, tool: str, arguments: dict[str, Any] | str, *, diff: str | None = None
+    ) -> ToolCard:
         await self.end_segment()
         card = ToolCard(call_id, tool, arguments, diff=diff)
         self._cards[call_id] = card

@@ -57,8 +57,9 @@ def pool_line(plugin: list[str]) -> str | None:
         inner = line.partition("(")[2].rstrip(")")
         if line.startswith("fp4_pool: active ("):
             experts, _, coverage = inner.partition("; live coverage ")
-            parts.append(experts.replace(" experts", "") + ", coverage "
-                         + coverage.partition(" of ")[0])
+            parts.append(
+                experts.replace(" experts", "") + ", coverage " + coverage.partition(" of ")[0]
+            )
         elif line.startswith("fp4_reselect: live ("):
             parts.append(inner.partition(" in ")[0].replace(" swaps", " live swaps"))
         elif line.startswith("fp4_reselect: failed"):
@@ -75,8 +76,14 @@ def state_line(view: EngineView) -> Text:
         return Text("endpoint, not answering", style="bold red")
     if view.busy:
         return Text(f"{view.busy}…", style="bold yellow")
-    colour = {"ready": "green", "booting": "yellow", "unhealthy": "yellow",
-              "degraded": "red", "crashed": "red", "stopped": "dim"}[status.state]
+    colour = {
+        "ready": "green",
+        "booting": "yellow",
+        "unhealthy": "yellow",
+        "degraded": "red",
+        "crashed": "red",
+        "stopped": "dim",
+    }[status.state]
     text = Text(status.state, style=f"bold {colour}")
     if status.state == "booting" and status.phase:
         text.append(f" ({status.phase})", style=colour)
@@ -174,8 +181,9 @@ class EnginePanel(Vertical):
             ("url", view.endpoint or status.base_url),
         ]
         if view.managed:
-            rows.append(("memory", human_gib(status.memory_rss_bytes)
-                         if status.memory_rss_bytes else None))
+            rows.append(
+                ("memory", human_gib(status.memory_rss_bytes) if status.memory_rss_bytes else None)
+            )
         for node in status.nodes:
             rows.append((node.name, node_line(node)))
         if view.pagemath:

@@ -138,13 +138,17 @@ class MarkdownLines(Widget):
 
     def _ensure(self, width: int) -> None:
         if width != self._width:
-            self._lines = [line for block, lead in zip(self._blocks, self._leads, strict=True)
-                           for line in self._render_block(block, lead, width)]
+            self._lines = [
+                line
+                for block, lead in zip(self._blocks, self._leads, strict=True)
+                for line in self._render_block(block, lead, width)
+            ]
             self._tail_lines = self._render_block(self._tail, self._after, width)
             self._width = width
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
-                      layout: bool = True) -> bool:
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
         # Textual sets ``virtual_size`` as a reactive that asks for another layout
         # pass: for a widget that does not scroll, the pass that just placed it
         # already knew that size. Without this every flush that grows an answer

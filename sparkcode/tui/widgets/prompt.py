@@ -97,8 +97,14 @@ class PromptInput(TextArea):
             """The paste as it came (typed into the prompt if the image is refused)."""
 
     def __init__(self, files: WorkspaceFiles, *, id: str | None = None) -> None:
-        super().__init__(id=id, soft_wrap=True, tab_behavior="focus", show_line_numbers=False,
-                         highlight_cursor_line=False, placeholder=self.PLACEHOLDER)
+        super().__init__(
+            id=id,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            placeholder=self.PLACEHOLDER,
+        )
         self.files = files
         """The workspace files ``@`` completes from."""
         self.prompt_history: list[str] = []
@@ -203,7 +209,7 @@ class PromptInput(TextArea):
             text = self.text
             found = suggest_completion(text, self.files)
             if found is not None and found.startswith(text):
-                suggestion = found[len(text):]
+                suggestion = found[len(text) :]
         self.suggestion = suggestion
 
     def action_complete(self) -> None:

@@ -24,9 +24,7 @@ from sparkcode.agent.asking import Answer, Question, option_answer
 class QuestionCard(Vertical):
     """Asks the user one :class:`Question`; :attr:`answer` gets their answer once."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "decline", "Decline to answer"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "decline", "Decline to answer")]
 
     def __init__(self, question: Question) -> None:
         super().__init__(classes="question")
@@ -42,8 +40,9 @@ class QuestionCard(Vertical):
             for n, option in enumerate(q.options, 1):
                 yield Button(f"{n}. {option}", id=f"option-{n}", compact=True)
         hint = "a number or your own answer" if q.options else "your answer"
-        yield Input(placeholder=f"type {hint}, Enter sends; Escape declines",
-                    classes="question-input")
+        yield Input(
+            placeholder=f"type {hint}, Enter sends; Escape declines", classes="question-input"
+        )
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -57,8 +56,9 @@ class QuestionCard(Vertical):
         event.stop()
         text = option_answer(self.question.options, event.value)
         if not text:
-            self.notify("type an answer, pick an option, or press Escape to decline",
-                        severity="warning")
+            self.notify(
+                "type an answer, pick an option, or press Escape to decline", severity="warning"
+            )
             return
         self._give(Answer.answered(text))
 

@@ -45,8 +45,11 @@ class StatusBar(Horizontal):
     def watch_stats(self, stats: LiveStats) -> None:
         if not self.is_mounted:
             return
-        if self._shown is None or stats.streaming != self._shown.streaming \
-                or (stats.waiting_since is None) != (self._shown.waiting_since is None):
+        if (
+            self._shown is None
+            or stats.streaming != self._shown.streaming
+            or (stats.waiting_since is None) != (self._shown.waiting_since is None)
+        ):
             self._draw()
         elif self._timer is None:
             self._timer = self.set_timer(aligned_delay(self.REDRAW_S), self._draw)

@@ -48,8 +48,12 @@ def update_streamed(widget: Static, content: VisualType) -> None:
 class StreamBuffer:
     """Collects text fragments and hands them to ``sink`` at most every interval."""
 
-    def __init__(self, owner: Widget, sink: Callable[[str], Awaitable[None] | None],
-                 interval: float = FLUSH_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        owner: Widget,
+        sink: Callable[[str], Awaitable[None] | None],
+        interval: float = FLUSH_INTERVAL_S,
+    ) -> None:
         self._owner = owner
         self._sink = sink
         self._interval = interval

@@ -28,6 +28,7 @@ def render_todos(items: tuple[TodoItem, ...]) -> Text:
         mark, style = _MARKS.get(item.status, ("?", ""))
         text.append("\n")
         text.append(f" {mark} ", style=style)
-        text.append(f"{item.id}. {item.text}",
-                    style="dim strike" if item.status == "done" else style)
+        text.append(
+            f"{item.id}. {item.text}", style="dim strike" if item.status == "done" else style
+        )
     return text

@@ -77,8 +77,9 @@ class ToolCard(Vertical):
     state: reactive[ToolState] = reactive("running")
     """Where the call stands."""
 
-    def __init__(self, call_id: str, tool: str, arguments: dict[str, Any] | str,
-                 *, diff: str | None = None) -> None:
+    def __init__(
+        self, call_id: str, tool: str, arguments: dict[str, Any] | str, *, diff: str | None = None
+    ) -> None:
         super().__init__(classes="tool-card")
         self.call_id = call_id
         """The tool call's id in the conversation."""
@@ -129,8 +130,9 @@ class ToolCard(Vertical):
     def add_hook(self, line: str, *, ok: bool = True) -> None:
         """Show one hook's outcome under the result (red when it failed)."""
         self.hook_lines.append(line)
-        self._hooks.update(Text("\n".join(f"↳ {h}" for h in self.hook_lines),
-                                style="" if ok else "red"))
+        self._hooks.update(
+            Text("\n".join(f"↳ {h}" for h in self.hook_lines), style="" if ok else "red")
+        )
         self._hooks.display = True
 
     def watch_state(self, old: ToolState, new: ToolState) -> None:
@@ -184,8 +186,10 @@ class TaskActivity(Collapsible):
 
     def describe(self) -> str:
         calls = len(self.cards)
-        text = (f"explore: {self.requests} request{'s' if self.requests != 1 else ''}, "
-                f"{calls} tool call{'s' if calls != 1 else ''}")
+        text = (
+            f"explore: {self.requests} request{'s' if self.requests != 1 else ''}, "
+            f"{calls} tool call{'s' if calls != 1 else ''}"
+        )
         if self.ended is not None:
             text += ", done" if self.ended == "stop" else f", ended: {self.ended}"
         return text

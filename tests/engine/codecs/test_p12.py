@@ -218,9 +218,7 @@ def test_bad_inputs_are_rejected_with_names() -> None:
             p.payload, p.exponents, torch.tensor([10]), torch.zeros(1, dtype=torch.uint16), (10,)
         )
     with pytest.raises(ValueError, match="16 distinct"):
-        p12.pack(
-            torch.ones(4, dtype=torch.bfloat16), exponents=torch.zeros(16, dtype=torch.uint8)
-        )
+        p12.pack(torch.ones(4, dtype=torch.bfloat16), exponents=torch.zeros(16, dtype=torch.uint8))
 
 
 def _real_weights(home: str | None) -> dict[str, torch.Tensor]:

@@ -96,16 +96,25 @@ def test_another_kernel_chooser_is_left_alone(monkeypatch: pytest.MonkeyPatch) -
     assert _module().check_cpu_sgl_kernel is before
 
 
-def _features(paths: Paths, model_dir: Path, *, dtype: str, quant: dict[str, Any] | None,
-              cpu: bool = True, plugin: bool = False) -> str | None:
+def _features(
+    paths: Paths,
+    model_dir: Path,
+    *,
+    dtype: str,
+    quant: dict[str, Any] | None,
+    cpu: bool = True,
+    plugin: bool = False,
+) -> str | None:
     config: dict[str, Any] = {"max_position_embeddings": 4096, "model_type": "llama"}
     if quant is not None:
         config["quantization_config"] = quant
     (model_dir / "config.json").write_text(json.dumps(config))
-    text = (f'[profile]\nname = "mine"\n[model]\npath = "{model_dir}"\n'
-            f'[server]\ndtype = "{dtype}"\n'
-            + ('[plugin]\nenabled = true\nfeatures = ["scheduler_fix"]\n' if plugin else "")
-            + ("[cpu]\nkvcache_space_gib = 1\n" if cpu else ""))
+    text = (
+        f'[profile]\nname = "mine"\n[model]\npath = "{model_dir}"\n'
+        f'[server]\ndtype = "{dtype}"\n'
+        + ('[plugin]\nenabled = true\nfeatures = ["scheduler_fix"]\n' if plugin else "")
+        + ("[cpu]\nkvcache_space_gib = 1\n" if cpu else "")
+    )
     spec = render(parse_profile(text, model_dir / "mine.toml"), paths, python="/py")
     if spec.env.get("VLLM_PLUGINS") != "sparkcode":
         assert spec.env["SPARKCODE_PLUGIN_FEATURES"] == ""
@@ -113,12 +122,15 @@ def _features(paths: Paths, model_dir: Path, *, dtype: str, quant: dict[str, Any
     return spec.env["SPARKCODE_PLUGIN_FEATURES"]
 
 
-def test_a_float32_w8a8_cpu_profile_loads_the_plugin_with_the_fix(paths: Paths,
-                                                                  tmp_path: Path) -> None:
+def test_a_float32_w8a8_cpu_profile_loads_the_plugin_with_the_fix(
+    paths: Paths, tmp_path: Path
+) -> None:
     # Without [plugin] enabled: the render loads the plugin for this one fix.
     assert _features(paths, tmp_path, dtype="float32", quant=QUANT_CONFIG) == "cpu_int8_float32"
-    assert _features(paths, tmp_path, dtype="float32", quant=QUANT_CONFIG, plugin=True) == \
-        "scheduler_fix,cpu_int8_float32"
+    assert (
+        _features(paths, tmp_path, dtype="float32", quant=QUANT_CONFIG, plugin=True)
+        == "scheduler_fix,cpu_int8_float32"
+    )
 
 
 def test_other_dtypes_models_and_gpus_get_nothing(paths: Paths, tmp_path: Path) -> None:

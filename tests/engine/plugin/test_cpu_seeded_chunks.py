@@ -146,9 +146,10 @@ def test_swap_generator_leaves_what_it_must_not_touch() -> None:
     assert not swap_generator(greedy, "unknown")
 
     cuda = SimpleNamespace(device=SimpleNamespace(type="cuda"))
-    on_gpu = SimpleNamespace(requests={"c": SimpleNamespace(generator=cuda)},
-                             input_batch=SimpleNamespace(req_id_to_index={"c": 0},
-                                                         generators={0: cuda}))
+    on_gpu = SimpleNamespace(
+        requests={"c": SimpleNamespace(generator=cuda)},
+        input_batch=SimpleNamespace(req_id_to_index={"c": 0}, generators={0: cuda}),
+    )
     assert not swap_generator(on_gpu, "c")
     assert on_gpu.requests["c"].generator is cuda and on_gpu.input_batch.generators[0] is cuda
 
@@ -169,7 +170,8 @@ def test_swap_generator_leaves_what_it_must_not_touch() -> None:
 
 
 def test_the_patched_update_states_swaps_every_new_seeded_request(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The installed wrapper around a stand-in for vLLM's ``_update_states``: after it,
     the runner's rewind works and the sampler draws what the seed gives."""
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
@@ -188,11 +190,16 @@ def test_the_patched_update_states_swaps_every_new_seeded_request(
         return "vllm's result"
 
     monkeypatch.setattr(GPUModelRunner, cpu_seeded_chunks.METHOD, update_states)
-    output = SimpleNamespace(scheduled_new_reqs=[SimpleNamespace(req_id="s1", seed=1),
-                                                 SimpleNamespace(req_id="greedy", seed=None),
-                                                 SimpleNamespace(req_id="s2", seed=2)])
-    runner = SimpleNamespace(requests={}, input_batch=SimpleNamespace(req_id_to_index={},
-                                                                      generators={}))
+    output = SimpleNamespace(
+        scheduled_new_reqs=[
+            SimpleNamespace(req_id="s1", seed=1),
+            SimpleNamespace(req_id="greedy", seed=None),
+            SimpleNamespace(req_id="s2", seed=2),
+        ]
+    )
+    runner = SimpleNamespace(
+        requests={}, input_batch=SimpleNamespace(req_id_to_index={}, generators={})
+    )
     try:
         assert cpu_seeded_chunks.apply().outcome == "applied"
         assert _runner_cls()._update_states(runner, output) == "vllm's result"
@@ -209,39 +216,50 @@ def test_the_patched_update_states_swaps_every_new_seeded_request(
         assert _draws(generator) == _draws(_seeded(SEED + index))
 
     # Unpatched, the same runner step leaves plain generators that cannot be rewound.
-    plain = SimpleNamespace(requests={}, input_batch=SimpleNamespace(req_id_to_index={},
-                                                                     generators={}))
+    plain = SimpleNamespace(
+        requests={}, input_batch=SimpleNamespace(req_id_to_index={}, generators={})
+    )
     _runner_cls()._update_states(plain, output)
     with pytest.raises(RuntimeError, match="does not use offset"):
         _rewind(plain.input_batch.generators[0])
 
 
-
 # As tests/engine/profiles/test_qwen_profiles.py writes a hybrid: linear-attention layers
 # (Qwen3-Next), and a Mamba model by its type.
-HYBRIDS: list[dict[str, Any]] = [{"layer_types": ["linear_attention", "full_attention"]},
-                                 {"model_type": "mamba2"}]
+HYBRIDS: list[dict[str, Any]] = [
+    {"layer_types": ["linear_attention", "full_attention"]},
+    {"model_type": "mamba2"},
+]
 
 
-def _features(paths: Paths, model_dir: Path, config: dict[str, Any], *, cpu: bool = True,
-              features: str = '"scheduler_fix"') -> list[str]:
-    (model_dir / "config.json").write_text(json.dumps({"max_position_embeddings": 4096,
-                                                       **config}))
-    text = (f'[profile]\nname = "mine"\n[model]\npath = "{model_dir}"\n'
-            f"[plugin]\nenabled = true\nfeatures = [{features}]\n"
-            + ("[cpu]\nkvcache_space_gib = 1\n" if cpu else ""))
+def _features(
+    paths: Paths,
+    model_dir: Path,
+    config: dict[str, Any],
+    *,
+    cpu: bool = True,
+    features: str = '"scheduler_fix"',
+) -> list[str]:
+    (model_dir / "config.json").write_text(json.dumps({"max_position_embeddings": 4096, **config}))
+    text = (
+        f'[profile]\nname = "mine"\n[model]\npath = "{model_dir}"\n'
+        f"[plugin]\nenabled = true\nfeatures = [{features}]\n"
+        + ("[cpu]\nkvcache_space_gib = 1\n" if cpu else "")
+    )
     spec = render(parse_profile(text, model_dir / "mine.toml"), paths, python="/py")
     return spec.env["SPARKCODE_PLUGIN_FEATURES"].split(",")
 
 
 @pytest.mark.parametrize("config", HYBRIDS)
-def test_a_hybrid_on_a_cpu_profile_gets_the_feature(paths: Paths, tmp_path: Path,
-                                                    config: dict[str, Any]) -> None:
+def test_a_hybrid_on_a_cpu_profile_gets_the_feature(
+    paths: Paths, tmp_path: Path, config: dict[str, Any]
+) -> None:
     assert _features(paths, tmp_path, config) == ["scheduler_fix", "cpu_seeded_chunks"]
     # Named by the profile already: once.
-    assert _features(paths, tmp_path, config,
-                     features='"cpu_seeded_chunks", "scheduler_fix"') == \
-        ["cpu_seeded_chunks", "scheduler_fix"]
+    assert _features(paths, tmp_path, config, features='"cpu_seeded_chunks", "scheduler_fix"') == [
+        "cpu_seeded_chunks",
+        "scheduler_fix",
+    ]
 
 
 def test_a_plain_model_or_a_gpu_profile_does_not(paths: Paths, tmp_path: Path) -> None:
@@ -254,11 +272,12 @@ def test_a_plain_model_or_a_gpu_profile_does_not(paths: Paths, tmp_path: Path) -
 
 
 def test_a_hybrid_cpu_profile_without_the_plugin_loads_it_for_the_fix_alone(
-        paths: Paths, tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 4096,
-                                                      **HYBRIDS[0]}))
-    text = (f'[profile]\nname = "mine"\n[model]\npath = "{tmp_path}"\n'
-            "[cpu]\nkvcache_space_gib = 1\n")
+    paths: Paths, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text(
+        json.dumps({"max_position_embeddings": 4096, **HYBRIDS[0]})
+    )
+    text = f'[profile]\nname = "mine"\n[model]\npath = "{tmp_path}"\n[cpu]\nkvcache_space_gib = 1\n'
     env = render(parse_profile(text, tmp_path / "mine.toml"), paths, python="/py").env
     assert env["VLLM_PLUGINS"] == "sparkcode"
     assert env["SPARKCODE_PLUGIN_FEATURES"] == "cpu_seeded_chunks"

@@ -29,10 +29,12 @@ def _original() -> Any:
 
 
 def _groups(grid: int, rng: random.Random) -> list[SimpleNamespace]:
-    mamba = MambaSpec(block_size=grid, shapes=((2, 2),), dtypes=(torch.float32,),
-                      mamba_cache_mode="align")
-    draft = FullAttentionSpec(block_size=rng.choice([16, 64]), num_kv_heads=1, head_size=32,
-                              dtype=torch.bfloat16)
+    mamba = MambaSpec(
+        block_size=grid, shapes=((2, 2),), dtypes=(torch.float32,), mamba_cache_mode="align"
+    )
+    draft = FullAttentionSpec(
+        block_size=rng.choice([16, 64]), num_kv_heads=1, head_size=32, dtype=torch.bfloat16
+    )
     groups = [SimpleNamespace(kv_cache_spec=draft), SimpleNamespace(kv_cache_spec=mamba)]
     rng.shuffle(groups)
     return groups
@@ -104,7 +106,8 @@ def test_without_a_mamba_group_it_is_vllms_split() -> None:
     for _ in range(2000):
         scheduler, request, args = _case(rng)
         scheduler.kv_cache_config.kv_cache_groups = [
-            g for g in scheduler.kv_cache_config.kv_cache_groups
+            g
+            for g in scheduler.kv_cache_config.kv_cache_groups
             if not isinstance(g.kv_cache_spec, MambaSpec)
         ]
         scheduler.cache_config.block_size = rng.choice([16, 64, 128])

@@ -34,16 +34,23 @@ def _quiet_coverage(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))
 
 
-def _loaded(experts: int, hidden: int, inter: int, pooled: tuple[int, ...] = (),
-            limit: float | None = None, scale: float = 0.1) -> tuple[Any, Any, dict[Any, Any]]:
+def _loaded(
+    experts: int,
+    hidden: int,
+    inter: int,
+    pooled: tuple[int, ...] = (),
+    limit: float | None = None,
+    scale: float = 0.1,
+) -> tuple[Any, Any, dict[Any, Any]]:
     method, layer = method_and_layer(experts, hidden, inter, pooled, limit)
     dense = load_experts(layer, experts, hidden, inter, pooled=pooled, scale=scale)
     method.process_weights_after_loading(layer)
     return method, layer, dense
 
 
-def _routing(tokens: int, experts: int, top_k: int, seed: int,
-             skewed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def _routing(
+    tokens: int, experts: int, top_k: int, seed: int, skewed: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     if skewed:  # every token on the same top_k experts
         ids = torch.arange(top_k).repeat(tokens, 1)
@@ -81,24 +88,29 @@ def test_the_detector_catches_what_the_old_apply_did() -> None:
         (ids == 2).nonzero()
 
 
-def _glm_reference(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor,
-                   dense: dict[Any, torch.Tensor], on_input: bool) -> torch.Tensor:
+def _glm_reference(
+    x: torch.Tensor,
+    ids: torch.Tensor,
+    wts: torch.Tensor,
+    dense: dict[Any, torch.Tensor],
+    on_input: bool,
+) -> torch.Tensor:
     """Calibration's expert math per (token, k): ``down(calib.down_inputs(...))``."""
     out = torch.zeros_like(x)
     for t in range(x.shape[0]):
         for k in range(ids.shape[1]):
             e, w = int(ids[t, k]), float(wts[t, k])
-            xs = x[t:t + 1] * w if on_input else x[t:t + 1]
+            xs = x[t : t + 1] * w if on_input else x[t : t + 1]
             h = calib.down_inputs(xs, dense[e, "gate_proj"], dense[e, "up_proj"], GLM_LIMIT)
             y = h @ dense[e, "down_proj"].T
             out[t] += (y if on_input else w * y)[0]
     return out
 
 
-@pytest.mark.parametrize(("tokens", "top_k", "on_input"), [(24, GLM_TOPK, False),
-                                                           (6, 1, True)])
-def test_a_glm_shaped_layer_matches_the_calibration_math(tokens: int, top_k: int,
-                                                         on_input: bool) -> None:
+@pytest.mark.parametrize(("tokens", "top_k", "on_input"), [(24, GLM_TOPK, False), (6, 1, True)])
+def test_a_glm_shaped_layer_matches_the_calibration_math(
+    tokens: int, top_k: int, on_input: bool
+) -> None:
     g = torch.Generator().manual_seed(5)
     x = torch.randn(tokens, GLM_HIDDEN, generator=g)
     router = torch.randn(GLM_EXPERTS, GLM_HIDDEN, generator=g)
@@ -108,15 +120,17 @@ def test_a_glm_shaped_layer_matches_the_calibration_math(tokens: int, top_k: int
     wts = scores / scores.sum(-1, keepdim=True)  # norm_topk_prob
     routed = sorted(set(ids.reshape(-1).tolist()))
     pooled = (routed[0], routed[-1])  # two routed experts are served from the FP4 pool
-    method, layer, dense = _loaded(GLM_EXPERTS, GLM_HIDDEN, GLM_INTER, pooled=pooled,
-                                   limit=GLM_LIMIT, scale=0.5)
+    method, layer, dense = _loaded(
+        GLM_EXPERTS, GLM_HIDDEN, GLM_INTER, pooled=pooled, limit=GLM_LIMIT, scale=0.5
+    )
     layer.apply_router_weight_on_input = on_input  # vLLM allows it with top-1 routing only
     out = method.apply(layer, x, wts, ids, None, None)
     want = _glm_reference(x, ids, wts, dense, on_input)
     torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
     # The clamp matters at these activations: without it the answer is far off.
-    unclamped = dense_moe(x * wts[:, :1] if on_input else x, ids,
-                          torch.ones_like(wts) if on_input else wts, dense)
+    unclamped = dense_moe(
+        x * wts[:, :1] if on_input else x, ids, torch.ones_like(wts) if on_input else wts, dense
+    )
     assert (unclamped - want).abs().max() > 0.1 * want.abs().max()
 
 
@@ -125,8 +139,10 @@ def test_a_swap_serves_another_expert_from_the_same_slot() -> None:
     pool = layer.w2q_pool
     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(3))
     ids, wts = _routing(5, 4, 2, seed=3)
-    before = {name: getattr(layer, name).data_ptr() for name in
-              ("w13_weight_fp4", "w2_weight_fp4_scale", "expert_slot")}
+    before = {
+        name: getattr(layer, name).data_ptr()
+        for name in ("w13_weight_fp4", "w2_weight_fp4_scale", "expert_slot")
+    }
     source = random_expert(64, 32, torch.Generator().manual_seed(99))
     fp4 = {p: nvfp4.quantize(w) for p, w in source.items()}
     tensors = pool.expert_tensors(fp4["gate_proj"], fp4["up_proj"], fp4["down_proj"])

@@ -75,8 +75,9 @@ def test_tensor_parallel_ranks_add_up_to_the_whole_layer(tokens: int) -> None:
         method, layer, _ = _layer(tp=(rank, 2))
         parts.append(method.apply(layer, x, wts, ids, None, None))
         assert torch.equal(layer.expert_tokens, whole.expert_tokens)  # same routing counted
-    torch.testing.assert_close(parts[0] + parts[1], want, rtol=1e-4,
-                               atol=1e-5 * float(want.abs().max()))
+    torch.testing.assert_close(
+        parts[0] + parts[1], want, rtol=1e-4, atol=1e-5 * float(want.abs().max())
+    )
     assert float(parts[0].abs().max()) > 0.05 * float(want.abs().max())  # both ranks count
 
 
@@ -88,23 +89,28 @@ def test_expert_parallel_ranks_give_partial_sums_that_add_up() -> None:
     for rank in (0, 1):
         method, layer, _ = _layer(ep=(rank, 2))
         assert layer.w13_weight_packed.shape[0] == EXPERTS // 2
-        assert layer.expert_slot.tolist() == ([-1, 0, -1, -1] if rank == 0 else
-                                              [-1, -1, 0, -1])  # global 1 and 6, local ids
+        assert layer.expert_slot.tolist() == (
+            [-1, 0, -1, -1] if rank == 0 else [-1, -1, 0, -1]
+        )  # global 1 and 6, local ids
         parts.append(method.apply(layer, x, wts, ids, None, None))
         own = slice(rank * EXPERTS // 2, (rank + 1) * EXPERTS // 2)
         assert torch.equal(layer.expert_tokens, whole.expert_tokens[own])
-    torch.testing.assert_close(parts[0] + parts[1], want, rtol=1e-4,
-                               atol=1e-5 * float(want.abs().max()))
+    torch.testing.assert_close(
+        parts[0] + parts[1], want, rtol=1e-4, atol=1e-5 * float(want.abs().max())
+    )
     # A token routed only to rank 1's experts gets exactly nothing from rank 0.
     only_one = torch.tensor([[4, 5, 6, 7]], dtype=torch.int32)
     method, layer, _ = _layer(ep=(0, 2))
-    assert torch.equal(method.apply(layer, x[:1], wts[:1], only_one, None, None),
-                       torch.zeros(1, HIDDEN, dtype=x.dtype))
+    assert torch.equal(
+        method.apply(layer, x[:1], wts[:1], only_one, None, None),
+        torch.zeros(1, HIDDEN, dtype=x.dtype),
+    )
 
 
 @pytest.mark.parametrize("shard", [{"tp": (1, 2)}, {"ep": (1, 2)}])
 def test_sharded_apply_has_no_host_sync_and_routing_free_shapes(
-        shard: dict[str, tuple[int, int]]) -> None:
+    shard: dict[str, tuple[int, int]],
+) -> None:
     method, layer, _ = _layer(**shard)
     traces = []
     for seed in (1, 2):
@@ -122,12 +128,22 @@ def test_sharded_apply_has_no_host_sync_and_routing_free_shapes(
 def test_a_checkpoint_tensor_that_does_not_split_is_named() -> None:
     _, layer = method_and_layer(EXPERTS, HIDDEN, INTER, tp=(0, 2))
     p: Any = layer.w2_weight_packed
-    with pytest.raises(ValueError, match=r"experts.3.down_proj.weight_packed: expert 3 has "
-                                         r"shape \(64, 16\); at tensor parallel size 2"):
-        p.weight_loader(p, torch.zeros(HIDDEN, INTER // 8, dtype=torch.uint8),
-                        "experts.3.down_proj.weight_packed", shard_id="w2", expert_id=3)
-    with pytest.raises(ValueError, match="expert intermediate size per tensor-parallel rank "
-                                         "divisible by 32, got 16"):
+    with pytest.raises(
+        ValueError,
+        match=r"experts.3.down_proj.weight_packed: expert 3 has "
+        r"shape \(64, 16\); at tensor parallel size 2",
+    ):
+        p.weight_loader(
+            p,
+            torch.zeros(HIDDEN, INTER // 8, dtype=torch.uint8),
+            "experts.3.down_proj.weight_packed",
+            shard_id="w2",
+            expert_id=3,
+        )
+    with pytest.raises(
+        ValueError,
+        match="expert intermediate size per tensor-parallel rank divisible by 32, got 16",
+    ):
         method_and_layer(EXPERTS, HIDDEN, 64, tp=(0, 4))
 
 

@@ -76,19 +76,25 @@ def test_large_weights_are_split_into_row_blocks(monkeypatch: pytest.MonkeyPatch
         x = torch.randn(tokens, 64).to(torch.bfloat16)
         with no_host_sync():
             got = method.apply(layer, x)
-        torch.testing.assert_close(got.float(), F.linear(x.float(), w.float()),
-                                   rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(
+            got.float(), F.linear(x.float(), w.float()), rtol=2e-2, atol=2e-2
+        )
 
 
 def test_a_weight_without_its_packed_form_is_packed_at_load() -> None:
     method, layer = _linear_layer(32, [24])
     w = _weight(24, 32, seed=5)
     layer.weight.weight_loader(layer.weight, w.clone())  # a plain BF16 tensor
-    (prefix, rows), = layer.p12_blocks[0]
-    got = p12.unpack(p12.PackedBF16(
-        getattr(layer, f"{prefix}_payload"), getattr(layer, f"{prefix}_exponents"),
-        getattr(layer, f"{prefix}_escape_index"),
-        getattr(layer, f"{prefix}_escape_values").view(torch.uint16), (rows, 32)))
+    ((prefix, rows),) = layer.p12_blocks[0]
+    got = p12.unpack(
+        p12.PackedBF16(
+            getattr(layer, f"{prefix}_payload"),
+            getattr(layer, f"{prefix}_exponents"),
+            getattr(layer, f"{prefix}_escape_index"),
+            getattr(layer, f"{prefix}_escape_values").view(torch.uint16),
+            (rows, 32),
+        )
+    )
     assert torch.equal(got.view(torch.int16), w.view(torch.int16))
 
 
@@ -98,8 +104,11 @@ def test_wrong_shapes_and_missing_shards_are_named() -> None:
     with pytest.raises(ValueError, match=r"gate_up_proj: weight shard 1 is \(24, 32\)"):
         layer.weight.weight_loader(layer.weight, _weight(24, 32, 0), 1)
     layer.weight.weight_loader(layer.weight, _weight(24, 32, 0), 0)
-    with pytest.raises(ValueError, match=r"gate_up_proj: the checkpoint has no weight for "
-                                         r"shard\(s\) \[1\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"gate_up_proj: the checkpoint has no weight for "
+        r"shard\(s\) \[1\]",
+    ):
         method.process_weights_after_loading(layer)
 
 
@@ -120,8 +129,9 @@ def test_embedding_lookups_gather_decode_exactly_and_a_tied_head_reuses_the_code
     g = torch.Generator().manual_seed(4)
     w = _weight(rows, dim, seed=4)
     # A row of tiny and huge magnitudes: more escapes than the fix-up width, kept whole.
-    w[7] = (torch.randn(dim, generator=g) * torch.exp2(torch.randint(-60, 60, (dim,),
-                                                                     generator=g))).bfloat16()
+    w[7] = (
+        torch.randn(dim, generator=g) * torch.exp2(torch.randint(-60, 60, (dim,), generator=g))
+    ).bfloat16()
     layer.weight.weight_loader(layer.weight, _streamed("embed.weight", w))
     method.process_weights_after_loading(layer)
     assert layer.p12_row_escapes.dense_rows.shape[0] == 1  # row 7
@@ -135,4 +145,3 @@ def test_embedding_lookups_gather_decode_exactly_and_a_tied_head_reuses_the_code
     with no_host_sync():
         logits = method.apply(head, x)
     torch.testing.assert_close(logits.float(), x.float() @ w.float().T, rtol=2e-2, atol=2e-2)
-

@@ -49,21 +49,27 @@ def _rank(rank: int, init: str, ident: str, out: Any) -> None:
 
     torch.set_default_dtype(torch.bfloat16)
     with set_current_vllm_config(VllmConfig()):
-        init_distributed_environment(world_size=2, rank=rank, distributed_init_method=init,
-                                     local_rank=rank, backend="gloo")
+        init_distributed_environment(
+            world_size=2, rank=rank, distributed_init_method=init, local_rank=rank, backend="gloo"
+        )
         initialize_model_parallel(tensor_model_parallel_size=2)
         from engine.codecs.format import FORMAT_VERSION
         from engine.plugin._w2_moe import SparkcodeW2Config
 
-        cfg = SparkcodeW2Config.from_config({  # what a sparkcode checkpoint's config builds
-            "format_version": FORMAT_VERSION, "routed_experts": {"bits": 2, "group_size": 32}})
-        qkv: Any = QKVParallelLinear(HIDDEN, HEAD, HEADS, KV_HEADS, bias=False, quant_config=cfg,
-                                prefix="qkv")
-        row: Any = RowParallelLinear(HIDDEN, HIDDEN, bias=False, reduce_results=False,
-                                quant_config=cfg, prefix="o")
+        cfg = SparkcodeW2Config.from_config(
+            {  # what a sparkcode checkpoint's config builds
+                "format_version": FORMAT_VERSION,
+                "routed_experts": {"bits": 2, "group_size": 32},
+            }
+        )
+        qkv: Any = QKVParallelLinear(
+            HIDDEN, HEAD, HEADS, KV_HEADS, bias=False, quant_config=cfg, prefix="qkv"
+        )
+        row: Any = RowParallelLinear(
+            HIDDEN, HIDDEN, bias=False, reduce_results=False, quant_config=cfg, prefix="o"
+        )
         emb: Any = VocabParallelEmbedding(VOCAB, HIDDEN, quant_config=cfg, prefix="embed")
-    q, k, v = (_dense(n * HEAD, HIDDEN, seed=i) for i, n in enumerate((HEADS, KV_HEADS,
-                                                                        KV_HEADS)))
+    q, k, v = (_dense(n * HEAD, HIDDEN, seed=i) for i, n in enumerate((HEADS, KV_HEADS, KV_HEADS)))
     o, table = _dense(HIDDEN, HIDDEN, seed=3), _dense(VOCAB, HIDDEN, seed=4)
     for sid, w in zip("qkv", (q, k, v), strict=True):
         qkv.weight.weight_loader(qkv.weight, _streamed("qkv.weight", w), sid)
@@ -73,12 +79,17 @@ def _rank(rank: int, init: str, ident: str, out: Any) -> None:
         layer.quant_method.process_weights_after_loading(layer)
     x = torch.randn(3, HIDDEN, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
     half_q, half_kv = HEADS * HEAD // 2, KV_HEADS * HEAD // 2
-    want_qkv = torch.cat([q[rank * half_q:(rank + 1) * half_q],
-                          k[rank * half_kv:(rank + 1) * half_kv],
-                          v[rank * half_kv:(rank + 1) * half_kv]])
+    want_qkv = torch.cat(
+        [
+            q[rank * half_q : (rank + 1) * half_q],
+            k[rank * half_kv : (rank + 1) * half_kv],
+            v[rank * half_kv : (rank + 1) * half_kv],
+        ]
+    )
     cols = slice(rank * HIDDEN // 2, (rank + 1) * HIDDEN // 2)
     shard = emb.shard_indices
     ids = torch.arange(shard.org_vocab_end_index - shard.org_vocab_start_index)
+
     def off(got: torch.Tensor, want: torch.Tensor) -> str:
         """'' when ``got`` is ``want`` to BF16 rounding (per element: the escaped weights make
         some outputs huge), else what differs."""
@@ -89,16 +100,25 @@ def _rank(rank: int, init: str, ident: str, out: Any) -> None:
         return ""
 
     served = emb.quant_method.embedding(emb, ids)
-    want_rows = table[shard.org_vocab_start_index:shard.org_vocab_end_index]
+    want_rows = table[shard.org_vocab_start_index : shard.org_vocab_end_index]
     # Plain values only: tensors would travel as file descriptors the exiting child closes.
-    out.put((rank, {
-        "packed": [len(layer.p12_blocks[0]) for layer in (qkv, row, emb)],
-        "qkv": off(qkv.quant_method.apply(qkv, x), F.linear(x.float(), want_qkv.float())),
-        "row": off(row.quant_method.apply(row, x[:, cols]),
-                   F.linear(x[:, cols].float(), o[:, cols].float())),
-        "embed_exact": bool(torch.equal(served.view(torch.int16), want_rows.view(torch.int16))),
-        "embed_rows": int(emb.num_embeddings_per_partition),
-    }))
+    out.put(
+        (
+            rank,
+            {
+                "packed": [len(layer.p12_blocks[0]) for layer in (qkv, row, emb)],
+                "qkv": off(qkv.quant_method.apply(qkv, x), F.linear(x.float(), want_qkv.float())),
+                "row": off(
+                    row.quant_method.apply(row, x[:, cols]),
+                    F.linear(x[:, cols].float(), o[:, cols].float()),
+                ),
+                "embed_exact": bool(
+                    torch.equal(served.view(torch.int16), want_rows.view(torch.int16))
+                ),
+                "embed_rows": int(emb.num_embeddings_per_partition),
+            },
+        )
+    )
 
 
 def test_each_rank_packs_and_serves_its_part(tmp_path: Path) -> None:

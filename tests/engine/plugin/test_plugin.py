@@ -45,8 +45,9 @@ def test_installed_vllm_has_a_known_fingerprint() -> None:
     assert fingerprint(vllm_method()) in scheduler_fix.KNOWN_UNFIXED  # type: ignore[arg-type]
 
 
-def test_empty_feature_list_patches_nothing(monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_empty_feature_list_patches_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = vllm_method()
     for value in ("", " , ,"):
         monkeypatch.setenv(plugin.ENV_FEATURES, value)
@@ -57,8 +58,9 @@ def test_empty_feature_list_patches_nothing(monkeypatch: pytest.MonkeyPatch,
     assert "[sparkcode-plugin]" not in capsys.readouterr().err
 
 
-def test_register_applies_and_logs_one_line(monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_register_applies_and_logs_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(plugin.ENV_FEATURES, "scheduler_fix")
     plugin.register()
     assert scheduler_fix.is_applied()
@@ -69,8 +71,9 @@ def test_register_applies_and_logs_one_line(monkeypatch: pytest.MonkeyPatch,
     ]
 
 
-def test_loading_twice_is_harmless(monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_loading_twice_is_harmless(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(plugin.ENV_FEATURES, "scheduler_fix,scheduler_fix")
     original = vllm_method()
     plugin.register()
@@ -93,7 +96,7 @@ def test_loading_twice_is_harmless(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_unknown_fingerprint_refuses_loudly_and_leaves_vllm_untouched(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -164,9 +167,7 @@ def f(a, b):
 
 
 def test_fingerprint_ignores_comments_docstring_and_wrapping() -> None:
-    reformatted = (
-        "def f(a,\n      b):\n    c = a + b  # why\n\n\n    return c\n"
-    )
+    reformatted = "def f(a,\n      b):\n    c = a + b  # why\n\n\n    return c\n"
     decorated = "@something\n" + SOURCE.strip() + "\n"
     assert fingerprint_source(SOURCE) == fingerprint_source(reformatted)
     assert fingerprint_source(SOURCE) == fingerprint_source(decorated)
@@ -189,8 +190,9 @@ def test_vllm_loads_the_plugin_through_its_entry_point() -> None:
         "print('APPLIED', scheduler_fix.is_applied())\n"
     )
     env = {**os.environ, "VLLM_PLUGINS": "sparkcode", "SPARKCODE_PLUGIN_FEATURES": "scheduler_fix"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "APPLIED True" in done.stdout
     assert "[sparkcode-plugin] scheduler_fix: applied (vLLM 0.32.0" in done.stderr

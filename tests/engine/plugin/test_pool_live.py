@@ -35,8 +35,11 @@ def _quiet(monkeypatch: pytest.MonkeyPatch) -> None:
 def _layer(pooled: tuple[int, ...], candidates: tuple[int, ...] = ()) -> tuple[Any, Any]:
     from engine.plugin._w2_moe import W2ExpertsMethod
 
-    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
-                          activation="silu", swiglu_limit=None)
+    moe = SimpleNamespace(
+        moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
+        activation="silu",
+        swiglu_limit=None,
+    )
     method = W2ExpertsMethod(moe, list(pooled), candidates=list(candidates))
     layer = torch.nn.Module()
     method.create_weights(layer, EXPERTS, HIDDEN, INTER, torch.bfloat16)
@@ -76,13 +79,17 @@ def test_candidates_load_to_the_host_and_only_the_pool_has_slots() -> None:
 def test_a_missing_candidate_copy_is_named_after_loading() -> None:
     from engine.plugin._w2_moe import W2ExpertsMethod
 
-    moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
-                          activation="silu", swiglu_limit=None)
+    moe = SimpleNamespace(
+        moe_parallel_config=SimpleNamespace(tp_size=1, use_ep=False),
+        activation="silu",
+        swiglu_limit=None,
+    )
     method = W2ExpertsMethod(moe, [1], candidates=[3])
     layer = torch.nn.Module()
     method.create_weights(layer, EXPERTS, HIDDEN, INTER, torch.bfloat16)
-    moe_layers.load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=(1, 3),
-                            skip="experts.3.up_proj.weight_fp4_scale")
+    moe_layers.load_experts(
+        layer, EXPERTS, HIDDEN, INTER, pooled=(1, 3), skip="experts.3.up_proj.weight_fp4_scale"
+    )
     with pytest.raises(ValueError, match=r"no experts\.3\.up_proj\.weight_fp4_scale"):
         method.process_weights_after_loading(layer)
 
@@ -90,14 +97,16 @@ def test_a_missing_candidate_copy_is_named_after_loading() -> None:
 def test_a_swap_serves_exactly_what_pooling_that_expert_from_the_start_serves() -> None:
     method, layer = _layer(pooled=(1,), candidates=(2, 3))
     live = _reselection(layer)
-    addresses = [getattr(layer, n).data_ptr() for n in ("w13_weight_fp4", "w2_weight_fp4",
-                                                        "expert_slot")]
+    addresses = [
+        getattr(layer, n).data_ptr() for n in ("w13_weight_fp4", "w2_weight_fp4", "expert_slot")
+    ]
     _route(method, layer, hot=2)
     assert live.step() == 1  # expert 2 got every token, expert 1 a third of them
     assert layer.expert_slot.tolist() == [-1, -1, 0, -1]
     assert live.last == (0, 2, 1)
-    assert [getattr(layer, n).data_ptr() for n in ("w13_weight_fp4", "w2_weight_fp4",
-                                                   "expert_slot")] == addresses
+    assert [
+        getattr(layer, n).data_ptr() for n in ("w13_weight_fp4", "w2_weight_fp4", "expert_slot")
+    ] == addresses
     fresh_method, fresh = _layer(pooled=(2,))
     got = _route(method, layer, hot=0, seed=5)
     want = _route(fresh_method, fresh, hot=0, seed=5)
@@ -107,10 +116,13 @@ def test_a_swap_serves_exactly_what_pooling_that_expert_from_the_start_serves() 
         _route(method, layer, hot=1, tokens=12, seed=seed)
     assert live.step() == 1 and layer.expert_slot.tolist() == [-1, 0, -1, -1]
     back_method, back = _layer(pooled=(1,))
-    assert torch.equal(_route(method, layer, hot=3, seed=7), _route(back_method, back, hot=3,
-                                                                     seed=7))
-    assert "fp4_reselect: live (2 swaps in 2 checks; last: layer 0 expert 1 in, expert 2 out" \
+    assert torch.equal(
+        _route(method, layer, hot=3, seed=7), _route(back_method, back, hot=3, seed=7)
+    )
+    assert (
+        "fp4_reselect: live (2 swaps in 2 checks; last: layer 0 expert 1 in, expert 2 out"
         in live.line()
+    )
 
 
 def test_hysteresis_keeps_a_resident_that_is_nearly_as_hot() -> None:
@@ -128,12 +140,14 @@ def test_hysteresis_keeps_a_resident_that_is_nearly_as_hot() -> None:
 
 
 def test_the_step_hook_runs_before_each_worker_step_and_is_installed_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from vllm.v1.worker.gpu_worker import Worker
 
     from engine.plugin import _pool_live
 
     calls: list[str] = []
+
     def execute_model(self: object, out: object) -> object:
         calls.append("step")
         return out
@@ -150,7 +164,6 @@ def test_the_step_hook_runs_before_each_worker_step_and_is_installed_once(
     assert calls == ["reselect", "step"]
 
 
-
 def _rank_decides(rank: int, init: str, reduced: bool, out: Any) -> None:
     """One of two tensor-parallel ranks (a gloo process): its half of a layer (experts 64 wide,
     32 per rank) with expert 1
@@ -162,8 +175,11 @@ def _rank_decides(rank: int, init: str, reduced: bool, out: Any) -> None:
         from engine.plugin._pool_live import LiveReselection
 
         setattr(_w2_moe, "COVERAGE", _fp4_pool.LiveCoverage(interval_s=3600))  # noqa: B010
-        moe = SimpleNamespace(moe_parallel_config=SimpleNamespace(
-            tp_size=2, tp_rank=rank, use_ep=False), activation="silu", swiglu_limit=None)
+        moe = SimpleNamespace(
+            moe_parallel_config=SimpleNamespace(tp_size=2, tp_rank=rank, use_ep=False),
+            activation="silu",
+            swiglu_limit=None,
+        )
         method = _w2_moe.W2ExpertsMethod(moe, [1], candidates=[2, 3])
         layer: Any = torch.nn.Module()
         method.create_weights(layer, EXPERTS, HIDDEN, 2 * INTER // 2, torch.bfloat16)
@@ -173,8 +189,7 @@ def _rank_decides(rank: int, init: str, reduced: bool, out: Any) -> None:
             torch.distributed.all_reduce(t)
             return t
 
-        live = LiveReselection(interval_s=3600, every_steps=1,
-                               reduce=reduce if reduced else None)
+        live = LiveReselection(interval_s=3600, every_steps=1, reduce=reduce if reduced else None)
         live._resolved = True  # reduce (or one rank) as given, not vLLM's group
         live.register(0, layer)
         _route(method, layer, hot=2 if rank == 0 else 3, tokens=12 if rank == 0 else 9)
@@ -187,7 +202,8 @@ def _rank_decides(rank: int, init: str, reduced: bool, out: Any) -> None:
 
 @pytest.mark.parametrize("reduced", [True, False], ids=["all-reduced", "alone"])
 def test_tensor_parallel_ranks_reselect_identically_from_all_reduced_counts(
-        tmp_path: Any, reduced: bool) -> None:
+    tmp_path: Any, reduced: bool
+) -> None:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
@@ -199,8 +215,7 @@ def test_tensor_parallel_ranks_reselect_identically_from_all_reduced_counts(
     for p in procs:
         p.join(timeout=300)
     assert [p.exitcode for p in procs] == [0, 0]
-    results = dict((r, (made, table)) for r, made, table in
-                   (queue.get(timeout=10) for _ in procs))
+    results = dict((r, (made, table)) for r, made, table in (queue.get(timeout=10) for _ in procs))
     if reduced:  # the same sums on both ranks: both swap expert 2 in, at the same check
         assert results[0] == results[1] == (1, [-1, -1, 0, -1])
     else:  # what each rank would do alone: different experts in the same slot

@@ -54,7 +54,7 @@ def test_the_harness_reproduces_the_engine_cores_block_sizes(model_dir: Path, fi
 
 
 def test_unfixed_budget_below_a_block_publishes_a_state_under_the_wrong_boundary(
-    model_dir: Path, unfixed: None,
+    model_dir: Path, unfixed: None
 ) -> None:
     h = serve(model_dir, 30000, budget=2048)
     chunks = h.chunks["r"]
@@ -65,7 +65,7 @@ def test_unfixed_budget_below_a_block_publishes_a_state_under_the_wrong_boundary
 
 
 def test_unfixed_budget_above_a_block_ends_chunks_off_the_mamba_grid(
-    model_dir: Path, unfixed: None,
+    model_dir: Path, unfixed: None
 ) -> None:
     h = serve(model_dir, 30000, budget=8192)
     assert 8192 in off_grid_ends(h.chunks["r"], B, tail(30000))
@@ -73,7 +73,7 @@ def test_unfixed_budget_above_a_block_ends_chunks_off_the_mamba_grid(
 
 
 def test_unfixed_a_later_hit_restores_a_state_from_another_position(
-    model_dir: Path, unfixed: None,
+    model_dir: Path, unfixed: None
 ) -> None:
     h = serve(model_dir, 30000, budget=8192)
     # The state written at 8192 sat in slot 1 when the block 7168..14336 completed.
@@ -93,7 +93,7 @@ def test_unfixed_a_later_hit_restores_a_state_from_another_position(
     ids=["under-a-block", "one-block", "one-block-plus-one", "three-blocks", "30000", "many"],
 )
 def test_fixed_every_state_sits_on_its_boundary(
-    model_dir: Path, fixed: None, budget: int, length: int,
+    model_dir: Path, fixed: None, budget: int, length: int
 ) -> None:
     h = serve(model_dir, length, budget=budget)
     chunks = h.chunks["r"]
@@ -114,7 +114,7 @@ def test_fixed_every_state_sits_on_its_boundary(
 
 
 def test_fixed_prompt_under_a_block_stops_only_at_its_tail_checkpoint(
-    model_dir: Path, fixed: None,
+    model_dir: Path, fixed: None
 ) -> None:
     # No Mamba boundary to reach; vLLM's hash-grid tail checkpoint stays.
     h = serve(model_dir, 5000, budget=8192)
@@ -122,7 +122,7 @@ def test_fixed_prompt_under_a_block_stops_only_at_its_tail_checkpoint(
 
 
 def test_fixed_exactly_one_block_is_not_split_on_the_mamba_grid(
-    model_dir: Path, fixed: None,
+    model_dir: Path, fixed: None
 ) -> None:
     # The last cacheable Mamba boundary of a 7168-token prompt is 0.
     h = serve(model_dir, B, budget=8192)
@@ -130,14 +130,14 @@ def test_fixed_exactly_one_block_is_not_split_on_the_mamba_grid(
 
 
 def test_fixed_budget_below_a_block_advances_inside_it_and_stops_on_the_boundary(
-    model_dir: Path, fixed: None,
+    model_dir: Path, fixed: None
 ) -> None:
     h = serve(model_dir, 30000, budget=2048)
     assert prefill_ends(h, "r")[:5] == [2048, 4096, 6144, 7168, 9216]
 
 
 def test_fixed_prefix_cache_hit_lands_on_the_mamba_grid_and_continues_aligned(
-    model_dir: Path, fixed: None,
+    model_dir: Path, fixed: None
 ) -> None:
     h = serve(model_dir, 30000, budget=2048)
     h.add("turn2", prompt(1, 15000) + [900 + i % 50 for i in range(20000)])
@@ -150,7 +150,7 @@ def test_fixed_prefix_cache_hit_lands_on_the_mamba_grid_and_continues_aligned(
 
 
 def test_fixed_hit_at_the_earlier_prompts_tail_then_crosses_no_boundary_unaligned(
-    model_dir: Path, fixed: None,
+    model_dir: Path, fixed: None
 ) -> None:
     # vLLM also stores the prompt's hash-grid tail (29696); a follow-up turn
     # starts there, inside a Mamba block, and must stop at that block's end.
@@ -166,7 +166,7 @@ def test_fixed_hit_at_the_earlier_prompts_tail_then_crosses_no_boundary_unaligne
 
 @pytest.mark.parametrize("budget", [2048, 8192])
 def test_fixed_resumed_request_replays_its_output_on_the_grid(
-    model_dir: Path, fixed: None, budget: int,
+    model_dir: Path, fixed: None, budget: int
 ) -> None:
     h = build(model_dir, budget=budget)
     h.add("r", prompt(3, 20000), max_tokens=40)
@@ -201,7 +201,7 @@ def test_unfixed_resumed_request_replays_off_the_grid(model_dir: Path, unfixed: 
 
 
 def test_fixed_even_when_the_engine_core_knows_the_right_mamba_block_size(
-    model_dir: Path, fixed: None,
+    model_dir: Path, fixed: None
 ) -> None:
     h = serve(model_dir, 30000, budget=2048, engine_core_mamba_block_size=B)
     assert misplaced_states(h.chunks["r"], B) == []
@@ -224,7 +224,7 @@ def test_fixed_changes_nothing_when_the_grids_agree(model_dir: Path, fixed: None
 
 
 def test_fix_on_a_model_without_hybrid_layers_reports_inactive_and_schedules(
-    model_dir: Path, fixed: None, capfd: pytest.CaptureFixture[str],
+    model_dir: Path, fixed: None, capfd: pytest.CaptureFixture[str]
 ) -> None:
     h = serve(model_dir, 30000, budget=2048, with_mamba=False)
     assert not h.scheduler.need_mamba_block_aligned_split

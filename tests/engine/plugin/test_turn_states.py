@@ -36,7 +36,8 @@ def test_an_unknown_source_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize(("raw", "limit"), [("", 8), ("3", 3), ("0", 1), ("x", 8)])
-def test_the_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, raw: str,
-                                              limit: int) -> None:
+def test_the_limit_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, raw: str, limit: int
+) -> None:
     monkeypatch.setenv(turn_states.ENV, raw)
     assert turn_states.kept_limit() == limit

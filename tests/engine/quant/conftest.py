@@ -66,12 +66,12 @@ def rtn_out(tiny_glm: TinyGLM, calib_file: Path, tmp_path_factory: pytest.TempPa
 
 
 @pytest.fixture(scope="session")
-def gptq_out(tiny_glm: TinyGLM, calib_file: Path,
-             tmp_path_factory: pytest.TempPathFactory) -> Path:
+def gptq_out(tiny_glm: TinyGLM, calib_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     dst = tmp_path_factory.mktemp("out") / "gptq"
     with one_thread():
-        convert(tiny_glm.path, dst, ConvertOptions(method="gptq", calib=calib_file,
-                                                   pool_gb=POOL_GB))
+        convert(
+            tiny_glm.path, dst, ConvertOptions(method="gptq", calib=calib_file, pool_gb=POOL_GB)
+        )
     return dst
 
 

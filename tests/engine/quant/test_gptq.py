@@ -20,8 +20,9 @@ from engine.quant.gptq import (
 )
 
 
-def _problem(out_f: int = 96, in_f: int = 256, n: int = 1024, seed: int = 0
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _problem(
+    out_f: int = 96, in_f: int = 256, n: int = 1024, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A weight and correlated, anisotropic inputs (where GPTQ has something to exploit)."""
     gen = torch.Generator().manual_seed(seed)
     w = torch.randn(out_f, in_f, generator=gen)
@@ -59,8 +60,10 @@ def test_blocked_matches_textbook_loop(blocksize: int) -> None:
     fast = gptq_quantize(w, h, blocksize=blocksize, scales="rtn", refit=0)
     ref = gptq_reference(w, h)
     assert (fast.codes == ref.codes).float().mean() > 0.999
-    assert torch.equal(fast.scales, ref.scales) or \
-        float((fast.scales - ref.scales).abs().max()) <= float(ref.scales.max()) * 0.2
+    assert (
+        torch.equal(fast.scales, ref.scales)
+        or float((fast.scales - ref.scales).abs().max()) <= float(ref.scales.max()) * 0.2
+    )
     assert fast.loss == pytest.approx(ref.loss, rel=1e-3)
 
 
@@ -96,8 +99,7 @@ def test_act_order_keeps_static_contiguous_groups() -> None:
     result = gptq_quantize(w, h, act_order=True)
     rtn = w2.quantize_rtn(w).dequantize(torch.float32)
     # Inputs of very different importance: visiting the important ones first pays off.
-    assert _direct_output_error(w, result.dequantize(), x) < \
-        0.8 * _direct_output_error(w, rtn, x)
+    assert _direct_output_error(w, result.dequantize(), x) < 0.8 * _direct_output_error(w, rtn, x)
 
 
 def test_dead_inputs_are_zeroed_without_nans() -> None:
@@ -153,8 +155,9 @@ def test_weighted_scales_and_refit_lower_the_output_error(act_order: bool) -> No
     plain = gptq_quantize(w, h, act_order=act_order, scales="rtn", refit=0)
     weighted = gptq_quantize(w, h, act_order=act_order, refit=0)
     refit = gptq_quantize(w, h, act_order=act_order)
-    e_plain, e_weighted, e_refit = (_direct_output_error(w, r.dequantize(), x)
-                                    for r in (plain, weighted, refit))
+    e_plain, e_weighted, e_refit = (
+        _direct_output_error(w, r.dequantize(), x) for r in (plain, weighted, refit)
+    )
     assert e_weighted < e_plain, (e_weighted, e_plain)
     # A refit round is kept only when it lowers the loss, so it can never be worse.
     assert e_refit <= e_weighted * (1 + 1e-4), (e_refit, e_weighted)
@@ -219,5 +222,4 @@ def test_output_error_after_extra_dampening_is_computed() -> None:
     h = 2 * x.t() @ x / 8
     result = gptq_quantize(w, h, damp=0.0)
     assert result.damp_used > 0.0
-    assert result.output_error == pytest.approx(output_error(w, result.dequantize(), h),
-                                                rel=1e-4)
+    assert result.output_error == pytest.approx(output_error(w, result.dequantize(), h), rel=1e-4)

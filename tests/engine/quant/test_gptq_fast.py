@@ -44,8 +44,9 @@ def test_level4_threshold_is_the_exact_rounding_test() -> None:
 
 def test_weighted_scales_match_the_previous_search() -> None:
     gen = torch.Generator().manual_seed(1)
-    w = torch.randn(96, 512, generator=gen) * torch.exp(torch.randn(96, 16, generator=gen)
-                                                        .repeat_interleave(32, 1) * 2)
+    w = torch.randn(96, 512, generator=gen) * torch.exp(
+        torch.randn(96, 16, generator=gen).repeat_interleave(32, 1) * 2
+    )
     w[:5, 64:96] = 0.0  # all-zero groups keep scale 0
     w[5:9, 96:128] = 1e-30  # rounds to scale code 0
     w[9:12, 128:160] = 3.0e4  # near the top of ue5m3: the candidates are clamped at code 255
@@ -82,12 +83,19 @@ def test_refit_loss_estimate_is_close_to_the_exact_loss() -> None:
         assert estimate == pytest.approx(exact, rel=1e-5)
 
 
-@pytest.mark.parametrize(("act_order", "scales", "refits"), [
-    (True, "weighted", 1), (False, "weighted", 1), (True, "weighted", 2), (True, "rtn", 1),
-    (False, "rtn", 0),
-])
-def test_gptq_matches_the_previous_implementation(act_order: bool, scales: gptq_mod.ScaleRule,
-                                                  refits: int) -> None:
+@pytest.mark.parametrize(
+    ("act_order", "scales", "refits"),
+    [
+        (True, "weighted", 1),
+        (False, "weighted", 1),
+        (True, "weighted", 2),
+        (True, "rtn", 1),
+        (False, "rtn", 0),
+    ],
+)
+def test_gptq_matches_the_previous_implementation(
+    act_order: bool, scales: gptq_mod.ScaleRule, refits: int
+) -> None:
     for seed, (out_f, in_f) in enumerate([(96, 256), (160, 128)]):
         w, h = _problem(out_f, in_f, 10 + seed)
         ours = gptq_quantize(w, h, act_order=act_order, scales=scales, refit=refits)

@@ -40,8 +40,11 @@ def test_p12_groups_come_back_bit_exact_under_their_names() -> None:
     out = dict(decode_stream(sd.items(), stats=stats))
     for name, t in originals.items():
         assert out[name].dtype == torch.bfloat16 and torch.equal(bits(out[name]), bits(t))
-    w2_names = {n for n in sd if n.endswith(("_packed", "_scale", "_shape"))
-                and "_fp4" not in n and "_p12" not in n}
+    w2_names = {
+        n
+        for n in sd
+        if n.endswith(("_packed", "_scale", "_shape")) and "_fp4" not in n and "_p12" not in n
+    }
     assert len(w2_names) == 3
     assert w2_names <= set(out)  # W2 experts stay packed for the serving method
     assert not any("_fp4" in n or "_p12" in n for n in out)
@@ -52,8 +55,9 @@ def test_p12_groups_come_back_bit_exact_under_their_names() -> None:
 def test_fp4_copies_pass_through_when_kept() -> None:
     sd, _ = packed_checkpoint()
     out = dict(decode_stream(sd.items(), keep_fp4=True))
-    assert sum(n.endswith(("_fp4", "_fp4_scale", "_fp4_global_scale", "_fp4_shape"))
-               for n in out) == 4
+    assert (
+        sum(n.endswith(("_fp4", "_fp4_scale", "_fp4_global_scale", "_fp4_shape")) for n in out) == 4
+    )
 
 
 def test_groups_split_across_the_stream_are_joined() -> None:

@@ -50,16 +50,20 @@ def test_rtn_conversion_reads_back(rtn_out: Path, tiny_glm: TinyGLM) -> None:
             assert torch.equal(out[name], raw), name
 
 
-def test_hot_pool_is_within_budget_and_follows_calibration(rtn_out: Path, tiny_glm: TinyGLM,
-                                                           calib_file: Path) -> None:
+def test_hot_pool_is_within_budget_and_follows_calibration(
+    rtn_out: Path, tiny_glm: TinyGLM, calib_file: Path
+) -> None:
     out = read_checkpoint(rtn_out)
     pool = json.loads((rtn_out / "config.json").read_text())["quantization_config"]["fp4_pool"]
     chosen = [tuple(p) for p in pool["experts"]]
     assert chosen and pool["counts_from"] == "calibration"
     assert pool["bytes"] <= POOL_GB * (1 << 30)
     fp4_names = {n[: -len("_fp4")] for n in out if n.endswith("_fp4")}
-    expected = {tiny_glm.expert_name(layer, e, p) for layer, e in chosen
-                for p in ("gate_proj", "up_proj", "down_proj")}
+    expected = {
+        tiny_glm.expert_name(layer, e, p)
+        for layer, e in chosen
+        for p in ("gate_proj", "up_proj", "down_proj")
+    }
     assert fp4_names == expected
     for name in expected:
         fp4 = nvfp4.FP4Tensor.from_state_dict(out, name).dequantize(torch.float32)
@@ -69,12 +73,17 @@ def test_hot_pool_is_within_budget_and_follows_calibration(rtn_out: Path, tiny_g
     counts = {}
     reader_calib = CalibrationFile(calib_file)
     from engine.quant.calib import expert_counts, route
+
     for layer in tiny_glm.moe_layers:
         x = reader_calib.inputs(layer)
         assert x is not None
         prefix = f"model.language_model.layers.{layer}.mlp.gate."
-        ids = route(x.float(), tiny_glm.originals[prefix + "weight"],
-                    tiny_glm.originals[prefix + "e_score_correction_bias"], 2)
+        ids = route(
+            x.float(),
+            tiny_glm.originals[prefix + "weight"],
+            tiny_glm.originals[prefix + "e_score_correction_bias"],
+            2,
+        )
         for e, c in enumerate(expert_counts(ids, EXPERTS).tolist()):
             counts[(layer, e)] = c
     best = max(counts, key=lambda k: counts[k])
@@ -100,8 +109,9 @@ def _output_errors(dst: Path, tiny_glm: TinyGLM, calib_file: Path) -> dict[str, 
     return errors
 
 
-def test_gptq_lowers_output_error_against_rtn(gptq_out: Path, rtn_out: Path,
-                                              tiny_glm: TinyGLM, calib_file: Path) -> None:
+def test_gptq_lowers_output_error_against_rtn(
+    gptq_out: Path, rtn_out: Path, tiny_glm: TinyGLM, calib_file: Path
+) -> None:
     gptq = _output_errors(gptq_out, tiny_glm, calib_file)
     rtn = _output_errors(rtn_out, tiny_glm, calib_file)
     mean_g, mean_r = sum(gptq.values()) / len(gptq), sum(rtn.values()) / len(rtn)
@@ -112,12 +122,12 @@ def test_gptq_lowers_output_error_against_rtn(gptq_out: Path, rtn_out: Path,
     rstats = Manifest.load(rtn_out).all_stats()
     downs = [n for n in stats if ".experts." in n and n.endswith("down_proj.weight")]
     assert all(stats[n]["hessian"] == "expert" and stats[n]["method"] == "gptq" for n in downs)
-    assert sum(stats[n]["out_err"] for n in downs) < 0.95 * sum(rstats[n]["out_err"]
-                                                                for n in downs)
+    assert sum(stats[n]["out_err"] for n in downs) < 0.95 * sum(rstats[n]["out_err"] for n in downs)
 
 
-def test_recorded_output_errors_are_the_real_ones(gptq_out: Path, tiny_glm: TinyGLM,
-                                                 calib_file: Path) -> None:
+def test_recorded_output_errors_are_the_real_ones(
+    gptq_out: Path, tiny_glm: TinyGLM, calib_file: Path
+) -> None:
     """The manifest's gate/up out_err (from GPTQ's own sums, with the layer's shared Hessian
     factored once) is the error measured from the written file on the real inputs."""
     stats = Manifest.load(gptq_out).all_stats()
@@ -141,8 +151,13 @@ def test_inspect_reports_layers_and_sizes(gptq_out: Path) -> None:
     json.dumps(report.to_json())
 
 
-def test_interrupted_conversion_resumes(tiny_glm: TinyGLM, calib_file: Path, rtn_out: Path,
-                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_conversion_resumes(
+    tiny_glm: TinyGLM,
+    calib_file: Path,
+    rtn_out: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     dst = tmp_path / "out"
     options = rtn_options(calib_file)
     real = pipeline._convert_shard
@@ -173,17 +188,22 @@ def test_interrupted_conversion_resumes(tiny_glm: TinyGLM, calib_file: Path, rtn
 
     monkeypatch.setattr(pipeline, "_convert_shard", counted)
     convert(tiny_glm.path, dst, options, resume=True)
-    assert converted == ["model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
-                         "model-00003-of-00003.safetensors"]  # shard 1 was not redone
+    assert converted == [
+        "model-00001-of-00003.safetensors",
+        "model-00002-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+    ]  # shard 1 was not redone
     assert not stage.exists()
     # Same bytes as an uninterrupted run with the same options.
     fresh, resumed = Manifest.load(rtn_out), Manifest.load(dst)
-    assert {s: r.tensors for s, r in fresh.shards.items()} == \
-        {s: r.tensors for s, r in resumed.shards.items()}
+    assert {s: r.tensors for s, r in fresh.shards.items()} == {
+        s: r.tensors for s, r in resumed.shards.items()
+    }
 
 
-def test_damaged_finished_shard_is_redone(tiny_glm: TinyGLM, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_damaged_finished_shard_is_redone(
+    tiny_glm: TinyGLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dst = tmp_path / "out"
     options = ConvertOptions(method="rtn", pool_gb=0.0)
     real = pipeline._convert_shard
@@ -202,6 +222,7 @@ def test_damaged_finished_shard_is_redone(tiny_glm: TinyGLM, tmp_path: Path,
     data = bytearray(first.read_bytes())
     data[-10] ^= 0xFF  # flip bits inside the last tensor's data
     first.write_bytes(bytes(data))
+
     def counted(conv: Any, shard: Any, *args: Any) -> Any:
         converted.append(shard.name)
         return real(conv, shard, *args)
@@ -227,8 +248,9 @@ def test_bad_source_stops_before_writing(src_copy: Path, tmp_path: Path) -> None
     assert not dst.exists() and not staging_dir(dst).exists()
 
 
-def test_refuses_existing_output_and_gptq_without_calibration(tiny_glm: TinyGLM,
-                                                              tmp_path: Path) -> None:
+def test_refuses_existing_output_and_gptq_without_calibration(
+    tiny_glm: TinyGLM, tmp_path: Path
+) -> None:
     (tmp_path / "taken").mkdir()
     with pytest.raises(ConversionError, match="already exists"):
         convert(tiny_glm.path, tmp_path / "taken", ConvertOptions(method="rtn"))
@@ -250,8 +272,9 @@ def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
     from engine.quant.checkpoint import CheckpointReader
     from tests.support.glm_fixture import HIDDEN, MOE_INTER
 
-    conv = TensorConverter(CheckpointReader(tiny_glm.path),
-                           ConvertOptions(method="rtn", pool_gb=POOL_GB), None)
+    conv = TensorConverter(
+        CheckpointReader(tiny_glm.path), ConvertOptions(method="rtn", pool_gb=POOL_GB), None
+    )
     plan = conv.plan_pool()
     per_expert = hotpool.expert_fp4_bytes(MOE_INTER, HIDDEN)
     assert plan["counts_from"] == "uniform"
@@ -260,22 +283,25 @@ def test_pool_without_calibration_is_uniform(tiny_glm: TinyGLM) -> None:
 
 
 def test_fp4_candidates_beyond_the_pool_are_written_and_recorded(
-        tiny_glm: TinyGLM, tmp_path: Path) -> None:
+    tiny_glm: TinyGLM, tmp_path: Path
+) -> None:
 
     from engine.codecs import hotpool
     from tests.support.glm_fixture import HIDDEN, MOE_INTER
 
     dst = tmp_path / "out"
-    convert(tiny_glm.path, dst, ConvertOptions(method="rtn", pool_gb=POOL_GB,
-                                               fp4_candidates_gb=POOL_GB))
+    convert(
+        tiny_glm.path, dst, ConvertOptions(method="rtn", pool_gb=POOL_GB, fp4_candidates_gb=POOL_GB)
+    )
     pool = json.loads((dst / "config.json").read_text())["quantization_config"]["fp4_pool"]
     per_expert = hotpool.expert_fp4_bytes(MOE_INTER, HIDDEN)
     experts = {tuple(p) for p in pool["experts"]}
     candidates = {tuple(p) for p in pool["candidates"]}
     assert len(candidates) == int(POOL_GB * (1 << 30)) // per_expert > 0
     assert not experts & candidates
-    assert pool["candidates_bytes"] == len(candidates) * per_expert <= pool[
-        "candidates_budget_bytes"]
+    assert (
+        pool["candidates_bytes"] == len(candidates) * per_expert <= pool["candidates_budget_bytes"]
+    )
     names: set[str] = set()
     for shard in dst.glob("*.safetensors"):
         with safe_open(str(shard), "pt") as f:
@@ -288,14 +314,18 @@ def test_fp4_candidates_beyond_the_pool_are_written_and_recorded(
 
 
 @pytest.mark.parametrize("fallback", ["rtn", "pooled"])
-def test_starved_down_proj_uses_the_fallback(tiny_glm: TinyGLM, calib_file: Path,
-                                             fallback: str) -> None:
+def test_starved_down_proj_uses_the_fallback(
+    tiny_glm: TinyGLM, calib_file: Path, fallback: str
+) -> None:
     from engine.quant.checkpoint import CheckpointReader
 
-    options = ConvertOptions(method="gptq", calib=calib_file, min_tokens=10_000,
-                             down_fallback=fallback)  # type: ignore[arg-type]
-    conv = TensorConverter(CheckpointReader(tiny_glm.path), options,
-                           CalibrationFile(calib_file))
+    options = ConvertOptions(
+        method="gptq",
+        calib=calib_file,
+        min_tokens=10_000,
+        down_fallback=fallback,  # type: ignore[arg-type]
+    )
+    conv = TensorConverter(CheckpointReader(tiny_glm.path), options, CalibrationFile(calib_file))
     name = tiny_glm.expert_name(2, 1, "down_proj")
     tensors, stats = conv.convert_expert(name, 2, 1, "down_proj", pooled=False)
     assert stats["hessian"] == fallback

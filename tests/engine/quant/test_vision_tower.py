@@ -47,17 +47,20 @@ def test_every_vision_tensor_is_stored_losslessly(with_vision: tuple[TinyGLM, Pa
         assert raw.dtype == torch.bfloat16
         assert stats[name]["kind"] == "p12", name  # never "w2", never dropped
         back = p12.unpack(p12.PackedBF16.from_state_dict(stored, name))
-        assert back.shape == raw.shape and torch.equal(back.view(torch.int16),
-                                                       raw.view(torch.int16)), name
-    assert not any(n.startswith(VISUAL) and n.endswith(("_packed", "_scale", "_fp4"))
-                   for n in stored)
+        assert back.shape == raw.shape and torch.equal(
+            back.view(torch.int16), raw.view(torch.int16)
+        ), name
+    assert not any(
+        n.startswith(VISUAL) and n.endswith(("_packed", "_scale", "_fp4")) for n in stored
+    )
     config = json.loads((dst / "config.json").read_text())
     assert config["vision_config"] == model.config["vision_config"]
     assert config["architectures"] == ["Glm5NextForConditionalGeneration"]
 
 
 def test_the_loader_hands_the_vision_tower_over_bit_exact(
-        with_vision: tuple[TinyGLM, Path]) -> None:
+    with_vision: tuple[TinyGLM, Path],
+) -> None:
     model, dst = with_vision
     stats = LoadStats()
     loaded = dict(decode_stream(read_checkpoint(dst).items(), stats=stats))
@@ -85,25 +88,36 @@ def test_vllm_maps_model_visual_to_its_unquantized_tower() -> None:
     spec = importlib.util.find_spec("vllm")  # located, not imported: an import costs ~20 s
     assert spec is not None and spec.origin is not None
     root = Path(spec.origin).parent
-    glm5 = _class_node(root / "models/glm5next/common/model.py",
-                       "Glm5NextForConditionalGeneration")
+    glm5 = _class_node(root / "models/glm5next/common/model.py", "Glm5NextForConditionalGeneration")
     bases = {ast.unparse(b) for b in glm5.bases}
     assert "Glm4vForConditionalGeneration" in bases
-    own = {t.id for n in glm5.body if isinstance(n, ast.Assign)
-           for t in n.targets if isinstance(t, ast.Name)}
+    own = {
+        t.id
+        for n in glm5.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     assert "hf_to_vllm_mapper" not in own  # inherits GLM-4V's prefixes
-    tower = [c for c in ast.walk(glm5) if isinstance(c, ast.Call)
-             and ast.unparse(c.func) == "Glm5NextVisionTransformer"]
-    assert tower and all(ast.unparse(k.value) == "None" for c in tower for k in c.keywords
-                         if k.arg == "quant_config")
-    glm4v = _class_node(root / "model_executor/models/glm4_1v.py",
-                        "Glm4vForConditionalGeneration")
-    mappers = [n.value for n in glm4v.body if isinstance(n, ast.Assign)
-               and any(isinstance(t, ast.Name) and t.id == "hf_to_vllm_mapper"
-                       for t in n.targets)]
+    tower = [
+        c
+        for c in ast.walk(glm5)
+        if isinstance(c, ast.Call) and ast.unparse(c.func) == "Glm5NextVisionTransformer"
+    ]
+    assert tower and all(
+        ast.unparse(k.value) == "None" for c in tower for k in c.keywords if k.arg == "quant_config"
+    )
+    glm4v = _class_node(root / "model_executor/models/glm4_1v.py", "Glm4vForConditionalGeneration")
+    mappers = [
+        n.value
+        for n in glm4v.body
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "hf_to_vllm_mapper" for t in n.targets)
+    ]
     assert len(mappers) == 1 and isinstance(mappers[0], ast.Call)
-    prefixes = next(ast.literal_eval(k.value) for k in mappers[0].keywords
-                    if k.arg == "orig_to_new_prefix")
+    prefixes = next(
+        ast.literal_eval(k.value) for k in mappers[0].keywords if k.arg == "orig_to_new_prefix"
+    )
     assert prefixes["model.visual."] == "visual."
 
 
@@ -114,13 +128,20 @@ def test_the_memory_table_counts_the_real_vision_tower() -> None:
     from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
 
     from bench.targets import p12_memory as bench
+
     listed = {name.removeprefix(VISUAL): shape for name, shape, _, _ in bench.vision_tensors()}
     v = bench.VISION
     config = Glm5NextVisionConfig(
-        depth=v["depth"], hidden_size=v["hidden"], num_heads=v["heads"],
-        intermediate_size=v["inter"], out_hidden_size=v["out"],
-        projection_intermediate_size=v["proj_inter"], patch_size=v["patch"],
-        temporal_patch_size=v["temporal"], spatial_merge_size=v["merge"])
+        depth=v["depth"],
+        hidden_size=v["hidden"],
+        num_heads=v["heads"],
+        intermediate_size=v["inter"],
+        out_hidden_size=v["out"],
+        projection_intermediate_size=v["proj_inter"],
+        patch_size=v["patch"],
+        temporal_patch_size=v["temporal"],
+        spatial_merge_size=v["merge"],
+    )
     with torch.device("meta"):
         real = Glm5NextVisionModel(config)
     assert listed == {n: tuple(t.shape) for n, t in real.state_dict().items()}

@@ -71,7 +71,7 @@ def test_refit_solves_the_hessian_weighted_least_squares() -> None:
     for r in range(out_f):
         basis = torch.zeros(in_f // 32, in_f)
         for g in range(in_f // 32):
-            basis[g, g * 32:(g + 1) * 32] = c[r, g]
+            basis[g, g * 32 : (g + 1) * 32] = c[r, g]
         a = basis @ x.t()  # [groups, tokens]
         exact = torch.linalg.lstsq(a.t(), (w[r] @ x.t()).unsqueeze(-1)).solution.squeeze(-1)
         assert torch.allclose(w2.round_scales(exact.clamp(min=0)), s[r], rtol=0.07)

@@ -20,21 +20,30 @@ ARGV = [sys.executable, "-c", "import time; time.sleep(60)", "engine-argv"]
 @pytest.fixture
 def runner() -> Iterator[subprocess.Popen[bytes]]:
     # As the supervisor's runner: its own command, then "--" and the engine's argv.
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--",
-                             *ARGV[1:]])
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--", *ARGV[1:]])
     yield proc
     proc.kill()
     proc.wait()
 
 
 def _record(pid: int, create_time: float, argv: list[str]) -> EngineRecord:
-    return EngineRecord(pid=pid, create_time=create_time, port=1, host="127.0.0.1",
-                        profile="p", model=None, model_path=None, base_url="", log_path="",
-                        argv=argv, env={}, started_at=0.0)
+    return EngineRecord(
+        pid=pid,
+        create_time=create_time,
+        port=1,
+        host="127.0.0.1",
+        profile="p",
+        model=None,
+        model_path=None,
+        base_url="",
+        log_path="",
+        argv=argv,
+        env={},
+        started_at=0.0,
+    )
 
 
-def test_a_stepped_clock_does_not_make_a_live_engine_dead(
-        runner: subprocess.Popen[bytes]) -> None:
+def test_a_stepped_clock_does_not_make_a_live_engine_dead(runner: subprocess.Popen[bytes]) -> None:
     started = psutil.Process(runner.pid).create_time()
     argv = ARGV[1:]
     assert alive(_record(runner.pid, started, argv))

@@ -67,20 +67,36 @@ def _profile() -> Profile:
     return Profile(name="fake2", kind="vllm", description="", source=Path("fake2.toml"))
 
 
-def _spec(model: Path, *worker_flags: str, ssh: str | None = None,
-          worker_model: Path | None = None,
-          remote_sparkcode: str = f"{sys.executable} -m sparkcode") -> LaunchSpec:
+def _spec(
+    model: Path,
+    *worker_flags: str,
+    ssh: str | None = None,
+    worker_model: Path | None = None,
+    remote_sparkcode: str = f"{sys.executable} -m sparkcode",
+) -> LaunchSpec:
     port = free_port()
     worker = LaunchSpec(
-        profile="fake2", argv=[sys.executable, FAKE, str(free_port()), "--never-healthy",
-                               "--child", *worker_flags],
-        env={"VLLM_HOST_IP": "127.0.0.2"}, base_url="", model="fake", host="127.0.0.2",
-        port=port, model_path=worker_model or model, node="worker", node_rank=1, ssh=ssh,
+        profile="fake2",
+        argv=[sys.executable, FAKE, str(free_port()), "--never-healthy", "--child", *worker_flags],
+        env={"VLLM_HOST_IP": "127.0.0.2"},
+        base_url="",
+        model="fake",
+        host="127.0.0.2",
+        port=port,
+        model_path=worker_model or model,
+        node="worker",
+        node_rank=1,
+        ssh=ssh,
         remote_sparkcode=remote_sparkcode,
     )
     return LaunchSpec(
-        profile="fake2", argv=[sys.executable, FAKE, str(port), "--child"], env={},
-        base_url=f"http://127.0.0.1:{port}/v1", model="fake", port=port, model_path=model,
+        profile="fake2",
+        argv=[sys.executable, FAKE, str(port), "--child"],
+        env={},
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="fake",
+        port=port,
+        model_path=model,
         workers=(worker,),
     )
 
@@ -108,11 +124,17 @@ def test_start_status_stop_two_local_nodes(paths: Paths, model: Path) -> None:
     assert status.state == "ready" and status.healthy
     [node] = status.nodes
     assert (node.name, node.state, node.where, node.address) == (
-        "worker", "running", "local", "127.0.0.2")
+        "worker",
+        "running",
+        "local",
+        "127.0.0.2",
+    )
     assert node.pid is not None and node.memory_rss_bytes
     head_pid, worker_pid = status.pid, node.pid
-    assert head_pid is not None and json.loads(
-        json.dumps(sup.status().to_json()))["nodes"][0]["state"] == "running"
+    assert (
+        head_pid is not None
+        and json.loads(json.dumps(sup.status().to_json()))["nodes"][0]["state"] == "running"
+    )
     sup.stop(grace=(3, 3))
     assert sup.status().state == "stopped"
     assert _group_gone(head_pid) and _group_gone(worker_pid)
@@ -125,8 +147,9 @@ def _fake_children(pid: int, seconds: float = 15) -> list[psutil.Process]:
     spawned its engine yet."""
     deadline = time.monotonic() + seconds
     while True:
-        fakes = [proc for proc in psutil.Process(pid).children()
-                 if FAKE in " ".join(proc.cmdline())]
+        fakes = [
+            proc for proc in psutil.Process(pid).children() if FAKE in " ".join(proc.cmdline())
+        ]
         if fakes or time.monotonic() > deadline:
             assert fakes, f"the runner {pid} never spawned {FAKE}"
             return fakes
@@ -187,8 +210,7 @@ def test_head_crash_leaves_the_worker_for_stop(paths: Paths, model: Path) -> Non
     assert LocalNode(node_dir(paths.engine_dir)).record() is None
 
 
-def test_a_killed_head_group_is_reported_and_its_worker_stopped(paths: Paths,
-                                                                 model: Path) -> None:
+def test_a_killed_head_group_is_reported_and_its_worker_stopped(paths: Paths, model: Path) -> None:
     """kill -9 of the head's whole group (its runner too: no exit status is written):
     status says so and names the worker left running; `engine stop` ends it."""
     from typer.testing import CliRunner
@@ -207,21 +229,23 @@ def test_a_killed_head_group_is_reported_and_its_worker_stopped(paths: Paths,
     runner = CliRunner()
     text = runner.invoke(app, ["engine", "status"])
     assert text.exit_code == 1
-    assert "exit     code unknown: no exit status recorded (the engine's runner was killed " \
-           "with it, e.g. kill -9 of its process group)" in text.output
+    assert (
+        "exit     code unknown: no exit status recorded (the engine's runner was killed "
+        "with it, e.g. kill -9 of its process group)" in text.output
+    )
     assert "the worker node still runs without its head" in text.output
     stop = runner.invoke(app, ["engine", "stop"])
     assert stop.exit_code == 0, stop.output
     assert stop.output.strip() == (
         "engine had already exited (code unknown: no exit status recorded (the engine's "
         "runner was killed with it, e.g. kill -9 of its process group)); record cleared; "
-        f"stopped the worker node it left running (pid {worker})")
+        f"stopped the worker node it left running (pid {worker})"
+    )
     assert _group_gone(head) and _group_gone(worker)
     assert sup.status().state == "stopped"
 
 
-def test_a_start_after_a_head_crash_stops_the_worker_it_left(paths: Paths,
-                                                              model: Path) -> None:
+def test_a_start_after_a_head_crash_stops_the_worker_it_left(paths: Paths, model: Path) -> None:
     """The crashed engine's record names its worker: a new start stops that worker
     first (it would hang the new head) instead of refusing it."""
     sup = Supervisor(paths)
@@ -231,8 +255,15 @@ def test_a_start_after_a_head_crash_stops_the_worker_it_left(paths: Paths,
     os.killpg(head, signal.SIGKILL)
     _wait_state(sup, "crashed")
     said: list[str] = []
-    handle = ensure_running(_profile(), paths, reuse=Reuse.NEVER, spec=_spec(model),
-                            prepare=False, timeout=30, progress=said.append)
+    handle = ensure_running(
+        _profile(),
+        paths,
+        reuse=Reuse.NEVER,
+        spec=_spec(model),
+        prepare=False,
+        timeout=30,
+        progress=said.append,
+    )
     assert said[0] == "the last engine crashed (exit code unknown); starting a new one"
     assert handle.started and _group_gone(head) and _group_gone(worker)
     [node] = sup.status().nodes
@@ -241,29 +272,39 @@ def test_a_start_after_a_head_crash_stops_the_worker_it_left(paths: Paths,
 
 def test_stale_worker_is_refused_before_the_head_starts(paths: Paths, model: Path) -> None:
     stale = LocalNode(node_dir(paths.engine_dir)).start(
-        [sys.executable, FAKE, "0", "--never-healthy"], {}, profile="old", address="127.0.0.2",
-        model_path=str(model), redacted_env={})
+        [sys.executable, FAKE, "0", "--never-healthy"],
+        {},
+        profile="old",
+        address="127.0.0.2",
+        model_path=str(model),
+        redacted_env={},
+    )
     sup = Supervisor(paths)
-    with pytest.raises(EngineStateError, match=rf"worker node \(local\) still runs an earlier "
-                                               rf"engine \(pid {stale.pid}\)"):
+    with pytest.raises(
+        EngineStateError,
+        match=rf"worker node \(local\) still runs an earlier "
+        rf"engine \(pid {stale.pid}\)",
+    ):
         sup.start(_profile(), _spec(model), timeout=30)
     assert sup.record() is None
     # `engine stop` clears a worker left without its head.
-    stop = subprocess.run([sys.executable, "-m", "sparkcode", "engine", "stop"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    stop = subprocess.run(
+        [sys.executable, "-m", "sparkcode", "engine", "stop"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert stop.returncode == 0, stop.stderr
     assert f"stopped a worker node left without its head (pid {stale.pid})" in stop.stdout
     assert stale.pid is not None and _group_gone(stale.pid)
 
 
-def test_worker_with_another_model_is_refused(paths: Paths, model: Path,
-                                              tmp_path: Path) -> None:
+def test_worker_with_another_model_is_refused(paths: Paths, model: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "config.json").write_text('{"model_type": "fake", "hidden_size": 2}')
-    with pytest.raises(EngineStateError, match="worker node's model at .* differs from the "
-                                               "head's"):
+    with pytest.raises(EngineStateError, match="worker node's model at .* differs from the head's"):
         Supervisor(paths).start(_profile(), _spec(model, worker_model=other), timeout=30)
     with pytest.raises(EngineStateError, match="worker node .* has no model at"):
         Supervisor(paths).start(_profile(), _spec(model, worker_model=tmp_path / "none"))
@@ -274,15 +315,19 @@ def test_worker_dying_during_boot_stops_the_head(paths: Paths, model: Path) -> N
     spec = _spec(model, "--crash-after", "0.1", "--code", "5")
     spec = replace(spec, argv=[*spec.argv, "--never-healthy"])
     sup = Supervisor(paths)
-    with pytest.raises(EngineStateError, match=r"the worker node \(local\) exited during boot "
-                                               r"with code 5: .*simulated engine failure"):
+    with pytest.raises(
+        EngineStateError,
+        match=r"the worker node \(local\) exited during boot "
+        r"with code 5: .*simulated engine failure",
+    ):
         sup.start(_profile(), spec, timeout=30)
     assert sup.record() is None
 
 
 @pytest.mark.slow  # about ten `sparkcode engine node` processes, 3-4 s each on 2 loaded cores
 def test_ssh_transport_runs_the_node_commands_on_the_other_box(
-        paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     other_home = tmp_path / "other-box"
     monkeypatch.setenv("SPARKCODE_SSH", f"{sys.executable} {SUPPORT / 'ssh_shim.py'}")
     monkeypatch.setenv("SPARKCODE_SHIM_HOME", str(other_home))
@@ -304,7 +349,8 @@ def test_ssh_transport_runs_the_node_commands_on_the_other_box(
 
 @pytest.mark.slow  # a real sshd and about ten ssh sessions, each a `sparkcode engine node`
 def test_the_ssh_transport_through_a_real_openssh(
-        paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths: Paths, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same node commands through OpenSSH's own client and server on loopback: the
     remote command is re-split by the login shell in sshd's clean environment (so the
     profile's ``remote_sparkcode`` carries what the other box needs), and ``node start``
@@ -313,8 +359,16 @@ def test_the_ssh_transport_through_a_real_openssh(
     other_home = tmp_path / "other-box"
     with running_sshd(tmp_path / "sshd") as sshd:
         monkeypatch.setenv("SPARKCODE_SSH", sshd.ssh)
-        remote = shlex.join(["env", f"SPARKCODE_HOME={other_home}", f"PYTHONPATH={REPO}",
-                             sys.executable, "-m", "sparkcode"])
+        remote = shlex.join(
+            [
+                "env",
+                f"SPARKCODE_HOME={other_home}",
+                f"PYTHONPATH={REPO}",
+                sys.executable,
+                "-m",
+                "sparkcode",
+            ]
+        )
         spec = _spec(model, ssh=sshd.host, remote_sparkcode=remote)
         sup = Supervisor(paths)
         began = time.monotonic()

@@ -32,8 +32,12 @@ def _profile() -> Profile:
 
 def _spec(port: int, *flags: str) -> LaunchSpec:
     return LaunchSpec(
-        profile="fake", argv=[sys.executable, FAKE, str(port), *flags], env={},
-        base_url=f"http://127.0.0.1:{port}/v1", model="fake", port=port,
+        profile="fake",
+        argv=[sys.executable, FAKE, str(port), *flags],
+        env={},
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="fake",
+        port=port,
     )
 
 
@@ -117,9 +121,7 @@ def test_crash_after_boot_is_reported_by_status(paths: Paths) -> None:
 
 def test_stop_escalates_to_sigkill(paths: Paths) -> None:
     sup = Supervisor(paths)
-    status = sup.start(
-        _profile(), _spec(free_port(), "--ignore-int", "--ignore-term"), timeout=30
-    )
+    status = sup.start(_profile(), _spec(free_port(), "--ignore-int", "--ignore-term"), timeout=30)
     began = time.monotonic()
     sup.stop(grace=(0.5, 0.5))
     assert time.monotonic() - began < 10

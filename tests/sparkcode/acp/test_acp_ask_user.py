@@ -47,21 +47,30 @@ class FormEditor(EditorClient):
     typed: str = "textutil"
     elicited: list[tuple[str, ElicitationFormSessionMode]] = field(default_factory=list)
 
-    async def create_elicitation(self, message: str, mode: Any,
-                                 **kwargs: Any) -> AcceptElicitationResponse:
+    async def create_elicitation(
+        self, message: str, mode: Any, **kwargs: Any
+    ) -> AcceptElicitationResponse:
         self.elicited.append((message, mode))
         return AcceptElicitationResponse(action="accept", content={"answer": self.typed})
 
 
 async def test_options_are_permission_options_picked_or_declined(
-        workspace: Path, sparkcode_home: Path) -> None:
-    replies = [ask("Which way?", ["keep the name", "rename it"]), Reply(content=["one"]),
-               ask("And the tests?", ["skip", "run"]), Reply(content=["two"]),
-               ask("Which name?"), Reply(content=["three"])]
+    workspace: Path, sparkcode_home: Path
+) -> None:
+    replies = [
+        ask("Which way?", ["keep the name", "rename it"]),
+        Reply(content=["one"]),
+        ask("And the tests?", ["skip", "run"]),
+        Reply(content=["two"]),
+        ask("Which name?"),
+        Reply(content=["three"]),
+    ]
     client = EditorClient(answer="answer-2")
     with serve(replies) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("tidy up")])
@@ -71,32 +80,39 @@ async def test_options_are_permission_options_picked_or_declined(
         answers = results(server.requests)
     assert answers[0].startswith("the user picked option 2: rename it")
     assert answers[1].startswith("the user declined to answer; do not ask again")
-    assert answers[2] == ("error: ask_user is not available: this editor takes no typed "
-                          "answer over ACP (no form elicitation); call ask_user again with "
-                          "options to pick from, or decide yourself and state the assumption")
+    assert answers[2] == (
+        "error: ask_user is not available: this editor takes no typed "
+        "answer over ACP (no form elicitation); call ask_user again with "
+        "options to pick from, or decide yourself and state the assumption"
+    )
     (call, options), _ = client.permissions  # the third question asked nobody
     assert [(o.option_id, o.name, o.kind) for o in options] == [
-        ("answer-1", "keep the name", "allow_once"), ("answer-2", "rename it", "allow_once"),
-        ("decline", "Decline to answer", "reject_once")]
+        ("answer-1", "keep the name", "allow_once"),
+        ("answer-2", "rename it", "allow_once"),
+        ("decline", "Decline to answer", "reject_once"),
+    ]
     started = [u for u in client.of("tool_call") if u.title == "ask_user: Which way?"]
     assert len(started) == 1 and call.tool_call_id == started[0].tool_call_id
     assert call.title == "The model asks: Which way?"
 
 
-async def test_a_typed_answer_by_form_elicitation(workspace: Path,
-                                                  sparkcode_home: Path) -> None:
+async def test_a_typed_answer_by_form_elicitation(workspace: Path, sparkcode_home: Path) -> None:
     client = FormEditor(answer=None)
-    with serve([ask("Which name should the module get?"), Reply(content=["renamed"])]) \
-            as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace, unstable=True) as (conn, _):
-            await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(
-                elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())))
+    with serve([ask("Which name should the module get?"), Reply(content=["renamed"])]) as server:
+        async with spawn(
+            client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace, unstable=True
+        ) as (conn, _):
+            await conn.initialize(
+                protocol_version=1,
+                client_capabilities=ClientCapabilities(
+                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+                ),
+            )
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("rename the module")])
         answers = results(server.requests)
     assert answers[0].startswith("the user answered: textutil")
-    (message, mode), = client.elicited
+    ((message, mode),) = client.elicited
     assert message == "Which name should the module get?" and mode.session_id == sid
     assert mode.requested_schema.required == ["answer"]
     started = [u for u in client.of("tool_call") if u.title.startswith("ask_user")]

@@ -24,13 +24,20 @@ def background(command: str) -> Reply:
 
 
 async def test_jobs_over_acp_list_stop_and_end_with_the_agent(
-        workspace: Path, sparkcode_home: Path) -> None:
-    replies = [background("sleep 61.81"), Reply(content=["started one"]),
-               background("sleep 61.82 & sleep 61.82 & wait"), Reply(content=["started two"])]
+    workspace: Path, sparkcode_home: Path
+) -> None:
+    replies = [
+        background("sleep 61.81"),
+        Reply(content=["started one"]),
+        background("sleep 61.82 & sleep 61.82 & wait"),
+        Reply(content=["started two"]),
+    ]
     client = EditorClient(answer="allow_once")
     with serve(replies) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.set_session_mode(session_id=sid, mode_id="full-auto")
@@ -55,8 +62,10 @@ async def test_jobs_over_acp_list_stop_and_end_with_the_agent(
     assert unknown == "/jobs failed: there is no job 3; the jobs are: 1"
     assert stopped.startswith("job 1 (stopped by job_stop after ")
     titles = [u.title for u in client.of("tool_call")]
-    assert titles == ["bash (background): sleep 61.81",
-                      "bash (background): sleep 61.82 & sleep 61.82 & wait"]
+    assert titles == [
+        "bash (background): sleep 61.81",
+        "bash (background): sleep 61.82 & sleep 61.82 & wait",
+    ]
     deadline = time.monotonic() + 10  # the agent's process has ended: its jobs too
     while by_cmdline("sleep", "61.82"):
         assert time.monotonic() < deadline, "a job outlived the agent"

@@ -20,8 +20,10 @@ async def test_effort_medium_and_export_over_acp(workspace: Path, sparkcode_home
     (workspace / "notes").mkdir()  # a directory: the transcript goes in it by its ID
     client = EditorClient()
     with serve([Reply(content=["first answer"]), Reply(content=["second"])]) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("/effort medium")])
@@ -48,5 +50,4 @@ async def test_effort_medium_and_export_over_acp(workspace: Path, sparkcode_home
     text = path.read_text()
     assert "hello there" in text and "first answer" in text
     assert again.startswith("/export failed: ") and "exists; give another PATH" in again
-    assert refused.endswith("/effort failed: usage: /effort "
-                            "none|minimal|low|medium|high|xhigh|max")
+    assert refused.endswith("/effort failed: usage: /effort none|minimal|low|medium|high|xhigh|max")

@@ -24,15 +24,21 @@ def write(path: str, content: str) -> tuple[str, str]:
 
 
 async def test_a_prompt_streams_thinking_answer_usage_and_an_approved_edit_as_a_diff(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     (workspace / "a.txt").write_text("old\n")
     todo = ("todo", json.dumps({"action": "add", "items": ["write a.txt", "check it"]}))
-    replies = [Reply(reasoning=["let me ", "think"], tool_calls=[todo]),
-               Reply(tool_calls=[write("a.txt", "new\n")]), Reply(content=["Done", "."])]
+    replies = [
+        Reply(reasoning=["let me ", "think"], tool_calls=[todo]),
+        Reply(tool_calls=[write("a.txt", "new\n")]),
+        Reply(content=["Done", "."]),
+    ]
     client = EditorClient(answer="allow_once")
     with serve(replies) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             init = await conn.initialize(protocol_version=1)
             assert init.agent_capabilities is not None
             assert init.agent_capabilities.load_session
@@ -41,7 +47,12 @@ async def test_a_prompt_streams_thinking_answer_usage_and_an_approved_edit_as_a_
             new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
             assert new.modes is not None
             assert [m.id for m in new.modes.available_modes] == [
-                "sandbox", "ask", "auto-edit", "full-auto", "plan"]
+                "sandbox",
+                "ask",
+                "auto-edit",
+                "full-auto",
+                "plan",
+            ]
             await conn.set_session_mode(session_id=new.session_id, mode_id="ask")
             done = await conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
     assert done.stop_reason == "end_turn"
@@ -52,15 +63,18 @@ async def test_a_prompt_streams_thinking_answer_usage_and_an_approved_edit_as_a_
     assert {"undo", "compact", "context"} <= {c.name for c in commands}
     plan = client.of("plan")[0]
     assert [(e.content, e.status) for e in plan.entries] == [
-        ("write a.txt", "pending"), ("check it", "pending")]
+        ("write a.txt", "pending"),
+        ("check it", "pending"),
+    ]
     # The edit asked first (mode ask), with the diff, and the three ACP choices.
-    (call, options), = client.permissions
+    ((call, options),) = client.permissions
     assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
     assert call.content is not None and "+new" in call.content[0].content.text
     started = [u for u in client.of("tool_call") if u.title == "write_file a.txt"]
     assert started and started[0].kind == "edit"
-    finished = [u for u in client.of("tool_call_update")
-                if u.tool_call_id == started[0].tool_call_id]
+    finished = [
+        u for u in client.of("tool_call_update") if u.tool_call_id == started[0].tool_call_id
+    ]
     assert finished[-1].status == "completed"
     diff = finished[-1].content[0]
     assert (diff.type, diff.old_text, diff.new_text) == ("diff", "old\n", "new\n")
@@ -72,15 +86,22 @@ async def test_a_prompt_streams_thinking_answer_usage_and_an_approved_edit_as_a_
 
 
 async def test_a_rejected_approval_changes_nothing_and_always_stops_asking(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     # A refused call ends the turn (reason "denied"): no request follows it.
-    replies = [Reply(tool_calls=[write("x.txt", "1\n")]),
-               Reply(tool_calls=[write("x.txt", "2\n")]), Reply(content=["ok"]),
-               Reply(tool_calls=[write("x.txt", "3\n")]), Reply(content=["ok"])]
+    replies = [
+        Reply(tool_calls=[write("x.txt", "1\n")]),
+        Reply(tool_calls=[write("x.txt", "2\n")]),
+        Reply(content=["ok"]),
+        Reply(tool_calls=[write("x.txt", "3\n")]),
+        Reply(content=["ok"]),
+    ]
     client = EditorClient(answer="reject_once")
     with serve(replies) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.set_session_mode(session_id=sid, mode_id="ask")
@@ -98,16 +119,20 @@ async def test_a_rejected_approval_changes_nothing_and_always_stops_asking(
 
 
 async def test_cancel_while_an_approval_waits_ends_the_prompt_cancelled(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     client = EditorClient(answer=None, hold=asyncio.Event())
     with serve([Reply(tool_calls=[write("y.txt", "y\n")]), Reply(content=["never"])]) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.set_session_mode(session_id=sid, mode_id="ask")
-            prompt = asyncio.create_task(conn.prompt(session_id=sid,
-                                                     prompt=[text_block("write y")]))
+            prompt = asyncio.create_task(
+                conn.prompt(session_id=sid, prompt=[text_block("write y")])
+            )
             await asyncio.wait_for(client.asked.wait(), 60)
             await conn.cancel(session_id=sid)
             # The cancel alone ends the turn: Toad 0.6.20 never answers a pending
@@ -123,22 +148,30 @@ async def test_cancel_while_an_approval_waits_ends_the_prompt_cancelled(
 
 
 async def test_a_recorded_session_is_loaded_replayed_and_continued(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     (workspace / "n.txt").write_text("n\n")
     read = ("read_file", json.dumps({"path": "n.txt"}))
-    replies = [Reply(tool_calls=[read]), Reply(content=["It says n."]),
-               Reply(content=["Still n."]), Reply(content=["Third."])]
+    replies = [
+        Reply(tool_calls=[read]),
+        Reply(content=["It says n."]),
+        Reply(content=["Still n."]),
+        Reply(content=["Third."]),
+    ]
     with serve(replies) as server:
         first = EditorClient()
-        async with spawn(first, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(first, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("what is in n.txt?")])
         for answer in ("Still n.", "Third."):  # a new agent process each time, as an editor
             later = EditorClient()
-            async with spawn(later, "--endpoint", url(server), home=sparkcode_home,
-                             cwd=workspace) as (conn, _):
+            async with spawn(
+                later, "--endpoint", url(server), home=sparkcode_home, cwd=workspace
+            ) as (conn, _):
                 await conn.initialize(protocol_version=1)
                 await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
                 await asyncio.sleep(0.1)  # the notifications' handlers, already received
@@ -157,18 +190,22 @@ async def test_a_recorded_session_is_loaded_replayed_and_continued(
     assert users == ["what is in n.txt?", "and now?", "and now?"]
 
 
-async def test_bad_requests_get_errors_naming_the_problem(workspace: Path,
-                                                         sparkcode_home: Path) -> None:
+async def test_bad_requests_get_errors_naming_the_problem(
+    workspace: Path, sparkcode_home: Path
+) -> None:
     client = EditorClient()
     with serve([]) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             with pytest.raises(RequestError) as unknown:
                 await conn.prompt(session_id="feedfacecafe", prompt=[text_block("hi")])
             with pytest.raises(RequestError) as missing:
-                await conn.load_session(cwd=str(workspace), session_id="0123456789ab",
-                                        mcp_servers=[])
+                await conn.load_session(
+                    cwd=str(workspace), session_id="0123456789ab", mcp_servers=[]
+                )
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             with pytest.raises(RequestError) as mode:
                 await conn.set_session_mode(session_id=sid, mode_id="yolo")
@@ -183,26 +220,37 @@ async def test_bad_requests_get_errors_naming_the_problem(workspace: Path,
 
 
 async def test_a_malformed_line_gets_a_json_rpc_error_and_the_agent_keeps_running(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     import os
     import sys
 
     from tests.support import ROOT
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sparkcode", "acp", "--endpoint", "http://127.0.0.1:9",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd=workspace,
-        env={**os.environ, "SPARKCODE_HOME": str(sparkcode_home), "PYTHONPATH": str(ROOT)})
+        sys.executable,
+        "-m",
+        "sparkcode",
+        "acp",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=workspace,
+        env={**os.environ, "SPARKCODE_HOME": str(sparkcode_home), "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stdin is not None and proc.stdout is not None
-    lines = [b"{this is not json\n", b"[1, 2]\n",
-             b'{"jsonrpc":"2.0","id":7,"method":"no/such"}\n',
-             b'{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":1}}\n']
+    lines = [
+        b"{this is not json\n",
+        b"[1, 2]\n",
+        b'{"jsonrpc":"2.0","id":7,"method":"no/such"}\n',
+        b'{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":1}}\n',
+    ]
     for line in lines:
         proc.stdin.write(line)
     await proc.stdin.drain()
-    answers = [json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
-               for _ in range(4)]
+    answers = [json.loads(await asyncio.wait_for(proc.stdout.readline(), 60)) for _ in range(4)]
     proc.stdin.close()
     await asyncio.wait_for(proc.wait(), 30)
     assert [a.get("error", {}).get("code") for a in answers] == [-32700, -32600, -32601, None]
@@ -213,37 +261,49 @@ async def test_a_malformed_line_gets_a_json_rpc_error_and_the_agent_keeps_runnin
 
 
 async def test_an_image_prompt_reaches_a_vision_model_and_is_refused_by_name_otherwise(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     # Issue 23: image prompts are offered when the model takes images (here --vision
     # with --endpoint); the editor's base64 goes to the model as the TUI's data URL.
     png = image_bytes("PNG", (20, 10))
     shot = base64.b64encode(png).decode()
     client = EditorClient(answer="allow_once")
     with serve([Reply(content=["a red box"])]) as server:
-        async with spawn(client, "--endpoint", url(server), "--vision",
-                         home=sparkcode_home, cwd=workspace) as (conn, _):
+        async with spawn(
+            client, "--endpoint", url(server), "--vision", home=sparkcode_home, cwd=workspace
+        ) as (conn, _):
             init = await conn.initialize(protocol_version=1)
             assert init.agent_capabilities is not None
             assert init.agent_capabilities.prompt_capabilities is not None
             assert init.agent_capabilities.prompt_capabilities.image
             new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
             with pytest.raises(RequestError, match="image 1: it is not a PNG, JPEG or WebP"):
-                await conn.prompt(session_id=new.session_id, prompt=[
-                    text_block("what is it?"),
-                    image_block(base64.b64encode(b"GIF89a....").decode(), "image/gif")])
-            done = await conn.prompt(session_id=new.session_id, prompt=[
-                text_block("what is it?"), image_block(shot, "image/png")])
+                await conn.prompt(
+                    session_id=new.session_id,
+                    prompt=[
+                        text_block("what is it?"),
+                        image_block(base64.b64encode(b"GIF89a....").decode(), "image/gif"),
+                    ],
+                )
+            done = await conn.prompt(
+                session_id=new.session_id,
+                prompt=[text_block("what is it?"), image_block(shot, "image/png")],
+            )
         assert done.stop_reason == "end_turn" and len(server.requests) == 1
         content = server.requests[0]["messages"][-1]["content"]
         assert content[0] == {"type": "text", "text": "what is it?"}
         assert content[1]["image_url"]["url"] == "data:image/png;base64," + shot
     # Without vision the same prompt is refused, naming the model; nothing is sent.
     with serve([]) as server:
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
             with pytest.raises(RequestError, match="model scripted is text-only here"):
-                await conn.prompt(session_id=new.session_id, prompt=[
-                    text_block("what is it?"), image_block(shot, "image/png")])
+                await conn.prompt(
+                    session_id=new.session_id,
+                    prompt=[text_block("what is it?"), image_block(shot, "image/png")],
+                )
         assert server.requests == []

@@ -23,21 +23,31 @@ ASK = ("task", json.dumps({"description": "find greet", "prompt": "Where is gree
 
 
 async def test_a_task_is_a_tool_call_with_its_summary_and_the_session_loads_again(
-        workspace: Path, sparkcode_home: Path) -> None:
+    workspace: Path, sparkcode_home: Path
+) -> None:
     (workspace / "hello.py").write_text("def greet():\n    return 'hi'\n")
     read = ("read_file", json.dumps({"path": "hello.py"}))
-    replies = [Reply(tool_calls=[ASK]), Reply(tool_calls=[read]), Reply(content=[SUMMARY]),
-               Reply(content=["It is in hello.py."]), Reply(content=["Still there."])]
+    replies = [
+        Reply(tool_calls=[ASK]),
+        Reply(tool_calls=[read]),
+        Reply(content=[SUMMARY]),
+        Reply(content=["It is in hello.py."]),
+        Reply(content=["Still there."]),
+    ]
     with serve(replies) as server:
         client = EditorClient()
-        async with spawn(client, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             done = await conn.prompt(session_id=sid, prompt=[text_block("where is greet?")])
         later = EditorClient()
-        async with spawn(later, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(later, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
             again = await conn.prompt(session_id=sid, prompt=[text_block("still?")])
@@ -52,21 +62,23 @@ async def test_a_task_is_a_tool_call_with_its_summary_and_the_session_loads_agai
     # Loaded: the task shown again with its summary, and the conversation went on from
     # its own history (the sub-conversation's messages are not in it).
     assert any(u.title == "task: find greet" for u in later.of("tool_call"))
-    assert SUMMARY in json.dumps([u.model_dump(mode="json")
-                                  for u in later.of("tool_call_update")])
+    assert SUMMARY in json.dumps([u.model_dump(mode="json") for u in later.of("tool_call_update")])
     assert again.stop_reason == "end_turn" and "Still there." in later.text()
     roles = [m["role"] for m in server.requests[-1]["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
 
 
-async def test_the_session_mode_comes_back_with_a_load(workspace: Path,
-                                                      sparkcode_home: Path) -> None:
+async def test_the_session_mode_comes_back_with_a_load(
+    workspace: Path, sparkcode_home: Path
+) -> None:
     edit = ("write_file", json.dumps({"path": "a.txt", "content": "a\n"}))
     replies = [Reply(content=["a plan"]), Reply(tool_calls=[edit]), Reply(content=["done"])]
     with serve(replies) as server:
         first = EditorClient(answer="reject_once")
-        async with spawn(first, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(first, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.set_session_mode(session_id=sid, mode_id="plan")
@@ -77,11 +89,12 @@ async def test_the_session_mode_comes_back_with_a_load(workspace: Path,
             await conn.set_session_mode(session_id=idle, mode_id="full-auto")
             await asyncio.sleep(0.2)
         later = EditorClient(answer="reject_once")
-        async with spawn(later, "--endpoint", url(server), home=sparkcode_home,
-                         cwd=workspace) as (conn, _):
+        async with spawn(later, "--endpoint", url(server), home=sparkcode_home, cwd=workspace) as (
+            conn,
+            _,
+        ):
             await conn.initialize(protocol_version=1)
-            loaded = await conn.load_session(cwd=str(workspace), session_id=sid,
-                                             mcp_servers=[])
+            loaded = await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
             done = await conn.prompt(session_id=sid, prompt=[text_block("write a.txt")])
     assert "[Plan mode" in server.requests[0]["messages"][-1]["content"]
     assert loaded.modes is not None and loaded.modes.current_mode_id == "auto-edit"

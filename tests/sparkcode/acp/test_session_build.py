@@ -37,16 +37,19 @@ def make(workspace: Path, server: ScriptedServer) -> tuple[AcpSession, Recorder]
 
 
 async def test_boot_progress_is_shown_and_the_first_prompt_waits_for_the_engine(
-        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     booted = asyncio.Event()
 
-    async def slow_build(target: StartTarget, options: SessionOptions,
-                         paths: Paths) -> AgentSession:
+    async def slow_build(
+        target: StartTarget, options: SessionOptions, paths: Paths
+    ) -> AgentSession:
         assert options.progress is not None
         say = options.progress
         # The supervisor reports from its own thread, as connection._ensure_engine does.
-        worker = threading.Thread(target=lambda: [say("starting engine cpu-demo ..."),
-                                                  say("  loading weights")])
+        worker = threading.Thread(
+            target=lambda: [say("starting engine cpu-demo ..."), say("  loading weights")]
+        )
         worker.start()
         worker.join()
         await booted.wait()
@@ -58,29 +61,36 @@ async def test_boot_progress_is_shown_and_the_first_prompt_waits_for_the_engine(
     prompt = asyncio.create_task(session.prompt([text_block("hi")]))
     await asyncio.sleep(0.2)
     assert not prompt.done()  # waiting for the engine
-    lines = [u.content[0].content.text for u in client.updates
-             if u.session_update == "tool_call_update" and u.content]
+    lines = [
+        u.content[0].content.text
+        for u in client.updates
+        if u.session_update == "tool_call_update" and u.content
+    ]
     assert lines == ["starting engine cpu-demo ...", "  loading weights"]
     assert client.updates[0].session_update == "tool_call"
     assert client.updates[0].tool_call_id == BOOT_CALL
     booted.set()
     done = await asyncio.wait_for(prompt, 30)
     assert done.stop_reason == "end_turn"
-    finished = [u for u in client.updates if u.session_update == "tool_call_update"
-                and u.status == "completed"]
+    finished = [
+        u
+        for u in client.updates
+        if u.session_update == "tool_call_update" and u.status == "completed"
+    ]
     assert [u.tool_call_id for u in finished] == [BOOT_CALL]
-    assert "hello" in "".join(u.content.text for u in client.updates
-                              if u.session_update == "agent_message_chunk")
+    assert "hello" in "".join(
+        u.content.text for u in client.updates if u.session_update == "agent_message_chunk"
+    )
     await session.aclose()
 
 
 async def test_a_prompt_cancelled_during_the_boot_returns_and_a_failed_start_is_retried(
-        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     attempts: list[int] = []
     never = asyncio.Event()
 
-    async def failing(target: StartTarget, options: SessionOptions,
-                      paths: Paths) -> AgentSession:
+    async def failing(target: StartTarget, options: SessionOptions, paths: Paths) -> AgentSession:
         attempts.append(1)
         if len(attempts) == 1:
             await never.wait()

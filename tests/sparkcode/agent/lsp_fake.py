@@ -38,11 +38,20 @@ def send(message: dict[str, Any]) -> None:
 
 
 def publish(uri: str, version: int, text: str, word: str) -> None:
-    diagnostics = [{"range": {"start": {"line": n, "character": line.index("BAD")},
-                              "end": {"line": n, "character": line.index("BAD") + 3}},
-                    "severity": 1, "source": "fake", "code": "bad",
-                    "message": f"{word} on this line"}
-                   for n, line in enumerate(text.splitlines()) if "BAD" in line]
+    diagnostics = [
+        {
+            "range": {
+                "start": {"line": n, "character": line.index("BAD")},
+                "end": {"line": n, "character": line.index("BAD") + 3},
+            },
+            "severity": 1,
+            "source": "fake",
+            "code": "bad",
+            "message": f"{word} on this line",
+        }
+        for n, line in enumerate(text.splitlines())
+        if "BAD" in line
+    ]
     params: dict[str, Any] = {"uri": uri, "diagnostics": diagnostics}
     if "--no-version" not in FLAGS:
         params["version"] = version
@@ -60,8 +69,13 @@ def main() -> None:
                 continue
             send({"id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
         elif method == "initialized":
-            send({"id": "cfg", "method": "workspace/configuration",
-                  "params": {"items": [{"section": "fake.word"}]}})
+            send(
+                {
+                    "id": "cfg",
+                    "method": "workspace/configuration",
+                    "params": {"items": [{"section": "fake.word"}]},
+                }
+            )
         elif message.get("id") == "cfg" and "result" in message:
             word = message["result"][0] or "BAD"
             for doc_message in waiting:
@@ -82,8 +96,11 @@ def main() -> None:
 
 def document(message: dict[str, Any], word: str) -> None:
     doc = message["params"]["textDocument"]
-    text = doc["text"] if message["method"] == "textDocument/didOpen" else \
-        message["params"]["contentChanges"][0]["text"]
+    text = (
+        doc["text"]
+        if message["method"] == "textDocument/didOpen"
+        else message["params"]["contentChanges"][0]["text"]
+    )
     publish(doc["uri"], doc["version"], text, word)
 
 

@@ -12,8 +12,9 @@ import pytest
 from sparkcode.agent.client import ChatClient, ChatError, ChatResult, EngineGone
 
 
-def chunk(delta: dict[str, Any], usage: tuple[int, int] | None = None,
-          finish: str | None = None) -> dict[str, Any]:
+def chunk(
+    delta: dict[str, Any], usage: tuple[int, int] | None = None, finish: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     if usage:
         body["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1]}
@@ -25,12 +26,18 @@ def sse(frames: list[dict[str, Any]], *, sep: bytes = b"\n", done: bool = True) 
     return out + (b"data: [DONE]" + sep + sep if done else b"")
 
 
-def client_for(payload: bytes, *, split: int | None = None, status: int = 200,
-               seen: list[httpx.Request] | None = None, **kw: Any) -> ChatClient:
+def client_for(
+    payload: bytes,
+    *,
+    split: int | None = None,
+    status: int = 200,
+    seen: list[httpx.Request] | None = None,
+    **kw: Any,
+) -> ChatClient:
     async def pieces() -> AsyncIterator[bytes]:
         step = split or len(payload)
         for i in range(0, len(payload), step):
-            yield payload[i:i + step]
+            yield payload[i : i + step]
 
     def handler(request: httpx.Request) -> httpx.Response:
         if seen is not None:
@@ -53,10 +60,23 @@ STREAM = [
     chunk({"role": "assistant"}, (10, 0)),
     chunk({"reasoning_content": "think"}, (10, 4)),
     chunk({"content": "Hé"}, (10, 7)),
-    chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function",
-                           "function": {"name": "read_file", "arguments": '{"pa'}}]}, (10, 9)),
-    chunk({"tool_calls": [{"index": 1, "id": "b", "function": {"name": "grep",
-                                                               "arguments": "{}"}}]}, (10, 10)),
+    chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "a",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"pa'},
+                }
+            ]
+        },
+        (10, 9),
+    ),
+    chunk(
+        {"tool_calls": [{"index": 1, "id": "b", "function": {"name": "grep", "arguments": "{}"}}]},
+        (10, 10),
+    ),
     chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'th": "x"}'}}]}, (10, 12)),
     chunk({}, (10, 12), finish="tool_calls"),
 ]
@@ -68,7 +88,9 @@ async def test_stream_assembles_whatever_the_chunking(split: int | None, sep: by
     result = await collect(client_for(sse(STREAM, sep=sep), split=split))
     assert result.content == "Hé" and result.reasoning == "think"
     assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
-        ("a", "read_file", '{"path": "x"}'), ("b", "grep", "{}")]
+        ("a", "read_file", '{"path": "x"}'),
+        ("b", "grep", "{}"),
+    ]
     assert result.finish_reason == "tool_calls" and not result.cut
     stats = result.stats
     assert (stats.prompt_tokens, stats.completion_tokens, stats.reasoning_tokens) == (10, 12, 4)
@@ -76,20 +98,26 @@ async def test_stream_assembles_whatever_the_chunking(split: int | None, sep: by
 
 
 async def test_comments_and_event_fields_are_ignored() -> None:
-    payload = b": keep-alive\n\nevent: message\n" + sse([chunk({"content": "ok"}, (1, 1)),
-                                                         chunk({}, (1, 1), "stop")])
+    payload = b": keep-alive\n\nevent: message\n" + sse(
+        [chunk({"content": "ok"}, (1, 1)), chunk({}, (1, 1), "stop")]
+    )
     assert (await collect(client_for(payload))).content == "ok"
 
 
 async def test_without_usage_tokens_are_estimated_per_frame() -> None:
-    frames = [chunk({"reasoning": "a"}), chunk({"reasoning": "b"}), chunk({"content": "c"}),
-              chunk({}, finish="stop")]
+    frames = [
+        chunk({"reasoning": "a"}),
+        chunk({"reasoning": "b"}),
+        chunk({"content": "c"}),
+        chunk({}, finish="stop"),
+    ]
     stats = (await collect(client_for(sse(frames)))).stats
     assert not stats.usage_seen and stats.completion_tokens == 3 and stats.reasoning_tokens == 2
 
 
 async def test_request_asks_for_continuous_usage_and_sends_the_key(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("MY_KEY", "sk-123")
     seen: list[httpx.Request] = []
     await collect(client_for(sse([chunk({}, (1, 0), "stop")]), seen=seen, api_key_env="MY_KEY"))
@@ -113,8 +141,10 @@ async def test_http_error_message_is_surfaced() -> None:
 
 
 async def test_error_frame_mid_stream() -> None:
-    payload = sse([chunk({"content": "a"}, (1, 1))], done=False) + \
-        b'data: {"error": {"message": "engine overloaded"}}\n\n'
+    payload = (
+        sse([chunk({"content": "a"}, (1, 1))], done=False)
+        + b'data: {"error": {"message": "engine overloaded"}}\n\n'
+    )
     with pytest.raises(ChatError, match="engine overloaded"):
         await collect(client_for(payload))
 
@@ -147,9 +177,16 @@ async def test_rejected_tool_choice_falls_back_to_no_tool_parsing() -> None:
         body = json.loads(request.content)
         calls.append(body)
         if body.get("tool_choice") == "auto":
-            return httpx.Response(400, json={"error": {"message": '"auto" tool choice requires '
-                                                       "--enable-auto-tool-choice and "
-                                                       "--tool-call-parser to be set"}})
+            return httpx.Response(
+                400,
+                json={
+                    "error": {
+                        "message": '"auto" tool choice requires '
+                        "--enable-auto-tool-choice and "
+                        "--tool-call-parser to be set"
+                    }
+                },
+            )
         return httpx.Response(200, content=sse([chunk({"content": "ok"}, (1, 1), "stop")]))
 
     client = ChatClient("http://x.test/v1", "m", transport=httpx.MockTransport(handler))
@@ -162,8 +199,12 @@ async def test_rejected_tool_choice_falls_back_to_no_tool_parsing() -> None:
 
 
 async def test_last_event_without_blank_line_is_not_lost() -> None:
-    payload = sse([chunk({"content": "a"}, (1, 1))], done=False) + \
-        b"data: " + json.dumps(chunk({"content": "b"}, (1, 2), "stop")).encode() + b"\n"
+    payload = (
+        sse([chunk({"content": "a"}, (1, 1))], done=False)
+        + b"data: "
+        + json.dumps(chunk({"content": "b"}, (1, 2), "stop")).encode()
+        + b"\n"
+    )
     result = await collect(client_for(payload))
     assert result.content == "ab" and result.finish_reason == "stop"
 
@@ -176,10 +217,16 @@ async def test_field_rejected_inside_a_200_stream_is_dropped_and_retried() -> No
         body = json.loads(request.content)
         bodies.append(body)
         if "thinking_token_budget" in body:
-            error = {"error": {"message": "thinking_token_budget is set but reasoning_config "
-                                          "is not configured.", "code": 400}}
-            return httpx.Response(200, content=b"data: " + json.dumps(error).encode()
-                                  + b"\n\ndata: [DONE]\n\n")
+            error = {
+                "error": {
+                    "message": "thinking_token_budget is set but reasoning_config "
+                    "is not configured.",
+                    "code": 400,
+                }
+            }
+            return httpx.Response(
+                200, content=b"data: " + json.dumps(error).encode() + b"\n\ndata: [DONE]\n\n"
+            )
         return httpx.Response(200, content=sse([chunk({"content": "ok"}, (1, 1), "stop")]))
 
     client = ChatClient("http://x.test/v1", "m", transport=httpx.MockTransport(handler))
@@ -191,7 +238,7 @@ async def test_field_rejected_inside_a_200_stream_is_dropped_and_retried() -> No
     assert client.dropped == {"thinking_token_budget"}
 
 
-TRICKY = ['data: [DONE]', '\n\ndata: {"x": 1}\n\n', "é→ü", "}\n\n", " \r\n ", "[DONE]"]
+TRICKY = ["data: [DONE]", '\n\ndata: {"x": 1}\n\n', "é→ü", "}\n\n", " \r\n ", "[DONE]"]
 
 
 @pytest.mark.parametrize("split", [3, 13, 100, 4096])

@@ -23,12 +23,18 @@ async def drain(stream: object) -> list[ev.Event]:
 
 
 async def test_compact_keeps_the_open_todo_list_and_the_focus(workspace: Path) -> None:
-    server = ScriptedServer([Reply(tool_calls=[TODO]), Reply(content=["planned"]),
-                             Reply(content=["The user wants the bug fixed."]),
-                             Reply(content=["on it"])])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[TODO]),
+            Reply(content=["planned"]),
+            Reply(content=["The user wants the bug fixed."]),
+            Reply(content=["on it"]),
+        ]
+    )
     agent = make_agent(server, workspace, context_limit=8192)
-    assert [e for e in await drain(agent.compact_now()) if isinstance(e, ev.Notice)][0].code \
-        == "nothing_to_compact"  # an empty conversation: said, nothing sent
+    assert [e for e in await drain(agent.compact_now()) if isinstance(e, ev.Notice)][
+        0
+    ].code == "nothing_to_compact"  # an empty conversation: said, nothing sent
     assert server.requests == []
     await drain(agent.run_turn("plan the fix"))
     events = await drain(agent.compact_now("the failing test in test_app.py"))
@@ -38,27 +44,46 @@ async def test_compact_keeps_the_open_todo_list_and_the_focus(workspace: Path) -
     assert "Above all, keep: the failing test in test_app.py" in asked
     summary = agent.history[1]["content"]
     assert summary.startswith(SUMMARY_PREFIX + "The user wants the bug fixed.")
-    assert summary.endswith("The todo list, still open:\ntodo list (0 of 2 done):\n"
-                            "  1. [ ] read the code\n  2. [ ] fix the bug")
+    assert summary.endswith(
+        "The todo list, still open:\ntodo list (0 of 2 done):\n"
+        "  1. [ ] read the code\n  2. [ ] fix the bug"
+    )
     assert [m["role"] for m in agent.history] == ["system", "user", "assistant"]
     await drain(agent.run_turn("go on"))
     assert server.requests[3]["messages"][:3] == agent.history[:3]
 
 
 def test_context_report_splits_the_window_by_part(workspace: Path) -> None:
-    instructions = Instructions(files=(InstructionFile(path=workspace / "AGENTS.md",
-                                                       shown="AGENTS.md",
-                                                       text="Run pytest -q. " * 40,
-                                                       size=600),))
+    instructions = Instructions(
+        files=(
+            InstructionFile(
+                path=workspace / "AGENTS.md",
+                shown="AGENTS.md",
+                text="Run pytest -q. " * 40,
+                size=600,
+            ),
+        )
+    )
     server = ScriptedServer([])
     agent = make_agent(server, workspace, context_limit=8192)
     agent.history[0]["content"] = instructions.system_prompt(agent.history[0]["content"])
     tool = {"role": "tool", "tool_call_id": "c1", "content": "x" * 4000}
-    agent.history += [{"role": "user", "content": "hi"},
-                      {"role": "assistant", "content": "", "reasoning_content": "y" * 800,
-                       "tool_calls": [{"id": "c1", "type": "function",
-                                       "function": {"name": "read_file", "arguments": "{}"}}]},
-                      tool]
+    agent.history += [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "y" * 800,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": "{}"},
+                }
+            ],
+        },
+        tool,
+    ]
     report = context_report(agent)
     parts = dict(report.parts)
     assert parts["AGENTS.md"] >= len("Run pytest -q. " * 40) // 4

@@ -17,8 +17,9 @@ WRITE = json.dumps({"path": "notes.md", "content": "hello\n"})
 
 
 async def test_every_request_carries_its_derived_seed_and_the_sampling(workspace: Path) -> None:
-    server = ScriptedServer([Reply(tool_calls=[("list_files", "{}")]), Reply(content=["a"]),
-                             Reply(content=["b"])])
+    server = ScriptedServer(
+        [Reply(tool_calls=[("list_files", "{}")]), Reply(content=["a"]), Reply(content=["b"])]
+    )
     agent = make_agent(server, workspace, seed=1234, temperature=1.0, top_p=0.9)
     await run(agent, "one")
     await run(agent, "two")
@@ -35,13 +36,14 @@ async def test_no_seed_is_sent_when_seeding_is_off(workspace: Path) -> None:
     assert "seed" not in server.requests[0] and "top_p" not in server.requests[0]
 
 
-async def test_thinking_history_sends_reasoning_back_within_the_turn_only(
-        workspace: Path) -> None:
-    server = ScriptedServer([
-        Reply(reasoning=["look ", "first"], tool_calls=[("list_files", "{}")]),
-        Reply(reasoning=["now ", "answer"], content=["done"]),
-        Reply(content=["again"]),
-    ])
+async def test_thinking_history_sends_reasoning_back_within_the_turn_only(workspace: Path) -> None:
+    server = ScriptedServer(
+        [
+            Reply(reasoning=["look ", "first"], tool_calls=[("list_files", "{}")]),
+            Reply(reasoning=["now ", "answer"], content=["done"]),
+            Reply(content=["again"]),
+        ]
+    )
     agent = make_agent(server, workspace, thinking_history=True)
     await run(agent, "one")
     second = server.requests[1]["messages"]
@@ -54,19 +56,24 @@ async def test_thinking_history_sends_reasoning_back_within_the_turn_only(
 
 
 async def test_without_thinking_history_no_reasoning_goes_back(workspace: Path) -> None:
-    server = ScriptedServer([Reply(reasoning=["x"], tool_calls=[("list_files", "{}")]),
-                             Reply(content=["done"])])
+    server = ScriptedServer(
+        [Reply(reasoning=["x"], tool_calls=[("list_files", "{}")]), Reply(content=["done"])]
+    )
     await run(make_agent(server, workspace), "one")
     assert all("reasoning_content" not in m for m in server.requests[1]["messages"])
 
 
 async def test_undo_rewinds_files_and_messages_and_redo_brings_both_back(
-        repo: Path, tmp_path: Path) -> None:
-    server = ScriptedServer([
-        Reply(content=["hi"]),                                   # turn 1: no change
-        Reply(tool_calls=[("write_file", WRITE)]), Reply(content=["wrote it"]),  # turn 2
-        Reply(content=["after undo"]),
-    ])
+    repo: Path, tmp_path: Path
+) -> None:
+    server = ScriptedServer(
+        [
+            Reply(content=["hi"]),  # turn 1: no change
+            Reply(tool_calls=[("write_file", WRITE)]),
+            Reply(content=["wrote it"]),  # turn 2
+            Reply(content=["after undo"]),
+        ]
+    )
     store = UndoStore(repo, tmp_path / "data")
     agent = make_agent(server, repo, undo=store)
     await run(agent, "hello")
@@ -89,13 +96,14 @@ async def test_undo_rewinds_files_and_messages_and_redo_brings_both_back(
     assert of(events, TurnFinished)[0].content == "after undo"
     # The next request's prefix is the conversation before the undone turn, byte for byte.
     sent = server.requests[-1]["messages"]
-    assert json.dumps(sent[:len(after_one)]) == json.dumps(after_one)
+    assert json.dumps(sent[: len(after_one)]) == json.dumps(after_one)
     with pytest.raises(UndoError, match="nothing to redo"):
         agent.redo()  # a new turn ends redo
 
 
 async def test_undo_of_a_turn_that_changed_no_file_rewinds_the_chat_only(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     server = ScriptedServer([Reply(content=["one"]), Reply(content=["two"])])
     agent = make_agent(server, repo, undo=UndoStore(repo, tmp_path / "data"))
     await run(agent, "a")

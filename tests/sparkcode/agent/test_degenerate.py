@@ -16,8 +16,7 @@ from tests.support.scripted import Reply, ScriptedServer
 LOOP = ["I will fix it. "] + ["Let me check the file again. "] * 400
 
 
-async def test_a_looping_answer_is_stopped_as_soon_as_the_detector_fires(
-        workspace: Path) -> None:
+async def test_a_looping_answer_is_stopped_as_soon_as_the_detector_fires(workspace: Path) -> None:
     server = ScriptedServer([Reply(content=LOOP)])
     agent = make_agent(server, workspace)
     events = await run(agent, "fix it")
@@ -31,8 +30,7 @@ async def test_a_looping_answer_is_stopped_as_soon_as_the_detector_fires(
     assert agent.history[-1] == {"role": "assistant", "content": finished.content}
 
 
-async def test_looping_reasoning_is_stopped_while_the_server_keeps_sending(
-        workspace: Path) -> None:
+async def test_looping_reasoning_is_stopped_while_the_server_keeps_sending(workspace: Path) -> None:
     server = ScriptedServer([Reply(until_closed=True)])  # "hmm " until the client hangs up
     events = await run(make_agent(server, workspace, thinking_token_budget=-1), "think")
     assert [f.channel for f in of(events, DegenerationDetected)] == ["reasoning"]
@@ -58,17 +56,29 @@ async def test_off_does_not_watch(workspace: Path) -> None:
 async def test_sparkcode_run_exits_4_and_says_why(workspace: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     with serve([Reply(content=LOOP)]) as server:
-        code = await run_headless(RunRequest(
-            prompt="fix it", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False)),
-                                  out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="fix it",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_DEGENERATE
     assert "degenerate content after" in err.getvalue()
     assert "stopped the stream" in err.getvalue() and "stopped: degenerate" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
     with serve([Reply(content=LOOP)]) as server:
-        code = await run_headless(RunRequest(
-            prompt="fix it", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False, knobs=AgentKnobs(degenerate_streams="warn"))),
-            out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="fix it",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False, knobs=AgentKnobs(degenerate_streams="warn")),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_OK and "warning only" in err.getvalue()

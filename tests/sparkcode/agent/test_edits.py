@@ -21,21 +21,32 @@ async def edit(ws: Path, name: str = "edit_file", **args: Any) -> ToolOutput:
     return await tool.run({"path": "m.py", **args}, ToolContext(workspace=ws))
 
 
-@pytest.mark.parametrize(("old", "new", "how"), [
-    # trailing whitespace on the copy
-    ("    if x:  \n        return 1 \n", "    if x:\n        return 2\n", "trailing whitespace"),
-    # the block copied flush-left, the replacement written the same way
-    ("if x:\n    return 1\n", "if x:\n    return 2\n", "indentation"),
-    # four spaces deeper than the file, with a line added one level in
-    ("        if x:\n            return 1\n", "        if x:\n            y = 1\n"
-     "            return 2\n", "indentation"),
-    # tabs in the copy, spaces in the file
-    ("\tif x:\n\t\treturn 1\n", "\tif x:\n\t\treturn 2\n", "indentation"),
-    # CRLF in the copy
-    ("    if x:\r\n        return 1\r\n", "    if x:\r\n        return 2\r\n", "line endings"),
-])
-async def test_drifted_copies_edit_the_one_place_they_match(workspace: Path, old: str, new: str,
-                                                            how: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "how"),
+    [
+        # trailing whitespace on the copy
+        (
+            "    if x:  \n        return 1 \n",
+            "    if x:\n        return 2\n",
+            "trailing whitespace",
+        ),
+        # the block copied flush-left, the replacement written the same way
+        ("if x:\n    return 1\n", "if x:\n    return 2\n", "indentation"),
+        # four spaces deeper than the file, with a line added one level in
+        (
+            "        if x:\n            return 1\n",
+            "        if x:\n            y = 1\n            return 2\n",
+            "indentation",
+        ),
+        # tabs in the copy, spaces in the file
+        ("\tif x:\n\t\treturn 1\n", "\tif x:\n\t\treturn 2\n", "indentation"),
+        # CRLF in the copy
+        ("    if x:\r\n        return 1\r\n", "    if x:\r\n        return 2\r\n", "line endings"),
+    ],
+)
+async def test_drifted_copies_edit_the_one_place_they_match(
+    workspace: Path, old: str, new: str, how: str
+) -> None:
     (workspace / "m.py").write_text(CODE)
     out = await edit(workspace, old_string=old, new_string=new)
     assert out.text == f"edited m.py (matched ignoring {how})"
@@ -44,12 +55,17 @@ async def test_drifted_copies_edit_the_one_place_they_match(workspace: Path, old
 
 
 async def test_a_tab_indented_file_keeps_its_tabs_and_crlf_file_its_line_ends(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     (workspace / "m.py").write_bytes(b"def f(x):\r\n\tif x:\r\n\t\treturn 1\r\n")
-    await edit(workspace, old_string="    if x:\n        return 1\n",
-               new_string="    if x:\n        log(x)\n            nested()\n        return 1\n")
-    assert (workspace / "m.py").read_bytes() == \
-        b"def f(x):\r\n\tif x:\r\n\t\tlog(x)\r\n\t\t\tnested()\r\n\t\treturn 1\r\n"
+    await edit(
+        workspace,
+        old_string="    if x:\n        return 1\n",
+        new_string="    if x:\n        log(x)\n            nested()\n        return 1\n",
+    )
+    assert (
+        workspace / "m.py"
+    ).read_bytes() == b"def f(x):\r\n\tif x:\r\n\t\tlog(x)\r\n\t\t\tnested()\r\n\t\treturn 1\r\n"
 
 
 async def test_an_exact_match_always_wins(workspace: Path) -> None:
@@ -62,8 +78,11 @@ async def test_an_exact_match_always_wins(workspace: Path) -> None:
 async def test_a_tolerant_match_must_be_unique(workspace: Path) -> None:
     text = "def a():\n    x = 1\n    return x\n\ndef b():\n        x = 1\n        return x\n"
     (workspace / "m.py").write_text(text)
-    with pytest.raises(ToolError, match=r"ignoring indentation .* matches 2 places "
-                                        r"\(lines 2, 6\)"):
+    with pytest.raises(
+        ToolError,
+        match=r"ignoring indentation .* matches 2 places "
+        r"\(lines 2, 6\)",
+    ):
         await edit(workspace, old_string="x = 1\nreturn x\n", new_string="x = 2\nreturn x\n")
     assert (workspace / "m.py").read_text() == text
 
@@ -100,10 +119,14 @@ async def test_an_empty_old_string_is_told_the_lines_to_copy(workspace: Path) ->
     assert str(refused.value) == (
         "old_string is empty. To add code at the end of m.py, copy its last lines as "
         "old_string and send them followed by the new code as new_string; they are:\n"
-        "def g():\n    pass\n(To create or replace a whole file, use write_file.)")
+        "def g():\n    pass\n(To create or replace a whole file, use write_file.)"
+    )
     # the lines as quoted are the file's own: copied, they match
-    out = await edit(workspace, old_string="def g():\n    pass",
-                     new_string="def g():\n    pass\n\n\ndef h():\n    pass")
+    out = await edit(
+        workspace,
+        old_string="def g():\n    pass",
+        new_string="def g():\n    pass\n\n\ndef h():\n    pass",
+    )
     assert out.text.startswith("edited m.py")
     (workspace / "m.py").write_text("\n\n")
     with pytest.raises(ToolError, match="m.py has no text to match; to create or fill"):
@@ -112,15 +135,21 @@ async def test_an_empty_old_string_is_told_the_lines_to_copy(workspace: Path) ->
 
 async def test_multi_edit_applies_all_or_nothing(workspace: Path) -> None:
     (workspace / "m.py").write_text(CODE)
-    edits = [{"old_string": "return 1", "new_string": "return 10"},
-             {"old_string": "  pass\n", "new_string": "  return 3\n"}]
+    edits = [
+        {"old_string": "return 1", "new_string": "return 10"},
+        {"old_string": "  pass\n", "new_string": "  return 3\n"},
+    ]
     out = await edit(workspace, "multi_edit", edits=edits)
     assert out.text == "edited m.py (2 edits)"
     assert (workspace / "m.py").read_text() == CODE.replace("return 1", "return 10").replace(
-        "pass", "return 3")
+        "pass", "return 3"
+    )
     (workspace / "m.py").write_text(CODE)
-    bad = [edits[0], {"old_string": "return 10", "new_string": "return 11"},
-           {"old_string": "nowhere at all", "new_string": "x"}]
+    bad = [
+        edits[0],
+        {"old_string": "return 10", "new_string": "return 11"},
+        {"old_string": "nowhere at all", "new_string": "x"},
+    ]
     with pytest.raises(ToolError, match=r"edit 3 of 3 failed, so none was applied"):
         await edit(workspace, "multi_edit", edits=bad)
     assert (workspace / "m.py").read_text() == CODE  # edits 1 and 2 were not written
@@ -145,16 +174,22 @@ async def test_read_files_framing_is_never_written_into_a_file(workspace: Path) 
     numbers kept in a whole-file write, a broken file found only when tests ran."""
     parity = "def is_even(n):\n    return n % 2 == 1\n"
     (workspace / "m.py").write_text(parity)
-    read = await TOOLS.get("read_file").run({"path": "m.py"},  # type: ignore[union-attr]
-                                             ToolContext(workspace=workspace))
+    read = await TOOLS.get("read_file").run(  # type: ignore[union-attr]
+        {"path": "m.py"}, ToolContext(workspace=workspace)
+    )
     assert read.text.splitlines()[0] == "m.py (lines 1-2 of 2)"
     fixed = read.text.replace("== 1", "== 0")
-    with pytest.raises(ToolError, match=r"m.py was not written: the content begins with "
-                                        r"read_file's header line \('m.py \(lines 1-2 of 2\)'\)"):
+    with pytest.raises(
+        ToolError,
+        match=r"m.py was not written: the content begins with "
+        r"read_file's header line \('m.py \(lines 1-2 of 2\)'\)",
+    ):
         await edit(workspace, "write_file", content=fixed)
     body = fixed.split("\n", 1)[1]
-    with pytest.raises(ToolError, match="m.py was not written: 2 of its 2 lines begin with "
-                                        "read_file's line numbers"):
+    with pytest.raises(
+        ToolError,
+        match="m.py was not written: 2 of its 2 lines begin with read_file's line numbers",
+    ):
         await edit(workspace, "write_file", content=body)
     with pytest.raises(ToolError, match="m.py was not changed: new_string: 2 of its 2 lines"):
         await edit(workspace, old_string=parity, new_string=body)
@@ -170,9 +205,12 @@ async def test_a_guessed_directory_for_a_file_at_the_top_is_refused(workspace: P
     fix-line-add), and the task failed."""
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     for guess in ("workspace/calc.py", "src/main/python/calc.py"):
-        with pytest.raises(ToolError, match=rf"{guess} was not written: there is no "
-                           rf"{guess.split('/')[0]}/ directory, and calc.py is already at "
-                           r"the top of the project\..*use 'calc.py'"):
+        with pytest.raises(
+            ToolError,
+            match=rf"{guess} was not written: there is no "
+            rf"{guess.split('/')[0]}/ directory, and calc.py is already at "
+            r"the top of the project\..*use 'calc.py'",
+        ):
             await edit(workspace, "write_file", path=guess, content="x = 1\n")
     assert sorted(p.name for p in workspace.iterdir()) == ["calc.py"]
     # Meant: the directory exists, or the name is new, or the file is at the top.
@@ -183,25 +221,30 @@ async def test_a_guessed_directory_for_a_file_at_the_top_is_refused(workspace: P
 
 
 async def test_reading_or_editing_a_guessed_directory_works_on_the_file_at_the_top(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     """The 1.5B read and edited src/inventory.py for inventory.py (fix-test-stock) and
     spent the try on "does not exist"; a project that has the directory is not
     second-guessed."""
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     read = await edit(workspace, "read_file", path="src/calc.py")
-    assert read.text.startswith("calc.py (lines 1-2 of 2; there is no src/ directory, so "
-                                "this is calc.py at the top of the project)\n")
-    out = await edit(workspace, path="workspace/calc.py", old_string="a - b",
-                     new_string="a + b")
-    assert out.text == ("edited calc.py (there is no workspace/ directory, so this is "
-                        "calc.py at the top of the project)")
+    assert read.text.startswith(
+        "calc.py (lines 1-2 of 2; there is no src/ directory, so "
+        "this is calc.py at the top of the project)\n"
+    )
+    out = await edit(workspace, path="workspace/calc.py", old_string="a - b", new_string="a + b")
+    assert out.text == (
+        "edited calc.py (there is no workspace/ directory, so this is "
+        "calc.py at the top of the project)"
+    )
     assert out.diff is not None and out.diff.startswith("--- a/calc.py\n+++ b/calc.py\n")
     assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     (workspace / "src").mkdir()
     with pytest.raises(ToolError, match="src/calc.py does not exist; src holds no files"):
         await edit(workspace, "read_file", path="src/calc.py")
-    with pytest.raises(ToolError, match="lib/other.py does not exist; the files in the "
-                       "project are: calc.py"):
+    with pytest.raises(
+        ToolError, match="lib/other.py does not exist; the files in the project are: calc.py"
+    ):
         await edit(workspace, "read_file", path="lib/other.py")
 
 
@@ -211,8 +254,10 @@ async def test_reading_or_editing_a_directory_lists_its_files(workspace: Path) -
     (workspace / "calc.py").write_text("x = 1\n")
     (workspace / "pkg").mkdir()
     (workspace / "pkg" / "util.py").write_text("y = 2\n")
-    for path, listing in ((".", "the files in the project are: calc.py, pkg/util.py"),
-                          ("pkg", "the files in pkg are: pkg/util.py")):
+    for path, listing in (
+        (".", "the files in the project are: calc.py, pkg/util.py"),
+        ("pkg", "the files in pkg are: pkg/util.py"),
+    ):
         with pytest.raises(ToolError) as read:
             await edit(workspace, "read_file", path=path)
         assert str(read.value) == f"{path} is a directory; {listing}; read one of them by its path"

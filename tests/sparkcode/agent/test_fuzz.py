@@ -16,8 +16,7 @@ from sparkcode.agent._salvage import salvage
 from sparkcode.agent.client import ChatClient, ChatError, ChatResult, EngineGone
 from sparkcode.agent.tools import default_tools
 
-FUZZ = settings(max_examples=150, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOOLS = default_tools()
 
 
@@ -26,8 +25,8 @@ def read(pieces: list[bytes]) -> ChatResult:
         async def body() -> AsyncIterator[bytes]:
             for piece in pieces:
                 yield piece
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=body())
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
 
     async def main() -> ChatResult:
         client = ChatClient("http://fuzz.test/v1", "m", transport=httpx.MockTransport(handler))
@@ -52,24 +51,28 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [p for p in out if p]
 
 
-DELTA = st.fixed_dictionaries({}, optional={
-    "content": st.text(max_size=12), "reasoning": st.text(max_size=12),
-})
+DELTA = st.fixed_dictionaries(
+    {}, optional={"content": st.text(max_size=12), "reasoning": st.text(max_size=12)}
+)
 
 
 @FUZZ
-@given(deltas=st.lists(DELTA, max_size=30), cuts=st.lists(st.integers(0, 10**6), max_size=20),
-       crlf=st.booleans(), done=st.booleans(), token_ids=st.booleans())
-def test_any_split_of_a_valid_stream_reads_the_same(deltas: list[dict[str, str]],
-                                                    cuts: list[int], crlf: bool, done: bool,
-                                                    token_ids: bool) -> None:
+@given(
+    deltas=st.lists(DELTA, max_size=30),
+    cuts=st.lists(st.integers(0, 10**6), max_size=20),
+    crlf=st.booleans(),
+    done=st.booleans(),
+    token_ids=st.booleans(),
+)
+def test_any_split_of_a_valid_stream_reads_the_same(
+    deltas: list[dict[str, str]], cuts: list[int], crlf: bool, done: bool, token_ids: bool
+) -> None:
     frames = []
     for n, delta in enumerate(deltas, 1):
         choice: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": None}
         if token_ids:
             choice["token_ids"] = [n]
-        frames.append({"choices": [choice], "usage": {"prompt_tokens": 3,
-                                                      "completion_tokens": n}})
+        frames.append({"choices": [choice], "usage": {"prompt_tokens": 3, "completion_tokens": n}})
     frames.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     nl = b"\r\n" if crlf else b"\n"
     data = b"".join(b"data: " + json.dumps(f).encode() + nl + nl for f in frames)
@@ -81,17 +84,44 @@ def test_any_split_of_a_valid_stream_reads_the_same(deltas: list[dict[str, str]]
     assert result.finish_reason == "stop" and not result.cut
 
 
-SSE_BITS = st.sampled_from([b"data: ", b"{", b"}", b'"choices"', b":", b"[", b"]", b"\n",
-                            b"\r\n", b"\n\n", b"[DONE]", b'"delta"', b'"content"', b'"x"',
-                            b",", b"event: x", b": comment", b"\xff", b'"usage"', b"0",
-                            b'"finish_reason"', b'"stop"', b'"error"', b'"tool_calls"'])
+SSE_BITS = st.sampled_from(
+    [
+        b"data: ",
+        b"{",
+        b"}",
+        b'"choices"',
+        b":",
+        b"[",
+        b"]",
+        b"\n",
+        b"\r\n",
+        b"\n\n",
+        b"[DONE]",
+        b'"delta"',
+        b'"content"',
+        b'"x"',
+        b",",
+        b"event: x",
+        b": comment",
+        b"\xff",
+        b'"usage"',
+        b"0",
+        b'"finish_reason"',
+        b'"stop"',
+        b'"error"',
+        b'"tool_calls"',
+    ]
+)
 
 
 @FUZZ
-@given(parts=st.lists(st.one_of(SSE_BITS, st.binary(max_size=8)), max_size=60),
-       cuts=st.lists(st.integers(0, 10**6), max_size=10))
-def test_garbage_streams_end_in_a_result_or_a_clear_error(parts: list[bytes],
-                                                          cuts: list[int]) -> None:
+@given(
+    parts=st.lists(st.one_of(SSE_BITS, st.binary(max_size=8)), max_size=60),
+    cuts=st.lists(st.integers(0, 10**6), max_size=10),
+)
+def test_garbage_streams_end_in_a_result_or_a_clear_error(
+    parts: list[bytes], cuts: list[int]
+) -> None:
     data = b"".join(parts)
     try:
         read(split(data, cuts))
@@ -99,12 +129,45 @@ def test_garbage_streams_end_in_a_result_or_a_clear_error(parts: list[bytes],
         assert str(exc).strip(), "an empty error message"
 
 
-CALL_BITS = st.sampled_from([
-    "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
-    "{", "}", "[", "]", '"name"', '"arguments"', '"parameters"', ":", ",", '"read_file"',
-    '"write_file"', "write_file", "read_file", '"path"', '"a.py"', "path", "a.py", "```json",
-    "```", "\n", " ", "'", '"', "\\", "true", "null", "1", '{"function": ', "<|im_end|>",
-])
+CALL_BITS = st.sampled_from(
+    [
+        "<tool_call>",
+        "</tool_call>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"name"',
+        '"arguments"',
+        '"parameters"',
+        ":",
+        ",",
+        '"read_file"',
+        '"write_file"',
+        "write_file",
+        "read_file",
+        '"path"',
+        '"a.py"',
+        "path",
+        "a.py",
+        "```json",
+        "```",
+        "\n",
+        " ",
+        "'",
+        '"',
+        "\\",
+        "true",
+        "null",
+        "1",
+        '{"function": ',
+        "<|im_end|>",
+    ]
+)
 
 
 @FUZZ
@@ -121,6 +184,5 @@ def test_salvage_never_crashes_and_explains_every_rejection(parts: list[str]) ->
 
 def test_deeply_nested_text_is_refused_not_a_crash() -> None:
     deep = "[" * 100_000
-    found = salvage(f"<tool_call>{{\"name\": \"bash\", \"arguments\": {deep}</tool_call>{deep}",
-                    TOOLS)
+    found = salvage(f'<tool_call>{{"name": "bash", "arguments": {deep}</tool_call>{deep}', TOOLS)
     assert not found.calls and found.unreadable

@@ -31,20 +31,26 @@ from sparkcode.agent.tools import (
 from sparkcode.agent.tools._shell import run_command
 
 TOOLS = default_tools()
-FUZZ = settings(max_examples=150, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=3),
-    max_leaves=8)
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 @FUZZ
-@given(name=st.sampled_from([*TOOLS.names, "", "nope", " bash "]) | st.text(max_size=12),
-       raw=st.text(max_size=80) | json_values.map(json.dumps))
+@given(
+    name=st.sampled_from([*TOOLS.names, "", "nope", " bash "]) | st.text(max_size=12),
+    raw=st.text(max_size=80) | json_values.map(json.dumps),
+)
 def test_check_call_never_crashes_and_keeps_the_history_valid(name: str, raw: str) -> None:
     checked = check_call(ToolCall(index=0, id="c1", name=name, arguments=raw), TOOLS)
     assert isinstance(json.loads(checked.history_arguments), dict)
@@ -64,8 +70,9 @@ def _args_for(tool: str) -> st.SearchStrategy[dict[str, Any]]:
 
 @FUZZ
 @given(tool=st.sampled_from([n for n in TOOLS.names if n != "bash"]), data=st.data())
-def test_tools_answer_any_arguments_with_a_result_or_a_clear_error(tool: str, data: Any,
-                                                                    tmp_path: Path) -> None:
+def test_tools_answer_any_arguments_with_a_result_or_a_clear_error(
+    tool: str, data: Any, tmp_path: Path
+) -> None:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     (ws / "a.txt").write_text("alpha\nbeta\n")
@@ -87,8 +94,9 @@ def test_bash_rejects_a_bad_timeout_clearly(timeout: Any, tmp_path: Path) -> Non
     bash = TOOLS.get("bash")
     assert bash is not None
     try:
-        out = asyncio.run(bash.run({"command": "true", "timeout_s": timeout},
-                                   ToolContext(workspace=tmp_path)))
+        out = asyncio.run(
+            bash.run({"command": "true", "timeout_s": timeout}, ToolContext(workspace=tmp_path))
+        )
     except ToolError as exc:
         assert "timeout_s" in str(exc)
         return
@@ -102,33 +110,115 @@ def test_the_read_only_rule_never_crashes(command: str, tmp_path: Path) -> None:
     assert reason is None or (isinstance(reason, str) and reason)
 
 
-NAMES = ["ls", "cat", "head", "tail", "wc", "sort", "uniq", "sed", "awk", "find", "grep", "git",
-         "diff", "date", "tr", "echo", "stat", "file", "du", "cut", "nl", "env", "tee", "touch"]
+NAMES = [
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "sort",
+    "uniq",
+    "sed",
+    "awk",
+    "find",
+    "grep",
+    "git",
+    "diff",
+    "date",
+    "tr",
+    "echo",
+    "stat",
+    "file",
+    "du",
+    "cut",
+    "nl",
+    "env",
+    "tee",
+    "touch",
+]
 WORDS = [
-    "-o", "-i", "-n", "-r", "-R", "-L", "-e", "-f", "-T", "-s", "-w", "-l", "-c", "-1", "--",
-    "-exec", "-delete", "-fprint", "-name", "-maxdepth", "1", ";", "+", "--output=../out/o",
-    "--compress-program=touch", "log", "diff", "branch", "status", "show", "-C", "--no-pager",
-    "p", "1p", "s/a/b/", "s/a/b/w ../out/w", "1e touch ran", "w ../out/w2", "{print}",
-    "{print > \"../out/p\"}", "BEGIN{system(\"touch ran\")}", "NR==1",
-    "a.txt", "b.txt", ".", "..", "*", "link-out", "../out/x", "../out", "../secret.txt", "ran",
-    "touch ran", "/dev/null", "~", "HEAD",
+    "-o",
+    "-i",
+    "-n",
+    "-r",
+    "-R",
+    "-L",
+    "-e",
+    "-f",
+    "-T",
+    "-s",
+    "-w",
+    "-l",
+    "-c",
+    "-1",
+    "--",
+    "-exec",
+    "-delete",
+    "-fprint",
+    "-name",
+    "-maxdepth",
+    "1",
+    ";",
+    "+",
+    "--output=../out/o",
+    "--compress-program=touch",
+    "log",
+    "diff",
+    "branch",
+    "status",
+    "show",
+    "-C",
+    "--no-pager",
+    "p",
+    "1p",
+    "s/a/b/",
+    "s/a/b/w ../out/w",
+    "1e touch ran",
+    "w ../out/w2",
+    "{print}",
+    '{print > "../out/p"}',
+    'BEGIN{system("touch ran")}',
+    "NR==1",
+    "a.txt",
+    "b.txt",
+    ".",
+    "..",
+    "*",
+    "link-out",
+    "../out/x",
+    "../out",
+    "../secret.txt",
+    "ran",
+    "touch ran",
+    "/dev/null",
+    "~",
+    "HEAD",
 ]
 SEPARATORS = [" | ", " ; ", " && ", " || "]
 
 
 def _quote(word: str) -> str:
-    return word if word.replace("-", "").replace(".", "").replace("/", "").isalnum() \
+    return (
+        word
+        if word.replace("-", "").replace(".", "").replace("/", "").isalnum()
         else "'" + word.replace("'", "'\\''") + "'"
+    )
 
 
 command_lines = st.lists(
     st.tuples(st.sampled_from(NAMES), st.lists(st.sampled_from(WORDS), max_size=4)),
-    min_size=1, max_size=2,
-).flatmap(lambda cmds: st.lists(st.sampled_from(SEPARATORS), min_size=len(cmds) - 1,
-                                max_size=len(cmds) - 1).map(
-    lambda seps: "".join(
-        (seps[i - 1] if i else "") + " ".join([name, *map(_quote, words)])
-        for i, (name, words) in enumerate(cmds))))
+    min_size=1,
+    max_size=2,
+).flatmap(
+    lambda cmds: st.lists(
+        st.sampled_from(SEPARATORS), min_size=len(cmds) - 1, max_size=len(cmds) - 1
+    ).map(
+        lambda seps: "".join(
+            (seps[i - 1] if i else "") + " ".join([name, *map(_quote, words)])
+            for i, (name, words) in enumerate(cmds)
+        )
+    )
+)
 
 
 def _state(root: Path) -> dict[str, tuple[int, int]]:
@@ -142,11 +232,15 @@ def _state(root: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(command=command_lines)
 def test_what_the_rule_lets_run_changes_nothing_and_reads_nothing_outside(
-        command: str, tmp_path: Path) -> None:
+    command: str, tmp_path: Path
+) -> None:
     ws = tmp_path / "ws"
     if not ws.exists():
         ws.mkdir()
@@ -167,8 +261,9 @@ def test_what_the_rule_lets_run_changes_nothing_and_reads_nothing_outside(
         # 30 s, not 5: a read-only command finishes in milliseconds, but in the suite the
         # other worker's engine may hold both cores (`find -s -s -s`, which exits at once
         # with an error, once timed out at 5 s there).
-        out = asyncio.run(run_command(command, ToolContext(workspace=ws.resolve(), sandbox=box),
-                                      30))
+        out = asyncio.run(
+            run_command(command, ToolContext(workspace=ws.resolve(), sandbox=box), 30)
+        )
     finally:
         box.cleanup()
     after = _state(tmp_path)
@@ -178,9 +273,22 @@ def test_what_the_rule_lets_run_changes_nothing_and_reads_nothing_outside(
 
 
 @FUZZ
-@given(command=command_lines, tail=st.sampled_from([
-    " ; touch x", " && rm -rf .", " | sh", " > out", " $(id)", " `id`", " & sleep 1",
-    " | tee x", " | xargs rm"]))
+@given(
+    command=command_lines,
+    tail=st.sampled_from(
+        [
+            " ; touch x",
+            " && rm -rf .",
+            " | sh",
+            " > out",
+            " $(id)",
+            " `id`",
+            " & sleep 1",
+            " | tee x",
+            " | xargs rm",
+        ]
+    ),
+)
 def test_a_write_appended_to_any_line_asks(command: str, tail: str, tmp_path: Path) -> None:
     reason = check_read_only(command + tail, tmp_path)
     assert reason, f"{command + tail!r} was classified read-only"

@@ -31,15 +31,20 @@ def tool_results(body: dict[str, Any]) -> list[str]:
 
 
 async def test_a_pre_tool_use_hook_exiting_2_blocks_the_call_and_tells_the_model(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     # The hook reads the event's JSON on stdin, as Claude Code's hooks do.
-    guard = (f"{PY} -c \"import json,sys; e=json.load(sys.stdin); "
-             "sys.exit(0) if 'rm ' not in e['tool_input']['command'] else "
-             "(print('no rm here, use git clean', file=sys.stderr), sys.exit(2))\"")
-    server = ScriptedServer([
-        Reply(tool_calls=[("bash", json.dumps({"command": "rm -f keep.txt"}))]),
-        Reply(content=["ok"]),
-    ])
+    guard = (
+        f'{PY} -c "import json,sys; e=json.load(sys.stdin); '
+        "sys.exit(0) if 'rm ' not in e['tool_input']['command'] else "
+        "(print('no rm here, use git clean', file=sys.stderr), sys.exit(2))\""
+    )
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("bash", json.dumps({"command": "rm -f keep.txt"}))]),
+            Reply(content=["ok"]),
+        ]
+    )
     (workspace / "keep.txt").write_text("x")
     agent = make_agent(server, workspace)
     agent.hooks = hooks(workspace, HookSpec("PreToolUse", guard, matcher="Bash"))
@@ -54,18 +59,26 @@ async def test_a_pre_tool_use_hook_exiting_2_blocks_the_call_and_tells_the_model
 
 async def test_a_post_tool_use_hook_formats_the_edited_file(workspace: Path) -> None:
     fmt = workspace.parent / "fmt.py"
-    fmt.write_text("import json, pathlib, sys\n"
-                   "p = pathlib.Path(json.load(sys.stdin)['tool_input']['path'])\n"
-                   "p.write_text(''.join(l.rstrip() + '\\n' for l in p.read_text()"
-                   ".splitlines()))\nprint('formatted', p.name)\n")
-    server = ScriptedServer([
-        Reply(tool_calls=[("write_file", json.dumps({"path": "a.py",
-                                                     "content": "x = 1   \ny = 2\t\n"}))]),
-        Reply(content=["done"]),
-    ])
+    fmt.write_text(
+        "import json, pathlib, sys\n"
+        "p = pathlib.Path(json.load(sys.stdin)['tool_input']['path'])\n"
+        "p.write_text(''.join(l.rstrip() + '\\n' for l in p.read_text()"
+        ".splitlines()))\nprint('formatted', p.name)\n"
+    )
+    server = ScriptedServer(
+        [
+            Reply(
+                tool_calls=[
+                    ("write_file", json.dumps({"path": "a.py", "content": "x = 1   \ny = 2\t\n"}))
+                ]
+            ),
+            Reply(content=["done"]),
+        ]
+    )
     agent = make_agent(server, workspace)
-    agent.hooks = hooks(workspace, HookSpec("PostToolUse", f"{PY} {fmt}",
-                                            matcher="Edit|Write|MultiEdit"))
+    agent.hooks = hooks(
+        workspace, HookSpec("PostToolUse", f"{PY} {fmt}", matcher="Edit|Write|MultiEdit")
+    )
     events = await run(agent, "write a.py")
     assert (workspace / "a.py").read_text() == "x = 1\ny = 2\n"
     ran = of(events, HookRan)[0]
@@ -76,14 +89,19 @@ async def test_a_post_tool_use_hook_formats_the_edited_file(workspace: Path) -> 
 
 
 async def test_a_post_tool_use_hook_exiting_2_appends_its_stderr_to_the_result(
-        workspace: Path) -> None:
-    server = ScriptedServer([
-        Reply(tool_calls=[("write_file", json.dumps({"path": "b.py", "content": "x=\n"}))]),
-        Reply(content=["done"]),
-    ])
+    workspace: Path,
+) -> None:
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("write_file", json.dumps({"path": "b.py", "content": "x=\n"}))]),
+            Reply(content=["done"]),
+        ]
+    )
     agent = make_agent(server, workspace)
-    agent.hooks = hooks(workspace, HookSpec(
-        "PostToolUse", "echo 'b.py:1: SyntaxError' >&2; exit 2", matcher="write_file"))
+    agent.hooks = hooks(
+        workspace,
+        HookSpec("PostToolUse", "echo 'b.py:1: SyntaxError' >&2; exit 2", matcher="write_file"),
+    )
     await run(agent, "write b.py")
     result = tool_results(server.requests[1])[0]
     assert result.startswith("wrote") or "b.py" in result
@@ -91,13 +109,16 @@ async def test_a_post_tool_use_hook_exiting_2_appends_its_stderr_to_the_result(
 
 
 async def test_a_hanging_hook_is_killed_at_its_timeout_with_its_process_group(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     pidfile = workspace.parent / "child.pid"
     spec = HookSpec("PreToolUse", f"sleep 60 & echo $! > {pidfile}; wait", timeout_s=0.5)
-    server = ScriptedServer([
-        Reply(tool_calls=[("bash", json.dumps({"command": "echo ran > out.txt"}))]),
-        Reply(content=["ok"]),
-    ])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("bash", json.dumps({"command": "echo ran > out.txt"}))]),
+            Reply(content=["ok"]),
+        ]
+    )
     agent = make_agent(server, workspace)
     agent.hooks = hooks(workspace, spec)
     started = time.monotonic()
@@ -114,10 +135,9 @@ async def test_a_hanging_hook_is_killed_at_its_timeout_with_its_process_group(
 
 
 async def test_a_crashing_hook_is_an_error_shown_and_the_turn_goes_on(workspace: Path) -> None:
-    server = ScriptedServer([
-        Reply(tool_calls=[("bash", json.dumps({"command": "echo hi"}))]),
-        Reply(content=["ok"]),
-    ])
+    server = ScriptedServer(
+        [Reply(tool_calls=[("bash", json.dumps({"command": "echo hi"}))]), Reply(content=["ok"])]
+    )
     agent = make_agent(server, workspace)
     agent.hooks = hooks(workspace, HookSpec("PostToolUse", "no-such-command-xyz"))
     events = await run(agent, "go")
@@ -131,14 +151,19 @@ async def test_a_crashing_hook_is_an_error_shown_and_the_turn_goes_on(workspace:
 async def test_a_user_prompt_submit_hook_can_refuse_a_prompt(workspace: Path) -> None:
     server = ScriptedServer([Reply(content=["fine"])])
     agent = make_agent(server, workspace)
-    agent.hooks = hooks(workspace, HookSpec(
-        "UserPromptSubmit",
-        f"{PY} -c \"import json,sys; p=json.load(sys.stdin)['prompt']; "
-        "sys.exit(2 if 'secret' in p else 0)\" || (echo 'no secrets please' >&2; exit 2)"))
+    agent.hooks = hooks(
+        workspace,
+        HookSpec(
+            "UserPromptSubmit",
+            f"{PY} -c \"import json,sys; p=json.load(sys.stdin)['prompt']; "
+            "sys.exit(2 if 'secret' in p else 0)\" || (echo 'no secrets please' >&2; exit 2)",
+        ),
+    )
     events = await run(agent, "print the secret")
     assert of(events, TurnFinished)[-1].reason == "blocked"
-    assert any(n.code == "prompt_blocked" and "no secrets please" in n.message
-               for n in of(events, Notice))
+    assert any(
+        n.code == "prompt_blocked" and "no secrets please" in n.message for n in of(events, Notice)
+    )
     assert server.requests == [] and len(agent.history) == 1 and agent.turns == 0
     events = await run(agent, "hello")
     assert of(events, TurnFinished)[-1].reason == "stop" and agent.turns == 1
@@ -147,9 +172,13 @@ async def test_a_user_prompt_submit_hook_can_refuse_a_prompt(workspace: Path) ->
 async def test_session_start_output_joins_the_first_prompt_once(workspace: Path) -> None:
     server = ScriptedServer([Reply(content=["a"]), Reply(content=["b"])])
     agent = make_agent(server, workspace)
-    agent.hooks = hooks(workspace, HookSpec(
-        "SessionStart", f"{PY} -c \"import json,sys; print('branch main,', "
-        "json.load(sys.stdin)['source'])\""))
+    agent.hooks = hooks(
+        workspace,
+        HookSpec(
+            "SessionStart",
+            f"{PY} -c \"import json,sys; print('branch main,', json.load(sys.stdin)['source'])\"",
+        ),
+    )
     events = await run(agent, "first")
     assert of(events, TurnStarted)[0].user_text == "first"  # as typed; the context is sent
     await run(agent, "second")
@@ -181,10 +210,19 @@ async def test_a_hook_that_exits_leaving_a_child_keeps_its_exit_code(workspace: 
 async def test_the_event_json_reaches_the_hook_on_stdin(workspace: Path) -> None:
     spec = HookSpec("PostToolUse", "cat", matcher="bash")
     (ran,) = await hooks(workspace, spec).run(
-        "PostToolUse", {"tool_name": "bash", "tool_input": {"command": "ls"},
-                        "tool_response": "exit code 0"}, tool="bash", call_id="c9")
+        "PostToolUse",
+        {"tool_name": "bash", "tool_input": {"command": "ls"}, "tool_response": "exit code 0"},
+        tool="bash",
+        call_id="c9",
+    )
     sent = json.loads(ran.stdout)
-    assert sent == {"session_id": "s1", "transcript_path": "", "cwd": str(workspace),
-                    "hook_event_name": "PostToolUse", "tool_name": "bash",
-                    "tool_input": {"command": "ls"}, "tool_response": "exit code 0"}
+    assert sent == {
+        "session_id": "s1",
+        "transcript_path": "",
+        "cwd": str(workspace),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "bash",
+        "tool_input": {"command": "ls"},
+        "tool_response": "exit code 0",
+    }
     assert ran.call_id == "c9" and ran.tool == "bash"

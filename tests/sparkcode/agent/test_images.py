@@ -36,8 +36,9 @@ from tests.support.scripted import Reply, ScriptedServer
 MIB = 1024 * 1024
 
 
-@pytest.mark.parametrize(("fmt", "mime"), [("PNG", "image/png"), ("JPEG", "image/jpeg"),
-                                           ("WEBP", "image/webp")])
+@pytest.mark.parametrize(
+    ("fmt", "mime"), [("PNG", "image/png"), ("JPEG", "image/jpeg"), ("WEBP", "image/webp")]
+)
 def test_the_type_and_size_come_from_the_bytes(fmt: str, mime: str) -> None:
     assert sniff(image_bytes(fmt, (321, 123))) == (mime, 321, 123)
 
@@ -45,8 +46,11 @@ def test_the_type_and_size_come_from_the_bytes(fmt: str, mime: str) -> None:
 def test_the_extension_is_never_trusted(tmp_path: Path) -> None:
     fake = tmp_path / "shot.png"
     fake.write_text("just text, not a picture\n")
-    with pytest.raises(ImageError, match=r"shot.png: it is not a PNG, JPEG or WebP image "
-                                         r"\(it starts with 6a 75"):
+    with pytest.raises(
+        ImageError,
+        match=r"shot.png: it is not a PNG, JPEG or WebP image "
+        r"\(it starts with 6a 75",
+    ):
         load_image(fake, max_bytes=MIB)
     real = tmp_path / "photo.txt"
     write_image(real, "JPEG")
@@ -72,9 +76,13 @@ def test_content_parts_carry_the_exact_bytes_as_a_data_url(tmp_path: Path) -> No
     image = load_image(tmp_path / "a.png", max_bytes=MIB, name="a.png")
     assert user_content("hi", []) == "hi"
     content = user_content("look", [image])
-    assert content == [{"type": "text", "text": "look"},
-                       {"type": "image_url", "image_url": {
-                           "url": "data:image/png;base64," + base64.b64encode(data).decode()}}]
+    assert content == [
+        {"type": "text", "text": "look"},
+        {
+            "type": "image_url",
+            "image_url": {"url": "data:image/png;base64," + base64.b64encode(data).decode()},
+        },
+    ]
     assert image.describe() == f"a.png (PNG, 64x48, {len(data)} B)"
     assert content_text(content) == "look\n[image: PNG 64x48]"
 
@@ -86,23 +94,32 @@ async def test_images_count_by_pixels_and_compaction_keeps_their_note(tmp_path: 
     assert image_tokens(image.data_url) == 1307  # ceil(1280 * 800 / 784 = 1306.1)
     # The text counts at 4 characters a token, the image by its pixels, never its base64.
     assert 1307 < estimate_tokens([message]) < 1307 + 40
-    history: list[dict[str, Any]] = [{"role": "system", "content": "s"}, message,
-               {"role": "assistant", "content": "a red square"},
-               {"role": "user", "content": "next"}]
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "s"},
+        message,
+        {"role": "assistant", "content": "a red square"},
+        {"role": "user", "content": "next"},
+    ]
     compacted, summarised = await compact(history, None, 10_000)
     assert summarised == 2 and "[image: PNG 1280x800]" in compacted[1]["content"]
 
 
-async def _session(workspace: Path, paths: Paths, server: ScriptedServer, *,
-                   vision: bool) -> AgentSession:
+async def _session(
+    workspace: Path, paths: Paths, server: ScriptedServer, *, vision: bool
+) -> AgentSession:
     target = resolve_target(workspace, paths, endpoint="http://engine.test/v1", vision=vision)
-    return await build_session(target, SessionOptions(
-        start_engine=False, transport=server.transport(), mcp=False,
-        permission_mode="full-auto"), paths)
+    return await build_session(
+        target,
+        SessionOptions(
+            start_engine=False, transport=server.transport(), mcp=False, permission_mode="full-auto"
+        ),
+        paths,
+    )
 
 
-async def test_the_request_carries_the_image_and_context_shows_it(workspace: Path,
-                                                                  paths: Paths) -> None:
+async def test_the_request_carries_the_image_and_context_shows_it(
+    workspace: Path, paths: Paths
+) -> None:
     data = write_image(workspace / "shot.png", size=(280, 280))
     server = ScriptedServer([Reply(content=["a red square"])])
     session = await _session(workspace, paths, server, vision=True)
@@ -116,14 +133,16 @@ async def test_the_request_carries_the_image_and_context_shows_it(workspace: Pat
     assert events[0].images == (f"shot.png (PNG, 280x280, {len(data)} B)",)
     user = server.requests[0]["messages"][-1]
     assert user["content"][1]["image_url"]["url"] == (
-        "data:image/png;base64," + base64.b64encode(data).decode())
+        "data:image/png;base64," + base64.b64encode(data).decode()
+    )
     report = dict(context_report(agent).parts)
     assert report["images"] == 100  # 280 * 280 / 784
     assert report["history"] < 100  # the base64 (~1 KiB here) is not counted as text
 
 
 async def test_a_text_only_model_is_refused_by_name_and_nothing_changes(
-        workspace: Path, paths: Paths) -> None:
+    workspace: Path, paths: Paths
+) -> None:
     write_image(workspace / "shot.png")
     server = ScriptedServer([])
     session = await _session(workspace, paths, server, vision=False)
@@ -141,15 +160,18 @@ async def test_a_text_only_model_is_refused_by_name_and_nothing_changes(
         await session.aclose()
 
 
-def test_vision_is_declared_by_the_profile_or_the_endpoint_flag(tmp_path: Path,
-                                                                paths: Paths) -> None:
+def test_vision_is_declared_by_the_profile_or_the_endpoint_flag(
+    tmp_path: Path, paths: Paths
+) -> None:
     base = '[profile]\nname = "x"\n[model]\nbuiltin = "smollm2-135m-instruct"\n'
     assert not parse_profile(base, tmp_path / "x.toml").vision
     assert parse_profile(base + "vision = true\n", tmp_path / "x.toml").vision
     with pytest.raises(ProfileError, match="vision"):
         parse_profile(base + 'vision = "yes"\n', tmp_path / "x.toml")
-    endpoint = ('[profile]\nname = "e"\nkind = "endpoint"\n[endpoint]\n'
-                'base_url = "http://h/v1"\nvision = true\n')
+    endpoint = (
+        '[profile]\nname = "e"\nkind = "endpoint"\n[endpoint]\n'
+        'base_url = "http://h/v1"\nvision = true\n'
+    )
     assert parse_profile(endpoint, tmp_path / "e.toml").vision
     spark = ROOT / "engine/profiles/glm53-flash-spark.toml"
     assert parse_profile(spark.read_text(), spark).vision
@@ -163,23 +185,40 @@ def test_the_size_cap_is_a_setting(tmp_path: Path) -> None:
         parse_config("[agent]\nimage_max_mib = 0\n", tmp_path / "c")
 
 
-async def test_run_attaches_images_and_refuses_a_bad_one_before_sending(
-        workspace: Path) -> None:
+async def test_run_attaches_images_and_refuses_a_bad_one_before_sending(workspace: Path) -> None:
     data = write_image(workspace / "shot.webp", "WEBP", (20, 10))
     (workspace / "notes.png").write_text("text")
     with serve([Reply(content=["a red bar"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="describe it", workspace=workspace, as_json=True, endpoint=url(server),
-            vision=True, images=(workspace / "shot.webp",)), out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="describe it",
+                workspace=workspace,
+                as_json=True,
+                endpoint=url(server),
+                vision=True,
+                images=(workspace / "shot.webp",),
+            ),
+            out=out,
+            err=err,
+        )
         assert code == EXIT_OK, err.getvalue()
         with pytest.raises(UserError, match="notes.png: it is not a PNG, JPEG or WebP"):
-            await run_headless(RunRequest(
-                prompt="again", workspace=workspace, endpoint=url(server), vision=True,
-                images=(workspace / "notes.png",)), out=io.StringIO(), err=io.StringIO())
+            await run_headless(
+                RunRequest(
+                    prompt="again",
+                    workspace=workspace,
+                    endpoint=url(server),
+                    vision=True,
+                    images=(workspace / "notes.png",),
+                ),
+                out=io.StringIO(),
+                err=io.StringIO(),
+            )
     assert len(server.requests) == 1
     parts = server.requests[0]["messages"][-1]["content"]
     assert parts[1]["image_url"]["url"] == (
-        "data:image/webp;base64," + base64.b64encode(data).decode())
+        "data:image/webp;base64," + base64.b64encode(data).decode()
+    )
     started = json.loads(out.getvalue().splitlines()[0])
     assert started["images"] == [f"{workspace / 'shot.webp'} (WebP, 20x10, {len(data)} B)"]

@@ -40,14 +40,16 @@ def test_files_up_to_the_repository_root_nearest_last(nested: Path) -> None:
     assert prompt.index("root rules") < prompt.index("pkg rules") < prompt.index("sub rules")
     assert "never read" not in prompt and "ignored" not in prompt
     assert load_instructions(nested).system_prompt("x") == prompt.replace(
-        DEFAULT_SYSTEM_PROMPT, "x", 1)  # the same bytes every time: the prefix stays cached
+        DEFAULT_SYSTEM_PROMPT, "x", 1
+    )  # the same bytes every time: the prefix stays cached
     assert "../../AGENTS.md, ../CLAUDE.md, AGENTS.md" in loaded.summary()
 
 
 def test_no_file_leaves_the_system_prompt_untouched(tmp_path: Path) -> None:
     loaded = load_instructions(tmp_path)
-    assert loaded.files == () and loaded.system_prompt(DEFAULT_SYSTEM_PROMPT) == \
-        DEFAULT_SYSTEM_PROMPT
+    assert (
+        loaded.files == () and loaded.system_prompt(DEFAULT_SYSTEM_PROMPT) == DEFAULT_SYSTEM_PROMPT
+    )
     assert "no project instructions" in loaded.summary()
 
 
@@ -55,8 +57,9 @@ def test_a_file_that_is_not_utf8_is_left_out_with_a_note(tmp_path: Path) -> None
     (tmp_path / "AGENTS.md").write_bytes(b"caf\xe9 rules in latin-1\n")
     loaded = load_instructions(tmp_path)
     assert loaded.files == ()
-    assert loaded.notes == ("AGENTS.md is not UTF-8 text (byte 0xe9 at offset 3); not "
-                            "loaded: save it as UTF-8",)
+    assert loaded.notes == (
+        "AGENTS.md is not UTF-8 text (byte 0xe9 at offset 3); not loaded: save it as UTF-8",
+    )
 
 
 def test_a_huge_file_is_cut_at_the_cap_and_the_nearest_keeps_its_room(nested: Path) -> None:
@@ -99,14 +102,18 @@ def test_init_drafts_from_what_the_repository_shows(tmp_path: Path) -> None:
 
 def test_sampling_and_seed_settings_parse_and_fail_by_name(tmp_path: Path) -> None:
     source = tmp_path / "config.toml"
-    config = parse_config('[agent]\ntemperature = 1\ntop_p = 0.9\nseed = 42\n', source)
+    config = parse_config("[agent]\ntemperature = 1\ntop_p = 0.9\nseed = 42\n", source)
     assert (config.temperature, config.top_p, config.seed) == (1.0, 0.9, 42)
     assert parse_config('[agent]\nseed = "off"\n', source).seed == "off"
     assert parse_config("", source).seed == "random"
     assert session_seed("off") is None and session_seed(7) == 7
     assert isinstance(session_seed("random"), int)
-    for bad, key in (("temperature = 3", "temperature"), ("top_p = 0", "top_p"),
-                     ('seed = "sometimes"', "seed"), ("seed = -1", "seed")):
+    for bad, key in (
+        ("temperature = 3", "temperature"),
+        ("top_p = 0", "top_p"),
+        ('seed = "sometimes"', "seed"),
+        ("seed = -1", "seed"),
+    ):
         with pytest.raises(ConfigError, match=rf"\[agent\] {key}:"):
             parse_config(f"[agent]\n{bad}\n", source)
 
@@ -114,8 +121,10 @@ def test_sampling_and_seed_settings_parse_and_fail_by_name(tmp_path: Path) -> No
 def test_profile_agent_settings(paths: Paths, tmp_path: Path) -> None:
     assert load_profile("glm53-flash-spark", paths).agent.thinking_history is True
     assert load_profile("cpu-demo", paths).agent.thinking_history is False
-    text = ('[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "http://h"\n'
-            "[agent]\ntemperature = 0.7\ntop_p = 0.8\nthinking_history = true\n")
+    text = (
+        '[profile]\nname = "x"\nkind = "endpoint"\n[endpoint]\nbase_url = "http://h"\n'
+        "[agent]\ntemperature = 0.7\ntop_p = 0.8\nthinking_history = true\n"
+    )
     agent = parse_profile(text, tmp_path / "x.toml").agent
     assert (agent.temperature, agent.top_p, agent.thinking_history) == (0.7, 0.8, True)
     with pytest.raises(ProfileError, match="temperature must be between 0 and 2"):

@@ -49,8 +49,11 @@ def group_members(pgid: int) -> list[int]:
 
 
 def by_cmdline(*argv: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline", "status"])
-            if p.info["cmdline"] == list(argv) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if p.info["cmdline"] == list(argv) and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 def ctx(workspace: Path, table: JobTable) -> ToolContext:
@@ -127,7 +130,7 @@ async def test_output_is_capped_in_memory_and_per_read(workspace: Path) -> None:
     context = ctx(workspace, table)
     size = 200_000
     script = f"import sys; sys.stdout.write('x' * {size} + 'END'); sys.stdout.flush()"
-    text = await start(f"sleep 1.2; {sys.executable} -c \"{script}\"", context)
+    text = await start(f'sleep 1.2; {sys.executable} -c "{script}"', context)
     assert text.startswith("started job 1")
     job = table.get(1)
     await table.settle(job, 20)  # all of it written before the one read
@@ -142,14 +145,16 @@ async def test_output_is_capped_in_memory_and_per_read(workspace: Path) -> None:
     await table.aclose()
 
 
-async def test_stop_ends_the_whole_tree_also_a_child_that_ignores_sigterm(
-        workspace: Path) -> None:
+async def test_stop_ends_the_whole_tree_also_a_child_that_ignores_sigterm(workspace: Path) -> None:
     table = JobTable(grace_s=1.0)
     context = ctx(workspace, table)
     marker = "61.37"  # a sleep length nothing else on the machine uses
     stubborn = "61.38"
-    await start(f"sleep {marker} & sleep {marker} & bash -c 'trap \"\" TERM; "
-                f"sleep {stubborn}; true' & wait", context)
+    await start(
+        f'sleep {marker} & sleep {marker} & bash -c \'trap "" TERM; '
+        f"sleep {stubborn}; true' & wait",
+        context,
+    )
     deadline = time.monotonic() + 10
     while len(by_cmdline("sleep", marker)) < 2 or not by_cmdline("sleep", stubborn):
         assert time.monotonic() < deadline, "the children never started"
@@ -166,12 +171,17 @@ async def test_stop_ends_the_whole_tree_also_a_child_that_ignores_sigterm(
 async def test_bad_calls_say_what_is_wrong(workspace: Path) -> None:
     table = JobTable(max_running=1)
     context = ctx(workspace, table)
-    with pytest.raises(ToolError, match=r"there is no job 3; the jobs are: none \(bash with "
-                                        r"background: true starts one\)"):
+    with pytest.raises(
+        ToolError,
+        match=r"there is no job 3; the jobs are: none \(bash with "
+        r"background: true starts one\)",
+    ):
         await JobOutput().run({"job_id": 3}, context)
     await start("sleep 30", context)
-    with pytest.raises(ToolError, match="1 background jobs are running already \\(jobs 1\\); "
-                                        "stop one with job_stop first"):
+    with pytest.raises(
+        ToolError,
+        match="1 background jobs are running already \\(jobs 1\\); stop one with job_stop first",
+    ):
         await start("sleep 30", context)
     with pytest.raises(ToolError, match="there is no job 2; the jobs are: 1"):
         await JobStop().run({"job_id": 2}, context)
@@ -180,8 +190,7 @@ async def test_bad_calls_say_what_is_wrong(workspace: Path) -> None:
     with pytest.raises(ToolError, match="background must be true or false"):
         await Bash().run({"command": "ls", "background": "yes"}, context)
     with pytest.raises(ToolError, match="background jobs are not available"):
-        await Bash().run({"command": "ls", "background": True},
-                         ToolContext(workspace=workspace))
+        await Bash().run({"command": "ls", "background": True}, ToolContext(workspace=workspace))
     await table.aclose()
     with pytest.raises(ToolError, match="the session is ending"):
         await start("sleep 30", context)
@@ -223,9 +232,12 @@ def test_jobs_end_when_the_app_exits_or_is_signalled(workspace: Path, how: str) 
     guard (its group leader) notices and ends the group."""
     marker = {"exit": "61.41", "sigterm": "61.42", "sighup": "61.43", "sigkill": "61.44"}[how]
     signals = {"sigterm": signal.SIGTERM, "sighup": signal.SIGHUP, "sigkill": signal.SIGKILL}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD % marker,
-                              "exit" if how == "exit" else "wait"], cwd=workspace,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD % marker, "exit" if how == "exit" else "wait"],
+        cwd=workspace,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
     pgid = int(child.stdout.readline())
     if how != "exit":
@@ -247,8 +259,7 @@ def test_claude_code_hook_matchers_name_the_job_tools() -> None:
     assert not spec.matches("bash")
 
 
-async def test_a_process_left_behind_by_an_ended_job_is_still_stopped(
-        workspace: Path) -> None:
+async def test_a_process_left_behind_by_an_ended_job_is_still_stopped(workspace: Path) -> None:
     table = JobTable(grace_s=1.0)
     context = ctx(workspace, table)
     text = await start("sleep 61.44 & echo left", context)
@@ -258,21 +269,25 @@ async def test_a_process_left_behind_by_an_ended_job_is_still_stopped(
     await asyncio.sleep(0.3)
     assert table.get(1).state() == state  # the end time is the command's own
     stopped = (await JobStop().run({"job_id": 1}, context)).text
-    assert stopped.startswith("(it had already ended; the processes it left running were "
-                              "stopped)\njob 1 (exited with code 0 after ")
+    assert stopped.startswith(
+        "(it had already ended; the processes it left running were "
+        "stopped)\njob 1 (exited with code 0 after "
+    )
     assert by_cmdline("sleep", "61.44") == []
     await table.aclose()
 
 
 @pytest.mark.parametrize("offered", [True, False])
 async def test_a_foreground_command_that_backgrounds_a_server_is_told_it_ended(
-        workspace: Path, offered: bool) -> None:
+    workspace: Path, offered: bool
+) -> None:
     """``server & ...`` in a foreground call: the server is ended with the call, and the
     result says so (with the way that works), instead of a bare exit code 0."""
     port = free_port()
     out = await Bash(background=offered).run(
-        {"command": f"nohup {sys.executable} -m http.server {port} >/dev/null 2>&1 & "
-                    "sleep 0.2"}, ToolContext(workspace=workspace.resolve()))
+        {"command": f"nohup {sys.executable} -m http.server {port} >/dev/null 2>&1 & sleep 0.2"},
+        ToolContext(workspace=workspace.resolve()),
+    )
     assert out.text.startswith("exit code 0")
     assert "did not outlive it" in out.text
     assert ("background: true" in out.text) is offered
@@ -282,21 +297,24 @@ async def test_a_foreground_command_that_backgrounds_a_server_is_told_it_ended(
 
 
 async def test_a_command_ending_in_ampersand_becomes_a_job_where_jobs_are_offered(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     """What the 1.5B wrote when offered ``background``: ``server &``, then job_output
     for job 1. It is started as job 1, which answers; without the job tools it is not."""
     table = JobTable()
     port = free_port()
-    out = await Bash().run({"command": f"{sys.executable} -m http.server {port} &"},
-                           ctx(workspace, table))
-    assert out.text.startswith("(the command ends with `&`: it was started as a background "
-                               "job") and "started job 1" in out.text
+    out = await Bash().run(
+        {"command": f"{sys.executable} -m http.server {port} &"}, ctx(workspace, table)
+    )
+    assert (
+        out.text.startswith("(the command ends with `&`: it was started as a background job")
+        and "started job 1" in out.text
+    )
     await wait_for_port(port)
     assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 200
     await table.aclose()
     assert by_cmdline(sys.executable, "-m", "http.server", str(port)) == []
-    plain = await Bash(background=False).run({"command": "sleep 0.1 &"},
-                                             ctx(workspace, JobTable()))
+    plain = await Bash(background=False).run({"command": "sleep 0.1 &"}, ctx(workspace, JobTable()))
     assert plain.text.startswith("exit code 0")
 
 

@@ -34,13 +34,20 @@ from sparkcode.config import Config, PermissionRule
 from tests.support.scripted import Reply, ScriptedServer, assistant_messages
 
 
-def make_agent(server: ScriptedServer, workspace: Path, *, mode: str = "full-auto",
-               config: Config | None = None, undo: UndoStore | None = None,
-               **settings: Any) -> Agent:
+def make_agent(
+    server: ScriptedServer,
+    workspace: Path,
+    *,
+    mode: str = "full-auto",
+    config: Config | None = None,
+    undo: UndoStore | None = None,
+    **settings: Any,
+) -> Agent:
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
     perms = Permissions(config or Config(), mode=mode)  # type: ignore[arg-type]
-    return Agent(client, workspace, settings=AgentSettings(**settings), permissions=perms,
-                 undo=undo)
+    return Agent(
+        client, workspace, settings=AgentSettings(**settings), permissions=perms, undo=undo
+    )
 
 
 async def run(agent: Agent, text: str, answers: list[bool] | None = None) -> list[Event]:
@@ -59,8 +66,9 @@ def of(events: list[Event], kind: type) -> list[Any]:
 
 
 async def test_plain_answer_counts_tokens_from_usage_not_frames(workspace: Path) -> None:
-    server = ScriptedServer([Reply(reasoning=["let me ", "think"], content=["Hello", " there"],
-                                   tokens_per_frame=3)])
+    server = ScriptedServer(
+        [Reply(reasoning=["let me ", "think"], content=["Hello", " there"], tokens_per_frame=3)]
+    )
     agent = make_agent(server, workspace)
     events = await run(agent, "hi")
     finished = of(events, TurnFinished)[-1]
@@ -77,8 +85,9 @@ async def test_plain_answer_counts_tokens_from_usage_not_frames(workspace: Path)
 
 
 @pytest.mark.parametrize("unstreamed", [0, 38])
-async def test_an_answer_with_no_text_and_no_call_is_explained(workspace: Path,
-                                                                unstreamed: int) -> None:
+async def test_an_answer_with_no_text_and_no_call_is_explained(
+    workspace: Path, unstreamed: int
+) -> None:
     # vLLM's streaming tool parser swallows a call it cannot parse: the usage counts
     # the tokens, but nothing arrives. The user must be told, not shown nothing.
     server = ScriptedServer([Reply(unstreamed=unstreamed)])
@@ -93,20 +102,23 @@ async def test_an_answer_with_no_text_and_no_call_is_explained(workspace: Path,
     assert of(events, TurnFinished)[-1].reason == "stop"
 
 
-async def test_edit_with_missing_match_is_refused_with_actionable_message(
-        workspace: Path) -> None:
+async def test_edit_with_missing_match_is_refused_with_actionable_message(workspace: Path) -> None:
     (workspace / "a.py").write_text("x = 1\nx = 1\n")
     args_missing = json.dumps({"path": "a.py", "old_string": "y = 2", "new_string": "y = 3"})
     args_ambiguous = json.dumps({"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"})
-    server = ScriptedServer([
-        Reply(tool_calls=[("edit_file", args_missing), ("edit_file", args_ambiguous)]),
-        Reply(content=["ok"]),
-    ])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("edit_file", args_missing), ("edit_file", args_ambiguous)]),
+            Reply(content=["ok"]),
+        ]
+    )
     agent = make_agent(server, workspace, mode="ask")
     events = await run(agent, "edit")
     results = of(events, ToolCallFinished)
-    assert "not found" in (results[0].error or "") \
+    assert (
+        "not found" in (results[0].error or "")
         and "copy old_string from it exactly" in results[0].result
+    )
     assert "occurs 2 times" in (results[1].error or "") and "lines 1, 2" in results[1].result
     assert not of(events, ApprovalRequested)  # a call that cannot apply is not offered
     assert (workspace / "a.py").read_text() == "x = 1\nx = 1\n"
@@ -114,13 +126,20 @@ async def test_edit_with_missing_match_is_refused_with_actionable_message(
     assert "not found" in tool_msgs[0]["content"] and "occurs 2 times" in tool_msgs[1]["content"]
 
 
-async def test_malformed_calls_become_errors_and_are_never_sent_back_raw(
-        workspace: Path) -> None:
-    server = ScriptedServer([
-        Reply(tool_calls=[("read_file", '{"path": "a.py"'), ("no_such_tool", "{}"),
-                          ("read_file", "{}"), ("read_file", "[1]")]),
-        Reply(content=["sorry"]),
-    ])
+async def test_malformed_calls_become_errors_and_are_never_sent_back_raw(workspace: Path) -> None:
+    server = ScriptedServer(
+        [
+            Reply(
+                tool_calls=[
+                    ("read_file", '{"path": "a.py"'),
+                    ("no_such_tool", "{}"),
+                    ("read_file", "{}"),
+                    ("read_file", "[1]"),
+                ]
+            ),
+            Reply(content=["sorry"]),
+        ]
+    )
     agent = make_agent(server, workspace)
     events = await run(agent, "go")
     errors = [e.error for e in of(events, ToolCallFinished)]
@@ -167,11 +186,13 @@ async def test_loop_nudge_tells_the_model_once_then_asks(workspace: Path) -> Non
 
 
 async def test_thinking_over_budget_is_cut_and_the_turn_continues_without_thinking(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     server = ScriptedServer([Reply(until_closed=True), Reply(content=["answer"])])
     # "hmm hmm ..." is degenerate too: only the budget is under test here.
-    agent = make_agent(server, workspace, thinking_token_budget=20, budget_margin=5,
-                       degenerate="off")
+    agent = make_agent(
+        server, workspace, thinking_token_budget=20, budget_margin=5, degenerate="off"
+    )
     events = await run(agent, "think hard")
     exceeded = of(events, BudgetExceeded)
     assert len(exceeded) == 1 and exceeded[0].budget == 20 and exceeded[0].used == 26
@@ -182,12 +203,17 @@ async def test_thinking_over_budget_is_cut_and_the_turn_continues_without_thinki
     assert max(e.tokens_so_far for e in of(events, ReasoningDelta)) == 26
 
 
-async def test_rejected_thinking_budget_is_dropped_remembered_and_noticed(
-        workspace: Path) -> None:
-    error = {"error": {"message": "thinking_token_budget is set but reasoning_config is not "
-                                  "configured", "type": "BadRequestError", "code": 400}}
-    server = ScriptedServer([Reply(status=400, error_body=error), Reply(content=["a"]),
-                             Reply(content=["b"])])
+async def test_rejected_thinking_budget_is_dropped_remembered_and_noticed(workspace: Path) -> None:
+    error = {
+        "error": {
+            "message": "thinking_token_budget is set but reasoning_config is not configured",
+            "type": "BadRequestError",
+            "code": 400,
+        }
+    }
+    server = ScriptedServer(
+        [Reply(status=400, error_body=error), Reply(content=["a"]), Reply(content=["b"])]
+    )
     agent = make_agent(server, workspace)
     events = await run(agent, "one")
     notices = of(events, Notice)
@@ -202,8 +228,9 @@ async def test_rejected_thinking_budget_is_dropped_remembered_and_noticed(
 
 async def test_denied_edit_is_not_applied_and_the_turn_stops(workspace: Path) -> None:
     args = json.dumps({"path": "new.txt", "content": "hello\n"})
-    server = ScriptedServer([Reply(tool_calls=[("write_file", args), ("bash", '{"command": '
-                                                                     '"touch x"}')])])
+    server = ScriptedServer(
+        [Reply(tool_calls=[("write_file", args), ("bash", '{"command": "touch x"}')])]
+    )
     agent = make_agent(server, workspace, mode="ask")
     events = await run(agent, "write", answers=[False])
     ask = of(events, ApprovalRequested)[0]
@@ -234,8 +261,9 @@ async def test_approved_edit_through_approver_callback(workspace: Path) -> None:
 
 async def test_deny_rule_from_config_refuses_without_asking(workspace: Path) -> None:
     config = Config(deny=(PermissionRule.parse("bash:rm *"),))
-    server = ScriptedServer([Reply(tool_calls=[("bash", '{"command": "rm -rf src"}')]),
-                             Reply(content=["ok"])])
+    server = ScriptedServer(
+        [Reply(tool_calls=[("bash", '{"command": "rm -rf src"}')]), Reply(content=["ok"])]
+    )
     agent = make_agent(server, workspace, mode="full-auto", config=config)
     events = await run(agent, "clean")
     assert not of(events, ApprovalRequested)
@@ -243,8 +271,9 @@ async def test_deny_rule_from_config_refuses_without_asking(workspace: Path) -> 
 
 
 async def test_engine_gone_mid_stream_keeps_history(workspace: Path) -> None:
-    server = ScriptedServer([Reply(content=["partial ", "answer ", "more"], die_after=2),
-                             Reply(content=["recovered"])])
+    server = ScriptedServer(
+        [Reply(content=["partial ", "answer ", "more"], die_after=2), Reply(content=["recovered"])]
+    )
     agent = make_agent(server, workspace)
     events = await run(agent, "question")
     error = of(events, AgentError)[0]
@@ -255,7 +284,11 @@ async def test_engine_gone_mid_stream_keeps_history(workspace: Path) -> None:
     events = await run(agent, "again")
     assert of(events, TurnFinished)[-1].content == "recovered"
     assert [m["role"] for m in server.requests[1]["messages"]] == [
-        "system", "user", "assistant", "user"]
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
 
 
 async def test_unreachable_engine_is_a_clear_error(workspace: Path) -> None:
@@ -271,15 +304,18 @@ async def test_unreachable_engine_is_a_clear_error(workspace: Path) -> None:
     assert agent.history[-1] == {"role": "user", "content": "hi"}
 
 
-async def test_undo_restores_workspace_without_touching_user_git(repo: Path,
-                                                                 tmp_path: Path) -> None:
+async def test_undo_restores_workspace_without_touching_user_git(
+    repo: Path, tmp_path: Path
+) -> None:
     index_before = (repo / ".git" / "index").read_bytes()
-    head_before = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                 text=True).stdout
+    head_before = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout
     edit = json.dumps({"path": "hello.py", "old_string": "'hi'", "new_string": "'hello'"})
     create = json.dumps({"path": "pkg/new.py", "content": "x = 1\n"})
-    server = ScriptedServer([Reply(tool_calls=[("edit_file", edit), ("write_file", create)]),
-                             Reply(content=["done"])])
+    server = ScriptedServer(
+        [Reply(tool_calls=[("edit_file", edit), ("write_file", create)]), Reply(content=["done"])]
+    )
     undo = UndoStore(repo, tmp_path / "data")
     agent = make_agent(server, repo, undo=undo)
     events = await run(agent, "change")
@@ -290,18 +326,29 @@ async def test_undo_restores_workspace_without_touching_user_git(repo: Path,
     assert not (repo / "pkg").exists()
     assert set(applied.changed) == {"hello.py", "pkg/new.py"}
     assert (repo / ".git" / "index").read_bytes() == index_before
-    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                          text=True).stdout == head_before
-    assert subprocess.run(["git", "stash", "list"], cwd=repo, capture_output=True,
-                          text=True).stdout == ""
+    assert (
+        subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+        ).stdout
+        == head_before
+    )
+    assert (
+        subprocess.run(["git", "stash", "list"], cwd=repo, capture_output=True, text=True).stdout
+        == ""
+    )
 
 
 async def test_context_compaction_keeps_the_prompt_start_byte_stable(workspace: Path) -> None:
     from sparkcode.agent import ContextCompacted
 
     long = "word " * 300
-    server = ScriptedServer([Reply(content=[long], tokens_per_frame=300),
-                             Reply(content=["summary of it"]), Reply(content=["second answer"])])
+    server = ScriptedServer(
+        [
+            Reply(content=[long], tokens_per_frame=300),
+            Reply(content=["summary of it"]),
+            Reply(content=["second answer"]),
+        ]
+    )
     agent = make_agent(server, workspace, context_limit=400)
     first_events = await run(agent, "first")
     assert not of(first_events, ContextCompacted)
@@ -337,8 +384,10 @@ async def test_metrics_deltas_become_events(workspace: Path) -> None:
             f'vllm:kv_cache_usage_perc{{model_name="m"}} {kv}\n'
         )
 
-    server = ScriptedServer([Reply(content=["x"])],
-                            metrics=[scrape(10, 10, 0, 100, 0.1), scrape(40, 20, 300, 500, 0.25)])
+    server = ScriptedServer(
+        [Reply(content=["x"])],
+        metrics=[scrape(10, 10, 0, 100, 0.1), scrape(40, 20, 300, 500, 0.25)],
+    )
     agent = make_agent(server, workspace)
     agent.metrics = MetricsPoller(agent.client.fetch_metrics)
     events = await run(agent, "hi")
@@ -348,8 +397,7 @@ async def test_metrics_deltas_become_events(workspace: Path) -> None:
     assert update.kv_cache_usage == pytest.approx(0.25)
 
 
-async def test_subscribers_see_every_event_and_a_broken_one_does_not_break(
-        workspace: Path) -> None:
+async def test_subscribers_see_every_event_and_a_broken_one_does_not_break(workspace: Path) -> None:
     server = ScriptedServer([Reply(content=["a"])])
     agent = make_agent(server, workspace)
     seen: list[str] = []
@@ -378,11 +426,20 @@ async def test_cancel_stops_the_stream_and_keeps_partial_text(workspace: Path) -
 async def test_context_overflow_error_compacts_and_retries(workspace: Path) -> None:
     from sparkcode.agent import ContextCompacted
 
-    overflow = {"error": {"message": "This model's maximum context length is 2048 tokens. "
-                                     "However, you requested 2100 tokens."}}
-    server = ScriptedServer([Reply(content=["first answer"]),
-                             Reply(status=400, error_body=overflow),
-                             Reply(content=["the summary"]), Reply(content=["fits now"])])
+    overflow = {
+        "error": {
+            "message": "This model's maximum context length is 2048 tokens. "
+            "However, you requested 2100 tokens."
+        }
+    }
+    server = ScriptedServer(
+        [
+            Reply(content=["first answer"]),
+            Reply(status=400, error_body=overflow),
+            Reply(content=["the summary"]),
+            Reply(content=["fits now"]),
+        ]
+    )
     agent = make_agent(server, workspace)  # no context limit known: no early compaction
     await run(agent, "one")
     events = await run(agent, "two")
@@ -392,9 +449,14 @@ async def test_context_overflow_error_compacts_and_retries(workspace: Path) -> N
 
 
 async def test_forced_tool_names_the_tool_with_a_narrower_schema_once(workspace: Path) -> None:
-    schema = {"type": "object", "properties": {"path": {"type": "string", "enum": ["a.txt"]},
-                                               "content": {"type": "string", "maxLength": 8}},
-              "required": ["path", "content"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "enum": ["a.txt"]},
+            "content": {"type": "string", "maxLength": 8},
+        },
+        "required": ["path", "content"],
+    }
     args = json.dumps({"path": "a.txt", "content": "hi"})
     server = ScriptedServer([Reply(tool_calls=[("write_file", args)]), Reply(content=["ok"])])
     agent = make_agent(server, workspace, force_tool="write_file", force_tool_parameters=schema)
@@ -414,10 +476,13 @@ async def test_forced_tool_names_the_tool_with_a_narrower_schema_once(workspace:
 async def test_a_rule_refusal_is_the_tool_result_and_the_turn_goes_on(workspace: Path) -> None:
     # A program's policy (the agent bench's approver) refuses a call: unlike a person's
     # "no", the turn is not ended; the model reads the reason and tries another way.
-    server = ScriptedServer([
-        Reply(tool_calls=[("bash", '{"command": "touch x", "sandbox": false}')]),
-        Reply(tool_calls=[("bash", '{"command": "touch y"}')]),
-        Reply(content=["done"])])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("bash", '{"command": "touch x", "sandbox": false}')]),
+            Reply(tool_calls=[("bash", '{"command": "touch y"}')]),
+            Reply(content=["done"]),
+        ]
+    )
     agent = make_agent(server, workspace, mode="ask")
 
     async def policy(request: ApprovalRequested) -> ApprovalDecision:

@@ -56,8 +56,12 @@ def test_failing_calls_retried_with_nearly_the_same_arguments() -> None:
     # The same retries succeeding are work, not a loop.
     assert asked(LoopGuard(), tries, failed=False) == []
     # Different edits failing are not "nearly the same".
-    other = [edit("def main():\n    run()"), edit("class Config:"), edit("import os"),
-             edit("return value")]
+    other = [
+        edit("def main():\n    run()"),
+        edit("class Config:"),
+        edit("import os"),
+        edit("return value"),
+    ]
     assert asked(LoopGuard(), other, failed=True) == []
     assert similar('{"command": "pytest -x t.py"}', '{"command": "pytest -q t.py"}')
     assert not similar('{"path": "README.md"}', '{"path": "docs/agent.md"}')
@@ -69,10 +73,17 @@ async def test_run_json_reports_the_cycle_and_stops(workspace: Path) -> None:
     replies = [Reply(tool_calls=[call]) for call in (a, b, a, b, a)] + [Reply(content=["x"])]
     out, err = io.StringIO(), io.StringIO()
     with serve(replies) as server:
-        code = await run_headless(RunRequest(
-            prompt="look", workspace=workspace, as_json=True, endpoint=url(server),
-            session=SessionOptions(record=False)),
-                                  out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="look",
+                workspace=workspace,
+                as_json=True,
+                endpoint=url(server),
+                session=SessionOptions(record=False),
+            ),
+            out=out,
+            err=err,
+        )
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code == EXIT_STOPPED, err.getvalue()
     ask = [e for e in events if e["type"] == "ApprovalRequested"]

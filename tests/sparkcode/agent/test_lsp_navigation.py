@@ -22,13 +22,7 @@ from engine.paths import Paths
 from sparkcode.agent import Agent, AgentSettings, ChatClient, Permissions
 from sparkcode.agent.events import ApprovalRequested, ToolCallFinished, UndoApplied
 from sparkcode.agent.lsp import Diagnostics, _hub, navigation_tools
-from sparkcode.agent.tools import (
-    KeptFiles,
-    ToolContext,
-    ToolError,
-    ToolOutput,
-    default_tools,
-)
+from sparkcode.agent.tools import KeptFiles, ToolContext, ToolError, ToolOutput, default_tools
 from sparkcode.agent.undo import UndoStore
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.config import Config, DiagnosticsConfig
@@ -42,8 +36,9 @@ shared_loop = pytest.mark.asyncio(loop_scope="module")
 PROJECT = {
     "shop.py": "def calc_total(prices: list[float]) -> float:\n    return sum(prices)\n",
     "main.py": "from shop import calc_total\n\nprint(calc_total([1.0, 2.5]))\n",
-    "report.py": ("import shop\n\n\ndef report() -> str:\n"
-                  "    return f\"total: {shop.calc_total([3.0])}\"\n"),
+    "report.py": (
+        'import shop\n\n\ndef report() -> str:\n    return f"total: {shop.calc_total([3.0])}"\n'
+    ),
 }
 RENAMED = {name: text.replace("calc_total", "total_price") for name, text in PROJECT.items()}
 
@@ -76,8 +71,9 @@ def patient() -> Iterator[None]:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def pyright(tmp_path_factory: pytest.TempPathFactory,
-                  patient: None) -> AsyncIterator[tuple[Diagnostics, Path]]:
+async def pyright(
+    tmp_path_factory: pytest.TempPathFactory, patient: None
+) -> AsyncIterator[tuple[Diagnostics, Path]]:
     ws = project(tmp_path_factory.mktemp("nav-ws").resolve())
     hub = Diagnostics(DiagnosticsConfig(timeout_s=30.0), ws)
     yield hub, ws
@@ -86,21 +82,23 @@ async def pyright(tmp_path_factory: pytest.TempPathFactory,
 
 @shared_loop
 async def test_definition_finds_the_function_in_the_other_file(
-        pyright: tuple[Diagnostics, Path]) -> None:
+    pyright: tuple[Diagnostics, Path],
+) -> None:
     hub, ws = pyright
     out = await nav(hub, ws, "definition", path="main.py", line=3, symbol="calc_total")
-    assert out.text == ("calc_total (main.py line 3) is defined at:\n"
-                        "shop.py:1:5: def calc_total(prices: list[float]) -> float:")
+    assert out.text == (
+        "calc_total (main.py line 3) is defined at:\n"
+        "shop.py:1:5: def calc_total(prices: list[float]) -> float:"
+    )
     # The model's usual slips in the name are read as the name.
-    again = await nav(hub, ws, "definition", path="report.py", line=5,
-                      symbol="shop.calc_total()")
-    assert again.text.splitlines()[1:] == ["shop.py:1:5: def calc_total(prices: list[float])"
-                                           " -> float:"]
+    again = await nav(hub, ws, "definition", path="report.py", line=5, symbol="shop.calc_total()")
+    assert again.text.splitlines()[1:] == [
+        "shop.py:1:5: def calc_total(prices: list[float]) -> float:"
+    ]
 
 
 @shared_loop
-async def test_references_list_the_uses_in_both_files(
-        pyright: tuple[Diagnostics, Path]) -> None:
+async def test_references_list_the_uses_in_both_files(pyright: tuple[Diagnostics, Path]) -> None:
     hub, ws = pyright
     out = await nav(hub, ws, "references", path="shop.py", line=1, symbol="calc_total")
     assert out.text.splitlines() == [
@@ -108,12 +106,14 @@ async def test_references_list_the_uses_in_both_files(
         "main.py:1:18: from shop import calc_total",
         "main.py:3:7: print(calc_total([1.0, 2.5]))",
         'report.py:5:27: return f"total: {shop.calc_total([3.0])}"',
-        "shop.py:1:5: def calc_total(prices: list[float]) -> float:"]
+        "shop.py:1:5: def calc_total(prices: list[float]) -> float:",
+    ]
 
 
 @shared_loop
 async def test_a_file_written_after_the_server_started_is_seen(
-        pyright: tuple[Diagnostics, Path]) -> None:
+    pyright: tuple[Diagnostics, Path],
+) -> None:
     # basedpyright does not see a file written after its start by itself.
     hub, ws = pyright
     await nav(hub, ws, "references", path="shop.py", line=1, symbol="calc_total")
@@ -130,16 +130,17 @@ async def test_a_file_written_after_the_server_started_is_seen(
 
 @shared_loop
 async def test_a_line_without_the_name_is_taken_as_a_guess_and_said(
-        pyright: tuple[Diagnostics, Path]) -> None:
+    pyright: tuple[Diagnostics, Path],
+) -> None:
     # The 1.5B gave line numbers it had not read (0 of 9 renames when that was an error).
     hub, ws = pyright
     out = await nav(hub, ws, "definition", path="main.py", line=2, symbol="calc_total")
     assert out.text.splitlines()[:2] == [
         "calc_total (main.py line 1, not line 2, which does not have it) is defined at:",
-        "shop.py:1:5: def calc_total(prices: list[float]) -> float:"]
+        "shop.py:1:5: def calc_total(prices: list[float]) -> float:",
+    ]
     out = await nav(hub, ws, "references", path="main.py", line=9, symbol="calc_total")
-    assert out.text.startswith("calc_total (main.py line 3, not line 9, which does not "
-                               "have it): ")
+    assert out.text.startswith("calc_total (main.py line 3, not line 9, which does not have it): ")
     # No line: the name's definition in the file, else its first use.
     out = await nav(hub, ws, "references", path="shop.py", symbol="calc_total")
     assert out.text.startswith("calc_total (shop.py line 1): ")
@@ -147,8 +148,10 @@ async def test_a_line_without_the_name_is_taken_as_a_guess_and_said(
     assert out.text.splitlines()[0] == "calc_total (report.py line 5) is defined at:"
     with pytest.raises(ToolError) as caught:
         await nav(hub, ws, "definition", path="main.py", line=2, symbol="calc_totl")
-    assert str(caught.value) == ("'calc_totl' is not on line 2 of main.py (line 2 is: ''), "
-                                 "nor anywhere else in main.py; give a file where it appears")
+    assert str(caught.value) == (
+        "'calc_totl' is not on line 2 of main.py (line 2 is: ''), "
+        "nor anywhere else in main.py; give a file where it appears"
+    )
     with pytest.raises(ToolError, match="^'calc_totl' is not in main.py; give a file"):
         await nav(hub, ws, "definition", path="main.py", symbol="calc_totl")
     with pytest.raises(ToolError, match="no language server is configured for notes.txt"):
@@ -158,24 +161,47 @@ async def test_a_line_without_the_name_is_taken_as_a_guess_and_said(
 
 @shared_loop
 async def test_a_rename_of_an_unknown_symbol_errors_and_changes_nothing(
-        pyright: tuple[Diagnostics, Path]) -> None:
+    pyright: tuple[Diagnostics, Path],
+) -> None:
     hub, ws = pyright
     (ws / "odd.py").write_text("print(undefined_thing)\n")
     try:
         with pytest.raises(ToolError) as caught:
-            await nav(hub, ws, "rename", path="odd.py", line=1, symbol="undefined_thing",
-                      new_name="defined_thing")
-        assert "cannot rename undefined_thing: basedpyright-langserver has nothing to " \
+            await nav(
+                hub,
+                ws,
+                "rename",
+                path="odd.py",
+                line=1,
+                symbol="undefined_thing",
+                new_name="defined_thing",
+            )
+        assert (
+            "cannot rename undefined_thing: basedpyright-langserver has nothing to "
             "rename there" in str(caught.value)
+        )
         assert str(caught.value).endswith("no file was changed")
         with pytest.raises(ToolError, match="'calc_totl' is not on line 3 of main.py"):
-            await nav(hub, ws, "rename", path="main.py", line=3, symbol="calc_totl",
-                      new_name="total_price")
+            await nav(
+                hub,
+                ws,
+                "rename",
+                path="main.py",
+                line=3,
+                symbol="calc_totl",
+                new_name="total_price",
+            )
         with pytest.raises(ToolError, match="'total price' is not a Python name"):
-            await nav(hub, ws, "rename", path="main.py", line=3, symbol="calc_total",
-                      new_name="total price")
-        assert texts(ws) == PROJECT and (ws / "odd.py").read_text() == \
-            "print(undefined_thing)\n"
+            await nav(
+                hub,
+                ws,
+                "rename",
+                path="main.py",
+                line=3,
+                symbol="calc_total",
+                new_name="total price",
+            )
+        assert texts(ws) == PROJECT and (ws / "odd.py").read_text() == "print(undefined_thing)\n"
     finally:
         (ws / "odd.py").unlink()
 
@@ -186,19 +212,36 @@ def call(name: str, **args: object) -> tuple[str, str]:
 
 @shared_loop
 async def test_the_agent_renames_in_every_file_asks_first_and_undoes_it(
-        tmp_path: Path, patient: None) -> None:
+    tmp_path: Path, patient: None
+) -> None:
     (tmp_path / "ws").mkdir()
     ws = project((tmp_path / "ws").resolve())
-    server = ScriptedServer([
-        Reply(tool_calls=[call("rename", path="main.py", line=3, symbol="calc_total",
-                               new_name="total_price")]),
-        Reply(content=["renamed it"]),
-    ])
+    server = ScriptedServer(
+        [
+            Reply(
+                tool_calls=[
+                    call(
+                        "rename",
+                        path="main.py",
+                        line=3,
+                        symbol="calc_total",
+                        new_name="total_price",
+                    )
+                ]
+            ),
+            Reply(content=["renamed it"]),
+        ]
+    )
     hub = Diagnostics(DiagnosticsConfig(timeout_s=30.0), ws)
-    agent = Agent(ChatClient("http://engine.test/v1", "m", transport=server.transport()),
-                  ws, settings=AgentSettings(), permissions=Permissions(Config(), mode="ask"),
-                  tools=default_tools(navigation=navigation_tools(hub)),
-                  undo=UndoStore(ws, tmp_path / "data"), checker=hub)
+    agent = Agent(
+        ChatClient("http://engine.test/v1", "m", transport=server.transport()),
+        ws,
+        settings=AgentSettings(),
+        permissions=Permissions(Config(), mode="ask"),
+        tools=default_tools(navigation=navigation_tools(hub)),
+        undo=UndoStore(ws, tmp_path / "data"),
+        checker=hub,
+    )
     asked: list[ApprovalRequested] = []
     finished: list[ToolCallFinished] = []
     try:
@@ -214,15 +257,14 @@ async def test_the_agent_renames_in_every_file_asks_first_and_undoes_it(
     offered = [t["function"]["name"] for t in server.requests[0]["tools"]]
     assert offered[-3:] == ["definition", "references", "rename"]
     assert [(a.tool, a.kind) for a in asked] == [("rename", "edit")], finished
-    assert asked[0].summary == "rename calc_total to total_price in main.py, report.py, " \
-                               "shop.py"
+    assert asked[0].summary == "rename calc_total to total_price in main.py, report.py, shop.py"
     assert "+from shop import total_price" in asked[0].detail
     assert "+def total_price(prices: list[float]) -> float:" in asked[0].detail
     assert texts(ws) == RENAMED
     [done] = finished
     assert done.error is None and done.result == (
-        "renamed calc_total to total_price: 4 places in 3 files (main.py, report.py, "
-        "shop.py)")  # no name left behind, no new problem from basedpyright
+        "renamed calc_total to total_price: 4 places in 3 files (main.py, report.py, shop.py)"
+    )  # no name left behind, no new problem from basedpyright
     assert done.diff is not None and done.diff.count("+++ b/") == 3
     tool_message = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
     assert tool_message["content"] == done.result
@@ -235,45 +277,63 @@ async def test_the_agent_renames_in_every_file_asks_first_and_undoes_it(
 
 @shared_loop
 async def test_a_rename_that_an_edit_guard_refuses_changes_no_file(
-        tmp_path: Path, patient: None) -> None:
+    tmp_path: Path, patient: None
+) -> None:
     # The edit path's guards hold for every file of a rename: a file the turn's
     # message keeps refuses the whole rename.
     ws = project(tmp_path.resolve())
     hub = Diagnostics(DiagnosticsConfig(timeout_s=30.0), ws)
     tool = default_tools(navigation=navigation_tools(hub)).get("rename")
     assert tool is not None
-    ctx = ToolContext(workspace=ws, checker=hub, kept=KeptFiles(names=frozenset({
-        "report.py"})))
+    ctx = ToolContext(workspace=ws, checker=hub, kept=KeptFiles(names=frozenset({"report.py"})))
     try:
         with pytest.raises(ToolError) as caught:
-            await tool.run({"path": "shop.py", "line": 1, "symbol": "calc_total",
-                            "new_name": "total_price"}, ctx)
+            await tool.run(
+                {"path": "shop.py", "line": 1, "symbol": "calc_total", "new_name": "total_price"},
+                ctx,
+            )
     finally:
         await hub.aclose()
-    assert str(caught.value) == ("report.py was not changed: the task says not to change "
-                                 "report.py; leave it as it is. No file was changed.")
+    assert str(caught.value) == (
+        "report.py was not changed: the task says not to change "
+        "report.py; leave it as it is. No file was changed."
+    )
     assert texts(ws) == PROJECT
 
 
-@pytest.mark.parametrize(("config", "offered"), [
-    ("[diagnostics]\ntimeout_s = 30\n", True),
-    ("[diagnostics]\nenabled = false\n", False),
-    ('[diagnostics.servers.python]\ncommand = "sparkcode-no-such-ls"\n'
-     'extensions = [".py"]\n', False),
-    ('[agent]\ntools = ["read_file", "edit_file", "rename"]\n', True),
-    ('[agent]\ntools = ["read_file", "edit_file"]\n', False),
-])
+@pytest.mark.parametrize(
+    ("config", "offered"),
+    [
+        ("[diagnostics]\ntimeout_s = 30\n", True),
+        ("[diagnostics]\nenabled = false\n", False),
+        (
+            '[diagnostics.servers.python]\ncommand = "sparkcode-no-such-ls"\n'
+            'extensions = [".py"]\n',
+            False,
+        ),
+        ('[agent]\ntools = ["read_file", "edit_file", "rename"]\n', True),
+        ('[agent]\ntools = ["read_file", "edit_file"]\n', False),
+    ],
+)
 async def test_the_session_offers_the_tools_only_where_a_server_can_answer(
-        workspace: Path, config: str, offered: bool) -> None:
+    workspace: Path, config: str, offered: bool
+) -> None:
     path = Paths.from_env().config_file
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(config)
     with serve([Reply(content=["done"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="hello", workspace=workspace, as_json=True, endpoint=url(server),
-            session=SessionOptions(permission_mode="full-auto", record=False)),
-            out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="hello",
+                workspace=workspace,
+                as_json=True,
+                endpoint=url(server),
+                session=SessionOptions(permission_mode="full-auto", record=False),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_OK, err.getvalue()
     names = [t["function"]["name"] for t in server.requests[0]["tools"]]
     assert ("rename" in names) is offered
@@ -283,26 +343,33 @@ async def test_the_session_offers_the_tools_only_where_a_server_can_answer(
 
 @shared_loop
 async def test_a_headless_run_renames_through_the_sessions_own_hub(
-        workspace: Path, patient: None) -> None:
+    workspace: Path, patient: None
+) -> None:
     # The builder's hub is both the edits' checker and the tools' server.
     project(workspace)
     path = Paths.from_env().config_file
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("[diagnostics]\ntimeout_s = 30\n")
-    rename = call("rename", path="report.py", line=5, symbol="calc_total",
-                  new_name="total_price")
+    rename = call("rename", path="report.py", line=5, symbol="calc_total", new_name="total_price")
     with serve([Reply(tool_calls=[rename]), Reply(content=["done"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="rename calc_total to total_price", workspace=workspace, as_json=True,
-            endpoint=url(server),
-            session=SessionOptions(permission_mode="auto-edit", record=False)),
-            out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="rename calc_total to total_price",
+                workspace=workspace,
+                as_json=True,
+                endpoint=url(server),
+                session=SessionOptions(permission_mode="auto-edit", record=False),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     [finished] = [e for e in events if e["type"] == "ToolCallFinished"]
-    assert finished["result"].startswith("renamed calc_total to total_price: 4 places in 3 "
-                                         "files"), finished
+    assert finished["result"].startswith(
+        "renamed calc_total to total_price: 4 places in 3 files"
+    ), finished
     assert texts(workspace) == RENAMED
     tool_message = [m for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
     assert tool_message["content"] == finished["result"]

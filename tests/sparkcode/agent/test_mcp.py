@@ -32,9 +32,14 @@ NO_BWRAP = BwrapStatus(None, "not needed here")
 
 
 def stdio_server(name: str, cwd: Path) -> McpServerConfig:
-    return McpServerConfig(name=name, command=sys.executable,
-                           args=("-m", "tests.support.mcp_server", "stdio"),
-                           env=(("PYTHONPATH", str(ROOT)),), cwd=cwd, startup_timeout_s=60)
+    return McpServerConfig(
+        name=name,
+        command=sys.executable,
+        args=("-m", "tests.support.mcp_server", "stdio"),
+        env=(("PYTHONPATH", str(ROOT)),),
+        cwd=cwd,
+        startup_timeout_s=60,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +59,9 @@ def tools_of(hub: McpHub) -> dict[str, McpTool]:
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_stdio_servers_tools_are_namespaced_called_and_capped(hub: McpHub,
-                                                                     mcp_cwd: Path) -> None:
+async def test_a_stdio_servers_tools_are_namespaced_called_and_capped(
+    hub: McpHub, mcp_cwd: Path
+) -> None:
     assert hub.failures == []
     tools = tools_of(hub)
     assert list(tools) == ["mcp__t__add", "mcp__t__note", "mcp__t__big", "mcp__t__fail"]
@@ -77,8 +83,12 @@ def http_port(tmp_path: Path) -> Iterator[int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.mcp_server", "http", str(port)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.mcp_server", "http", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -92,23 +102,33 @@ def http_port(tmp_path: Path) -> Iterator[int]:
 
 
 async def test_a_streamable_http_server_and_failing_servers_are_skipped(
-        http_port: int, tmp_path: Path) -> None:
+    http_port: int, tmp_path: Path
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     servers = (
         McpServerConfig(name="web", url=f"http://127.0.0.1:{http_port}/mcp"),
         McpServerConfig(name="missing", command="/nonexistent/mcp-server"),
-        McpServerConfig(name="dies", command=sys.executable, args=("-c", "raise SystemExit(3)"),
-                        startup_timeout_s=20),
+        McpServerConfig(
+            name="dies",
+            command=sys.executable,
+            args=("-c", "raise SystemExit(3)"),
+            startup_timeout_s=20,
+        ),
         McpServerConfig(name="down", url=f"http://127.0.0.1:{closed}/mcp", startup_timeout_s=10),
     )
     hub = await McpHub.start(servers, tmp_path / "logs")
     try:
-        assert [t.name for t in hub.tools] == ["mcp__web__add", "mcp__web__note",
-                                               "mcp__web__big", "mcp__web__fail"]
-        out = await tools_of(hub)["mcp__web__add"].run({"a": 1, "b": 2},
-                                                       ToolContext(workspace=tmp_path))
+        assert [t.name for t in hub.tools] == [
+            "mcp__web__add",
+            "mcp__web__note",
+            "mcp__web__big",
+            "mcp__web__fail",
+        ]
+        out = await tools_of(hub)["mcp__web__add"].run(
+            {"a": 1, "b": 2}, ToolContext(workspace=tmp_path)
+        )
         assert out.text == "3"
         assert len(hub.failures) == 3
         missing, dies, down = hub.failures
@@ -127,8 +147,9 @@ async def test_mcp_tools_follow_the_permission_rules(hub: McpHub, workspace: Pat
     async def turn(perms: Permissions) -> tuple[list[Event], ScriptedServer]:
         server = ScriptedServer([Reply(tool_calls=[call]), Reply(content=["ok"])])
         client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
-        agent = Agent(client, workspace, settings=AgentSettings(), permissions=perms,
-                      tools=registry)
+        agent = Agent(
+            client, workspace, settings=AgentSettings(), permissions=perms, tools=registry
+        )
         events = []
         async for event in agent.run_turn("add"):
             events.append(event)
@@ -136,14 +157,19 @@ async def test_mcp_tools_follow_the_permission_rules(hub: McpHub, workspace: Pat
                 event.respond(True)
         return events, server
 
-    events, server = await turn(Permissions(Config(), mode="sandbox",
-                                            bwrap=BwrapStatus("/usr/bin/bwrap")))
+    events, server = await turn(
+        Permissions(Config(), mode="sandbox", bwrap=BwrapStatus("/usr/bin/bwrap"))
+    )
     asked = [e for e in events if isinstance(e, ApprovalRequested)]
     assert len(asked) == 1 and asked[0].summary.startswith("MCP t: add")
     assert [e.result for e in events if isinstance(e, ToolCallFinished)] == ["11"]
     names = [[t["function"]["name"] for t in r["tools"]] for r in server.requests]
-    assert names[0] == names[1] and names[0][-4:] == ["mcp__t__add", "mcp__t__note",
-                                                      "mcp__t__big", "mcp__t__fail"]
+    assert names[0] == names[1] and names[0][-4:] == [
+        "mcp__t__add",
+        "mcp__t__note",
+        "mcp__t__big",
+        "mcp__t__fail",
+    ]
     assert server.requests[0]["tools"] == server.requests[1]["tools"]
 
     allowed = Config(allow=(PermissionRule.parse("mcp__t__*"),))
@@ -157,18 +183,27 @@ async def test_mcp_tools_follow_the_permission_rules(hub: McpHub, workspace: Pat
 
 
 async def test_sparkcode_run_uses_configured_servers_and_reports_a_failing_one(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     config = Paths.from_env().config_file
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(stdio_server_toml("t")
-                      + '[mcp.servers.broken]\ncommand = "/nonexistent/server"\n')
+    config.write_text(
+        stdio_server_toml("t") + '[mcp.servers.broken]\ncommand = "/nonexistent/server"\n'
+    )
     call = ("mcp__t__add", json.dumps({"a": 20, "b": 22}))
     with serve([Reply(tool_calls=[call]), Reply(content=["42"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="add", workspace=workspace, as_json=True, endpoint=url(server),
-            session=SessionOptions(permission_mode="full-auto", record=False)),
-                                  out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="add",
+                workspace=workspace,
+                as_json=True,
+                endpoint=url(server),
+                session=SessionOptions(permission_mode="full-auto", record=False),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_OK, err.getvalue()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert "note: MCP server 'broken' was skipped: FileNotFoundError" in err.getvalue()
@@ -177,19 +212,26 @@ async def test_sparkcode_run_uses_configured_servers_and_reports_a_failing_one(
 
 
 def test_mcp_config_tables(tmp_path: Path) -> None:
-    text = ('[mcp.servers.files]\ncommand = "uvx"\nargs = ["srv", "."]\nenv = { K = "v" }\n'
-            '[mcp.servers.web]\nurl = "http://127.0.0.1:8000/mcp"\ncall_timeout_s = 5\n')
+    text = (
+        '[mcp.servers.files]\ncommand = "uvx"\nargs = ["srv", "."]\nenv = { K = "v" }\n'
+        '[mcp.servers.web]\nurl = "http://127.0.0.1:8000/mcp"\ncall_timeout_s = 5\n'
+    )
     config = parse_config(text, tmp_path / "config.toml")
     files, web = config.mcp_servers
-    assert (files.name, files.command, files.args, files.env) == ("files", "uvx", ("srv", "."),
-                                                                   (("K", "v"),))
+    assert (files.name, files.command, files.args, files.env) == (
+        "files",
+        "uvx",
+        ("srv", "."),
+        (("K", "v"),),
+    )
     assert (web.url, web.call_timeout_s) == ("http://127.0.0.1:8000/mcp", 5.0)
     for bad, message in (
-            ('[mcp.servers.x]\nargs = []\n', "give either command"),
-            ('[mcp.servers.x]\ncommand = "a"\nurl = "http://h"\n', "give either command"),
-            ('[mcp.servers."a b"]\ncommand = "a"\n', "only letters, digits"),
-            ('[mcp.servers.x]\nurl = "ftp://h"\n', "http:// or https://"),
-            ('[mcp.servers.x]\ncommand = "a"\nport = 3\n', "unknown key 'port'"),
-            ('[mcp.servers.x]\ncommand = "a"\nenv = { K = 1 }\n', "env must be a table")):
+        ("[mcp.servers.x]\nargs = []\n", "give either command"),
+        ('[mcp.servers.x]\ncommand = "a"\nurl = "http://h"\n', "give either command"),
+        ('[mcp.servers."a b"]\ncommand = "a"\n', "only letters, digits"),
+        ('[mcp.servers.x]\nurl = "ftp://h"\n', "http:// or https://"),
+        ('[mcp.servers.x]\ncommand = "a"\nport = 3\n', "unknown key 'port'"),
+        ('[mcp.servers.x]\ncommand = "a"\nenv = { K = 1 }\n', "env must be a table"),
+    ):
         with pytest.raises(ConfigError, match=message):
             parse_config(bad, tmp_path / "config.toml")

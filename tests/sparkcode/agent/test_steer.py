@@ -11,8 +11,7 @@ from tests.sparkcode.agent.test_loop import make_agent
 from tests.support.scripted import Reply, ScriptedServer
 
 
-async def test_a_steer_goes_in_after_the_tool_results_and_keeps_the_prefix(
-        workspace: Path) -> None:
+async def test_a_steer_goes_in_after_the_tool_results_and_keeps_the_prefix(workspace: Path) -> None:
     read = ("read_file", json.dumps({"path": "README.md"}))
     server = ScriptedServer([Reply(tool_calls=[read, read]), Reply(content=["ok"])])
     agent = make_agent(server, workspace)
@@ -27,13 +26,12 @@ async def test_a_steer_goes_in_after_the_tool_results_and_keeps_the_prefix(
     assert kinds[steered + 1] == "RequestStarted"
     assert seen[steered] == ev.SteerDelivered(text="only the title, please", request=2)
     first, second = (r["messages"] for r in server.requests)
-    assert second[:len(first)] == first
-    assert [m["role"] for m in second[len(first):]] == ["assistant", "tool", "tool", "user"]
+    assert second[: len(first)] == first
+    assert [m["role"] for m in second[len(first) :]] == ["assistant", "tool", "tool", "user"]
     assert agent.take_steering() == [] and agent.turns == 1
 
 
-async def test_a_turn_that_answers_first_leaves_the_steer_to_the_caller(
-        workspace: Path) -> None:
+async def test_a_turn_that_answers_first_leaves_the_steer_to_the_caller(workspace: Path) -> None:
     server = ScriptedServer([Reply(content=["done"])])
     agent = make_agent(server, workspace)
     async for event in agent.run_turn("hi"):

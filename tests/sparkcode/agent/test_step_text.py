@@ -17,7 +17,8 @@ FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCh
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 @st.composite
@@ -46,10 +47,13 @@ def stream(pieces: list[str]) -> tuple[str, StepText]:
 
 answer_steps = st.text().map(lambda answer: {"answer": answer})
 tool_steps = st.builds(
-    lambda name, args, tool_first: {"tool": name, "arguments": args} if tool_first
-    else {"arguments": args, "tool": name},
+    lambda name, args, tool_first: (
+        {"tool": name, "arguments": args} if tool_first else {"arguments": args, "tool": name}
+    ),
     st.sampled_from(default_tools().names) | st.text(),
-    st.dictionaries(st.text(), json_values, max_size=4), st.booleans())
+    st.dictionaries(st.text(), json_values, max_size=4),
+    st.booleans(),
+)
 
 
 @FUZZ
@@ -86,8 +90,7 @@ def test_text_that_is_not_a_json_object_passes_through(data: st.DataObject) -> N
     # Whitespace alone is held as the lead of a step that may follow, and a stream cut
     # there shows nothing (test_a_cut_answer_step_shows_a_prefix_of_its_answer: " " of
     # ' {"answer": ""}'), so a reply of whitespace only shows nothing either.
-    raw = data.draw(st.text().filter(lambda t: t.strip() != ""
-                                     and not t.lstrip().startswith("{")))
+    raw = data.draw(st.text().filter(lambda t: t.strip() != "" and not t.lstrip().startswith("{")))
     text, _ = stream(data.draw(split(raw)))
     assert text == raw
 

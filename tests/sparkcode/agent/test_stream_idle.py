@@ -59,6 +59,7 @@ def test_only_requests_that_prefilled_enough_tokens_are_measured() -> None:
 def test_the_knob_is_refused_unless_positive() -> None:
     from engine.errors import UserError
     from engine.profiles._knobs import knobs_from
+
     with pytest.raises(UserError, match="stream_idle_timeout_s"):
         knobs_from({"stream_idle_timeout_s": 0}, "config.toml [agent]")
 
@@ -109,23 +110,32 @@ async def test_a_silent_server_fails_the_turn_naming_the_setting(workspace: Path
     assert waited < 2.5  # cut at the limit, not when the server spoke
 
 
-async def test_sparkcode_run_reports_the_silence_and_a_longer_limit_waits(
-        workspace: Path) -> None:
+async def test_sparkcode_run_reports_the_silence_and_a_longer_limit_waits(workspace: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     with serve([Reply(content=["late"], silence_s=1.5)]) as server:
-        code = await run_headless(RunRequest(
-            prompt="hi", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False,
-                                   knobs=AgentKnobs(stream_idle_timeout_s=0.3))),
-            out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="hi",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False, knobs=AgentKnobs(stream_idle_timeout_s=0.3)),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_ERROR
     assert "sent nothing for 0.3 s" in err.getvalue()
     assert "[agent] stream_idle_timeout_s" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
     with serve([Reply(content=["late"], silence_s=1.5)]) as server:
-        code = await run_headless(RunRequest(
-            prompt="hi", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False,
-                                   knobs=AgentKnobs(stream_idle_timeout_s=5))),
-            out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="hi",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False, knobs=AgentKnobs(stream_idle_timeout_s=5)),
+            ),
+            out=out,
+            err=err,
+        )
     assert code == EXIT_OK and "late" in out.getvalue(), err.getvalue()

@@ -45,8 +45,11 @@ def test_replay_builds_no_client() -> None:
 
 
 async def test_a_body_from_any_byte_iterator_parses_to_deltas_and_a_result() -> None:
-    frames = reply_frames(Reply(reasoning=["hm"], content=["Hel", "lo"],
-                                tool_calls=[("read_file", '{"path": "a.py"}')]))
+    frames = reply_frames(
+        Reply(
+            reasoning=["hm"], content=["Hel", "lo"], tool_calls=[("read_file", '{"path": "a.py"}')]
+        )
+    )
     # One read cut mid-event: the parser joins reads itself.
     body = b"".join(frames)
     parser = StreamParser(source="a test body")
@@ -55,8 +58,7 @@ async def test_a_body_from_any_byte_iterator_parses_to_deltas_and_a_result() -> 
     assert "".join(d.reasoning for d in deltas) == "hm"
     result = parser.result()
     assert parser.done and not result.cut and result.finish_reason == "tool_calls"
-    assert [(c.name, c.arguments) for c in result.tool_calls] == [
-        ("read_file", '{"path": "a.py"}')]
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("read_file", '{"path": "a.py"}')]
     assert parser.stats.completion_tokens == 5
 
 

@@ -20,10 +20,12 @@ from tests.support.scripted import Reply, ScriptedServer
 
 TOOLS = default_tools()
 
-TEMPS = ('def to_fahrenheit(celsius):\n    """Celsius to Fahrenheit."""\n'
-         "    return celsius * 9 / 5 - 32\n\n\n"
-         'def to_celsius(fahrenheit):\n    """Fahrenheit to Celsius."""\n'
-         "    return (fahrenheit - 32) * 5 / 9\n")
+TEMPS = (
+    'def to_fahrenheit(celsius):\n    """Celsius to Fahrenheit."""\n'
+    "    return celsius * 9 / 5 - 32\n\n\n"
+    'def to_celsius(fahrenheit):\n    """Fahrenheit to Celsius."""\n'
+    "    return (fahrenheit - 32) * 5 / 9\n"
+)
 """The tmux run's temps.py (docs/agent.md)."""
 
 
@@ -36,15 +38,22 @@ async def call(ws: Path, name: str, guard: bool = True, **args: Any) -> ToolOutp
 
 
 async def test_the_tmux_runs_broken_def_is_refused_and_the_file_left_as_it_was(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     (workspace / "temps.py").write_text(TEMPS)
     with pytest.raises(ToolError) as refused:
-        await call(workspace, "edit_file", path="temps.py", old_string="to_celsius(fahrenheit)",
-                   new_string="to_celsius(fahrenheit) # Fixing incorrect calculation")
+        await call(
+            workspace,
+            "edit_file",
+            path="temps.py",
+            old_string="to_celsius(fahrenheit)",
+            new_string="to_celsius(fahrenheit) # Fixing incorrect calculation",
+        )
     message = str(refused.value)
     version = f"Python {sys.version_info.major}.{sys.version_info.minor}"
-    assert message.startswith("temps.py was not changed: the result would not be valid "
-                              "Python: line 6: ")
+    assert message.startswith(
+        "temps.py was not changed: the result would not be valid Python: line 6: "
+    )
     assert f"(as {version} parses it)" in message
     assert "> 6 | def to_celsius(fahrenheit) # Fixing incorrect calculation:" in message
     assert "  8 |     return (fahrenheit - 32) * 5 / 9" in message
@@ -54,17 +63,29 @@ async def test_the_tmux_runs_broken_def_is_refused_and_the_file_left_as_it_was(
 
 async def test_without_the_setting_the_same_edit_is_made(workspace: Path) -> None:
     (workspace / "temps.py").write_text(TEMPS)
-    out = await call(workspace, "edit_file", guard=False, path="temps.py",
-                     old_string="to_celsius(fahrenheit)", new_string="to_celsius(fahrenheit) # x")
+    out = await call(
+        workspace,
+        "edit_file",
+        guard=False,
+        path="temps.py",
+        old_string="to_celsius(fahrenheit)",
+        new_string="to_celsius(fahrenheit) # x",
+    )
     assert out.text.startswith("edited temps.py")
     assert "to_celsius(fahrenheit) # x:" in (workspace / "temps.py").read_text()
 
 
 async def test_a_right_edit_passes_and_a_broken_file_can_still_be_mended_step_by_step(
-        workspace: Path) -> None:
+    workspace: Path,
+) -> None:
     (workspace / "temps.py").write_text(TEMPS)
-    await call(workspace, "edit_file", path="temps.py", old_string="celsius * 9 / 5 - 32",
-               new_string="celsius * 9 / 5 + 32")
+    await call(
+        workspace,
+        "edit_file",
+        path="temps.py",
+        old_string="celsius * 9 / 5 - 32",
+        new_string="celsius * 9 / 5 + 32",
+    )
     assert "celsius * 9 / 5 + 32" in (workspace / "temps.py").read_text()
     broken = "def f(:\n    return 1\n\ndef g(:\n    return 2\n"
     (workspace / "b.py").write_text(broken)
@@ -73,10 +94,17 @@ async def test_a_right_edit_passes_and_a_broken_file_can_still_be_mended_step_by
 
 
 async def test_write_file_is_held_to_it_for_new_and_existing_files(workspace: Path) -> None:
-    with pytest.raises(ToolError, match=r"^config.json was not changed: the result would not "
-                                        r"be valid JSON: line 2: Expecting"):
-        await call(workspace, "write_file", path="config.json",
-                   content='{"name": "demo",\n "port": 8080,}\n')
+    with pytest.raises(
+        ToolError,
+        match=r"^config.json was not changed: the result would not "
+        r"be valid JSON: line 2: Expecting",
+    ):
+        await call(
+            workspace,
+            "write_file",
+            path="config.json",
+            content='{"name": "demo",\n "port": 8080,}\n',
+        )
     assert not (workspace / "config.json").exists()
     await call(workspace, "write_file", path="config.json", content='{"port": 8080}\n')
     assert json.loads((workspace / "config.json").read_text()) == {"port": 8080}
@@ -94,16 +122,28 @@ async def test_a_toml_edit_names_the_line_and_multi_edit_applies_none(workspace:
     toml = '[project]\nname = "demo"\nversion = "1.0"\n'
     (workspace / "pyproject.toml").write_text(toml)
     with pytest.raises(ToolError) as refused:
-        await call(workspace, "edit_file", path="pyproject.toml", old_string='version = "1.0"',
-                   new_string='version "1.1"')
+        await call(
+            workspace,
+            "edit_file",
+            path="pyproject.toml",
+            old_string='version = "1.0"',
+            new_string='version "1.1"',
+        )
     assert "would not be valid TOML: line 3: Expected '=' after a key" in str(refused.value)
-    assert "> 3 | version \"1.1\"" in str(refused.value)
+    assert '> 3 | version "1.1"' in str(refused.value)
     (workspace / "m.py").write_text("def f():\n    return 1\n")
-    with pytest.raises(ToolError, match="m.py was not changed: the result would not be valid "
-                                        "Python: line 2"):
-        await call(workspace, "multi_edit", path="m.py", edits=[
-            {"old_string": "return 1", "new_string": "return 2"},
-            {"old_string": "return 2", "new_string": "return (2"}])
+    with pytest.raises(
+        ToolError, match="m.py was not changed: the result would not be valid Python: line 2"
+    ):
+        await call(
+            workspace,
+            "multi_edit",
+            path="m.py",
+            edits=[
+                {"old_string": "return 1", "new_string": "return 2"},
+                {"old_string": "return 2", "new_string": "return (2"},
+            ],
+        )
     assert (workspace / "pyproject.toml").read_text() == toml
     assert (workspace / "m.py").read_text() == "def f():\n    return 1\n"
 
@@ -111,15 +151,24 @@ async def test_a_toml_edit_names_the_line_and_multi_edit_applies_none(workspace:
 async def test_the_setting_reaches_the_model_as_the_calls_result(workspace: Path) -> None:
     """AgentSettings -> the loop's ToolContext -> the result the next request carries."""
     (workspace / "temps.py").write_text(TEMPS)
-    broken = ("edit_file", json.dumps({"path": "temps.py", "old_string": "- 32\n",
-                                       "new_string": "+ 32)\n"}))
-    fixed = ("edit_file", json.dumps({"path": "temps.py", "old_string": "- 32\n",
-                                      "new_string": "+ 32\n"}))
-    server = ScriptedServer([Reply(tool_calls=[broken]), Reply(tool_calls=[fixed]),
-                             Reply(content=["fixed"])])
+    broken = (
+        "edit_file",
+        json.dumps({"path": "temps.py", "old_string": "- 32\n", "new_string": "+ 32)\n"}),
+    )
+    fixed = (
+        "edit_file",
+        json.dumps({"path": "temps.py", "old_string": "- 32\n", "new_string": "+ 32\n"}),
+    )
+    server = ScriptedServer(
+        [Reply(tool_calls=[broken]), Reply(tool_calls=[fixed]), Reply(content=["fixed"])]
+    )
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
-    agent = Agent(client, workspace, settings=AgentSettings(refuse_syntax_errors=True),
-                  permissions=Permissions(Config(), mode="full-auto"))
+    agent = Agent(
+        client,
+        workspace,
+        settings=AgentSettings(refuse_syntax_errors=True),
+        permissions=Permissions(Config(), mode="full-auto"),
+    )
     finished = [e async for e in agent.run_turn("fix it") if isinstance(e, ToolCallFinished)]
     assert [f.error is None for f in finished] == [False, True]
     sent = server.requests[1]["messages"][-1]["content"]

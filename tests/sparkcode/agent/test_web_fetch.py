@@ -68,10 +68,14 @@ def fetch(**config: Any) -> WebFetch:
 
 
 async def test_the_local_server_is_refused_by_default_and_allowed_by_the_setting(
-        site: str, workspace: Path) -> None:
+    site: str, workspace: Path
+) -> None:
     ctx = ToolContext(workspace=workspace)
-    with pytest.raises(ToolError, match=r"refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a "
-                       r"local or private address \(set \[web_fetch\] allow_private"):
+    with pytest.raises(
+        ToolError,
+        match=r"refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a "
+        r"local or private address \(set \[web_fetch\] allow_private",
+    ):
         await fetch().run({"url": f"{site}/page"}, ctx)
     with pytest.raises(ToolError, match="resolves to ::1|resolves to 127"):
         await fetch().run({"url": site.replace("127.0.0.1", "localhost") + "/page"}, ctx)
@@ -105,15 +109,22 @@ async def test_caps_and_bad_input_are_clear_errors(site: str, workspace: Path) -
 
 
 async def test_a_fetch_is_approved_first_and_recorded_like_any_result(
-        site: str, workspace: Path) -> None:
-    server = ScriptedServer([
-        Reply(tool_calls=[("web_fetch", json.dumps({"url": f"{site}/page"}))]),
-        Reply(content=["spin it with widget.spin"]),
-    ])
+    site: str, workspace: Path
+) -> None:
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("web_fetch", json.dumps({"url": f"{site}/page"}))]),
+            Reply(content=["spin it with widget.spin"]),
+        ]
+    )
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
-    agent = Agent(client, workspace, settings=AgentSettings(),
-                  permissions=Permissions(Config(), mode="sandbox"),
-                  tools=default_tools([fetch(allow_private=True)]))
+    agent = Agent(
+        client,
+        workspace,
+        settings=AgentSettings(),
+        permissions=Permissions(Config(), mode="sandbox"),
+        tools=default_tools([fetch(allow_private=True)]),
+    )
     events = await run(agent, "how do I spin a widget?", answers=[True])
     asked = of(events, ApprovalRequested)[0]
     assert asked.tool == "web_fetch" and asked.summary == f"fetch {site}/page"
@@ -133,14 +144,21 @@ def test_web_fetch_is_off_by_default_and_its_settings_are_checked(tmp_path: Path
             parse_config(f"[web_fetch]\n{bad}\n", tmp_path / "c.toml")
 
 
-async def test_the_session_offers_web_fetch_only_when_enabled(workspace: Path,
-                                                              paths: Paths) -> None:
+async def test_the_session_offers_web_fetch_only_when_enabled(
+    workspace: Path, paths: Paths
+) -> None:
     async def tools() -> list[str]:
         with serve([Reply(content=["hi"])]) as server:
-            await run_headless(RunRequest(
-                prompt="hi", workspace=workspace, endpoint=url(server),
-                session=SessionOptions(record=False)),
-                               out=io.StringIO(), err=io.StringIO())
+            await run_headless(
+                RunRequest(
+                    prompt="hi",
+                    workspace=workspace,
+                    endpoint=url(server),
+                    session=SessionOptions(record=False),
+                ),
+                out=io.StringIO(),
+                err=io.StringIO(),
+            )
         return [t["function"]["name"] for t in server.requests[0]["tools"]]
 
     assert "web_fetch" not in await tools()

@@ -45,8 +45,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.endswith("/models"):
-            self._json(200, {"object": "list",
-                             "data": [{"id": "scripted", "max_model_len": 8192}]})
+            self._json(200, {"object": "list", "data": [{"id": "scripted", "max_model_len": 8192}]})
         else:
             self._json(404, {"error": {"message": "not found"}})
 
@@ -58,9 +57,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"count": len(tokens), "max_model_len": 8192, "tokens": tokens})
             return
         if self.path.endswith("/completions") and "/chat/" not in self.path:
-            self._json(200, {"id": "c", "object": "text_completion", "choices": [
-                {"index": 0, "text": "x", "finish_reason": "length"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+            self._json(
+                200,
+                {
+                    "id": "c",
+                    "object": "text_completion",
+                    "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+                },
+            )
             return
         if not self.path.endswith("/chat/completions"):
             self._json(404, {"error": {"message": "not found"}})
@@ -74,17 +79,24 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(text, Reply):
             self._reply(text)
             return
-        pieces = [text[i:i + 40] for i in range(0, len(text), 40)] or [""]
+        pieces = [text[i : i + 40] for i in range(0, len(text), 40)] or [""]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         try:
             for n, piece in enumerate(pieces, start=1):
                 self._frame(piece, n, n == len(pieces))
-            final = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
-                     "choices": [], "usage": {"prompt_tokens": 50,
-                                              "completion_tokens": len(pieces),
-                                              "total_tokens": 50 + len(pieces)}}
+            final = {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "scripted",
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 50,
+                    "completion_tokens": len(pieces),
+                    "total_tokens": 50 + len(pieces),
+                },
+            }
             self.wfile.write(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -102,11 +114,15 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _frame(self, piece: str, n: int, last: bool) -> None:
-        frame = {"id": "x", "object": "chat.completion.chunk", "model": "scripted",
-                 "choices": [{"index": 0, "delta": {"content": piece},
-                              "finish_reason": "stop" if last else None}],
-                 "usage": {"prompt_tokens": 50, "completion_tokens": n,
-                           "total_tokens": 50 + n}}
+        frame = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "model": "scripted",
+            "choices": [
+                {"index": 0, "delta": {"content": piece}, "finish_reason": "stop" if last else None}
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": n, "total_tokens": 50 + n},
+        }
         self.wfile.write(b"data: " + json.dumps(frame).encode() + b"\n\n")
 
     def _json(self, status: int, payload: dict[str, Any]) -> None:
@@ -137,5 +153,6 @@ def serve(answer: Answer, *, hold_after: int | None = None) -> Iterator[_Server]
 def task_of(body: dict[str, Any], problems: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The HumanEval problem whose prompt the request carries."""
     content = body["messages"][-1]["content"]
-    return max((p for p in problems.values() if p["prompt"] in content),
-               key=lambda p: len(p["prompt"]))
+    return max(
+        (p for p in problems.values() if p["prompt"] in content), key=lambda p: len(p["prompt"])
+    )

@@ -41,8 +41,10 @@ def solver(body: dict[str, Any]) -> Reply:
     task = _task(body)
     if body["messages"][-1]["role"] == "tool":
         return Reply(content=[task.solution.answer])
-    calls = [("write_file", json.dumps({"path": p, "content": c}))
-             for p, c in task.solution.files.items()]
+    calls = [
+        ("write_file", json.dumps({"path": p, "content": c}))
+        for p, c in task.solution.files.items()
+    ]
     calls += [("bash", json.dumps({"command": f"rm {p}"})) for p in task.solution.delete]
     return Reply(tool_calls=calls or [("list_files", "{}")])
 
@@ -60,9 +62,22 @@ def test_a_solver_passes_every_task_and_a_clumsy_model_none(tmp_path: Path) -> N
     kinds = ("answer", "fix-line", "rename", "run-tests")
     chosen = [t for t in TASKS.values() if t.kind in kinds]
     with serve(solver) as good, serve(clumsy) as bad:
-        result = CliRunner().invoke(app, [
-            "bench", "agent", "--endpoint", url(good), "--endpoint", url(bad), "-n", "1",
-            *(a for k in kinds for a in ("--kind", k)), "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "agent",
+                "--endpoint",
+                url(good),
+                "--endpoint",
+                url(bad),
+                "-n",
+                "1",
+                *(a for k in kinds for a in ("--kind", k)),
+                "-o",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, (result.output, result.exception)
     data = json.loads((out / "results.json").read_text())
     good_label, bad_label = (t["label"] for t in data["targets"])
@@ -82,7 +97,8 @@ def test_a_solver_passes_every_task_and_a_clumsy_model_none(tmp_path: Path) -> N
     assert miss["failed"] == ["the check program failed: AssertionError"]
     assert miss["session"]  # failed: kept for `sparkcode replay`
     assert data["units"][bad_label]["answer-value#1"]["failed"] == [
-        "the answer does not mention 'HI!!'"]
+        "the answer does not mention 'HI!!'"
+    ]
     assert data["settings"]["sandbox"] is True
     table = (out / "table.md").read_text()
     assert "| success / tries | 12 / 12 (100%) | 0 / 12 (0%) |" in table
@@ -102,9 +118,25 @@ def test_ctrl_c_keeps_finished_tries_and_resume_runs_the_rest(tmp_path: Path) ->
     args = ["--kind", "create", "-n", "2"]
     with serve(solver, hold_after=4) as server:  # two tries (two requests each) go through
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sparkcode", "bench", "agent", "--endpoint", url(server),
-             *args, "-o", str(out)], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+            [
+                sys.executable,
+                "-m",
+                "sparkcode",
+                "bench",
+                "agent",
+                "--endpoint",
+                url(server),
+                *args,
+                "-o",
+                str(out),
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and server.chats <= 4:
             time.sleep(0.2)
@@ -127,8 +159,11 @@ def test_ctrl_c_keeps_finished_tries_and_resume_runs_the_rest(tmp_path: Path) ->
     final = json.loads((out / "results.json").read_text())
     summary = next(iter(final["summary"].values()))
     assert final["complete"] and summary["success"] == summary["tries"] == 6
-    assert [u["seed"] for k, u in sorted(next(iter(final["units"].values())).items())
-            if k.startswith("create-hello")] == [1234, 1235]
+    assert [
+        u["seed"]
+        for k, u in sorted(next(iter(final["units"].values())).items())
+        if k.startswith("create-hello")
+    ] == [1234, 1235]
 
 
 def test_jobs_runs_tries_at_the_same_time(tmp_path: Path) -> None:
@@ -143,9 +178,23 @@ def test_jobs_runs_tries_at_the_same_time(tmp_path: Path) -> None:
 
     out = tmp_path / "jobs"
     with serve(together) as server:
-        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server),
-                                          "--kind", "create", "-n", "1", "--jobs", "3",
-                                          "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "agent",
+                "--endpoint",
+                url(server),
+                "--kind",
+                "create",
+                "-n",
+                "1",
+                "--jobs",
+                "3",
+                "-o",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, (result.output, result.exception)
     data = json.loads((out / "results.json").read_text())
     summary = next(iter(data["summary"].values()))
@@ -161,9 +210,25 @@ def test_a_try_past_its_timeout_is_stopped_and_checked_as_it_stands(tmp_path: Pa
 
     out = tmp_path / "slow"
     with serve(slow) as server:
-        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server), "-n", "1",
-                                          "--task", "create-hello", "--task", "answer-value",
-                                          "--try-timeout", "1.5", "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "agent",
+                "--endpoint",
+                url(server),
+                "-n",
+                "1",
+                "--task",
+                "create-hello",
+                "--task",
+                "answer-value",
+                "--try-timeout",
+                "1.5",
+                "-o",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, (result.output, result.exception)
     units = next(iter(json.loads((out / "results.json").read_text())["units"].values()))
     hello, value = units["create-hello#1"], units["answer-value#1"]
@@ -177,32 +242,76 @@ def test_only_a_final_answer_answers(tmp_path: Path) -> None:
     # The right words in a reply that also calls a tool, when the turn stops there
     # (max_turns), are no answer.
     out = tmp_path / "words"
-    with serve(lambda body: Reply(content=["It is HI!!"], tool_calls=[("list_files", "{}")])
-               ) as server:
-        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server), "-n", "1",
-                                          "--task", "answer-value", "--max-turns", "1",
-                                          "-o", str(out)])
+    with serve(
+        lambda body: Reply(content=["It is HI!!"], tool_calls=[("list_files", "{}")])
+    ) as server:
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "agent",
+                "--endpoint",
+                url(server),
+                "-n",
+                "1",
+                "--task",
+                "answer-value",
+                "--max-turns",
+                "1",
+                "-o",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, (result.output, result.exception)
     unit = next(iter(json.loads((out / "results.json").read_text())["units"].values()))[
-        "answer-value#1"]
+        "answer-value#1"
+    ]
     assert unit["reason"] == "max_turns" and unit["answer"] == "It is HI!!"
-    assert unit["failed"] == ["the answer does not mention 'HI!!'",
-                              "no final answer: the turn ended by max_turns"]
+    assert unit["failed"] == [
+        "the answer does not mention 'HI!!'",
+        "no final answer: the turn ended by max_turns",
+    ]
 
 
 def test_bad_input_is_named(tmp_path: Path) -> None:
     runner = CliRunner()
-    kind = runner.invoke(app, ["bench", "agent", "--endpoint", "http://127.0.0.1:9",
-                               "--kind", "fix"])
-    assert kind.exit_code == 1 and "unknown task kind(s): fix; the kinds are: answer, " \
-        in str(kind.exception)
-    dead = runner.invoke(app, ["bench", "agent", "--endpoint", "http://127.0.0.1:9",
-                               "--task", "create-hello", "-o", str(tmp_path / "dead")])
+    kind = runner.invoke(
+        app, ["bench", "agent", "--endpoint", "http://127.0.0.1:9", "--kind", "fix"]
+    )
+    assert kind.exit_code == 1 and "unknown task kind(s): fix; the kinds are: answer, " in str(
+        kind.exception
+    )
+    dead = runner.invoke(
+        app,
+        [
+            "bench",
+            "agent",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--task",
+            "create-hello",
+            "-o",
+            str(tmp_path / "dead"),
+        ],
+    )
     assert "cannot reach http://127.0.0.1:9/v1" in str(dead.exception)
     with serve(lambda body: "hi") as server:
         he = tmp_path / "he"
-        runner.invoke(app, ["bench", "loops", "--endpoint", url(server), "-n", "1",
-                            "--max-tokens", "8", "-o", str(he)])
+        runner.invoke(
+            app,
+            [
+                "bench",
+                "loops",
+                "--endpoint",
+                url(server),
+                "-n",
+                "1",
+                "--max-tokens",
+                "8",
+                "-o",
+                str(he),
+            ],
+        )
     other = runner.invoke(app, ["bench", "agent", "--resume", str(he)])
     assert "holds loops results, not agent" in str(other.exception)
     # A run whose tasks changed since it started is not resumed into one column.
@@ -210,8 +319,9 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
     data["settings"]["task_digests"]["create-hello"] = "0" * 64
     (tmp_path / "dead" / "results.json").write_text(json.dumps(data))
     changed = runner.invoke(app, ["bench", "agent", "--resume", str(tmp_path / "dead")])
-    assert "cannot be resumed: its tasks changed since it started (changed: create-hello)" \
-        in str(changed.exception)
+    assert "cannot be resumed: its tasks changed since it started (changed: create-hello)" in str(
+        changed.exception
+    )
 
 
 @pytest.mark.parametrize("extra", [["--tries", "0"], ["--max-turns", "0"], ["--jobs", "0"]])
@@ -224,29 +334,49 @@ def typo(body: dict[str, Any]) -> Reply:
     """Writes calc.py with a name that does not exist, then answers."""
     if body["messages"][-1]["role"] == "tool":
         return Reply(content=["Done."])
-    return Reply(tool_calls=[("write_file", json.dumps(
-        {"path": "calc.py", "content": "def add(a, b):\n    return a + bb\n"}))])
+    return Reply(
+        tool_calls=[
+            (
+                "write_file",
+                json.dumps({"path": "calc.py", "content": "def add(a, b):\n    return a + bb\n"}),
+            )
+        ]
+    )
 
 
 @pytest.mark.slow  # the real language server (basedpyright) starts for the first try
-def test_no_diagnostics_keeps_the_language_server_out_of_edit_results(
-        tmp_path: Path) -> None:
+def test_no_diagnostics_keeps_the_language_server_out_of_edit_results(tmp_path: Path) -> None:
     """The suite measures what the app does (diagnostics on) unless told otherwise, so
     that the two can be put side by side (docs/agent.md: with and without)."""
     results = {}
     for flag in ("--diagnostics", "--no-diagnostics"):
         out = tmp_path / flag.strip("-")
         with serve(typo) as server:
-            result = CliRunner().invoke(app, [
-                "bench", "agent", "--endpoint", url(server), "-n", "1",
-                "--task", "fix-line-add", flag, "-o", str(out)])
+            result = CliRunner().invoke(
+                app,
+                [
+                    "bench",
+                    "agent",
+                    "--endpoint",
+                    url(server),
+                    "-n",
+                    "1",
+                    "--task",
+                    "fix-line-add",
+                    flag,
+                    "-o",
+                    str(out),
+                ],
+            )
             assert result.exit_code == 0, (result.output, result.exception)
             [tool] = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
         results[flag] = tool["content"]
         settings = json.loads((out / "results.json").read_text())["settings"]
         assert settings["diagnostics"] is (flag == "--diagnostics")
-        assert ("diagnostics in edit results " + ("on" if flag == "--diagnostics" else "off")
-                in (out / "table.md").read_text())
+        assert (
+            "diagnostics in edit results " + ("on" if flag == "--diagnostics" else "off")
+            in (out / "table.md").read_text()
+        )
     assert "new problem in calc.py after this edit" in results["--diagnostics"]
     assert '"bb" is not defined' in results["--diagnostics"]
     assert "after this edit" not in results["--no-diagnostics"]
@@ -262,15 +392,34 @@ def test_until_pass_skips_a_tasks_later_tries_once_one_passed(tmp_path: Path) ->
 
     out = tmp_path / "until"
     with serve(hello_only) as server:
-        result = CliRunner().invoke(app, ["bench", "agent", "--endpoint", url(server),
-                                          "--kind", "create", "-n", "3", "--until-pass",
-                                          "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "agent",
+                "--endpoint",
+                url(server),
+                "--kind",
+                "create",
+                "-n",
+                "3",
+                "--until-pass",
+                "-o",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, (result.output, result.exception)
     data = json.loads((out / "results.json").read_text())
     units = next(iter(data["units"].values()))
-    assert sorted(units) == ["create-hello#1", "create-json#1", "create-json#2",
-                             "create-json#3", "create-module#1", "create-module#2",
-                             "create-module#3"]
+    assert sorted(units) == [
+        "create-hello#1",
+        "create-json#1",
+        "create-json#2",
+        "create-json#3",
+        "create-module#1",
+        "create-module#2",
+        "create-module#3",
+    ]
     summary = next(iter(data["summary"].values()))
     assert (summary["tasks_solved"], summary["success"], summary["tries"]) == (1, 1, 7)
     assert data["settings"]["until_pass"] is True

@@ -41,20 +41,24 @@ def test_the_suite_has_three_tasks_of_each_kind() -> None:
     counts = Counter(t.kind for t in TASKS.values())
     assert set(counts) == set(KINDS) and min(counts.values()) >= 3
     # Table order: by kind, then by name.
-    assert [t.kind for t in TASKS.values()] == sorted((t.kind for t in TASKS.values()),
-                                                     key=KINDS.index)
+    assert [t.kind for t in TASKS.values()] == sorted(
+        (t.kind for t in TASKS.values()), key=KINDS.index
+    )
 
 
 @pytest.mark.parametrize("task_id", list(TASKS))
-def test_check_fails_untouched_and_passes_the_reference(task_id: str, tmp_path: Path,
-                                                        sandbox: Sandbox | None) -> None:
+def test_check_fails_untouched_and_passes_the_reference(
+    task_id: str, tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     task = TASKS[task_id]
     ws = make_workspace(task, tmp_path / "ws")
-    log = subprocess.run(["git", "log", "--format=%s"], cwd=ws, capture_output=True,
-                         text=True, check=True).stdout
+    log = subprocess.run(
+        ["git", "log", "--format=%s"], cwd=ws, capture_output=True, text=True, check=True
+    ).stdout
     assert log.strip() == f"task {task_id}: starting files"
-    assert not subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True,
-                              text=True, check=True).stdout
+    assert not subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True, check=True
+    ).stdout
     # What a try that does nothing leaves: the starting files and an echo of the prompt.
     assert check(task, ws, task.prompt, sandbox), "the check passes a try that did nothing"
     answer = apply_solution(task, ws)
@@ -81,8 +85,12 @@ def test_a_broken_solution_is_named_precisely(tmp_path: Path, sandbox: Sandbox |
 
 def test_selection_and_bad_names() -> None:
     assert select(None, None) == list(TASKS)
-    assert select(["answer-value"], ["create"]) == ["answer-value", "create-hello",
-                                                     "create-json", "create-module"]
+    assert select(["answer-value"], ["create"]) == [
+        "answer-value",
+        "create-hello",
+        "create-json",
+        "create-module",
+    ]
     with pytest.raises(UserError, match="unknown agent task.*nope; the tasks are: answer-"):
         select(["nope"], None)
     with pytest.raises(UserError, match="unknown task kind.*fix; the kinds are: answer, "):

@@ -9,8 +9,10 @@ P0 = load_problems()["HumanEval/0"]
 
 
 def test_the_fence_defining_the_entry_point_wins() -> None:
-    answer = ("First a helper:\n```python\ndef helper(): pass\n```\nThen:\n```py\n"
-              "def has_close_elements(numbers, threshold):\n    return False\n```")
+    answer = (
+        "First a helper:\n```python\ndef helper(): pass\n```\nThen:\n```py\n"
+        "def has_close_elements(numbers, threshold):\n    return False\n```"
+    )
     code, how = extract_code(answer, "has_close_elements")
     assert how == "fence" and code.startswith("def has_close_elements")
 
@@ -23,8 +25,10 @@ def test_an_unclosed_fence_and_a_bare_answer() -> None:
 
 
 def test_sanitizing_drops_tests_prints_and_main() -> None:
-    code = ("import math\nX = 3\ndef f():\n    return X\nprint(f())\nassert f() == 3\n"
-            "if __name__ == '__main__':\n    f()\nthis is not python")
+    code = (
+        "import math\nX = 3\ndef f():\n    return X\nprint(f())\nassert f() == 3\n"
+        "if __name__ == '__main__':\n    f()\nthis is not python"
+    )
     assert sanitize(code) == "import math\n\nX = 3\n\ndef f():\n    return X"
 
 

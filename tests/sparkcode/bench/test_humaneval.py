@@ -35,17 +35,30 @@ def wrong(body: dict[str, Any]) -> str:
     p = task_of(body, PROBLEMS)
     ids = list(PROBLEMS)
     q = PROBLEMS[ids[(ids.index(p["task_id"]) + 1) % len(ids)]]
-    code = (q["prompt"] + q["canonical_solution"]).replace(f"def {q['entry_point']}(",
-                                                          f"def {p['entry_point']}(")
+    code = (q["prompt"] + q["canonical_solution"]).replace(
+        f"def {q['entry_point']}(", f"def {p['entry_point']}("
+    )
     return f"```python\n{code}```"
 
 
 def test_canonical_pass_all_and_wrong_pass_none_side_by_side(tmp_path: Path) -> None:
     out = tmp_path / "he"
     with serve(canonical) as good, serve(wrong) as bad:
-        result = CliRunner().invoke(app, [
-            "bench", "humaneval", "--endpoint", url(good), "--endpoint", url(bad),
-            "--workers", "4", "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "humaneval",
+                "--endpoint",
+                url(good),
+                "--endpoint",
+                url(bad),
+                "--workers",
+                "4",
+                "-o",
+                str(out),
+            ],
+        )
     assert result.exit_code == 0, result.output
     data = json.loads((out / "results.json").read_text())
     labels = [t["label"] for t in data["targets"]]
@@ -71,35 +84,52 @@ def test_canonical_pass_all_and_wrong_pass_none_side_by_side(tmp_path: Path) -> 
 
 
 def _plus_file(path: Path, ids: list[str]) -> Path:
-    inputs: dict[str, list[Any]] = {"HumanEval/0": [[[1.0, 2.0, 3.0], 0.5], [[1.0, 2.8, 3.0], 0.3]],
-              "HumanEval/2": [[3.5], [1.25], [10.0]],
-              "HumanEval/4": [[[1.0, 2.0, 3.0, 4.0]], [[-1.0, 1.0]]]}
+    inputs: dict[str, list[Any]] = {
+        "HumanEval/0": [[[1.0, 2.0, 3.0], 0.5], [[1.0, 2.8, 3.0], 0.3]],
+        "HumanEval/2": [[3.5], [1.25], [10.0]],
+        "HumanEval/4": [[[1.0, 2.0, 3.0, 4.0]], [[-1.0, 1.0]]],
+    }
     with path.open("w") as fh:
         for task in ids:
             p = PROBLEMS[task]
-            fh.write(json.dumps({**{k: p[k] for k in ("task_id", "prompt", "entry_point",
-                                                      "canonical_solution")},
-                                 "base_input": inputs[task][:1], "plus_input": inputs[task][1:],
-                                 "atol": 0}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        **{
+                            k: p[k]
+                            for k in ("task_id", "prompt", "entry_point", "canonical_solution")
+                        },
+                        "base_input": inputs[task][:1],
+                        "plus_input": inputs[task][1:],
+                        "atol": 0,
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
 def test_plus_scores_evalplus_inputs_against_the_canonical_solution(tmp_path: Path) -> None:
-    plus = _plus_file(tmp_path / "HumanEvalPlus.jsonl", ["HumanEval/0", "HumanEval/2",
-                                                          "HumanEval/4"])
+    plus = _plus_file(
+        tmp_path / "HumanEvalPlus.jsonl", ["HumanEval/0", "HumanEval/2", "HumanEval/4"]
+    )
 
     def almost(body: dict[str, Any]) -> str:
         # Right on HumanEval's own tests, wrong on one EvalPlus input (3.5 -> 0.5 only).
         p = task_of(body, PROBLEMS)
         if p["task_id"] == "HumanEval/2":
-            return ("```python\ndef truncate_number(number: float) -> float:\n"
-                    "    return 0.5 if number == 3.5 else number % 1.0 + (number == 1.25)\n```")
+            return (
+                "```python\ndef truncate_number(number: float) -> float:\n"
+                "    return 0.5 if number == 3.5 else number % 1.0 + (number == 1.25)\n```"
+            )
         return canonical(body)
 
     out = tmp_path / "plus"
     with serve(almost) as server:
-        result = CliRunner().invoke(app, ["bench", "humaneval", "--endpoint", url(server),
-                                          "--plus", str(plus), "-o", str(out)])
+        result = CliRunner().invoke(
+            app,
+            ["bench", "humaneval", "--endpoint", url(server), "--plus", str(plus), "-o", str(out)],
+        )
     assert result.exit_code == 0, result.output
     data = json.loads((out / "results.json").read_text())
     summary = next(iter(data["summary"].values()))
@@ -113,11 +143,31 @@ def test_plus_scores_evalplus_inputs_against_the_canonical_solution(tmp_path: Pa
 
 def test_bad_input_is_named(tmp_path: Path) -> None:
     runner = CliRunner()
-    missing = runner.invoke(app, ["bench", "humaneval", "--endpoint", "http://127.0.0.1:9",
-                                  "--plus", str(tmp_path / "nope.jsonl")])
+    missing = runner.invoke(
+        app,
+        [
+            "bench",
+            "humaneval",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--plus",
+            str(tmp_path / "nope.jsonl"),
+        ],
+    )
     assert missing.exit_code == 1 and "nope.jsonl: no such file" in str(missing.exception)
-    dead = runner.invoke(app, ["bench", "humaneval", "--endpoint", "http://127.0.0.1:9",
-                               "--limit", "1", "-o", str(tmp_path / "dead")])
+    dead = runner.invoke(
+        app,
+        [
+            "bench",
+            "humaneval",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--limit",
+            "1",
+            "-o",
+            str(tmp_path / "dead"),
+        ],
+    )
     assert dead.exit_code == 1 and "cannot reach http://127.0.0.1:9" in str(dead.exception)
     not_url = runner.invoke(app, ["bench", "loops", "--endpoint", "localhost:8000"])
     assert "must be an http(s) URL" in str(not_url.exception)
@@ -130,9 +180,26 @@ def test_ctrl_c_keeps_what_finished_and_resume_finishes_it(tmp_path: Path) -> No
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with serve(canonical, hold_after=3) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sparkcode", "bench", "humaneval", "--endpoint", url(server),
-             "--limit", "20", "-o", str(out)], env=env, cwd=tmp_path,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+            [
+                sys.executable,
+                "-m",
+                "sparkcode",
+                "bench",
+                "humaneval",
+                "--endpoint",
+                url(server),
+                "--limit",
+                "20",
+                "-o",
+                str(out),
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             time.sleep(0.2)

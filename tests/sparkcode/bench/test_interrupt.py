@@ -30,9 +30,15 @@ else:
 
 
 def _run(mode: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env={"PYTHONPATH": str(ROOT)},
-                          preexec_fn=default_sigint)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(ROOT)},
+        preexec_fn=default_sigint,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 

@@ -66,15 +66,24 @@ def test_the_table_splits_kld_and_perplexity_by_text_set() -> None:
     def nll(n: int, value: float) -> dict[str, Any]:
         return {"n": n, "nll_sum": n * value, "top_k": 3, "coverage_sum": float(n)}
 
-    ref_units = {"a:code:0": nll(2, 1.0), "a:prose:0": nll(2, 2.0),
-                 "floor:code:0": cmp([same] * 2, [same] * 2),
-                 "floor:prose:0": cmp([same] * 2, [same] * 2)}
-    units = {"a:code:0": nll(2, 1.0), "a:prose:0": nll(2, 3.0),
-             "cmp:code:0": cmp([same] * 2, [same] * 2),       # code: identical
-             "cmp:prose:0": cmp([same] * 2, [flipped] * 2)}   # prose: far apart
-    data = {"kind": "kld", "settings": {"texts": ["code", "prose"]},
-            "targets": [{"label": "ref"}, {"label": "other"}],
-            "units": {"ref": ref_units, "other": units}}
+    ref_units = {
+        "a:code:0": nll(2, 1.0),
+        "a:prose:0": nll(2, 2.0),
+        "floor:code:0": cmp([same] * 2, [same] * 2),
+        "floor:prose:0": cmp([same] * 2, [same] * 2),
+    }
+    units = {
+        "a:code:0": nll(2, 1.0),
+        "a:prose:0": nll(2, 3.0),
+        "cmp:code:0": cmp([same] * 2, [same] * 2),  # code: identical
+        "cmp:prose:0": cmp([same] * 2, [flipped] * 2),
+    }  # prose: far apart
+    data = {
+        "kind": "kld",
+        "settings": {"texts": ["code", "prose"]},
+        "targets": [{"label": "ref"}, {"label": "other"}],
+        "units": {"ref": ref_units, "other": units},
+    }
     text = table(columns([data]))
     assert f"| perplexity, prose | {math.exp(2):.3f} | {math.exp(3):.3f} |" in text
     assert "| KLD vs reference, code | – | 0.0000 |" in text
@@ -92,6 +101,5 @@ def test_the_kl_histogram_bins_span_zeros_and_the_largest_value() -> None:
     # Log-spaced: every bin spans the same ratio, so 2e-4 and 0.003 fall in different bins.
     assert math.isclose(edges[1] / edges[0], edges[-1] / edges[-2])
     assert sum(1 for a, b in zip(edges, edges[1:], strict=False) if a <= 2e-4 < b) == 1
-    assert not any(a <= 2e-4 < b and a <= 0.003 < b for a, b in zip(edges, edges[1:],
-                                                                    strict=False))
+    assert not any(a <= 2e-4 < b and a <= 0.003 < b for a, b in zip(edges, edges[1:], strict=False))
     assert kl_bins([0.0])[-1] > KL_FLOOR  # a floor of zeros alone still gets a range

@@ -42,11 +42,13 @@ def test_a_huge_allocation_fails_inside_the_sample() -> None:
 def test_writes_outside_the_sample_directory_are_refused(tmp_path: Path) -> None:
     tmp_path.chmod(0o777)  # even a world-writable directory
     outside = tmp_path / "escaped.txt"
-    for code in (f"open({str(outside)!r}, 'w').write('x')",
-                 f"import os\nos.open({str(outside)!r}, os.O_CREAT | os.O_WRONLY)",
-                 f"import shutil\nshutil.rmtree({str(tmp_path)!r})",
-                 f"import pathlib\npathlib.Path({str(outside)!r}).write_text('x')",
-                 "import ctypes\nctypes.CDLL(None).fopen(b'/tmp/escaped-ctypes', b'w')"):
+    for code in (
+        f"open({str(outside)!r}, 'w').write('x')",
+        f"import os\nos.open({str(outside)!r}, os.O_CREAT | os.O_WRONLY)",
+        f"import shutil\nshutil.rmtree({str(tmp_path)!r})",
+        f"import pathlib\npathlib.Path({str(outside)!r}).write_text('x')",
+        "import ctypes\nctypes.CDLL(None).fopen(b'/tmp/escaped-ctypes', b'w')",
+    ):
         out = run_program(code, FAST)
         assert out.status == "failed", code
         assert "sandbox" in out.stderr, out.stderr
@@ -72,8 +74,10 @@ def test_sockets_are_refused_and_reach_nothing() -> None:
 
     thread = threading.Thread(target=accept)
     thread.start()
-    out = run_program(f"import socket\ns = socket.create_connection(('127.0.0.1', {port}))\n"
-                      "s.sendall(b'leak')", FAST)
+    out = run_program(
+        f"import socket\ns = socket.create_connection(('127.0.0.1', {port}))\ns.sendall(b'leak')",
+        FAST,
+    )
     thread.join()
     listener.close()
     assert out.status == "failed" and "sandbox: socket" in out.stderr
@@ -85,8 +89,7 @@ def test_the_sample_has_a_network_namespace_of_its_own() -> None:
     # Native code can get past an audit hook; the namespace has nothing but loopback.
     host = Path("/proc/self/net/dev").read_text()
     out = run_program("print(open('/proc/self/net/dev').read())", FAST)
-    interfaces = [line.split(":")[0].strip() for line in out.stdout.splitlines()
-                  if ":" in line]
+    interfaces = [line.split(":")[0].strip() for line in out.stdout.splitlines() if ":" in line]
     assert out.status == "passed" and interfaces == ["lo"], out.stdout
     assert len(host.splitlines()) > 3  # the host has more than loopback
 

@@ -16,8 +16,12 @@ LOOP = "Let me look at the file. " + "ization" * 12 + "\n"
 CLEAN = "The function reads the file and returns its lines.\n"
 
 
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-            args: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
+def run_cli(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    stdin: bytes = b"",
+) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "argv", ["sparkcode", "detect", *args])
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
     with pytest.raises(SystemExit) as exc:
@@ -27,8 +31,9 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     return (code if isinstance(code, int) else 0), out, err
 
 
-def test_degenerate_file_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_degenerate_file_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "turn.txt"
     path.write_text(LOOP, encoding="utf-8")
     code, out, _ = run_cli(monkeypatch, capsys, [str(path)])
@@ -38,8 +43,9 @@ def test_degenerate_file_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "line 1, column 26" in out  # the loop starts right after the lead sentence
 
 
-def test_clean_file_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_clean_file_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "turn.txt"
     path.write_text(CLEAN, encoding="utf-8")
     code, out, _ = run_cli(monkeypatch, capsys, [str(path)])
@@ -48,8 +54,9 @@ def test_clean_file_exits_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize("args", [[], ["-"]])
-def test_reads_stdin(args: list[str], monkeypatch: pytest.MonkeyPatch,
-                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_reads_stdin(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run_cli(monkeypatch, capsys, args, LOOP.encode())
     assert code == 1 and "subword_repeat" in out
     code, out, _ = run_cli(monkeypatch, capsys, args, CLEAN.encode())
@@ -66,8 +73,9 @@ def test_json_output(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
     assert payload["decoded_with_replacement"] is False
 
 
-def test_missing_file_is_one_error_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_file_is_one_error_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "nope.txt"
     code, out, err = run_cli(monkeypatch, capsys, [str(missing)])
     assert code == 2
@@ -75,16 +83,17 @@ def test_missing_file_is_one_error_line_exit_2(tmp_path: Path, monkeypatch: pyte
     assert err == f"error: cannot read {missing}: no such file\n"
 
 
-def test_directory_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_directory_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run_cli(monkeypatch, capsys, [str(tmp_path)])
     assert code == 2
     assert err.startswith("error: cannot read") and "directory" in err
 
 
 def test_binary_input_is_decoded_with_replacement(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "blob.bin"
     path.write_bytes(b"header \xff\xfe ok\n")
     code, out, err = run_cli(monkeypatch, capsys, [str(path)])
@@ -95,8 +104,9 @@ def test_binary_input_is_decoded_with_replacement(
     assert payload["decoded_with_replacement"] is True and payload["replaced_bytes"] == 2
 
 
-def test_garbage_binary_is_degenerate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_garbage_binary_is_degenerate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "blob.bin"
     path.write_bytes(bytes(range(128, 256)) * 4)
     code, out, err = run_cli(monkeypatch, capsys, [str(path)])
@@ -107,7 +117,11 @@ def test_garbage_binary_is_degenerate(tmp_path: Path, monkeypatch: pytest.Monkey
 @pytest.mark.slow
 def test_console_script_pipe() -> None:
     """The real entry point in a pipe: what users do with other tools' output."""
-    proc = subprocess.run([sys.executable, "-m", "sparkcode", "detect"], input=LOOP.encode(),
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparkcode", "detect"],
+        input=LOOP.encode(),
+        capture_output=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     assert b"subword_repeat" in proc.stdout

@@ -36,8 +36,9 @@ def test_command_prints_exact_argv(paths: Paths) -> None:
     code, out = run("engine", "command", "--profile", "cpu-demo", "--port", "9001")
     assert code == 0
     assert "export VLLM_CPU_KVCACHE_SPACE=1" in out
-    joined = " ".join(line.rstrip(" \\").strip() for line in out.splitlines()
-                      if not line.startswith("export"))
+    joined = " ".join(
+        line.rstrip(" \\").strip() for line in out.splitlines() if not line.startswith("export")
+    )
     argv = shlex.split(joined)
     assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert argv[argv.index("--port") + 1] == "9001"
@@ -50,8 +51,12 @@ def test_command_shows_usage_reporting_and_hub_look_ups_off(paths: Paths, profil
     code, out = run("engine", "command", "--profile", profile)
     assert code == 0
     nodes = 2 if profile.endswith("2spark") else 1
-    for line in ("export VLLM_NO_USAGE_STATS=1", "export DO_NOT_TRACK=1",
-                 "export HF_HUB_OFFLINE=1", "export TRANSFORMERS_OFFLINE=1"):
+    for line in (
+        "export VLLM_NO_USAGE_STATS=1",
+        "export DO_NOT_TRACK=1",
+        "export HF_HUB_OFFLINE=1",
+        "export TRANSFORMERS_OFFLINE=1",
+    ):
         assert out.count(line) == nodes, (line, out)
     code, out = run("engine", "command", "--profile", profile, "--json")
     data = json.loads(out)
@@ -89,8 +94,9 @@ def test_memory_admission_refuses_then_override_reaches_next_check(paths: Paths)
     assert "glm-5.3-flash-sc2" in out
 
 
-def test_memory_check_names_need_and_override(monkeypatch: pytest.MonkeyPatch,
-                                              paths: Paths, tmp_path: Path) -> None:
+def test_memory_check_names_need_and_override(
+    monkeypatch: pytest.MonkeyPatch, paths: Paths, tmp_path: Path
+) -> None:
     from engine.supervisor import _checks
 
     model = tmp_path / "m"
@@ -107,8 +113,9 @@ def test_memory_check_names_need_and_override(monkeypatch: pytest.MonkeyPatch,
     assert "--skip-memory-check" in out
 
 
-def test_main_prints_one_line_without_traceback(capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_main_prints_one_line_without_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
     from sparkcode.cli import main
@@ -122,17 +129,20 @@ def test_main_prints_one_line_without_traceback(capsys: pytest.CaptureFixture[st
 
 
 def test_leaving_the_tui_says_the_engine_keeps_running(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from engine.supervisor import EngineStatus, Supervisor
     from sparkcode.cli._tui import note_running_engine
 
-    running = EngineStatus(state="ready", pid=4242, profile="cpu-demo",
-                           base_url="http://127.0.0.1:8400/v1")
+    running = EngineStatus(
+        state="ready", pid=4242, profile="cpu-demo", base_url="http://127.0.0.1:8400/v1"
+    )
     monkeypatch.setattr(Supervisor, "status", lambda self: running)
     note_running_engine(Paths.from_env())
     err = capsys.readouterr().err
-    assert ("the cpu-demo engine is still running on http://127.0.0.1:8400/v1 "
-            "(ready, pid 4242)") in err
+    assert (
+        "the cpu-demo engine is still running on http://127.0.0.1:8400/v1 (ready, pid 4242)"
+    ) in err
     assert "`sparkcode engine stop` stops it" in err
     monkeypatch.setattr(Supervisor, "status", lambda self: EngineStatus(state="stopped"))
     note_running_engine(Paths.from_env())
@@ -145,13 +155,25 @@ def test_a_worker_whose_tp_process_died_says_so_despite_exit_code_0() -> None:
     from engine.supervisor import NodeStatus
     from sparkcode.cli._engine import _node_line
 
-    died = ("(MainProcess pid=8807) ERROR 12-02 14:58:24 [multiproc_executor.py:315] Worker "
-            "proc VllmWorker-1 died unexpectedly (exit code: -9), shutting down executor.")
-    node = NodeStatus(name="worker", state="exited", address="127.0.0.1", pid=8805,
-                      exit_code=0, log_tail=[died, "(MainProcess pid=8807) INFO 12-02 "
-                                             "14:58:24 [multiproc_executor.py:486] [shutdown] "
-                                             "Executor: all workers exited gracefully"])
+    died = (
+        "(MainProcess pid=8807) ERROR 12-02 14:58:24 [multiproc_executor.py:315] Worker "
+        "proc VllmWorker-1 died unexpectedly (exit code: -9), shutting down executor."
+    )
+    node = NodeStatus(
+        name="worker",
+        state="exited",
+        address="127.0.0.1",
+        pid=8805,
+        exit_code=0,
+        log_tail=[
+            died,
+            "(MainProcess pid=8807) INFO 12-02 "
+            "14:58:24 [multiproc_executor.py:486] [shutdown] "
+            "Executor: all workers exited gracefully",
+        ],
+    )
     assert _node_line(node) == (
         "exited, local, 127.0.0.1, pid 8805, exit code 0, ERROR 12-02 14:58:24 "
         "[multiproc_executor.py:315] Worker proc VllmWorker-1 died unexpectedly (exit code: "
-        "-9), shutting down executor.")
+        "-9), shutting down executor."
+    )

@@ -26,14 +26,18 @@ class Terminal(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize(("typed", "answer"), [
-    ("2\n", Answer.answered("rename it")),
-    ("my own way\n", Answer.answered("my own way")),
-    ("\n", Answer.declined()),
-    ("", Answer.declined()),  # end of input
-])
-async def test_the_terminal_answers(monkeypatch: pytest.MonkeyPatch, typed: str,
-                                    answer: Answer) -> None:
+@pytest.mark.parametrize(
+    ("typed", "answer"),
+    [
+        ("2\n", Answer.answered("rename it")),
+        ("my own way\n", Answer.answered("my own way")),
+        ("\n", Answer.declined()),
+        ("", Answer.declined()),  # end of input
+    ],
+)
+async def test_the_terminal_answers(
+    monkeypatch: pytest.MonkeyPatch, typed: str, answer: Answer
+) -> None:
     monkeypatch.setattr(sys, "stdin", Terminal(typed))
     err = io.StringIO()
     got = await run_asker(err)(Question("Which way?", ("keep it", "rename it")))
@@ -48,14 +52,22 @@ async def test_no_terminal_asks_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_run_at_a_terminal_sends_the_typed_answer(
-        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(sys, "stdin", Terminal("textutil\n"))
     call = ("ask_user", json.dumps({"question": "Which name?"}))
     with serve([Reply(tool_calls=[call]), Reply(content=["renamed"])]) as server:
         out, err = io.StringIO(), io.StringIO()
-        code = await run_headless(RunRequest(
-            prompt="rename it", workspace=workspace, endpoint=url(server),
-            session=SessionOptions(record=False)), out=out, err=err)
+        code = await run_headless(
+            RunRequest(
+                prompt="rename it",
+                workspace=workspace,
+                endpoint=url(server),
+                session=SessionOptions(record=False),
+            ),
+            out=out,
+            err=err,
+        )
         sent = server.requests[1]["messages"][-1]["content"]
     assert code == EXIT_OK, err.getvalue()
     assert sent.startswith("the user answered: textutil")

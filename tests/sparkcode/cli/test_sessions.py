@@ -65,16 +65,19 @@ def test_bad_ids_and_arguments_are_clear_errors(paths: Paths) -> None:
         (["replay", first.stem], "say what to do"),
         (["replay", first.stem, "--rerun", "--endpoint", "ftp://x"], "--endpoint must"),
         (["replay", first.stem, "--rerun"], "the managed engine is stopped"),
-        (["replay", first.stem, "--rerun", "--endpoint",
-          f"http://127.0.0.1:{free_port()}/v1"], "cannot reach"),
+        (
+            ["replay", first.stem, "--rerun", "--endpoint", f"http://127.0.0.1:{free_port()}/v1"],
+            "cannot reach",
+        ),
     ):
         result = runner.invoke(app, args)
         assert isinstance(result.exception, UserError), (args, result.exception)
         assert str(result.exception).startswith(message), (args, str(result.exception))
 
 
-def test_main_prints_one_error_line(paths: Paths, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_prints_one_error_line(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(sys, "argv", ["sparkcode", "sessions", "show", "nosuch"])
     with pytest.raises(SystemExit) as exited:
         main()
@@ -84,17 +87,28 @@ def test_main_prints_one_error_line(paths: Paths, monkeypatch: pytest.MonkeyPatc
     assert len(err.strip().splitlines()) == 1
 
 
-def test_cli_rerun_minimize_writes_a_bundle_and_saves_results(paths: Paths,
-                                                              tmp_path: Path) -> None:
+def test_cli_rerun_minimize_writes_a_bundle_and_saves_results(paths: Paths, tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     tool_output = "text\n" * 100 + "the needle is here\n" + "tail\n" * 100
-    recorder = asyncio.run(record_conversation(agentish_turns(tool_output),
-                                               EchoServer().transport(), paths.data_dir))
+    recorder = asyncio.run(
+        record_conversation(agentish_turns(tool_output), EchoServer().transport(), paths.data_dir)
+    )
     bundle = tmp_path / "bundle"
     with EchoHTTP() as server:
-        result = runner.invoke(app, ["replay", recorder.path.stem, "--rerun", "--endpoint",
-                                     server.base_url, "--minimize", "--bundle", str(bundle),
-                                     "--json"])
+        result = runner.invoke(
+            app,
+            [
+                "replay",
+                recorder.path.stem,
+                "--rerun",
+                "--endpoint",
+                server.base_url,
+                "--minimize",
+                "--bundle",
+                str(bundle),
+                "--json",
+            ],
+        )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     turns = data["runs"][0]["turns"]
@@ -105,13 +119,15 @@ def test_cli_rerun_minimize_writes_a_bundle_and_saves_results(paths: Paths,
     # The sessions screen reads the same results back.
     saved = SessionStore(paths.sessions_dir).load_result(recorder.path.stem)
     assert saved is not None and saved["runs"][0]["target"] == server.base_url
-    text = runner.invoke(app, ["replay", recorder.path.stem, "--rerun", "--endpoint",
-                               "http://127.0.0.1:1/v1"])
+    text = runner.invoke(
+        app, ["replay", recorder.path.stem, "--rerun", "--endpoint", "http://127.0.0.1:1/v1"]
+    )
     assert isinstance(text.exception, UserError)
 
 
-def test_resume_and_fork_bad_input_are_clear_errors(paths: Paths, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_and_fork_bad_input_are_clear_errors(
+    paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, _ = asyncio.run(_two_sessions(paths))
     here = tmp_path / "elsewhere"
     here.mkdir()
@@ -119,12 +135,17 @@ def test_resume_and_fork_bad_input_are_clear_errors(paths: Paths, tmp_path: Path
     recorded_in = load_session(first).header["workspace"]
     for args, message in (
         (["sessions", "fork", "nosuch"], "no session with ID 'nosuch'"),
-        (["sessions", "fork", first.stem, "--turn", "7"], f"session {first.stem} has 1 turn; "
-         "there is no turn 7"),
+        (
+            ["sessions", "fork", first.stem, "--turn", "7"],
+            f"session {first.stem} has 1 turn; there is no turn 7",
+        ),
         (["run", "--resume", "nosuch", "hi"], "no session with ID 'nosuch'"),
         (["run", "--continue", "hi"], f"no recorded session of {here} to continue"),
-        (["run", "--resume", first.stem, "hi"], f"session {first.stem} was recorded in "
-         f"{recorded_in}, not in {here}; to resume it there, pass --workspace"),
+        (
+            ["run", "--resume", first.stem, "hi"],
+            f"session {first.stem} was recorded in "
+            f"{recorded_in}, not in {here}; to resume it there, pass --workspace",
+        ),
         (["run", "--resume", first.stem, "--continue", "hi"], "--resume and --continue"),
         (["run", "--seed", "often", "hi"], "--seed must be"),
     ):

@@ -24,15 +24,17 @@ def recorded(paths: Paths, workspace: Path) -> Path:
 
 def test_export_writes_markdown_and_html_transcripts(recorded: Path, tmp_path: Path) -> None:
     target = tmp_path / "t.md"
-    result = runner.invoke(app, ["sessions", "export", recorded.stem[:6], str(target),
-                                 "--format", "md"])
+    result = runner.invoke(
+        app, ["sessions", "export", recorded.stem[:6], str(target), "--format", "md"]
+    )
     assert result.exit_code == 0, result.output
     assert f"exported the transcript of {recorded.stem} (md) to {target}" in result.stdout
     text = target.read_text()
     assert text.startswith(f"# Session {recorded.stem}") and "### Tool call: `write_file`" in text
     # A directory gets ID.html; the page escapes the tool's <script>.
-    result = runner.invoke(app, ["sessions", "export", recorded.stem, str(tmp_path),
-                                 "--format", "html"])
+    result = runner.invoke(
+        app, ["sessions", "export", recorded.stem, str(tmp_path), "--format", "html"]
+    )
     assert result.exit_code == 0, result.output
     page = (tmp_path / f"{recorded.stem}.html").read_text()
     assert "&lt;script&gt;" in page and SCRIPT not in page
@@ -52,17 +54,27 @@ def test_export_refuses_bad_input_by_name(recorded: Path, tmp_path: Path) -> Non
     locked.chmod(0o500)
     cases = [
         (["nosuch", str(tmp_path / "x.md"), "--format", "md"], "no session with ID 'nosuch'"),
-        ([recorded.stem, str(tmp_path / "x.pdf"), "--format", "pdf"],
-         "unknown --format 'pdf'; known: jsonl, md, html"),
+        (
+            [recorded.stem, str(tmp_path / "x.pdf"), "--format", "pdf"],
+            "unknown --format 'pdf'; known: jsonl, md, html",
+        ),
         ([recorded.stem, str(existing), "--format", "md"], f"{existing} exists; pass --force"),
-        ([recorded.stem, str(tmp_path / "no" / "dir" / "x.md"), "--format", "md"],
-         f"cannot write {tmp_path / 'no' / 'dir' / 'x.md'}: No such file or directory"),
-        ([recorded.stem, str(existing / "x.md"), "--format", "md"],  # under a file
-         f"cannot write {existing / 'x.md'}: Not a directory"),
+        (
+            [recorded.stem, str(tmp_path / "no" / "dir" / "x.md"), "--format", "md"],
+            f"cannot write {tmp_path / 'no' / 'dir' / 'x.md'}: No such file or directory",
+        ),
+        (
+            [recorded.stem, str(existing / "x.md"), "--format", "md"],  # under a file
+            f"cannot write {existing / 'x.md'}: Not a directory",
+        ),
     ]
     if os.geteuid() != 0:  # root writes anywhere
-        cases.append(([recorded.stem, str(locked / "x.html"), "--format", "html"],
-                      f"cannot write {locked / 'x.html'}: Permission denied"))
+        cases.append(
+            (
+                [recorded.stem, str(locked / "x.html"), "--format", "html"],
+                f"cannot write {locked / 'x.html'}: Permission denied",
+            )
+        )
     try:
         for args, message in cases:
             result = runner.invoke(app, ["sessions", "export", *args])
@@ -72,6 +84,7 @@ def test_export_refuses_bad_input_by_name(recorded: Path, tmp_path: Path) -> Non
     finally:
         locked.chmod(0o700)
     assert existing.read_text() == "mine"
-    forced = runner.invoke(app, ["sessions", "export", recorded.stem, str(existing),
-                                 "--format", "md", "--force"])
+    forced = runner.invoke(
+        app, ["sessions", "export", recorded.stem, str(existing), "--format", "md", "--force"]
+    )
     assert forced.exit_code == 0 and existing.read_text().startswith("# Session")

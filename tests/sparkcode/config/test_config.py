@@ -22,7 +22,8 @@ def test_missing_file_means_defaults() -> None:
 
 
 def test_full_file(tmp_path: Path) -> None:
-    config = parse_config("""
+    config = parse_config(
+        """
 [agent]
 permission_mode = "auto-edit"
 reasoning_effort = "high"
@@ -35,24 +36,29 @@ allow = ["bash:pytest*"]
 deny = ["write_file:.env", "git_commit"]
 [tui]
 notify = "bell"
-""", tmp_path / "config.toml")
+""",
+        tmp_path / "config.toml",
+    )
     assert config.notify == "bell" and config.compact_threshold == 0.6
     assert config.permission_mode == "auto-edit" and config.thinking_token_budget == 4096
     assert config.allow == (PermissionRule("bash", "pytest*"),)
     assert config.deny[1] == PermissionRule("git_commit", None)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[agent\n", "malformed TOML"),
-    ("[agnet]\n", "unknown section"),
-    ("[agent]\nmode = 'ask'\n", "unknown key 'mode'"),
-    ("[agent]\npermission_mode = 'yolo'\n", "permission_mode: must be one of"),
-    ("[agent]\nthinking_token_budget = -5\n", "thinking_token_budget"),
-    ("[agent]\nmax_turns = true\n", "max_turns"),
-    ("[permissions]\nallow = 'bash'\n", "allow: must be a list"),
-    ("[agent]\ncompact_threshold = 1.5\n", "compact_threshold: must be a number between"),
-    ("[tui]\nnotify = 'loud'\n", r"\[tui\] notify: must be one of off, bell, desktop, both"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[agent\n", "malformed TOML"),
+        ("[agnet]\n", "unknown section"),
+        ("[agent]\nmode = 'ask'\n", "unknown key 'mode'"),
+        ("[agent]\npermission_mode = 'yolo'\n", "permission_mode: must be one of"),
+        ("[agent]\nthinking_token_budget = -5\n", "thinking_token_budget"),
+        ("[agent]\nmax_turns = true\n", "max_turns"),
+        ("[permissions]\nallow = 'bash'\n", "allow: must be a list"),
+        ("[agent]\ncompact_threshold = 1.5\n", "compact_threshold: must be a number between"),
+        ("[tui]\nnotify = 'loud'\n", r"\[tui\] notify: must be one of off, bell, desktop, both"),
+    ],
+)
 def test_bad_config_names_file_and_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "config.toml"
     with pytest.raises(ConfigError, match=message) as info:
@@ -63,26 +69,41 @@ def test_bad_config_names_file_and_key(tmp_path: Path, text: str, message: str) 
 RUST = '[diagnostics.servers.rust]\ncommand = "ra"\nextensions = [".rs"]\n'
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[diagnostics]\ncolour = 1\n",
-     r": \[diagnostics\] unknown key 'colour' \(known: enabled, max_chars, max_items, "
-     r"servers, severity, timeout_s\)$"),
-    ("[diagnostics]\nenabled = 1\n", r": \[diagnostics\] enabled: must be true or false"),
-    ("[diagnostics]\nmax_chars = 'x'\n",
-     r": \[diagnostics\] max_chars: must be an integer of at least 200, got 'x'$"),
-    ("[diagnostics]\nservers = 3\n",
-     r": \[diagnostics\] servers: must be tables \[diagnostics.servers.NAME\]"),
-    (RUST + "port = 1\n",
-     r": \[diagnostics.servers.rust\] unknown key 'port' \(known: args, command, "
-     r"extensions, language_id, settings\)$"),
-    (RUST + "args = [1]\n", r": \[diagnostics.servers.rust\] args: must be a list of strings$"),
-    (RUST.replace('".rs"', '"rs"'),
-     r": \[diagnostics.servers.rust\] extensions: must be a non-empty list like \[\".rs\"\]$"),
-    ('[diagnostics.servers.rust]\nextensions = [".rs"]\n',
-     r": \[diagnostics.servers.rust\] command is required$"),
-])
-def test_bad_diagnostics_name_file_table_and_key(tmp_path: Path, text: str,
-                                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[diagnostics]\ncolour = 1\n",
+            r": \[diagnostics\] unknown key 'colour' \(known: enabled, max_chars, max_items, "
+            r"servers, severity, timeout_s\)$",
+        ),
+        ("[diagnostics]\nenabled = 1\n", r": \[diagnostics\] enabled: must be true or false"),
+        (
+            "[diagnostics]\nmax_chars = 'x'\n",
+            r": \[diagnostics\] max_chars: must be an integer of at least 200, got 'x'$",
+        ),
+        (
+            "[diagnostics]\nservers = 3\n",
+            r": \[diagnostics\] servers: must be tables \[diagnostics.servers.NAME\]",
+        ),
+        (
+            RUST + "port = 1\n",
+            r": \[diagnostics.servers.rust\] unknown key 'port' \(known: args, command, "
+            r"extensions, language_id, settings\)$",
+        ),
+        (RUST + "args = [1]\n", r": \[diagnostics.servers.rust\] args: must be a list of strings$"),
+        (
+            RUST.replace('".rs"', '"rs"'),
+            r": \[diagnostics.servers.rust\] extensions: must be a non-empty list like "
+            r"\[\".rs\"\]$",
+        ),
+        (
+            '[diagnostics.servers.rust]\nextensions = [".rs"]\n',
+            r": \[diagnostics.servers.rust\] command is required$",
+        ),
+    ],
+)
+def test_bad_diagnostics_name_file_table_and_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "config.toml"
     with pytest.raises(ConfigError, match=message) as info:
         parse_config(text, path)
@@ -90,14 +111,19 @@ def test_bad_diagnostics_name_file_table_and_key(tmp_path: Path, text: str,
 
 
 def test_diagnostics_table_read(tmp_path: Path) -> None:
-    config = parse_config("[diagnostics]\ntimeout_s = 30\nseverity = 'warning'\n" + RUST,
-                          tmp_path / "config.toml")
+    config = parse_config(
+        "[diagnostics]\ntimeout_s = 30\nseverity = 'warning'\n" + RUST, tmp_path / "config.toml"
+    )
     diagnostics = config.diagnostics
     assert (diagnostics.timeout_s, diagnostics.severity, diagnostics.max_items) == (
-        30.0, "warning", 10)
-    assert [(s.name, s.command, s.extensions, s.language_id) for s in diagnostics.servers] \
-        == [("python", "basedpyright-langserver", (".py", ".pyi"), "python"),
-            ("rust", "ra", (".rs",), "rust")]
+        30.0,
+        "warning",
+        10,
+    )
+    assert [(s.name, s.command, s.extensions, s.language_id) for s in diagnostics.servers] == [
+        ("python", "basedpyright-langserver", (".py", ".pyi"), "python"),
+        ("rust", "ra", (".rs",), "rust"),
+    ]
 
 
 def decide(perms: Permissions, tool: str, **args: Any) -> str:
@@ -124,9 +150,10 @@ def test_permission_modes() -> None:
 
 
 def test_rules_deny_beats_allow_and_mode() -> None:
-    config = Config(allow=(PermissionRule.parse("bash:pytest*"),
-                           PermissionRule.parse("bash:rm*")),
-                    deny=(PermissionRule.parse("bash:rm*"), PermissionRule.parse("read_file:.env")))
+    config = Config(
+        allow=(PermissionRule.parse("bash:pytest*"), PermissionRule.parse("bash:rm*")),
+        deny=(PermissionRule.parse("bash:rm*"), PermissionRule.parse("read_file:.env")),
+    )
     perms = Permissions(config, mode="full-auto")
     assert decide(perms, "bash", command="rm -rf /") == "deny"
     assert decide(perms, "read_file", path=".env") == "deny"
@@ -177,8 +204,10 @@ def test_sandbox_section(tmp_path: Path) -> None:
     config = parse_config(text, tmp_path / "config.toml")
     assert config.sandbox_network
     assert config.sandbox_writable == (Path("~/.cache").expanduser(), Path("/opt/x"))
-    for bad, message in (("network = 'yes'", "network: must be true or false"),
-                         ("writable = ['rel/dir']", "is not an absolute path"),
-                         ("writable = 'x'", "must be a list")):
+    for bad, message in (
+        ("network = 'yes'", "network: must be true or false"),
+        ("writable = ['rel/dir']", "is not an absolute path"),
+        ("writable = 'x'", "must be a list"),
+    ):
         with pytest.raises(ConfigError, match=message):
             parse_config(f"[sandbox]\n{bad}\n", tmp_path / "config.toml")

@@ -17,8 +17,7 @@ from bench.corpora.detector_scoring import Rates, evaluate
 
 @pytest.fixture(scope="module")
 def rates() -> Rates:
-    return evaluate(build(seed=11, normal=150, degenerate=8 * len(DEGENERATE_KINDS),
-                          doc_files=60))
+    return evaluate(build(seed=11, normal=150, degenerate=8 * len(DEGENERATE_KINDS), doc_files=60))
 
 
 def test_false_positive_rate_on_normal_sample(rates: Rates) -> None:

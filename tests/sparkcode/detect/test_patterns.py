@@ -6,14 +6,17 @@ import pytest
 
 from sparkcode.detect import DegenerationDetector, DetectorConfig, detect_text
 
-PROSE = ("The parser reads one line at a time and hands each complete statement to the "
-         "compiler, which keeps a table of the names it has seen so far")
+PROSE = (
+    "The parser reads one line at a time and hands each complete statement to the "
+    "compiler, which keeps a table of the names it has seen so far"
+)
 
 
 def varied_prose(sentences: int) -> str:
     """Normal text with no repeated block: every sentence differs."""
-    return "".join(f"Step {i} moves item {i * 7} to shelf {i % 5} of the store. "
-                   for i in range(sentences))
+    return "".join(
+        f"Step {i} moves item {i * 7} to shelf {i % 5} of the store. " for i in range(sentences)
+    )
 
 
 def pattern_of(text: str) -> str:
@@ -21,6 +24,7 @@ def pattern_of(text: str) -> str:
 
 
 # ---------------------------------------------------------------- char_run
+
 
 def test_char_run_fires_at_32_not_31() -> None:
     assert pattern_of(PROSE + "x" * 31 + " end") == "none"
@@ -46,8 +50,21 @@ def test_structural_runs_use_the_longer_limit(char: str) -> None:
 
 # ---------------------------------------------------------------- subword_repeat
 
-@pytest.mark.parametrize("unit", ["ab", "the ", "ung", "ization", "_get_value_x", "getValue",
-                                  "DEAD", "EditorWindow_", "refreshCanvas_"])
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "ab",
+        "the ",
+        "ung",
+        "ization",
+        "_get_value_x",
+        "getValue",
+        "DEAD",
+        "EditorWindow_",
+        "refreshCanvas_",
+    ],
+)
 def test_subword_unit_fires_at_8_not_7(unit: str) -> None:
     assert len(unit) <= DetectorConfig().max_unit
     assert pattern_of(PROSE + unit * 7 + "!") == "none"
@@ -64,8 +81,9 @@ def test_whole_word_longer_than_a_unit_fires_at_8_not_7() -> None:
     assert verdict.extra["unit"] == word
 
 
-@pytest.mark.parametrize("unit", ["0, ", "\\x00", "--- | ", "\\ufffe", "ICAg", "IyMj", "Kioq",
-                                  "00ff", "LS0t"])
+@pytest.mark.parametrize(
+    "unit", ["0, ", "\\x00", "--- | ", "\\ufffe", "ICAg", "IyMj", "Kioq", "00ff", "LS0t"]
+)
 def test_data_units_need_more_copies(unit: str) -> None:
     need = DetectorConfig().data_unit_repeats
     assert need > DetectorConfig().subword_repeats
@@ -84,6 +102,7 @@ def test_data_like_literal_is_normal() -> None:
 
 
 # ---------------------------------------------------------------- phrase_loop
+
 
 def test_phrase_loop_fires_at_12_copies_with_coverage() -> None:
     phrase = "let me check the file "
@@ -108,9 +127,12 @@ def test_phrase_loop_needs_60_percent_coverage() -> None:
 
 # ---------------------------------------------------------------- block_loop
 
+
 def test_block_loop_fires_at_5_copies_anywhere() -> None:
-    sentence = ("I will now open the configuration file and read the settings for the "
-                "parser before making any change to the code.\n")  # > 96 chars
+    sentence = (
+        "I will now open the configuration file and read the settings for the "
+        "parser before making any change to the code.\n"
+    )  # > 96 chars
     assert len(sentence) * 5 >= DetectorConfig().block_min_chars
     lead = varied_prose(40)  # the loop covers far less than 60% of the text
     assert pattern_of(lead + sentence * 4 + "Done.") == "none"
@@ -135,10 +157,11 @@ def test_repeated_code_lines_that_differ_are_normal() -> None:
 
 # ---------------------------------------------------------------- symbol_run
 
+
 def test_symbol_run_fires_at_threshold_not_below() -> None:
     soup = "@#$%^&*" * 10
     need = DetectorConfig().symbol_run
-    assert pattern_of(PROSE + soup[:need - 1] + " a") == "none"
+    assert pattern_of(PROSE + soup[: need - 1] + " a") == "none"
     verdict = detect_text(PROSE + soup[:need] + " a")
     assert verdict.pattern == "symbol_run"
     assert verdict.start == len(PROSE)
@@ -158,6 +181,7 @@ def test_symbol_run_ignores_spaces_and_needs_variety() -> None:
 
 # ---------------------------------------------------------------- odd_chars
 
+
 def test_odd_chars_fire_at_8_in_the_window_not_7() -> None:
     def garbled(count: int) -> str:
         return "".join(f"w{i}\ufffd" for i in range(count))
@@ -165,11 +189,12 @@ def test_odd_chars_fire_at_8_in_the_window_not_7() -> None:
     assert pattern_of(PROSE + garbled(7) + "end") == "none"
     assert pattern_of(PROSE + garbled(8) + "end") == "odd_chars"
     text = varied_prose(20)
-    spread = "".join("\x00" + text[i:i + 70] for i in range(0, 700, 70))  # 1 per 71 chars
+    spread = "".join("\x00" + text[i : i + 70] for i in range(0, 700, 70))  # 1 per 71 chars
     assert pattern_of(PROSE + spread) == "none"
 
 
 # ---------------------------------------------------------------- mixed_script
+
 
 def test_mixed_script_identifiers_fire_at_two() -> None:
     one = "def calcулate_total(items):\n    return sum(items)\n"
@@ -191,6 +216,7 @@ def test_normal_multilingual_text_is_fine() -> None:
 
 # ---------------------------------------------------------------- script_churn
 
+
 def test_token_salad_fires() -> None:
     salad = "value 的 при config 数据 ость parse 在 ных return 函数 ения token 中 ский " * 2
     assert pattern_of(salad) == "script_churn"
@@ -202,6 +228,7 @@ def test_two_scripts_alternating_is_not_churn() -> None:
 
 
 # ---------------------------------------------------------------- logprob_collapse
+
 
 def _feed_logprobs(values: list[float]) -> DegenerationDetector:
     detector = DegenerationDetector()
@@ -238,13 +265,17 @@ def test_logprobs_several_per_delta_and_infinities() -> None:
 
 # ---------------------------------------------------------------- normal text
 
-@pytest.mark.parametrize("text", [
-    "x = 1\n" * 3,
-    "| a | b |\n|---|---|\n| 1 | 2 |\n" * 4,
-    "        self.a = a\n        self.b = b\n        self.c = c\n",
-    "data = b'" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" * 3 + "'\n",
-    'blob = (\n    "' + "ICAg" * 16 + '"\n    "' + "ICAg" * 16 + '"\n)\n',  # base64 of spaces
-    "    " * 8 + "return value\n",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = 1\n" * 3,
+        "| a | b |\n|---|---|\n| 1 | 2 |\n" * 4,
+        "        self.a = a\n        self.b = b\n        self.c = c\n",
+        "data = b'" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" * 3 + "'\n",
+        'blob = (\n    "' + "ICAg" * 16 + '"\n    "' + "ICAg" * 16 + '"\n)\n',  # base64 of spaces
+        "    " * 8 + "return value\n",
+    ],
+)
 def test_normal_snippets(text: str) -> None:
     assert pattern_of(text) == "none"

@@ -8,9 +8,11 @@ import pytest
 
 from sparkcode.detect import DegenerationDetector, DetectorConfig, Verdict, detect_text
 
-LEAD = ("Here is the change you asked for. The function now reads the file once and "
-        "returns the parsed rows.\n\n```python\ndef load(path):\n    with open(path) as fh:\n"
-        "        return [line.split(',') for line in fh]\n```\n")
+LEAD = (
+    "Here is the change you asked for. The function now reads the file once and "
+    "returns the parsed rows.\n\n```python\ndef load(path):\n    with open(path) as fh:\n"
+    "        return [line.split(',') for line in fh]\n```\n"
+)
 
 CASES = {
     "normal": LEAD * 1 + "That should be all.",
@@ -18,8 +20,12 @@ CASES = {
     "subword": LEAD + "ization" * 9,
     "word": LEAD + "implementation " * 9,
     "phrase": "Ok. " + "I need to check the file again " * 13,
-    "block": LEAD + ("Let me re-read the whole module to be sure nothing else calls "
-                     "this helper before I change it.\n") * 6,
+    "block": LEAD
+    + (
+        "Let me re-read the whole module to be sure nothing else calls "
+        "this helper before I change it.\n"
+    )
+    * 6,
     "symbols": LEAD + "@#$%^&*()<>?{}[]|~" * 3,
     "odd": LEAD + "".join(f"q{i}\ufffd\u200b" for i in range(6)),
     "mixed": "```python\ndef calcулate(itемs):\n    return sum(itемs)\n```\n",
@@ -27,15 +33,20 @@ CASES = {
     "fence_split": "```py" + "thon\nx = get数据()\ny = read计算()\n``" + "`\n",
     "long_word": LEAD + "".join(random.Random(3).choices("abcdefghijklmnop", k=300)) + " done",
     "word_at_end": LEAD + "again, " * 7 + "again",
-    "word_salad": LEAD + " ".join(random.Random(5).choices(
-        "the of value returns a file is object to and default string in list name data "
-        "for error method that with instance".split(), k=120)) + ".",
+    "word_salad": LEAD
+    + " ".join(
+        random.Random(5).choices(
+            "the of value returns a file is object to and default string in list name data "
+            "for error method that with instance".split(),
+            k=120,
+        )
+    )
+    + ".",
 }
 
 
 def key(verdict: Verdict) -> tuple[object, ...]:
-    return (verdict.degenerate, verdict.pattern, verdict.position, verdict.start,
-            verdict.detail)
+    return (verdict.degenerate, verdict.pattern, verdict.position, verdict.start, verdict.detail)
 
 
 def stream(text: str, sizes: list[int]) -> Verdict:
@@ -44,7 +55,7 @@ def stream(text: str, sizes: list[int]) -> Verdict:
     k = 0
     while i < len(text):
         size = sizes[k % len(sizes)]
-        detector.feed(text[i:i + size])
+        detector.feed(text[i : i + size])
         i += size
         k += 1
     return detector.finish()
@@ -100,13 +111,17 @@ def test_describe_names_pattern_and_span() -> None:
 
 def _normal_megabyte(rng: random.Random, size: int) -> str:
     """Non-repeating code-and-prose-like text: random words, numbers, punctuation."""
-    vocab = ("the parser value config return self items path open read write list dict "
-             "error token stream file line index count result data node tree key").split()
+    vocab = (
+        "the parser value config return self items path open read write list dict "
+        "error token stream file line index count result data node tree key"
+    ).split()
     out: list[str] = []
     total = 0
     while total < size:
-        words = [rng.choice(vocab) + (str(rng.randint(0, 999)) if rng.random() < 0.3 else "")
-                 for _ in range(rng.randint(3, 12))]
+        words = [
+            rng.choice(vocab) + (str(rng.randint(0, 999)) if rng.random() < 0.3 else "")
+            for _ in range(rng.randint(3, 12))
+        ]
         line = "    " * rng.randint(0, 3) + " ".join(words) + rng.choice([".", ":", ",", ""]) + "\n"
         out.append(line)
         total += len(line)
@@ -118,7 +133,7 @@ def test_state_is_bounded_over_a_megabyte() -> None:
     detector = DegenerationDetector()
     sizes: list[int] = []
     for i in range(0, len(text), 997):
-        detector.feed(text[i:i + 997])
+        detector.feed(text[i : i + 997])
         if i in (0, 99_704, 498_520) or i + 997 >= len(text):
             sizes.append(detector.state_size())
     assert detector.verdict.pattern == "none", detector.verdict
@@ -132,9 +147,13 @@ ENDLESS = {
     "unit_loop": "ab" * 100_000,
     "word_loop": "word " * 20_000,
     "salad": "q" + "".join(chr(0x4E00 + i % 500) + chr(0x430 + i % 30) for i in range(100_000)),
-    "word_salad": " ".join(random.Random(2).choices(
-        "the of value returns a file is object to and default string in list name data "
-        "for error method that with instance parser option module".split(), k=40_000)),
+    "word_salad": " ".join(
+        random.Random(2).choices(
+            "the of value returns a file is object to and default string in list name data "
+            "for error method that with instance parser option module".split(),
+            k=40_000,
+        )
+    ),
 }
 
 
@@ -143,16 +162,25 @@ def test_state_is_bounded_on_endless_degenerate_input(name: str) -> None:
     text = ENDLESS[name]
     # Thresholds out of reach, so every check keeps working on the whole input.
     never = 10**9
-    cfg = DetectorConfig(char_run=never, structural_char_run=never, subword_repeats=never,
-                         data_unit_repeats=never, phrase_repeats=never, block_repeats=never,
-                         block_any_repeats=never,
-                         symbol_run=never, odd_chars=never, mixed_script_words=never,
-                         churn_switches=never, salad_threshold=-never,
-                         salad_drift_threshold=-never)
+    cfg = DetectorConfig(
+        char_run=never,
+        structural_char_run=never,
+        subword_repeats=never,
+        data_unit_repeats=never,
+        phrase_repeats=never,
+        block_repeats=never,
+        block_any_repeats=never,
+        symbol_run=never,
+        odd_chars=never,
+        mixed_script_words=never,
+        churn_switches=never,
+        salad_threshold=-never,
+        salad_drift_threshold=-never,
+    )
     detector = DegenerationDetector(cfg)
     sizes = []
     for i in range(0, len(text), 4096):
-        detector.feed(text[i:i + 4096])
+        detector.feed(text[i : i + 4096])
         sizes.append(detector.state_size())
     assert detector.verdict.pattern == "none"
     assert max(sizes) <= 2000

@@ -27,11 +27,12 @@ from sparkcode.detect._words import WordStream
 REAL_SAMPLES = Path(__file__).with_name("real_samples.jsonl")
 
 # Words of a docstring-like vocabulary, function words included at their usual share.
-VOCAB = ("the of a to is and in for that be value file object this with as if "
-         "returns default string list name data it an by on or not are argument "
-         "function module type error method class when set new which path line "
-         "instance number used from given should each key result option"
-         ).split()
+VOCAB = (
+    "the of a to is and in for that be value file object this with as if "
+    "returns default string list name data it an by on or not are argument "
+    "function module type error method class when set new which path line "
+    "instance number used from given should each key result option"
+).split()
 
 
 def salad(words: int, seed: int = 1) -> str:
@@ -51,8 +52,16 @@ def salad(words: int, seed: int = 1) -> str:
 
 def docstrings() -> list[str]:
     """Real standard-library docstrings, prose enough to fill the window."""
-    objects = [subprocess.run, textwrap.TextWrapper, os.walk, shutil.copytree, heapq,
-               threading.Condition.wait, random.Random.sample, json.loads]
+    objects = [
+        subprocess.run,
+        textwrap.TextWrapper,
+        os.walk,
+        shutil.copytree,
+        heapq,
+        threading.Condition.wait,
+        random.Random.sample,
+        json.loads,
+    ]
     return [inspect.getdoc(o) or "" for o in objects]
 
 
@@ -111,7 +120,7 @@ def test_streaming_split_gives_the_same_verdict() -> None:
     whole = detect_text(text)
     detector = DegenerationDetector()
     for i in range(0, len(text), 3):
-        detector.feed(text[i:i + 3])
+        detector.feed(text[i : i + 3])
     split = detector.finish()
     assert whole.pattern == split.pattern == "word_salad"
     assert (whole.start, whole.position) == (split.start, split.position)
@@ -129,10 +138,10 @@ def test_thresholds_are_config_fields() -> None:
 
 def test_gap_between_words_is_recorded_across_deltas() -> None:
     stream = WordStream()
-    words = stream.feed("one,") + stream.feed("\n\n  two") + stream.feed(". three") + \
-        stream.finish()
-    assert [(w.text, w.gap) for w in words] == [("one", ""), ("two", ",\n\n  "),
-                                                 ("three", ". ")]
+    words = (
+        stream.feed("one,") + stream.feed("\n\n  two") + stream.feed(". three") + stream.finish()
+    )
+    assert [(w.text, w.gap) for w in words] == [("one", ""), ("two", ",\n\n  "), ("three", ". ")]
     long_gap = WordStream().feed("a" + " " * 100 + "b ")
     assert len(long_gap[1].gap) <= 16
 
@@ -157,14 +166,16 @@ def test_real_samples_fixture_is_small_and_labelled() -> None:
     assert {r["label"] for r in rows} == {"salad", "normal"}
 
 
-@pytest.mark.parametrize("row", [r for r in _real() if r["label"] == "salad"],
-                         ids=lambda r: f"t{r['temperature']}")
+@pytest.mark.parametrize(
+    "row", [r for r in _real() if r["label"] == "salad"], ids=lambda r: f"t{r['temperature']}"
+)
 def test_real_word_salad_from_smollm2_fires(row: dict[str, object]) -> None:
     assert detect_text(str(row["text"])).pattern == "word_salad"
 
 
-@pytest.mark.parametrize("row", [r for r in _real() if r["label"] == "normal"],
-                         ids=lambda r: f"t{r['temperature']}")
+@pytest.mark.parametrize(
+    "row", [r for r in _real() if r["label"] == "normal"], ids=lambda r: f"t{r['temperature']}"
+)
 def test_real_normal_answers_from_smollm2_pass(row: dict[str, object]) -> None:
     assert detect_text(str(row["text"])).pattern == "none"
 

@@ -14,8 +14,9 @@ from tests.sparkcode.agent.test_loop import make_agent, of, run
 from tests.support.scripted import Reply, ScriptedServer
 
 
-async def test_project_hooks_run_only_once_the_project_is_trusted(workspace: Path,
-                                                                  paths: Paths) -> None:
+async def test_project_hooks_run_only_once_the_project_is_trusted(
+    workspace: Path, paths: Paths
+) -> None:
     (workspace / ".sparkcode").mkdir()
     (workspace / ".sparkcode" / "hooks.toml").write_text('[[Stop]]\ncommand = "true"\n')
     user = (HookSpec("Stop", "echo user"),)
@@ -26,9 +27,15 @@ async def test_project_hooks_run_only_once_the_project_is_trusted(workspace: Pat
             assert answer is not None
             return answer
 
-        return await session_hooks(workspace, user, paths, trust=trust,
-                                   ask=ask if answer is not None else None,
-                                   session_id="s", transcript=None)
+        return await session_hooks(
+            workspace,
+            user,
+            paths,
+            trust=trust,
+            ask=ask if answer is not None else None,
+            session_id="s",
+            transcript=None,
+        )
 
     got, notes = await start(None)  # `run` without a terminal and without the flag
     assert got.specs == user and "not trusted" in notes[0] and "--trust-project" in notes[0]
@@ -46,9 +53,11 @@ async def test_project_hooks_run_only_once_the_project_is_trusted(workspace: Pat
 
 
 async def test_a_malformed_project_hook_file_is_a_note_not_a_failed_start(
-        workspace: Path, paths: Paths) -> None:
+    workspace: Path, paths: Paths
+) -> None:
     (workspace / ".sparkcode").mkdir()
     (workspace / ".sparkcode" / "hooks.toml").write_text("[[Stop]\n")
-    got, notes = await session_hooks(workspace, (), paths, trust=True, ask=None,
-                                     session_id=None, transcript=None)
+    got, notes = await session_hooks(
+        workspace, (), paths, trust=True, ask=None, session_id=None, transcript=None
+    )
     assert not got.specs and "malformed TOML" in notes[0]

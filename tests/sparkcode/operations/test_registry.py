@@ -36,8 +36,17 @@ def test_both_fronts_offer_the_shared_commands_with_the_same_help_and_arguments(
     shared = {op.name for op in REGISTRY.values() if op.fronts == {"tui", "acp"}}
     acp = {c.name: c for c in available_commands()}
     tui_shared = {name for name in tui.COMMANDS if name in shared}
-    assert {"clear", "undo", "redo", "compact", "context", "effort", "act", "jobs",
-            "export"} <= shared
+    assert {
+        "clear",
+        "undo",
+        "redo",
+        "compact",
+        "context",
+        "effort",
+        "act",
+        "jobs",
+        "export",
+    } <= shared
     assert set(acp) == shared == tui_shared
     for name in shared:
         op, ours, theirs = REGISTRY[name], tui.COMMANDS[name], acp[name]
@@ -79,8 +88,11 @@ def test_effort_takes_every_value_of_the_setting_in_both_fronts() -> None:
 
 async def _built(workspace: Path, paths: Paths, server: ScriptedServer) -> AgentSession:
     target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
-    return await build_session(target, SessionOptions(
-        origin="acp", start_engine=False, transport=server.transport(), mcp=False), paths)
+    return await build_session(
+        target,
+        SessionOptions(origin="acp", start_engine=False, transport=server.transport(), mcp=False),
+        paths,
+    )
 
 
 async def _show(event: object) -> None:
@@ -88,7 +100,8 @@ async def _show(event: object) -> None:
 
 
 async def test_acp_runs_effort_medium_on_the_real_agent_and_the_request_says_it(
-        workspace: Path, paths: Paths) -> None:
+    workspace: Path, paths: Paths
+) -> None:
     server = ScriptedServer([ModelReply(content=["ok"])])
     session = await _built(workspace, paths, server)
     try:
@@ -96,7 +109,8 @@ async def test_acp_runs_effort_medium_on_the_real_agent_and_the_request_says_it(
         effort = REGISTRY["effort"]
         assert await _dispatch.run_command(ctx, effort, "medium") == "reasoning effort: medium"
         assert (await _dispatch.run_command(ctx, effort, "huge")).startswith(
-            "/effort failed: usage: /effort none|minimal|low|medium")
+            "/effort failed: usage: /effort none|minimal|low|medium"
+        )
         async for _ in session.agent.run_turn("hi"):
             pass
         assert server.requests[-1]["reasoning_effort"] == "medium"
@@ -113,11 +127,19 @@ def _loud(arg: str) -> Setting:
 
 
 async def test_a_new_command_is_one_entry_that_both_fronts_show_and_run(
-        workspace: Path, paths: Paths) -> None:
-    ping = Operation("ping", "answer pong (a test entry)", Arg("[WORD]"), query=_pong,
-                     palette="Ping", no_agent="nothing to ping yet")
-    loud = Operation("loud", "set loudness (a test entry)", Arg(choices=("yes", "no")),
-                     setting=_loud)
+    workspace: Path, paths: Paths
+) -> None:
+    ping = Operation(
+        "ping",
+        "answer pong (a test entry)",
+        Arg("[WORD]"),
+        query=_pong,
+        palette="Ping",
+        no_agent="nothing to ping yet",
+    )
+    loud = Operation(
+        "loud", "set loudness (a test entry)", Arg(choices=("yes", "no")), setting=_loud
+    )
     assert "ping" not in tui.COMMANDS and acp_parse("/ping") is None
     with registered(ping), registered(loud):
         # the TUI: commands, /help, completion, palette entries
@@ -144,7 +166,8 @@ async def test_a_new_command_is_one_entry_that_both_fronts_show_and_run(
             assert await _dispatch.run_command(ctx, loud, "yes") == "loud: yes"
             assert session.agent.settings.thinking_history is True
             assert (await _dispatch.run_command(ctx, loud, "maybe")) == (
-                "/loud failed: usage: /loud yes|no")
+                "/loud failed: usage: /loud yes|no"
+            )
         finally:
             await session.aclose()
     assert "ping" not in tui.COMMANDS and "ping" not in {c.name for c in available_commands()}

@@ -22,8 +22,9 @@ from tests.support.sessions import EchoServer
 async def _agent_like_session(paths: Paths) -> Path:
     """Two requests with a tool call between them, and the agent's events."""
     server = EchoServer(delay_s=0.01)
-    recorder, transport = start_recording("http://scripted.test/v1", workspace=paths.data_dir,
-                                          inner=server.transport(), paths=paths)
+    recorder, transport = start_recording(
+        "http://scripted.test/v1", workspace=paths.data_dir, inner=server.transport(), paths=paths
+    )
     on_event = event_recorder(recorder)
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     messages = [{"role": "user", "content": "list the files"}]
@@ -33,13 +34,29 @@ async def _agent_like_session(paths: Paths) -> Path:
             async for _ in stream:
                 pass
         if request == 1:
-            on_event(ev.ToolCallStarted(call_id="c1", name="bash", arguments={"cmd": "ls"},
-                                        raw_arguments='{"cmd": "ls"}'))
+            on_event(
+                ev.ToolCallStarted(
+                    call_id="c1",
+                    name="bash",
+                    arguments={"cmd": "ls"},
+                    raw_arguments='{"cmd": "ls"}',
+                )
+            )
             on_event(ev.ToolCallFinished(call_id="c1", name="bash", result="a.txt\nb.txt"))
-            messages = [*messages, {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
-                        {"role": "user", "content": "thanks bye"}]
-    on_event(ev.TurnFinished(reason="stop", content="echo: thanks bye .", requests=2,
-                             prompt_tokens=1, completion_tokens=1))
+            messages = [
+                *messages,
+                {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+                {"role": "user", "content": "thanks bye"},
+            ]
+    on_event(
+        ev.TurnFinished(
+            reason="stop",
+            content="echo: thanks bye .",
+            requests=2,
+            prompt_tokens=1,
+            completion_tokens=1,
+        )
+    )
     await client.aclose()
     recorder.close()
     return recorder.path
@@ -98,12 +115,36 @@ async def test_play_renders_in_the_tui(paths: Paths) -> None:
 async def test_sessions_screen_lists_results_and_plays(paths: Paths) -> None:
     path = await _agent_like_session(paths)
     store = SessionStore(paths.sessions_dir)
-    store.save_result(path.stem, {"session": path.stem, "at": "now", "recorded": [
-        {"turn": 1, "request": 0, "tokens": 5, "finish": "stop", "detector": None}],
-        "runs": [{"target": "prefix-on", "turns": [
-            {"turn": 1, "request": 0, "status": "diverged", "flagged": True,
-             "divergence": {"token": 3, "channel": "content", "common": "a", "recorded": "b",
-                            "rerun": "c"}}]}]})
+    store.save_result(
+        path.stem,
+        {
+            "session": path.stem,
+            "at": "now",
+            "recorded": [
+                {"turn": 1, "request": 0, "tokens": 5, "finish": "stop", "detector": None}
+            ],
+            "runs": [
+                {
+                    "target": "prefix-on",
+                    "turns": [
+                        {
+                            "turn": 1,
+                            "request": 0,
+                            "status": "diverged",
+                            "flagged": True,
+                            "divergence": {
+                                "token": 3,
+                                "channel": "content",
+                                "common": "a",
+                                "recorded": "b",
+                                "rerun": "c",
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     session = load_session(path)
     app = ReplayApp(session, speed=0)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -134,8 +175,7 @@ async def test_slash_sessions_in_the_app_lists_and_plays(paths: Paths, tmp_path:
     async def factory(request: SessionRequest) -> AgentPort:
         return agent
 
-    settings = TuiSettings(workspace=tmp_path, paths=paths, model="m", poll_s=0.1,
-                           idle_poll_s=0.1)
+    settings = TuiSettings(workspace=tmp_path, paths=paths, model="m", poll_s=0.1, idle_poll_s=0.1)
     app = SparkcodeApp(settings, ScriptedEngine(), factory)
     async with app.run_test(size=(110, 36)) as pilot:
         prompt = app.main.query_one(PromptInput)

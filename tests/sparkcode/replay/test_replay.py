@@ -39,8 +39,9 @@ def _plant(path: Path, request: int, old: str, new: str) -> None:
 
 async def test_rerun_of_a_deterministic_session_is_identical(tmp_path: Path) -> None:
     server = EchoServer()
-    recorder = await record_conversation(agentish_turns("some file")[:3], server.transport(),
-                                         tmp_path)
+    recorder = await record_conversation(
+        agentish_turns("some file")[:3], server.transport(), tmp_path
+    )
     session = load_session(recorder.path)
     result = await rerun(session, TARGET, transport=server.transport())
     assert [t.status for t in result.turns] == ["identical"] * 3
@@ -75,15 +76,17 @@ async def test_planted_divergence_is_found_at_the_right_turn_and_token(tmp_path:
 
 def test_divergence_uses_the_servers_token_count() -> None:
     # Two tokens in one frame (speculative decoding): positions follow usage, not frames.
-    recorded = TurnOutput(pieces=[Piece("content", "ab", 0), Piece("content", "cd", 2),
-                                  Piece("content", "ef", 4)])
+    recorded = TurnOutput(
+        pieces=[Piece("content", "ab", 0), Piece("content", "cd", 2), Piece("content", "ef", 4)]
+    )
     rerun_out = TurnOutput(pieces=[Piece("content", "ab", 0), Piece("content", "cX", 2)])
     divergence = first_divergence(recorded, rerun_out)
     assert divergence is not None and (divergence.token, divergence.piece) == (2, 1)
     same_text = TurnOutput(pieces=[Piece("content", "abcd", 0), Piece("content", "ef", 4)])
     assert first_divergence(recorded, same_text) is None  # only the framing differs
-    reasoning = TurnOutput(pieces=[Piece("reasoning", "ab", 0), Piece("content", "cd", 2),
-                                   Piece("content", "ef", 4)])
+    reasoning = TurnOutput(
+        pieces=[Piece("reasoning", "ab", 0), Piece("content", "cd", 2), Piece("content", "ef", 4)]
+    )
     moved = first_divergence(recorded, reasoning)
     assert moved is not None and moved.token == 0 and moved.recorded.startswith("[content]")
     switched = TurnOutput(pieces=[Piece("content", "ab", 0), Piece("reasoning", "cd", 2)])
@@ -96,8 +99,9 @@ def test_divergence_uses_the_servers_token_count() -> None:
 
 async def test_rerun_flags_a_degenerate_turn(tmp_path: Path) -> None:
     server = EchoServer()
-    recorder = await record_conversation(agentish_turns("the needle is here"),
-                                         server.transport(), tmp_path)
+    recorder = await record_conversation(
+        agentish_turns("the needle is here"), server.transport(), tmp_path
+    )
     session = load_session(recorder.path)
     result = await rerun(session, TARGET, transport=EchoServer().transport())
     flagged = [t.turn for t in result.turns if t.flagged]
@@ -110,8 +114,7 @@ async def test_rerun_flags_a_degenerate_turn(tmp_path: Path) -> None:
 async def test_minimize_keeps_the_turn_the_flagged_one_depends_on(tmp_path: Path) -> None:
     tool_output = "line of file text\n" * 40 + "the needle is here\n" + "more text\n" * 60
     server = EchoServer()
-    recorder = await record_conversation(agentish_turns(tool_output), server.transport(),
-                                         tmp_path)
+    recorder = await record_conversation(agentish_turns(tool_output), server.transport(), tmp_path)
     session = load_session(recorder.path)
     found = await minimize(session, TARGET, 3, "degenerate", transport=EchoServer().transport())
     # Turn 2 (request 1, PRIME) is what turn 4 depends on; 1 and 3 are not needed.
@@ -145,16 +148,21 @@ async def test_requests_the_server_refused_are_not_resent(tmp_path: Path) -> Non
 
     async def handler(request: httpx.Request) -> httpx.Response:
         if b"reasoning_effort" in request.content:
-            return httpx.Response(400, json={"error": {
-                "message": "reasoning_effort is not supported by this model"}})
+            return httpx.Response(
+                400, json={"error": {"message": "reasoning_effort is not supported by this model"}}
+            )
         return await echo.handle(request)
 
-    recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
-                                          paths=Paths.from_env(),
-                                          inner=httpx.MockTransport(handler))
+    recorder, transport = start_recording(
+        "http://scripted.test/v1",
+        workspace=tmp_path,
+        paths=Paths.from_env(),
+        inner=httpx.MockTransport(handler),
+    )
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
-    async with client.stream_chat([{"role": "user", "content": "hi there"}],
-                                  params={"reasoning_effort": "low"}) as stream:
+    async with client.stream_chat(
+        [{"role": "user", "content": "hi there"}], params={"reasoning_effort": "low"}
+    ) as stream:
         async for _ in stream:
             pass
     await client.aclose()

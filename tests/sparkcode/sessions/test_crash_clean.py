@@ -28,7 +28,8 @@ def assert_plain_jsonl(path: Path) -> list[dict[str, object]]:
 
 
 def test_files_killed_at_any_moment_are_mended_when_the_directory_is_opened(
-        paths: Paths, tmp_path: Path) -> None:
+    paths: Paths, tmp_path: Path
+) -> None:
     """Real SIGKILLs of a recording process, from before its first chunk to mid-stream:
     each file has zero padding on disk, and none once the store lists the directory."""
     root = str(ROOT)
@@ -38,14 +39,16 @@ def test_files_killed_at_any_moment_are_mended_when_the_directory_is_opened(
     killed: list[tuple[Path, int]] = []
     padded = 0
     for chunks_before_kill in (0, 3, 57, 180):
-        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                                text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+        )
         try:
             assert proc.stdout is not None
             path = Path(proc.stdout.readline().strip())
             deadline = time.monotonic() + 60
-            while not path.exists() or \
-                    path.read_bytes().count(b'"kind":"chunk"') < chunks_before_kill:
+            while (
+                not path.exists() or path.read_bytes().count(b'"kind":"chunk"') < chunks_before_kill
+            ):
                 assert time.monotonic() < deadline, "the recorder wrote no chunks"
                 time.sleep(0.002)
             proc.send_signal(signal.SIGKILL)

@@ -26,25 +26,39 @@ THINKING = "the user wants a note file; I will write it"
 
 def replies() -> list[Reply]:
     note = json.dumps({"path": "NOTES.md", "content": "first line\nsecond line\n"})
-    shell = json.dumps({"command": f"echo \"{SCRIPT}\""})
+    shell = json.dumps({"command": f'echo "{SCRIPT}"'})
     return [
-        Reply(reasoning=["the user wants ", "a note file; ", "I will write it"],
-              tool_calls=[("write_file", note), ("bash", shell)]),
+        Reply(
+            reasoning=["the user wants ", "a note file; ", "I will write it"],
+            tool_calls=[("write_file", note), ("bash", shell)],
+        ),
         Reply(content=["Wrote **NOTES.md**", " and ran <b>echo</b>."]),
         Reply(reasoning=["short"], content=["All done."]),
     ]
 
 
-async def record(paths: Paths, workspace: Path,
-                 prompts: tuple[str, ...] = ("write the notes", "thanks"),
-                 script: list[Reply] | None = None) -> Path:
+async def record(
+    paths: Paths,
+    workspace: Path,
+    prompts: tuple[str, ...] = ("write the notes", "thanks"),
+    script: list[Reply] | None = None,
+) -> Path:
     """A real agent session (tools, loop, recorder) against the scripted server."""
     server = ScriptedServer(replies() if script is None else script)
-    recorder, transport = start_recording("http://engine.test/v1", workspace=workspace,
-                                          model="m", paths=paths, inner=server.transport())
+    recorder, transport = start_recording(
+        "http://engine.test/v1",
+        workspace=workspace,
+        model="m",
+        paths=paths,
+        inner=server.transport(),
+    )
     client = ChatClient("http://engine.test/v1", "m", transport=transport)
-    agent = Agent(client, workspace, settings=AgentSettings(),
-                  permissions=Permissions(Config(), mode="full-auto"))
+    agent = Agent(
+        client,
+        workspace,
+        settings=AgentSettings(),
+        permissions=Permissions(Config(), mode="full-auto"),
+    )
     agent.subscribe(event_recorder(recorder))
     for prompt in prompts:
         async for _ in agent.run_turn(prompt):
@@ -87,14 +101,19 @@ def parsed(page: str) -> _Tags:
 
 
 def test_markdown_has_turns_thinking_collapsed_and_the_tool_call_with_its_diff(
-        recorded: Session) -> None:
+    recorded: Session,
+) -> None:
     text = md(recorded)
     assert text.startswith(f"# Session {recorded.id}\n")
     assert "## Turn 1" in text and "## Turn 2" in text and "## Turn 3" not in text
     assert "> write the notes" in text and "> thanks" in text
     # Thinking is a collapsed block holding the streamed reasoning.
-    block = re.search(r"<details>\n<summary>Thinking \(3 tokens\)</summary>\n\n```text\n"
-                      r"(.*?)\n```\n\n</details>", text, re.S)
+    block = re.search(
+        r"<details>\n<summary>Thinking \(3 tokens\)</summary>\n\n```text\n"
+        r"(.*?)\n```\n\n</details>",
+        text,
+        re.S,
+    )
     assert block is not None and block.group(1) == THINKING
     assert "<details open" not in text
     # The call, its arguments, its diff and its result.
@@ -105,10 +124,16 @@ def test_markdown_has_turns_thinking_collapsed_and_the_tool_call_with_its_diff(
     assert "### Tool call: `bash`" in text
     assert "Wrote **NOTES.md** and ran <b>echo</b>." in text  # the answer stays Markdown
     # Figures per request and per turn.
-    assert re.search(r"\*\d+ prompt tokens · 7 completion tokens · 3 thinking · first token "
-                     r"\d+\.\d\d s · \d+\.\d\d s · .*finish tool_calls\*", text), text
-    assert re.search(r"\*at \d+\.\d\d s · took \d+\.\d\d s · 2 requests · \d+ prompt tokens · "
-                     r"\d+ completion tokens · ended: stop\*", text)
+    assert re.search(
+        r"\*\d+ prompt tokens · 7 completion tokens · 3 thinking · first token "
+        r"\d+\.\d\d s · \d+\.\d\d s · .*finish tool_calls\*",
+        text,
+    ), text
+    assert re.search(
+        r"\*at \d+\.\d\d s · took \d+\.\d\d s · 2 requests · \d+ prompt tokens · "
+        r"\d+ completion tokens · ended: stop\*",
+        text,
+    )
 
 
 def test_markdown_fences_cannot_be_closed_by_what_they_hold(recorded: Session) -> None:
@@ -118,8 +143,9 @@ def test_markdown_fences_cannot_be_closed_by_what_they_hold(recorded: Session) -
     assert any(SCRIPT in block for block in fenced)
     bare = re.sub(r"(`{3,})[a-z]*\n.*?\n\1", "", text, flags=re.S)
     assert "<script>" not in bare
-    event = next(e for e in recorded.events if e.type == "ToolCallFinished"
-                 and e.data["name"] == "bash")
+    event = next(
+        e for e in recorded.events if e.type == "ToolCallFinished" and e.data["name"] == "bash"
+    )
     event.data["result"] = "before\n```\n## not a heading\n```` more"
     text = md(recorded)
     assert "`````text\nbefore\n```\n## not a heading\n```` more\n`````" in text
@@ -135,19 +161,24 @@ def test_html_escapes_everything_the_session_holds(recorded: Session) -> None:
     assert "&lt;b&gt;echo&lt;/b&gt;" in page and "<strong>NOTES.md</strong>" in page
     assert "b" not in tags.tags
     # Thinking collapsed, the diff's lines marked.
-    assert re.search(r"<details><summary>Thinking \(3 tokens\)</summary>"
-                     r"<pre class=\"thinking\">" + re.escape(THINKING) + "</pre></details>", page)
+    assert re.search(
+        r"<details><summary>Thinking \(3 tokens\)</summary>"
+        r"<pre class=\"thinking\">" + re.escape(THINKING) + "</pre></details>",
+        page,
+    )
     assert '<span class="add">+first line</span>' in page
     assert tags.tags.count("section") == 2 and "link" not in tags.tags
 
 
-def test_a_user_message_with_html_and_a_bad_link_is_shown_not_run(paths: Paths,
-                                                                  workspace: Path) -> None:
+def test_a_user_message_with_html_and_a_bad_link_is_shown_not_run(
+    paths: Paths, workspace: Path
+) -> None:
     prompt = 'see <img src=x onerror="alert(1)"> and [here](javascript:alert(1))'
     session = load_session(asyncio.run(record(paths, workspace, (prompt,))))
     page = html(session)
     assert "img" not in parsed(page).tags and "javascript:" not in page.replace(
-        "[here](javascript:alert(1))", "")
+        "[here](javascript:alert(1))", ""
+    )
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
 
 
@@ -161,8 +192,9 @@ def test_secrets_stay_redacted(recorded: Session, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("MY_SERVICE_TOKEN", env_secret)
     event = next(e for e in recorded.events if e.type == "ToolCallFinished")
     event.data["result"] = f"key={token} pass={env_secret}"
-    recorded.events.append(SessionEvent(event.t_ns + 1, "Notice",
-                                        {"message": f"saw {token[:9]}" + token[9:]}))
+    recorded.events.append(
+        SessionEvent(event.t_ns + 1, "Notice", {"message": f"saw {token[:9]}" + token[9:]})
+    )
     for fmt in TRANSCRIPT_FORMATS:
         text = asyncio.run(session_transcript(recorded, fmt))
         assert token not in text and env_secret not in text, fmt

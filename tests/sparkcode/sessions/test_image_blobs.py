@@ -27,6 +27,7 @@ class RawCapture:
             if request.url.path.endswith("/chat/completions"):
                 self.bodies.append(await request.aread())
             return await self.server.handle(request)
+
         return httpx.MockTransport(handle)
 
 
@@ -35,9 +36,15 @@ def _conversation(data: bytes, turns: int) -> list[list[dict[str, Any]]]:
     url = "data:image/png;base64," + base64.b64encode(data).decode()
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "you are a test"},
-        {"role": "user", "content": [{"type": "text", "text": "what is this?"},
-                                     {"type": "image_url", "image_url": {"url": url}}]},
-        {"role": "assistant", "content": "a red square"}]
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        },
+        {"role": "assistant", "content": "a red square"},
+    ]
     out = []
     for n in range(turns):
         messages = [*messages, {"role": "user", "content": f"question {n}"}]
@@ -46,17 +53,23 @@ def _conversation(data: bytes, turns: int) -> list[list[dict[str, Any]]]:
     return out
 
 
-async def test_ten_requests_store_the_image_once_and_load_back_byte_exact(
-        tmp_path: Path) -> None:
+async def test_ten_requests_store_the_image_once_and_load_back_byte_exact(tmp_path: Path) -> None:
     data = image_bytes("PNG", (300, 200)) + b""  # ~1 KiB of PNG
     other = image_bytes("JPEG", (40, 40))
     capture = RawCapture(EchoServer())
     turns = _conversation(data, 10)
     # The last request also carries a second image: two blobs, each once.
     other_url = "data:image/jpeg;base64," + base64.b64encode(other).decode()
-    turns[-1] = [*turns[-1][:-1], {"role": "user", "content": [
-        {"type": "text", "text": "and this?"},
-        {"type": "image_url", "image_url": {"url": other_url}}]}]
+    turns[-1] = [
+        *turns[-1][:-1],
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this?"},
+                {"type": "image_url", "image_url": {"url": other_url}},
+            ],
+        },
+    ]
     recorder = await record_conversation(turns, capture.transport(), tmp_path)
 
     stored = sorted(p.name for p in blobs_dir(recorder.path).iterdir())
@@ -72,32 +85,34 @@ async def test_ten_requests_store_the_image_once_and_load_back_byte_exact(
 
     # Replay: the rerun sends exactly the recorded bytes again, images included.
     resent = RawCapture(EchoServer())
-    result = await rerun(session, Target(label="t", base_url="http://scripted.test/v1"),
-                         transport=resent.transport(), isolate=False)
+    result = await rerun(
+        session,
+        Target(label="t", base_url="http://scripted.test/v1"),
+        transport=resent.transport(),
+        isolate=False,
+    )
     assert resent.bodies == capture.bodies
     assert [t.status for t in result.turns] == ["identical"] * 10
 
 
-async def test_a_missing_image_file_is_a_named_problem_not_a_lost_session(
-        tmp_path: Path) -> None:
+async def test_a_missing_image_file_is_a_named_problem_not_a_lost_session(tmp_path: Path) -> None:
     data = image_bytes("PNG")
-    recorder = await record_conversation(_conversation(data, 2), EchoServer().transport(),
-                                         tmp_path)
+    recorder = await record_conversation(_conversation(data, 2), EchoServer().transport(), tmp_path)
     (blobs_dir(recorder.path) / hashlib.sha256(data).hexdigest()).unlink()
     session = load_session(recorder.path)
     assert len(session.exchanges) == 2 and all(e.complete for e in session.exchanges)
     digest = hashlib.sha256(data).hexdigest()[:12]
     assert [p.message.split(" is missing")[0] for p in session.problems] == [
         f"request 0: image {digest} of this request",
-        f"request 1: image {digest} of this request"]
+        f"request 1: image {digest} of this request",
+    ]
 
 
 async def test_export_takes_the_images_along(tmp_path: Path) -> None:
     from sparkcode.cli._sessions import export_cmd
 
     data = image_bytes("PNG")
-    recorder = await record_conversation(_conversation(data, 2), EchoServer().transport(),
-                                         tmp_path)
+    recorder = await record_conversation(_conversation(data, 2), EchoServer().transport(), tmp_path)
     out = tmp_path / "copy" / "exported.jsonl"
     out.parent.mkdir()
     export_cmd(recorder.session_id, out, force=False)
@@ -105,4 +120,5 @@ async def test_export_takes_the_images_along(tmp_path: Path) -> None:
     copied = load_session(out)
     assert not copied.problems
     assert [e.body for e in copied.exchanges] == [
-        e.body for e in load_session(recorder.path).exchanges]
+        e.body for e in load_session(recorder.path).exchanges
+    ]

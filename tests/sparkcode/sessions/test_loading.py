@@ -30,8 +30,9 @@ from tests.support.sessions import EchoServer, agentish_turns, record_conversati
 
 async def _recorded(paths: Paths) -> Path:
     server = EchoServer()
-    recorder = await record_conversation(agentish_turns("x")[:3], server.transport(),
-                                         paths.data_dir)
+    recorder = await record_conversation(
+        agentish_turns("x")[:3], server.transport(), paths.data_dir
+    )
     return recorder.path
 
 
@@ -50,10 +51,14 @@ async def test_corrupt_lines_are_named_and_the_rest_loads(paths: Paths) -> None:
     assert str(session.problems[0]).startswith(f"{path}:6: ")
     # Everything else is there: three requests, all but one chunk.
     assert len(session.exchanges) == 3
-    assert sum(len(e.chunks) for e in session.exchanges) == \
-        sum(len(e.chunks) for e in intact.exchanges) - 1
-    assert exchange_output(session.exchanges[2]).content == \
-        exchange_output(intact.exchanges[2]).content
+    assert (
+        sum(len(e.chunks) for e in session.exchanges)
+        == sum(len(e.chunks) for e in intact.exchanges) - 1
+    )
+    assert (
+        exchange_output(session.exchanges[2]).content
+        == exchange_output(intact.exchanges[2]).content
+    )
 
 
 async def test_cli_warns_with_the_line_and_still_shows(paths: Paths) -> None:
@@ -90,7 +95,8 @@ async def test_ids_resolve_by_unique_prefix(paths: Paths) -> None:
     paths.sessions_dir.mkdir(parents=True)
     for name in ("abc123000000", "abd456000000"):
         (paths.sessions_dir / f"{name}.jsonl").write_text(
-            json.dumps({"kind": "header", "session_id": name}) + "\n")
+            json.dumps({"kind": "header", "session_id": name}) + "\n"
+        )
     assert store.resolve("abc").stem == "abc123000000"
     with pytest.raises(UserError, match="ambiguous"):
         store.resolve("ab")
@@ -128,8 +134,12 @@ def test_sigkill_mid_stream_leaves_a_loadable_file(paths: Paths, tmp_path: Path)
     root = str(ROOT)
     script = tmp_path / "record.py"
     script.write_text(RECORD_SCRIPT.format(root=root))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "SPARKCODE_HOME": str(paths.config_dir.parent)})
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SPARKCODE_HOME": str(paths.config_dir.parent)},
+    )
     try:
         assert proc.stdout is not None
         path = Path(proc.stdout.readline().strip())

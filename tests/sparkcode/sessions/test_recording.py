@@ -28,8 +28,9 @@ from tests.support.sessions import EchoServer, agentish_turns, record_conversati
 
 async def test_records_request_chunks_usage_exactly(tmp_path: Path) -> None:
     server = EchoServer()
-    recorder = await record_conversation(agentish_turns("file text")[:2], server.transport(),
-                                         tmp_path)
+    recorder = await record_conversation(
+        agentish_turns("file text")[:2], server.transport(), tmp_path
+    )
     session = load_session(recorder.path)
     assert session.problems == [] and not session.truncated_tail
     assert session.header["session_id"] == recorder.session_id
@@ -55,19 +56,22 @@ async def test_records_request_chunks_usage_exactly(tmp_path: Path) -> None:
     lines = recorder.path.read_bytes().rstrip(b"\0").decode().splitlines()
     ends = [json.loads(line) for line in lines if '"kind":"end"' in line]
     assert [(e["chunks"], e["bytes"]) for e in ends] == [
-        (len(x.chunks), len(x.response_bytes)) for x in session.exchanges]
+        (len(x.chunks), len(x.response_bytes)) for x in session.exchanges
+    ]
     assert all(e["chunks"] > 0 for e in ends)
 
 
-async def test_secrets_never_reach_the_file(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_secrets_never_reach_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = "sk-live-0123456789abcdef"
     monkeypatch.setenv("SCRIPTED_API_KEY", key)
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-9876543210")
     server = EchoServer()
     turns = [[{"role": "user", "content": f"my token is tok-9876543210 and key {key}"}]]
-    recorder = await record_conversation(turns, server.transport(), tmp_path,
-                                         api_key_env="SCRIPTED_API_KEY")
+    recorder = await record_conversation(
+        turns, server.transport(), tmp_path, api_key_env="SCRIPTED_API_KEY"
+    )
     # The server did get the credentials...
     assert server.requests and key in json.dumps(server.requests[0])
     raw = recorder.path.read_text(encoding="utf-8")
@@ -81,9 +85,12 @@ async def test_secrets_never_reach_the_file(tmp_path: Path,
 
 def test_engine_env_secrets_are_redacted(tmp_path: Path) -> None:
     recorder = SessionRecorder(
-        tmp_path, workspace=tmp_path,
-        engine={"env": {"HF_TOKEN": "hf_abcdefghijkl", "VLLM_CPU_KVCACHE_SPACE": "1"},
-                "argv": ["vllm", "--api-key", "hf_abcdefghijkl"]},
+        tmp_path,
+        workspace=tmp_path,
+        engine={
+            "env": {"HF_TOKEN": "hf_abcdefghijkl", "VLLM_CPU_KVCACHE_SPACE": "1"},
+            "argv": ["vllm", "--api-key", "hf_abcdefghijkl"],
+        },
     )
     recorder.close()
     raw = recorder.path.read_text(encoding="utf-8")
@@ -99,18 +106,29 @@ async def test_agent_events_are_recorded_but_not_stream_deltas(tmp_path: Path) -
     on_event = event_recorder(recorder)
     on_event(ev.TurnStarted(turn=1, user_text="fix it"))
     on_event(ev.ContentDelta(text="streamed"))
-    on_event(ev.ToolCallStarted(call_id="c1", name="bash", arguments={"cmd": "ls"},
-                                raw_arguments='{"cmd": "ls"}'))
+    on_event(
+        ev.ToolCallStarted(
+            call_id="c1", name="bash", arguments={"cmd": "ls"}, raw_arguments='{"cmd": "ls"}'
+        )
+    )
     on_event(ev.ApprovalResolved(call_id="c1", tool="bash", approved=True, by="user"))
     on_event(ev.ToolCallFinished(call_id="c1", name="bash", result="a.txt"))
     on_event(ev.UndoApplied(snapshot="s1", changed=("a.txt",)))
-    on_event(ev.TurnFinished(reason="stop", content="done", requests=1, prompt_tokens=3,
-                             completion_tokens=2))
+    on_event(
+        ev.TurnFinished(
+            reason="stop", content="done", requests=1, prompt_tokens=3, completion_tokens=2
+        )
+    )
     recorder.close()
     session = load_session(recorder.path)
     assert [e.type for e in session.events] == [
-        "TurnStarted", "ToolCallStarted", "ApprovalResolved", "ToolCallFinished",
-        "UndoApplied", "TurnFinished"]
+        "TurnStarted",
+        "ToolCallStarted",
+        "ApprovalResolved",
+        "ToolCallFinished",
+        "UndoApplied",
+        "TurnFinished",
+    ]
     assert session.events[1].data["arguments"] == {"cmd": "ls"}
     assert session.events[4].data["changed"] == ["a.txt"]
 
@@ -123,9 +141,12 @@ async def test_monitoring_polls_are_not_recorded(tmp_path: Path) -> None:
             return httpx.Response(200, text="vllm:x 1\n")
         return await server.handle(request)
 
-    recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
-                                          paths=Paths.from_env(),
-                                          inner=httpx.MockTransport(handler))
+    recorder, transport = start_recording(
+        "http://scripted.test/v1",
+        workspace=tmp_path,
+        paths=Paths.from_env(),
+        inner=httpx.MockTransport(handler),
+    )
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     assert await client.fetch_metrics() == "vllm:x 1\n"
     models = await client.list_models()
@@ -143,9 +164,12 @@ async def test_monitoring_polls_are_not_recorded(tmp_path: Path) -> None:
 
 
 async def test_connect_and_quit_records_nothing(tmp_path: Path) -> None:
-    recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
-                                          paths=Paths.from_env(),
-                                          inner=EchoServer().transport())
+    recorder, transport = start_recording(
+        "http://scripted.test/v1",
+        workspace=tmp_path,
+        paths=Paths.from_env(),
+        inner=EchoServer().transport(),
+    )
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     await client.list_models()
     await client.aclose()
@@ -156,9 +180,12 @@ async def test_connect_and_quit_records_nothing(tmp_path: Path) -> None:
 
 async def test_a_stream_closed_early_is_marked(tmp_path: Path) -> None:
     server = EchoServer()
-    recorder, transport = start_recording("http://scripted.test/v1", workspace=tmp_path,
-                                          paths=Paths.from_env(),
-                                          inner=server.transport())
+    recorder, transport = start_recording(
+        "http://scripted.test/v1",
+        workspace=tmp_path,
+        paths=Paths.from_env(),
+        inner=server.transport(),
+    )
     client = ChatClient("http://scripted.test/v1", "m", transport=transport)
     async with client.stream_chat([{"role": "user", "content": "a b c d e f"}]) as stream:
         async for _ in stream:
@@ -170,8 +197,9 @@ async def test_a_stream_closed_early_is_marked(tmp_path: Path) -> None:
     assert "closed" in exchange.error
 
 
-def test_write_failure_stops_recording_and_reports(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_failure_stops_recording_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     errors: list[OSError] = []
     recorder = SessionRecorder(tmp_path, workspace=tmp_path, engine={}, on_error=errors.append)
 
@@ -188,10 +216,12 @@ def test_write_failure_stops_recording_and_reports(tmp_path: Path,
 
 @pytest.mark.parametrize("mode", ["mapped", "mapped-unpopulated", "plain"])
 @pytest.mark.parametrize("window", [8192, 1 << 20])
-def test_append_log_crosses_windows_and_trims_on_close(tmp_path: Path, mode: str, window: int,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_append_log_crosses_windows_and_trims_on_close(
+    tmp_path: Path, mode: str, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mapped = mode != "plain"
     if not mapped:  # a file system that cannot reserve blocks: plain writes
+
         def unsupported(fd: int, offset: int, length: int) -> None:
             raise OSError(errno.EOPNOTSUPP, "not supported")
 
@@ -203,13 +233,13 @@ def test_append_log_crosses_windows_and_trims_on_close(tmp_path: Path, mode: str
     for n, piece in enumerate(pieces):
         log.append(piece)
         # Visible to any reader at once (another process would see the same pages).
-        assert (tmp_path / "log").read_bytes()[:log.size].endswith(piece)
+        assert (tmp_path / "log").read_bytes()[: log.size].endswith(piece)
         if n % 17 == 0:
             log.sync()  # written back pages are write-protected again: copies must still land
     log.sync()
     on_disk = (tmp_path / "log").read_bytes()
     if mapped:
-        assert len(on_disk) > log.size and on_disk[log.size:].strip(b"\x00") == b""
+        assert len(on_disk) > log.size and on_disk[log.size :].strip(b"\x00") == b""
     log.close()
     log.close()
     assert (tmp_path / "log").read_bytes() == b"".join(pieces)

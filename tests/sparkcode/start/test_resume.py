@@ -31,12 +31,17 @@ from tests.support.scripted import Reply, ScriptedServer
 WRITE = json.dumps({"path": "notes.md", "content": "hello\n"})
 
 
-async def start(server: ScriptedServer, workspace: Path, paths: Paths,
-                **options: Any) -> AgentSession:
+async def start(
+    server: ScriptedServer, workspace: Path, paths: Paths, **options: Any
+) -> AgentSession:
     target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
-    return await build_session(target, SessionOptions(
-        origin="run", permission_mode="full-auto", transport=server.transport(), **options),
-        paths)
+    return await build_session(
+        target,
+        SessionOptions(
+            origin="run", permission_mode="full-auto", transport=server.transport(), **options
+        ),
+        paths,
+    )
 
 
 async def turn(session: AgentSession, text: str) -> None:
@@ -57,8 +62,13 @@ def ws(tmp_path: Path) -> Path:
 
 
 async def record_two_turns(ws: Path, paths: Paths) -> tuple[str, list[dict[str, Any]]]:
-    server = ScriptedServer([Reply(tool_calls=[("write_file", WRITE)]), Reply(content=["ok"]),
-                             Reply(content=["second"])])
+    server = ScriptedServer(
+        [
+            Reply(tool_calls=[("write_file", WRITE)]),
+            Reply(content=["ok"]),
+            Reply(content=["second"]),
+        ]
+    )
     session = await start(server, ws, paths)
     await turn(session, "write notes")
     await turn(session, "and then?")
@@ -69,7 +79,8 @@ async def record_two_turns(ws: Path, paths: Paths) -> tuple[str, list[dict[str, 
 
 
 async def test_resume_rebuilds_the_history_and_repeats_the_prefix_byte_for_byte(
-        ws: Path, paths: Paths) -> None:
+    ws: Path, paths: Paths
+) -> None:
     sid, history = await record_two_turns(ws, paths)
     store = SessionStore(paths.sessions_dir)
     rebuilt = await find_resume(store, ws, latest=True)
@@ -84,8 +95,9 @@ async def test_resume_rebuilds_the_history_and_repeats_the_prefix_byte_for_byte(
     first = bodies(resumed.session_id, paths)[0]
     last = bodies(sid, paths)[-1]
     # The recorded messages of the last request are a byte-exact prefix of the new one.
-    recorded_msgs = json.dumps(json.loads(last)["messages"], ensure_ascii=False,
-                               separators=(",", ":"))
+    recorded_msgs = json.dumps(
+        json.loads(last)["messages"], ensure_ascii=False, separators=(",", ":")
+    )
     assert recorded_msgs.encode() in last  # what was recorded, byte for byte...
     assert recorded_msgs[:-1].encode() in first  # ...opens the resumed request's messages
     header = load_session(SessionStore(paths.sessions_dir).resolve(resumed.session_id)).header
@@ -97,13 +109,14 @@ async def test_resume_rebuilds_the_history_and_repeats_the_prefix_byte_for_byte(
 
 
 async def test_a_cut_tail_resumes_from_the_last_complete_turn_and_says_so(
-        ws: Path, paths: Paths) -> None:
+    ws: Path, paths: Paths
+) -> None:
     sid, history = await record_two_turns(ws, paths)
     path = SessionStore(paths.sessions_dir).resolve(sid)
     lines = path.read_bytes().split(b"\n")
     # Cut the file inside the last response, as a kill -9 mid-stream would.
     last_request = max(i for i, line in enumerate(lines) if b'"kind":"request"' in line)
-    path.write_bytes(b"\n".join(lines[:last_request + 3]) + b'\n{"kind":"chu')
+    path.write_bytes(b"\n".join(lines[: last_request + 3]) + b'\n{"kind":"chu')
     rebuilt = await rebuild_conversation(load_session(path))
     assert rebuilt.turns == 1
     assert rebuilt.history == history[:-2]  # the second turn (prompt and answer) is left out
@@ -172,21 +185,26 @@ async def test_undo_after_resume_rewinds_a_recorded_turn(ws: Path, paths: Paths)
 
 
 async def test_undo_after_resume_in_small_model_mode_takes_back_whole_turns(
-        ws: Path, paths: Paths) -> None:
+    ws: Path, paths: Paths
+) -> None:
     """With ``results_as_user`` the recording holds each tool result as a user message
     ("Result: ..."); a resumed conversation's turns are still the user's two."""
     (ws / ".keep").write_text("")
     call = '{"tool":"write_file","arguments":' + WRITE + "}"
-    server = ScriptedServer([Reply(content=[call]), Reply(content=['{"answer":"ok"}']),
-                             Reply(content=['{"answer":"second"}'])])
+    server = ScriptedServer(
+        [
+            Reply(content=[call]),
+            Reply(content=['{"answer":"ok"}']),
+            Reply(content=['{"answer":"second"}']),
+        ]
+    )
     knobs = AgentKnobs(structured_tools=True, results_as_user=True)
     session = await start(server, ws, paths, knobs=knobs)
     await turn(session, "write notes")
     await turn(session, "and then?")
     await session.aclose()
     assert session.session_id is not None and (ws / "notes.md").exists()
-    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws,
-                                session_id=session.session_id)
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=session.session_id)
     assert any(str(m.get("content")).startswith("Result:\n") for m in rebuilt.history)
     assert [(m.turn, m.snapshot is not None) for m in rebuilt.marks] == [(1, True), (2, False)]
     resumed = await start(ScriptedServer([]), ws, paths, resume=rebuilt, knobs=knobs)
@@ -204,8 +222,7 @@ async def test_undo_recorded_after_the_last_request_is_applied(ws: Path, paths: 
     session.agent.undo()
     await session.aclose()
     assert session.session_id is not None
-    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws,
-                                session_id=session.session_id)
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=session.session_id)
     assert rebuilt.turns == 1 and [m["content"] for m in rebuilt.history[1:]] == ["a", "one"]
 
 
@@ -234,7 +251,8 @@ async def test_rerun_says_when_it_cannot_be_exact(ws: Path, paths: Paths) -> Non
 
 
 async def test_a_salvaged_call_at_the_end_is_rebuilt_as_the_agent_held_it(
-        ws: Path, paths: Paths) -> None:
+    ws: Path, paths: Paths
+) -> None:
     """The model wrote its call as text (the server's parser missed it): the agent
     salvaged it; the rebuilt tail has the same call, id and answer text."""
     text = '<tool_call>\n{"name": "list_files", "arguments": {}}\n</tool_call>'
@@ -245,6 +263,5 @@ async def test_a_salvaged_call_at_the_end_is_rebuilt_as_the_agent_held_it(
     await session.aclose()
     assert history[2]["tool_calls"][0]["id"].startswith("salvaged_"), history
     assert session.session_id is not None
-    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws,
-                                session_id=session.session_id)
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=session.session_id)
     assert rebuilt.history == history

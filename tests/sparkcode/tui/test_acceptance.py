@@ -18,14 +18,18 @@ AppFactory = Callable[..., tuple[SparkcodeApp, ScriptedAgent, ScriptedEngine]]
 
 
 def scrape(drafts: int, accepted: int, per_pos: list[int]) -> str:
-    lines = ["# TYPE vllm:spec_decode_num_drafts counter",
-             f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}',
-             "# TYPE vllm:spec_decode_num_accepted_tokens counter",
-             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} '
-             f"{accepted}",
-             "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]
-    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",'
-              f'position="{i}"}} {n}' for i, n in enumerate(per_pos)]
+    lines = [
+        "# TYPE vllm:spec_decode_num_drafts counter",
+        f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}',
+        "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}',
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+    ]
+    lines += [
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",'
+        f'position="{i}"}} {n}'
+        for i, n in enumerate(per_pos)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -51,15 +55,22 @@ def test_the_status_bar_shows_each_position() -> None:
 async def test_the_app_shows_live_acceptance_per_position(app_factory: AppFactory) -> None:
     """A turn's MetricsUpdate (what the agent loop polls after each request) reaches the
     status bar of the running app, per position."""
+
     async def turn(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=agent.turns_run, user_text=text)
-        yield ev.RequestStarted(request=1, reasoning_effort="low", thinking_token_budget=None,
-                                messages=2)
+        yield ev.RequestStarted(
+            request=1, reasoning_effort="low", thinking_token_budget=None, messages=2
+        )
         yield ev.ContentDelta(text="done")
-        yield ev.MetricsUpdate(acceptance_length=2.8, acceptance_per_pos=(0.95, 0.6, 0.25),
-                               prefix_cache_hit_rate=None, kv_cache_usage=0.1)
-        yield ev.TurnFinished(reason="stop", content="done", requests=1, prompt_tokens=10,
-                              completion_tokens=1)
+        yield ev.MetricsUpdate(
+            acceptance_length=2.8,
+            acceptance_per_pos=(0.95, 0.6, 0.25),
+            prefix_cache_hit_rate=None,
+            kv_cache_usage=0.1,
+        )
+        yield ev.TurnFinished(
+            reason="stop", content="done", requests=1, prompt_tokens=10, completion_tokens=1
+        )
 
     app, _, _ = app_factory([turn])
     async with app.run_test(size=(120, 30)) as pilot:

@@ -33,14 +33,25 @@ def asking_app(workspace: Path, paths: Paths, server: ScriptedServer) -> Sparkco
     built: list[SparkcodeApp] = []
 
     async def factory(request: SessionRequest) -> AgentPort:
-        session = await build_session(target, SessionOptions(
-            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="ask"), paths)
+        session = await build_session(
+            target,
+            SessionOptions(
+                origin="tui",
+                start_engine=False,
+                transport=server.transport(),
+                mcp=False,
+                permission_mode="ask",
+            ),
+            paths,
+        )
         session.agent.asker = user_asker(lambda: built[0])
         return LiveAgent(session)
 
-    app = SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
-                       ScriptedEngine(current=READY), factory)
+    app = SparkcodeApp(
+        TuiSettings(workspace=workspace, paths=paths, model="m"),
+        ScriptedEngine(current=READY),
+        factory,
+    )
     built.append(app)
     return app
 
@@ -64,14 +75,12 @@ async def card_shown(pilot: Pilot[Any], app: SparkcodeApp) -> QuestionCard:
 
 
 async def test_a_typed_answer_goes_to_the_model(workspace: Path, paths: Paths) -> None:
-    server = ScriptedServer([ask("Which name should the module get?"),
-                             Reply(content=["renamed"])])
+    server = ScriptedServer([ask("Which name should the module get?"), Reply(content=["renamed"])])
     app = asking_app(workspace, paths, server)
     async with app.run_test(size=(120, 40)) as pilot:
         await type_line(pilot, "rename the module")
         card = await card_shown(pilot, app)
-        assert "Which name should the module get?" in str(
-            card.query_one(".question-text").render())
+        assert "Which name should the module get?" in str(card.query_one(".question-text").render())
         assert not card.query(Button)  # no options: typed only
         await pilot.press("enter")  # an empty answer is refused, the card stays
         await pilot.pause(0.05)
@@ -84,9 +93,14 @@ async def test_a_typed_answer_goes_to_the_model(workspace: Path, paths: Paths) -
 
 
 async def test_a_picked_option_and_a_number(workspace: Path, paths: Paths) -> None:
-    server = ScriptedServer([ask("Which way?", ["keep it", "rename it"]), Reply(content=["a"]),
-                             ask("And the tests?", ["skip", "run them"]),
-                             Reply(content=["b"])])
+    server = ScriptedServer(
+        [
+            ask("Which way?", ["keep it", "rename it"]),
+            Reply(content=["a"]),
+            ask("And the tests?", ["skip", "run them"]),
+            Reply(content=["b"]),
+        ]
+    )
     app = asking_app(workspace, paths, server)
     async with app.run_test(size=(120, 40)) as pilot:
         await type_line(pilot, "tidy up")
@@ -138,7 +152,8 @@ async def test_the_launched_app_asks_with_its_card(workspace: Path, paths: Paths
             await type_line(pilot, "rename it")
             await card_shown(pilot, app)
             await pilot.press(*"textutil", "enter")
-            await until(pilot, lambda: not app.main.turn_running
-                        and len(server.requests) == 2, timeout=10)
+            await until(
+                pilot, lambda: not app.main.turn_running and len(server.requests) == 2, timeout=10
+            )
         sent = server.requests[1]["messages"][-1]["content"]
     assert str(sent).startswith("the user answered: textutil")

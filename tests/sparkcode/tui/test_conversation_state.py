@@ -12,8 +12,7 @@ from sparkcode.tui.conversation_state import ConversationState
 from sparkcode.tui.scripted import ScriptedAgent
 
 
-async def test_settings_wait_for_the_agent_and_the_recording_goes_to_one(
-        tmp_path: Path) -> None:
+async def test_settings_wait_for_the_agent_and_the_recording_goes_to_one(tmp_path: Path) -> None:
     requests: list[SessionRequest] = []
     built: list[ScriptedAgent] = []
 

@@ -19,8 +19,7 @@ from .test_pilot import texts, type_line, until
 LOOP = ["I will fix it. "] + ["Let me check the file again. "] * 60
 
 
-async def test_degenerate_off_leaves_no_detector_running(
-        workspace: Path, paths: Paths) -> None:
+async def test_degenerate_off_leaves_no_detector_running(workspace: Path, paths: Paths) -> None:
     server = ScriptedServer([Reply(content=LOOP)])
     app = live_app(workspace, paths, server)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -32,7 +31,8 @@ async def test_degenerate_off_leaves_no_detector_running(
 
 
 async def test_each_streamed_chunk_is_fed_to_a_detector_once(
-        workspace: Path, paths: Paths, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fed: list[str] = []
     feed = DegenerationDetector.feed
 
@@ -50,4 +50,4 @@ async def test_each_streamed_chunk_is_fed_to_a_detector_once(
         assert len(warnings) == 1 and warnings.first().stopped
         assert any("the stream degenerated" in t for t in texts(app, Notice))
     # The stream stopped where the detector fired: each chunk up to there, once.
-    assert fed == LOOP[:len(fed)] and len(fed) < len(LOOP)
+    assert fed == LOOP[: len(fed)] and len(fed) < len(LOOP)

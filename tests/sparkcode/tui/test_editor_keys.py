@@ -49,8 +49,9 @@ def test_editor_command_prefers_visual_then_editor() -> None:
         editor_command({"EDITOR": "vi 'unclosed"})
 
 
-async def test_ctrl_g_takes_the_edit_into_the_prompt(app_factory: AppFactory, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_ctrl_g_takes_the_edit_into_the_prompt(
+    app_factory: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     appends = script(tmp_path, "appends", 'printf "\\nsecond line\\n" >> "$1"\n')
     fails = script(tmp_path, "fails", 'echo lost > "$1"; exit 1\n')
     monkeypatch.delenv("VISUAL", raising=False)
@@ -64,8 +65,7 @@ async def test_ctrl_g_takes_the_edit_into_the_prompt(app_factory: AppFactory, tm
         assert prompt.cursor_location == prompt.document.end
         monkeypatch.setenv("EDITOR", str(fails))
         await pilot.press("ctrl+g")
-        await until(pilot, lambda: any("exited with code 1" in t
-                                       for t in texts(app, ErrorMessage)))
+        await until(pilot, lambda: any("exited with code 1" in t for t in texts(app, ErrorMessage)))
         assert prompt.value == "fix the bug\nsecond line"  # nothing typed is lost
         assert any(str(fails) in t for t in texts(app, ErrorMessage))
         monkeypatch.delenv("EDITOR")
@@ -78,31 +78,32 @@ async def test_ctrl_g_takes_the_edit_into_the_prompt(app_factory: AppFactory, tm
 def test_keys_table_parses_and_refuses_clearly(tmp_path: Path) -> None:
     source = tmp_path / "config.toml"
     config = parse_config('[keys]\neditor = "f4"\nquit = "ctrl+q, ctrl+d"\n', source)
-    assert dict(config.keys) == {"sparkcode.editor": "f4",
-                                 "sparkcode.quit": "ctrl+q,ctrl+d"}
+    assert dict(config.keys) == {"sparkcode.editor": "f4", "sparkcode.quit": "ctrl+q,ctrl+d"}
     assert parse_config("", source).keys == ()
     names = ", ".join(action.name for action in KEY_ACTIONS)
     with pytest.raises(ConfigError) as unknown:
         parse_config('[keys]\nedtor = "ctrl+e"\n', source)
-    assert str(unknown.value) == (f"{source}: [keys] 'edtor' is not an action that can be "
-                                  f"bound; the actions are: {names}")
-    for text, problem in [('editor = "ctrl+"', "'ctrl+' is not a key"),
-                          ('editor = "cmd+e"', "'cmd+e' is not a key: the modifiers are"),
-                          ('editor = "ctrl+bogus"', "'bogus' is no key name"),
-                          ('editor = "f30"', "function keys are f1 to f24"),
-                          ('editor = ""', "'' is not a key"),
-                          ('editor = "f2"', "editor: 'f2' is already the key of engine"),
-                          ('editor = "ctrl+e"', "editor: 'ctrl+e' is the prompt's own key "
-                                                "(cursor line end)"),
-                          ("editor = 7", 'must be a table of action = "key" strings')]:
+    assert str(unknown.value) == (
+        f"{source}: [keys] 'edtor' is not an action that can be bound; the actions are: {names}"
+    )
+    for text, problem in [
+        ('editor = "ctrl+"', "'ctrl+' is not a key"),
+        ('editor = "cmd+e"', "'cmd+e' is not a key: the modifiers are"),
+        ('editor = "ctrl+bogus"', "'bogus' is no key name"),
+        ('editor = "f30"', "function keys are f1 to f24"),
+        ('editor = ""', "'' is not a key"),
+        ('editor = "f2"', "editor: 'f2' is already the key of engine"),
+        ('editor = "ctrl+e"', "editor: 'ctrl+e' is the prompt's own key (cursor line end)"),
+        ("editor = 7", 'must be a table of action = "key" strings'),
+    ]:
         with pytest.raises(ConfigError, match=re.escape(problem)):
             parse_config(f"[keys]\n{text}\n", source)
 
 
-async def test_a_keys_override_rebinds_the_action(app_factory: AppFactory, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    config = parse_config('[keys]\neditor = "f4"\nthinking = "f8"\n',
-                          tmp_path / "config.toml")
+async def test_a_keys_override_rebinds_the_action(
+    app_factory: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = parse_config('[keys]\neditor = "f4"\nthinking = "f8"\n', tmp_path / "config.toml")
     appends = script(tmp_path, "appends", 'printf " edited" >> "$1"\n')
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", str(appends))

@@ -21,13 +21,13 @@ def said(app: object, kind: type, part: str) -> bool:
 
 async def test_export_writes_the_sessions_transcript(workspace: Path, paths: Paths) -> None:
     shell = json.dumps({"command": "echo '<script>x</script>'"})
-    server = ScriptedServer([Reply(reasoning=["hmm"], tool_calls=[("bash", shell)]),
-                             Reply(content=["printed it"])])
+    server = ScriptedServer(
+        [Reply(reasoning=["hmm"], tool_calls=[("bash", shell)]), Reply(content=["printed it"])]
+    )
     app = live_app(workspace, paths, server)
     async with app.run_test(size=(120, 40)) as pilot:
         await type_line(pilot, "/export")
-        await until(pilot, lambda: said(app, ErrorMessage, "/export failed: nothing recorded "
-                                        "yet"))
+        await until(pilot, lambda: said(app, ErrorMessage, "/export failed: nothing recorded yet"))
         await type_line(pilot, "print a tag")
         await until(pilot, lambda: not app.main.turn_running and len(server.requests) == 2)
         agent = app.main.agent
@@ -36,8 +36,12 @@ async def test_export_writes_the_sessions_transcript(workspace: Path, paths: Pat
 
         await type_line(pilot, "/export")
         default = paths.sessions_dir / f"{session_id}.md"
-        await until(pilot, lambda: said(app, Notice, f"exported the transcript of session "
-                                        f"{session_id} (md) to {default}"))
+        await until(
+            pilot,
+            lambda: said(
+                app, Notice, f"exported the transcript of session {session_id} (md) to {default}"
+            ),
+        )
         text = default.read_text()
         assert "> print a tag" in text and "### Tool call: `bash`" in text
         assert "<summary>Thinking (1 tokens)</summary>" in text and "printed it" in text

@@ -27,30 +27,56 @@ from .test_pilot import texts, type_line, until
 
 async def _hooked(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
     yield ev.TurnStarted(turn=1, user_text=text)
-    yield ev.HookRan(hook_event="UserPromptSubmit", command="./check-prompt", source="config",
-                     exit_code=0, stdout="", stderr="")
-    yield ev.ToolCallStarted(call_id="c1", name="bash", arguments={"command": "rm -rf /"},
-                             raw_arguments="{}")
-    yield ev.HookRan(hook_event="PreToolUse", command="./guard.sh", source="config",
-                     exit_code=2, stdout="", stderr="no rm -rf", blocked=True, call_id="c1",
-                     tool="bash")
-    yield ev.ToolCallFinished(call_id="c1", name="bash", result="not run: no rm -rf",
-                              error="blocked")
-    yield ev.TurnFinished(reason="stop", content="", requests=1, prompt_tokens=1,
-                          completion_tokens=1)
+    yield ev.HookRan(
+        hook_event="UserPromptSubmit",
+        command="./check-prompt",
+        source="config",
+        exit_code=0,
+        stdout="",
+        stderr="",
+    )
+    yield ev.ToolCallStarted(
+        call_id="c1", name="bash", arguments={"command": "rm -rf /"}, raw_arguments="{}"
+    )
+    yield ev.HookRan(
+        hook_event="PreToolUse",
+        command="./guard.sh",
+        source="config",
+        exit_code=2,
+        stdout="",
+        stderr="no rm -rf",
+        blocked=True,
+        call_id="c1",
+        tool="bash",
+    )
+    yield ev.ToolCallFinished(
+        call_id="c1", name="bash", result="not run: no rm -rf", error="blocked"
+    )
+    yield ev.TurnFinished(
+        reason="stop", content="", requests=1, prompt_tokens=1, completion_tokens=1
+    )
 
 
-async def test_hook_runs_are_shown_on_the_card_and_as_notices(workspace: Path,
-                                                              paths: Paths) -> None:
+async def test_hook_runs_are_shown_on_the_card_and_as_notices(
+    workspace: Path, paths: Paths
+) -> None:
     app, _ = app_with(workspace, paths, ScriptedAgent([_hooked]))
     async with app.run_test(size=(100, 36)) as pilot:
         await type_line(pilot, "clean up")
-        await until(pilot, lambda: bool(app.main.query(ToolCard))
-                    and bool(app.main.query_one(ToolCard).hook_lines))
+        await until(
+            pilot,
+            lambda: (
+                bool(app.main.query(ToolCard)) and bool(app.main.query_one(ToolCard).hook_lines)
+            ),
+        )
         card = app.main.query_one(ToolCard)
         assert card.hook_lines == ["PreToolUse hook `./guard.sh` blocked: no rm -rf"]
-        await until(pilot, lambda: any("UserPromptSubmit hook `./check-prompt` ok" in t
-                                       for t in texts(app, Notice)))
+        await until(
+            pilot,
+            lambda: any(
+                "UserPromptSubmit hook `./check-prompt` ok" in t for t in texts(app, Notice)
+            ),
+        )
 
 
 def _trusting_app(workspace: Path, paths: Paths, server: ScriptedServer) -> SparkcodeApp:
@@ -59,22 +85,38 @@ def _trusting_app(workspace: Path, paths: Paths, server: ScriptedServer) -> Spar
     built: list[SparkcodeApp] = []
 
     async def factory(request: SessionRequest) -> AgentPort:
-        return LiveAgent(await build_session(target, SessionOptions(
-            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            permission_mode="full-auto", ask_trust=trust_asker(lambda: built[0])), paths))
+        return LiveAgent(
+            await build_session(
+                target,
+                SessionOptions(
+                    origin="tui",
+                    start_engine=False,
+                    transport=server.transport(),
+                    mcp=False,
+                    permission_mode="full-auto",
+                    ask_trust=trust_asker(lambda: built[0]),
+                ),
+                paths,
+            )
+        )
 
-    app = SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
-                       ScriptedEngine(current=READY), factory)
+    app = SparkcodeApp(
+        TuiSettings(workspace=workspace, paths=paths, model="m"),
+        ScriptedEngine(current=READY),
+        factory,
+    )
     built.append(app)
     return app
 
 
 @pytest.mark.parametrize("answer", ["y", "n"])
 async def test_the_first_prompt_asks_once_whether_to_trust_the_project_hooks(
-        workspace: Path, paths: Paths, answer: str) -> None:
+    workspace: Path, paths: Paths, answer: str
+) -> None:
     (workspace / ".sparkcode").mkdir()
     (workspace / ".sparkcode" / "hooks.toml").write_text(
-        '[[UserPromptSubmit]]\ncommand = "echo from-the-project-hook"\n')
+        '[[UserPromptSubmit]]\ncommand = "echo from-the-project-hook"\n'
+    )
     server = ScriptedServer([Reply(content=["one"]), Reply(content=["two"])])
     app = _trusting_app(workspace, paths, server)
     async with app.run_test(size=(100, 36)) as pilot:

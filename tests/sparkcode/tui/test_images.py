@@ -43,10 +43,17 @@ def test_mentions_and_pasted_paths(workspace: Path) -> None:
     write_image(workspace / "noext", "JPEG")
     (workspace / "notes.txt").write_text("x")
     assert image_mentions("see @a.png and @src/main.py, mail a@b.png @C.JPEG") == [
-        "a.png", "C.JPEG"]
+        "a.png",
+        "C.JPEG",
+    ]
     shot = workspace / "shots" / "my shot.png"
-    for pasted in (str(shot), f"'{shot}'", str(shot).replace(" ", "\\ "),
-                   "file://" + str(shot).replace(" ", "%20"), "shots/my shot.png\n"):
+    for pasted in (
+        str(shot),
+        f"'{shot}'",
+        str(shot).replace(" ", "\\ "),
+        "file://" + str(shot).replace(" ", "%20"),
+        "shots/my shot.png\n",
+    ):
         assert pasted_image(pasted, workspace) == shot, pasted
     assert pasted_image("noext", workspace) == workspace / "noext"  # image bytes, no name
     assert pasted_image("notes.txt", workspace) is None  # a text file is pasted as text
@@ -54,8 +61,9 @@ def test_mentions_and_pasted_paths(workspace: Path) -> None:
     assert pasted_image("missing.png", workspace) is None
 
 
-async def test_image_command_at_path_and_paste_reach_the_request(workspace: Path,
-                                                                 paths: Paths) -> None:
+async def test_image_command_at_path_and_paste_reach_the_request(
+    workspace: Path, paths: Paths
+) -> None:
     one = write_image(workspace / "one.png", size=(30, 20))
     two = write_image(workspace / "two.png", size=(40, 10))
     three = write_image(workspace / "three.png", size=(50, 50))
@@ -63,13 +71,17 @@ async def test_image_command_at_path_and_paste_reach_the_request(workspace: Path
     app = live_app(workspace, paths, server, vision=True)
     async with app.run_test(size=(110, 40)) as pilot:
         await _send(app, pilot, "/image one.png")
-        await until(pilot, lambda: any("image attached: one.png (PNG, 30x20" in t
-                                       for t in texts(app, Notice)))
+        await until(
+            pilot,
+            lambda: any("image attached: one.png (PNG, 30x20" in t for t in texts(app, Notice)),
+        )
         await _send(app, pilot, "compare it with @two.png please")
         await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
         assert _image_urls(server) == [_url(one), _url(two)]
         assert server.requests[0]["messages"][-1]["content"][0] == {
-            "type": "text", "text": "compare it with @two.png please"}
+            "type": "text",
+            "text": "compare it with @two.png please",
+        }
         shown = texts(app, Notice)
         assert any(t.startswith("image: one.png (PNG, 30x20") for t in shown)
         assert any(t.startswith("image: @two.png (PNG, 40x10") for t in shown)
@@ -86,8 +98,7 @@ async def test_image_command_at_path_and_paste_reach_the_request(workspace: Path
     assert stored == {hashlib.sha256(d).hexdigest() for d in (one, two, three)}
 
 
-async def test_refusals_name_the_problem_and_keep_the_prompt(workspace: Path,
-                                                             paths: Paths) -> None:
+async def test_refusals_name_the_problem_and_keep_the_prompt(workspace: Path, paths: Paths) -> None:
     (workspace / "fake.png").write_text("not a picture")
     write_image(workspace / "big.png", size=(2000, 2000))
     paths.config_file.parent.mkdir(parents=True, exist_ok=True)
@@ -99,8 +110,10 @@ async def test_refusals_name_the_problem_and_keep_the_prompt(workspace: Path,
         prompt = app.main.prompt
         await _send(app, pilot, "what is in @fake.png ?")
         await until(pilot, lambda: bool(texts(app, ErrorMessage)))
-        assert "cannot attach @fake.png: it is not a PNG, JPEG or WebP image" in \
-            texts(app, ErrorMessage)[-1]
+        assert (
+            "cannot attach @fake.png: it is not a PNG, JPEG or WebP image"
+            in texts(app, ErrorMessage)[-1]
+        )
         assert prompt.value == "what is in @fake.png ?"  # nothing typed is lost
         await _send(app, pilot, "/image big.png")
         await until(pilot, lambda: len(texts(app, ErrorMessage)) == 2)
@@ -131,7 +144,8 @@ async def test_a_text_only_model_refuses_images_by_name(workspace: Path, paths: 
 
 
 async def test_a_pasted_image_path_does_not_hold_the_keys_while_the_agent_is_built(
-        workspace: Path, paths: Paths) -> None:
+    workspace: Path, paths: Paths
+) -> None:
     # Seen in tmux: a screenshot's path pasted while the managed engine booted froze the
     # prompt until the engine was ready (about 2 minutes), because attaching waits for
     # the agent and the paste's handler awaited it on the screen's message queue.

@@ -23,8 +23,9 @@ SAMPLE = (
 def test_shared_parser_renders_like_rich() -> None:
     console = Console(width=70, color_system="truecolor", force_terminal=True)
     ours = console.render_lines(render_markdown(SAMPLE), console.options)
-    rich = console.render_lines(RichMarkdown(SAMPLE, code_theme=CODE_THEME, hyperlinks=False),
-                                console.options)
+    rich = console.render_lines(
+        RichMarkdown(SAMPLE, code_theme=CODE_THEME, hyperlinks=False), console.options
+    )
     assert ours == rich
     assert len(ours) > 10  # the sample really rendered (a table, a fence, lists)
 
@@ -44,7 +45,8 @@ async def _stream(answer: AssistantMessage, text: str) -> None:
 
 
 async def test_a_flush_that_keeps_the_height_repaints_without_a_layout(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     app = Host()
     async with app.run_test(size=(40, 10)) as pilot:
         answer = app.query_one(AssistantMessage)
@@ -113,10 +115,12 @@ async def test_the_answer_renders_as_a_whole_however_the_stream_was_cut(cut: int
     async with app.run_test(size=(40, 60)) as pilot:
         answer = app.query_one(AssistantMessage)
         console = Console(width=answer.size.width, color_system=None)
-        expected = ["".join(segment.text for segment in line).rstrip()
-                    for line in console.render_lines(render_markdown(text))]
+        expected = [
+            "".join(segment.text for segment in line).rstrip()
+            for line in console.render_lines(render_markdown(text))
+        ]
         for start in range(0, len(text), cut):
-            await _stream(answer, text[start:start + cut])
+            await _stream(answer, text[start : start + cut])
         await pilot.pause()
         assert _text(answer) == expected
 
@@ -127,7 +131,8 @@ class ThinkingHost(App[None]):
 
 
 async def test_the_thinking_header_counts_without_laying_the_screen_out(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     app = ThinkingHost()
     async with app.run_test(size=(60, 20)) as pilot:
         block = app.query_one(ThinkingBlock)

@@ -27,10 +27,12 @@ def rung(written: list[str]) -> list[str]:
 
 
 async def test_a_blurred_terminal_is_called_back_a_focused_one_is_not(
-        app_factory: AppFactory) -> None:
+    app_factory: AppFactory,
+) -> None:
     hold = asyncio.Event()
-    app, agent, _ = app_factory([answer_script("one"), answer_script("two", hold=hold),
-                                 edit_script("src/main.py", DIFF)])
+    app, agent, _ = app_factory(
+        [answer_script("one"), answer_script("two", hold=hold), edit_script("src/main.py", DIFF)]
+    )
     async with app.run_test(size=(100, 30)) as pilot:
         written = capture(app)
         await type_line(pilot, "focused")
@@ -43,8 +45,10 @@ async def test_a_blurred_terminal_is_called_back_a_focused_one_is_not(
         hold.set()
         await until(pilot, lambda: not app.main.turn_running)
         await until(pilot, lambda: bool(rung(written)))
-        assert rung(written) == ["\a\x1b]9;sparkcode: the answer is ready\x07"
-                                 "\x1b]777;notify;sparkcode;the answer is ready\x07"]
+        assert rung(written) == [
+            "\a\x1b]9;sparkcode: the answer is ready\x07"
+            "\x1b]777;notify;sparkcode;the answer is ready\x07"
+        ]
         # An approval waiting is worth a call too (sent without a key: a key press
         # tells Textual the terminal has the focus again).
         app.main.prompt.value = "edit it"

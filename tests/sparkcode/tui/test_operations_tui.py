@@ -34,20 +34,27 @@ async def _pong(agent: Ops, arg: str) -> Reply:
 
 
 async def test_a_registered_entry_is_a_tui_command_with_palette_and_help(
-        workspace: Path, paths: Paths) -> None:
-    ping = Operation("ping", "answer pong (a test entry)", Arg("[WORD]"), query=_pong,
-                     palette="Ping", no_agent="nothing to ping yet")
+    workspace: Path, paths: Paths
+) -> None:
+    ping = Operation(
+        "ping",
+        "answer pong (a test entry)",
+        Arg("[WORD]"),
+        query=_pong,
+        palette="Ping",
+        no_agent="nothing to ping yet",
+    )
     server = ScriptedServer([ModelReply(content=["hi"])])
     with registered(ping):
         app = live_app(workspace, paths, server)
         async with app.run_test(size=(100, 30)) as pilot:
             await type_line(pilot, "/ping")  # no agent yet: its own sentence
-            await until(pilot, lambda: "/ping failed: nothing to ping yet" in texts(
-                app, ErrorMessage))
+            await until(
+                pilot, lambda: "/ping failed: nothing to ping yet" in texts(app, ErrorMessage)
+            )
             await type_line(pilot, "hello")
             await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
             await type_line(pilot, "/ping there")
-            await until(pilot, lambda: "pong there; context has rows: True" in texts(
-                app, Notice))
+            await until(pilot, lambda: "pong there; context has rows: True" in texts(app, Notice))
             titles = [c.title for c in app.get_system_commands(app.main)]
             assert "Ping" in titles

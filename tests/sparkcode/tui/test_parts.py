@@ -28,8 +28,12 @@ def test_parse_command_validates_arguments() -> None:
     assert parse_command("/effort max").arg == "max"
     assert parse_command("  /budget 512 ").arg == "512"
     assert parse_command("/model").arg == ""
-    for bad, why in [("/effort extreme", "usage: /effort"), ("/budget -1", "usage: /budget"),
-                     ("/approve yolo", "usage: /approve"), ("/frobnicate", "unknown command")]:
+    for bad, why in [
+        ("/effort extreme", "usage: /effort"),
+        ("/budget -1", "usage: /budget"),
+        ("/approve yolo", "usage: /approve"),
+        ("/frobnicate", "unknown command"),
+    ]:
         with pytest.raises(CommandError, match=why):
             parse_command(bad)
 
@@ -80,9 +84,17 @@ def test_workspace_files_uses_git_and_respects_ignores(tmp_path: Path) -> None:
 
 
 def _usage(completion: int, decode: float | None, *, final: bool = False) -> UsageUpdate:
-    return UsageUpdate(prompt_tokens=400, completion_tokens=completion, reasoning_tokens=0,
-                       ttft_s=0.5, decode_tok_s=decode, prefill_tok_s=800.0,
-                       context_used=400 + completion, context_limit=8192, final=final)
+    return UsageUpdate(
+        prompt_tokens=400,
+        completion_tokens=completion,
+        reasoning_tokens=0,
+        ttft_s=0.5,
+        decode_tok_s=decode,
+        prefill_tok_s=800.0,
+        context_used=400 + completion,
+        context_limit=8192,
+        final=final,
+    )
 
 
 def test_stats_tracker_follows_a_request_and_keeps_history() -> None:
@@ -97,8 +109,9 @@ def test_stats_tracker_follows_a_request_and_keeps_history() -> None:
     tracker.request_started()
     live = tracker.usage(_usage(5, 35.0, final=True))
     assert live.decode_history == (30.0, 35.0)  # bounded
-    live = tracker.metrics(MetricsUpdate(acceptance_length=2.5, prefix_cache_hit_rate=None,
-                                         kv_cache_usage=0.25))
+    live = tracker.metrics(
+        MetricsUpdate(acceptance_length=2.5, prefix_cache_hit_rate=None, kv_cache_usage=0.25)
+    )
     assert live.accept_len == 2.5 and live.kv_use == 0.25
     assert live.prefix_hit_rate is None  # unknown stays unknown
     assert tracker.reset_context().context_used == 0
@@ -134,8 +147,15 @@ async def test_the_status_bar_counts_the_wait_up_with_no_events() -> None:
 
 
 def test_format_stats_shows_acceptance_only_when_drafting() -> None:
-    base = LiveStats(decode_tps=31.25, prefill_tps=812.4, ttft_s=0.5, prefix_hit_rate=0.75,
-                     kv_use=0.031, context_used=1234, context_limit=8192)
+    base = LiveStats(
+        decode_tps=31.25,
+        prefill_tps=812.4,
+        ttft_s=0.5,
+        prefix_hit_rate=0.75,
+        kv_use=0.031,
+        context_used=1234,
+        context_limit=8192,
+    )
     text = format_stats(base)
     assert "decode [b]31.2[/b] tok/s" in text and "prefill 812 tok/s" in text
     assert "cache 75%" in text and "KV 3%" in text and "ctx 1.2k/8.2k" in text
@@ -145,8 +165,9 @@ def test_format_stats_shows_acceptance_only_when_drafting() -> None:
 
 
 def test_build_app_resolves_endpoint_and_profile(tmp_path: Path, paths: Paths) -> None:
-    app = build_app(LaunchOptions(workspace=tmp_path, endpoint="http://127.0.0.1:9/v1",
-                                  model="m"), paths)
+    app = build_app(
+        LaunchOptions(workspace=tmp_path, endpoint="http://127.0.0.1:9/v1", model="m"), paths
+    )
     assert isinstance(app.engine, ExternalEndpoint) and not app.settings.auto_start
     assert app.settings.endpoint == "http://127.0.0.1:9/v1"
     app = build_app(LaunchOptions(workspace=tmp_path, profile="cpu-demo"), paths)
@@ -163,12 +184,15 @@ def test_build_app_rejects_bad_input(tmp_path: Path, paths: Paths) -> None:
 
 def test_cli_reports_bad_workspace_in_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
-        [str(ROOT / ".venv/bin/sparkcode"), "--workspace",
-         str(tmp_path / "missing")], capture_output=True, text=True, timeout=60,
+        [str(ROOT / ".venv/bin/sparkcode"), "--workspace", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [
-        f"error: workspace {tmp_path / 'missing'} is not a directory"]
+        f"error: workspace {tmp_path / 'missing'} is not a directory"
+    ]
 
 
 def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
@@ -178,7 +202,8 @@ def test_pagemath_line_only_for_hybrid_models(paths: Paths) -> None:
 
 
 def test_no_thinking_budget_is_sent_to_an_engine_without_a_reasoning_parser(
-        paths: Paths, tmp_path: Path) -> None:
+    paths: Paths, tmp_path: Path
+) -> None:
     from sparkcode.start import budget_to_send
     from tests.support.tiny_models import write_profile
 
@@ -206,12 +231,18 @@ def test_split_finished_never_cuts_inside_a_code_fence() -> None:
 def test_engine_log_lines_are_compacted_for_the_panel() -> None:
     from sparkcode.tui.engine_control import compact_log_line
 
-    assert compact_log_line("(APIServer pid=14169) INFO 11-30 03:16:42 [api_server.py:12] "
-                            "Starting vLLM API server") == "INFO Starting vLLM API server"
+    assert (
+        compact_log_line(
+            "(APIServer pid=14169) INFO 11-30 03:16:42 [api_server.py:12] Starting vLLM API server"
+        )
+        == "INFO Starting vLLM API server"
+    )
     assert compact_log_line("INFO:     Application startup complete.") == (
-        "INFO Application startup complete.")
+        "INFO Application startup complete."
+    )
     assert compact_log_line("Traceback (most recent call last):") == (
-        "Traceback (most recent call last):")
+        "Traceback (most recent call last):"
+    )
 
 
 def test_the_bar_shows_what_the_latest_request_prefilled() -> None:

@@ -79,9 +79,13 @@ async def test_idle_screen_shows_welcome_and_empty_figures(app_factory: AppFacto
 
 async def test_a_turn_streams_thinking_answer_and_live_figures(app_factory: AppFactory) -> None:
     hold = asyncio.Event()
-    app, agent, _ = app_factory([answer_script(
-        "Here is **the** answer.", thinking="I should look at the files first.",
-        hold=hold)])
+    app, agent, _ = app_factory(
+        [
+            answer_script(
+                "Here is **the** answer.", thinking="I should look at the files first.", hold=hold
+            )
+        ]
+    )
     async with app.run_test(size=(100, 30)) as pilot:
         await type_line(pilot, "explain the code")
         await until(pilot, lambda: bool(app.main.query(AssistantMessage)))
@@ -179,8 +183,10 @@ async def test_help_clear_sessions_and_engine_commands(app_factory: AppFactory) 
         await type_line(pilot, "/engine")
         await until(pilot, lambda: not app.main.engine_panel_shown)
         await type_line(pilot, "/sessions")
-        await until(pilot, lambda: any("session" in t for t in texts(app, Notice))
-                    or len(app.screen_stack) > 2)
+        await until(
+            pilot,
+            lambda: any("session" in t for t in texts(app, Notice)) or len(app.screen_stack) > 2,
+        )
         if len(app.screen_stack) > 2:  # the session browser exists: back to the main screen
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is app.main)
@@ -244,7 +250,8 @@ async def test_denying_an_edit(app_factory: AppFactory) -> None:
 
 
 async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing(
-        app_factory: AppFactory) -> None:
+    app_factory: AppFactory,
+) -> None:
     app, agent, _ = app_factory([edit_script("src/main.py", DIFF), answer_script("ok")])
     async with app.run_test(size=(100, 40)) as pilot:
         await type_line(pilot, "change it")
@@ -263,7 +270,8 @@ async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing
         await until(pilot, lambda: app.focused is card)
         assert app.main.prompt.value == ""
         assert [str(line.render()) for line in app.main.queue.lines()] == [
-            "⏳ after turn: wait, not any yet"]
+            "⏳ after turn: wait, not any yet"
+        ]
         assert not agent.approvals[0].future.done()
         # The explicit key still answers; the queued message is the next turn.
         await pilot.press("n")
@@ -273,8 +281,7 @@ async def test_typing_on_an_approval_card_goes_to_the_prompt_and_answers_nothing
         assert agent.prompts == ["change it", "wait, not any yet"]  # nothing typed was lost
 
 
-async def test_escape_stops_a_running_turn(app_factory: AppFactory,
-                                           monkeypatch: Any) -> None:
+async def test_escape_stops_a_running_turn(app_factory: AppFactory, monkeypatch: Any) -> None:
     monkeypatch.setattr("sparkcode.tui.screens.main.STOP_GRACE_S", 0.05)
     hold = asyncio.Event()  # never set: the turn only ends when stopped
     app, agent, _ = app_factory([answer_script("partial answer", hold=hold)])
@@ -289,10 +296,10 @@ async def test_escape_stops_a_running_turn(app_factory: AppFactory,
         assert app.main.query_one(AssistantMessage).source == "partial answer"
 
 
-async def test_agent_errors_show_inline_and_the_next_prompt_works(
-        app_factory: AppFactory) -> None:
-    app, agent, _ = app_factory([failing_script("engine gone: connection refused"),
-                                 answer_script("back")])
+async def test_agent_errors_show_inline_and_the_next_prompt_works(app_factory: AppFactory) -> None:
+    app, agent, _ = app_factory(
+        [failing_script("engine gone: connection refused"), answer_script("back")]
+    )
     async with app.run_test(size=(100, 30)) as pilot:
         await type_line(pilot, "one")
         await until(pilot, lambda: bool(app.main.query(ErrorMessage)))
@@ -332,20 +339,21 @@ async def test_degenerate_answer_offers_to_stop(app_factory: AppFactory) -> None
         await until(pilot, lambda: not app.main.turn_running)
 
 
-async def test_f2_toggles_the_engine_panel_and_its_buttons_work(
-        app_factory: AppFactory) -> None:
-    engine = ScriptedEngine(current=EngineStatus(state="stopped"), on_start=[
-        EngineStatus(state="booting", phase="loading weights", log_tail=["Loading weights"]),
-        READY,
-    ])
+async def test_f2_toggles_the_engine_panel_and_its_buttons_work(app_factory: AppFactory) -> None:
+    engine = ScriptedEngine(
+        current=EngineStatus(state="stopped"),
+        on_start=[
+            EngineStatus(state="booting", phase="loading weights", log_tail=["Loading weights"]),
+            READY,
+        ],
+    )
     engine.pagemath_text = "hits land on multiples of 7168 tokens"
     app, _, _ = app_factory(engine=engine)
     async with app.run_test(size=(110, 30)) as pilot:
         await pilot.press("f2")
         assert app.main.engine_panel_shown
         panel = app.main.query_one(EnginePanel)
-        await until(pilot, lambda: panel.view is not None
-                    and panel.view.status.state == "stopped")
+        await until(pilot, lambda: panel.view is not None and panel.view.status.state == "stopped")
         facts = str(panel.query_one("#engine-facts").render())
         assert "stopped" in facts and "multiples of 7168 tokens" in facts
         await pilot.click("#engine-start")
@@ -359,13 +367,17 @@ async def test_f2_toggles_the_engine_panel_and_its_buttons_work(
         assert not app.main.engine_panel_shown
 
 
-async def test_the_engine_panel_shows_pool_coverage_and_live_swaps(
-        app_factory: AppFactory) -> None:
-    ready = EngineStatus(state="ready", profile="glm53-flash-spark", plugin=[
-        "w2_quant: applied (quantization method 'sparkcode_w2' registered)",
-        "fp4_pool: active (151 experts at 4 bits; live coverage 41.2% of 9000 routed tokens)",
-        "fp4_reselect: live (3 swaps in 40 checks; last: layer 7 expert 12 in, expert 3 out; "
-        "600 candidates, 7.91 GiB on the host)"])
+async def test_the_engine_panel_shows_pool_coverage_and_live_swaps(app_factory: AppFactory) -> None:
+    ready = EngineStatus(
+        state="ready",
+        profile="glm53-flash-spark",
+        plugin=[
+            "w2_quant: applied (quantization method 'sparkcode_w2' registered)",
+            "fp4_pool: active (151 experts at 4 bits; live coverage 41.2% of 9000 routed tokens)",
+            "fp4_reselect: live (3 swaps in 40 checks; last: layer 7 expert 12 in, expert 3 out; "
+            "600 candidates, 7.91 GiB on the host)",
+        ],
+    )
     app, _, _ = app_factory(engine=ScriptedEngine(current=ready), show_engine_panel=True)
     async with app.run_test(size=(110, 30)) as pilot:
         panel = app.main.query_one(EnginePanel)
@@ -376,14 +388,16 @@ async def test_the_engine_panel_shows_pool_coverage_and_live_swaps(
 
 
 async def test_crashed_engine_shows_exit_code_and_log_tail(app_factory: AppFactory) -> None:
-    crashed = EngineStatus(state="crashed", profile="cpu-demo", exit_code=1,
-                           log_tail=["Traceback (most recent call last):",
-                                     "RuntimeError: out of memory"])
+    crashed = EngineStatus(
+        state="crashed",
+        profile="cpu-demo",
+        exit_code=1,
+        log_tail=["Traceback (most recent call last):", "RuntimeError: out of memory"],
+    )
     app, _, _ = app_factory(engine=ScriptedEngine(current=crashed), show_engine_panel=True)
     async with app.run_test(size=(110, 30)) as pilot:
         panel = app.main.query_one(EnginePanel)
-        await until(pilot, lambda: panel.view is not None
-                    and panel.view.status.state == "crashed")
+        await until(pilot, lambda: panel.view is not None and panel.view.status.state == "crashed")
         assert "crashed (exit 1)" in str(panel.query_one("#engine-facts").render())
         assert list(panel.query_one("#engine-log", Log).lines)[-1] == "RuntimeError: out of memory"
         assert panel.has_class("-crashed")
@@ -397,25 +411,41 @@ async def test_crashed_engine_shows_exit_code_and_log_tail(app_factory: AppFacto
 async def test_the_engine_panel_shows_a_dead_worker_node(app_factory: AppFactory) -> None:
     # vLLM's headless node exits 0 after one of its TP processes dies: the row quotes the
     # log line that says so (seen on real nodes, tests/e2e/test_two_nodes.py).
-    died = ("(MainProcess pid=8807) ERROR 12-02 14:58:24 [multiproc_executor.py:315] Worker "
-            "proc VllmWorker-1 died unexpectedly (exit code: -9), shutting down executor.")
+    died = (
+        "(MainProcess pid=8807) ERROR 12-02 14:58:24 [multiproc_executor.py:315] Worker "
+        "proc VllmWorker-1 died unexpectedly (exit code: -9), shutting down executor."
+    )
     degraded = EngineStatus(
-        state="degraded", profile="tiny2", healthy=True, log_tail=["head line"],
-        nodes=[NodeStatus(name="worker", state="exited", where="ssh spark2", exit_code=0,
-                          log_tail=[died, "(MainProcess pid=8807) INFO all workers exited"])])
+        state="degraded",
+        profile="tiny2",
+        healthy=True,
+        log_tail=["head line"],
+        nodes=[
+            NodeStatus(
+                name="worker",
+                state="exited",
+                where="ssh spark2",
+                exit_code=0,
+                log_tail=[died, "(MainProcess pid=8807) INFO all workers exited"],
+            )
+        ],
+    )
     app, _, _ = app_factory(engine=ScriptedEngine(current=degraded), show_engine_panel=True)
     async with app.run_test(size=(110, 30)) as pilot:
         panel = app.main.query_one(EnginePanel)
-        await until(pilot, lambda: panel.view is not None
-                    and panel.view.status.state == "degraded")
+        await until(pilot, lambda: panel.view is not None and panel.view.status.state == "degraded")
         facts = str(panel.query_one("#engine-facts").render())
         assert "degraded (a node is down)" in facts
-        assert ("worker exited (exit 0) · ssh spark2 · ERROR 12-02 14:58:24 "
-                "[multiproc_executor.py:315] Worker proc VllmWorker-1 died unexpectedly "
-                "(exit code: -9)") in " ".join(facts.split())
+        assert (
+            "worker exited (exit 0) · ssh spark2 · ERROR 12-02 14:58:24 "
+            "[multiproc_executor.py:315] Worker proc VllmWorker-1 died unexpectedly "
+            "(exit code: -9)"
+        ) in " ".join(facts.split())
         assert list(panel.query_one("#engine-log", Log).lines)[-3:] == [
-            "head line", f"[worker] {died}", "[worker] (MainProcess pid=8807) INFO all "
-            "workers exited"]
+            "head line",
+            f"[worker] {died}",
+            "[worker] (MainProcess pid=8807) INFO all workers exited",
+        ]
         assert panel.has_class("-crashed")
         # A prompt is refused with the way out that works (Start is disabled while the
         # head runs), and what was typed stays in the prompt.
@@ -427,10 +457,13 @@ async def test_the_engine_panel_shows_a_dead_worker_node(app_factory: AppFactory
 
 
 async def test_auto_start_and_a_prompt_queued_while_booting(app_factory: AppFactory) -> None:
-    engine = ScriptedEngine(current=EngineStatus(state="stopped"), on_start=[
-        EngineStatus(state="booting", phase="starting"),
-        EngineStatus(state="booting", phase="loading weights"),
-    ])
+    engine = ScriptedEngine(
+        current=EngineStatus(state="stopped"),
+        on_start=[
+            EngineStatus(state="booting", phase="starting"),
+            EngineStatus(state="booting", phase="loading weights"),
+        ],
+    )
     app, agent, _ = app_factory([answer_script("ready now")], engine=engine, auto_start=True)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: engine.starts == 1)
@@ -451,8 +484,15 @@ async def test_command_palette_lists_the_main_actions(app_factory: AppFactory) -
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         titles = [c.title for c in app.get_system_commands(app.main)]
-        for wanted in ("Engine panel", "Start engine", "Stop engine", "Clear conversation",
-                       "Undo last turn", "Approval mode: full-auto", "Reasoning effort: max"):
+        for wanted in (
+            "Engine panel",
+            "Start engine",
+            "Stop engine",
+            "Clear conversation",
+            "Undo last turn",
+            "Approval mode: full-auto",
+            "Reasoning effort: max",
+        ):
             assert wanted in titles
         await pilot.press("ctrl+p")
         await until(pilot, lambda: app.screen is not app.main)
@@ -466,13 +506,17 @@ async def test_footer_shows_the_bindings(app_factory: AppFactory) -> None:
     app, _, _ = app_factory()
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
-        keys = {active.binding.key for active in app.screen.active_bindings.values()
-                if active.enabled and active.binding.show}
+        keys = {
+            active.binding.key
+            for active in app.screen.active_bindings.values()
+            if active.enabled and active.binding.show
+        }
         assert {"f2", "ctrl+t", "ctrl+l"} <= keys
 
 
 async def test_auto_start_never_restarts_an_engine_the_user_stopped(
-        app_factory: AppFactory) -> None:
+    app_factory: AppFactory,
+) -> None:
     engine = ScriptedEngine(current=READY)
     app, _, _ = app_factory(engine=engine, auto_start=True, show_engine_panel=True)
     async with app.run_test(size=(110, 30)) as pilot:
@@ -483,18 +527,27 @@ async def test_auto_start_never_restarts_an_engine_the_user_stopped(
         assert engine.starts == 0 and app.engine_view.status.state == "stopped"
 
 
-async def test_a_stream_the_agent_stopped_as_degenerate_says_so(
-        app_factory: AppFactory) -> None:
+async def test_a_stream_the_agent_stopped_as_degenerate_says_so(app_factory: AppFactory) -> None:
     async def stopped(agent: Any, text: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=1, user_text=text)
-        yield ev.RequestStarted(request=1, reasoning_effort="low", thinking_token_budget=None,
-                                messages=2)
+        yield ev.RequestStarted(
+            request=1, reasoning_effort="low", thinking_token_budget=None, messages=2
+        )
         yield ev.ContentDelta(text="loop loop ")
-        yield ev.DegenerationDetected(channel="content", pattern="phrase_loop",
-                                      detail="a phrase repeated 12 times", chars=400,
-                                      stopped=True)
-        yield ev.TurnFinished(reason="degenerate", content="loop loop ", requests=1,
-                              prompt_tokens=5, completion_tokens=9)
+        yield ev.DegenerationDetected(
+            channel="content",
+            pattern="phrase_loop",
+            detail="a phrase repeated 12 times",
+            chars=400,
+            stopped=True,
+        )
+        yield ev.TurnFinished(
+            reason="degenerate",
+            content="loop loop ",
+            requests=1,
+            prompt_tokens=5,
+            completion_tokens=9,
+        )
 
     app, agent, _ = app_factory([stopped])
     async with app.run_test(size=(100, 30)) as pilot:

@@ -20,9 +20,13 @@ from .test_pilot import AppFactory, texts, until
 
 TRACEBACK = "".join(
     ["Traceback (most recent call last):\n"]
-    + [f'  File "/srv/app/module_{n}.py", line {10 + n}, in handler_{n}\n'
-       f"    result = step_{n}(payload, retries={n})\n" for n in range(24)]
-    + ["ValueError: payload\tfield 'id' is not an int: '7\u00e9'\n"])
+    + [
+        f'  File "/srv/app/module_{n}.py", line {10 + n}, in handler_{n}\n'
+        f"    result = step_{n}(payload, retries={n})\n"
+        for n in range(24)
+    ]
+    + ["ValueError: payload\tfield 'id' is not an int: '7\u00e9'\n"]
+)
 """50 lines, a tab, a non-ASCII character and a final line break."""
 
 
@@ -32,7 +36,8 @@ def paste(app: SparkcodeApp, text: str) -> None:
 
 
 async def test_a_pasted_traceback_reaches_the_request_body_byte_for_byte(
-        workspace: Path, paths: Paths) -> None:
+    workspace: Path, paths: Paths
+) -> None:
     assert TRACEBACK.count("\n") == 50
     server = ScriptedServer([Reply(content=["it is the id"])])
     app = live_app(workspace, paths, server)
@@ -101,8 +106,10 @@ async def test_binary_pastes_are_refused_and_escapes_removed(app_factory: AppFac
         await pilot.press(*"keep me")
         paste(app, "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00")
         await until(pilot, lambda: bool(app.main.query(ErrorMessage)))
-        assert "NUL bytes" in texts(app, ErrorMessage)[0] and "not inserted" in \
-            texts(app, ErrorMessage)[0]
+        assert (
+            "NUL bytes" in texts(app, ErrorMessage)[0]
+            and "not inserted" in texts(app, ErrorMessage)[0]
+        )
         assert prompt.value == "keep me"  # nothing typed was lost
         paste(app, " \x1b[31mred\x1b[0m error\x07")
         await until(pilot, lambda: prompt.value == "keep me red error")
@@ -117,7 +124,8 @@ def test_clean_paste_rules() -> None:
 
 
 async def test_a_paste_while_an_approval_card_has_the_focus_goes_to_the_prompt(
-        app_factory: AppFactory) -> None:
+    app_factory: AppFactory,
+) -> None:
     from sparkcode.tui.scripted import edit_script
     from sparkcode.tui.widgets import ApprovalCard
 

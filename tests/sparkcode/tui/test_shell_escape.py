@@ -33,15 +33,18 @@ def _last_user(server: ScriptedServer, request: int) -> str:
 
 def test_context_text_caps_the_middle() -> None:
     assert context_text("ls", "a\nb") == (
-        "[I ran this shell command myself; its result follows]\n$ ls\na\nb")
+        "[I ran this shell command myself; its result follows]\n$ ls\na\nb"
+    )
     long = context_text("yes", "x" * 50 + "y" * 50, cap=20)
     assert "x" * 10 + "\n[... 80 characters cut ...]\n" + "y" * 10 in long
 
 
 async def test_bang_runs_the_command_and_the_next_request_carries_it(
-        workspace: Path, paths: Paths) -> None:
-    server = ScriptedServer([Reply(content=["it printed a greeting"]),
-                             Reply(content=["nothing new"])])
+    workspace: Path, paths: Paths
+) -> None:
+    server = ScriptedServer(
+        [Reply(content=["it printed a greeting"]), Reply(content=["nothing new"])]
+    )
     app = live_app(workspace, paths, server)
     async with app.run_test(size=(110, 40)) as pilot:
         prompt = app.main.prompt
@@ -49,8 +52,10 @@ async def test_bang_runs_the_command_and_the_next_request_carries_it(
         await until(pilot, lambda: EMPTY in texts(app, ErrorMessage))
         assert prompt.value == "!"  # refused, not lost
         await type_line(pilot, "!echo hello-$((40 + 2)) && pwd")
-        await until(pilot, lambda: any("its output goes with your next message" in t
-                                       for t in texts(app, Notice)))
+        await until(
+            pilot,
+            lambda: any("its output goes with your next message" in t for t in texts(app, Notice)),
+        )
         assert not app.main.turn_running and prompt.value == ""
         card = app.main.query_one(ToolCard)
         result = str(card.query_one(".tool-result", Static).render())
@@ -59,8 +64,10 @@ async def test_bang_runs_the_command_and_the_next_request_carries_it(
         await type_line(pilot, "what did it print?")
         await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
         sent = _last_user(server, 0)
-        assert sent.startswith("[I ran this shell command myself; its result follows]\n"
-                               "$ echo hello-$((40 + 2)) && pwd\nexit code 0")
+        assert sent.startswith(
+            "[I ran this shell command myself; its result follows]\n"
+            "$ echo hello-$((40 + 2)) && pwd\nexit code 0"
+        )
         assert f"hello-42\n{workspace}" in sent
         assert sent.endswith("what did it print?")
         await type_line(pilot, "and now?")  # said once: the next message is plain
@@ -68,8 +75,7 @@ async def test_bang_runs_the_command_and_the_next_request_carries_it(
         assert _last_user(server, 1) == "and now?"
 
 
-async def test_a_declined_bang_command_is_not_run_nor_sent(workspace: Path,
-                                                           paths: Paths) -> None:
+async def test_a_declined_bang_command_is_not_run_nor_sent(workspace: Path, paths: Paths) -> None:
     server = ScriptedServer([Reply(content=["ok"])])
     app = live_app(workspace, paths, server, permission_mode="ask")
     async with app.run_test(size=(110, 40)) as pilot:
@@ -77,8 +83,9 @@ async def test_a_declined_bang_command_is_not_run_nor_sent(workspace: Path,
         await until(pilot, lambda: bool(app.main.query(ApprovalCard)))
         assert "touch made.txt" in app.main.query_one(ApprovalCard).request.summary
         await pilot.press("n")
-        await until(pilot, lambda: any("!touch made.txt was not run" in t
-                                       for t in texts(app, Notice)))
+        await until(
+            pilot, lambda: any("!touch made.txt was not run" in t for t in texts(app, Notice))
+        )
         assert not (workspace / "made.txt").exists()
         assert not app.main.turn_running
         await type_line(pilot, "hello")
@@ -94,9 +101,13 @@ async def test_a_deny_rule_refuses_a_bang_command(workspace: Path, paths: Paths)
     app = live_app(workspace, paths, server)  # full-auto: only the rule stops it
     async with app.run_test(size=(110, 40)) as pilot:
         await type_line(pilot, "!rm keep.txt")
-        await until(pilot, lambda: any(
-            "!rm keep.txt was not run: refused: denied by rule 'bash:rm *'" in t
-            for t in texts(app, Notice)))
+        await until(
+            pilot,
+            lambda: any(
+                "!rm keep.txt was not run: refused: denied by rule 'bash:rm *'" in t
+                for t in texts(app, Notice)
+            ),
+        )
         assert (workspace / "keep.txt").read_text() == "kept\n"
         assert not app.main.query(ApprovalCard)
 
@@ -111,8 +122,10 @@ async def test_a_bang_command_runs_in_the_sandbox(workspace: Path, paths: Paths)
     app = live_app(workspace, paths, server, permission_mode="sandbox")
     async with app.run_test(size=(110, 40)) as pilot:
         await type_line(pilot, "!touch inside.txt")
-        await until(pilot, lambda: any("!touch inside.txt: its output goes" in t
-                                       for t in texts(app, Notice)))
+        await until(
+            pilot,
+            lambda: any("!touch inside.txt: its output goes" in t for t in texts(app, Notice)),
+        )
         assert (workspace / "inside.txt").exists()
         await type_line(pilot, f"!touch {outside}")
         # The sandbox stops the write outside the workspace; running it outside asks.
@@ -125,7 +138,8 @@ async def test_a_bang_command_runs_in_the_sandbox(workspace: Path, paths: Paths)
 
 
 async def test_a_session_resumed_after_a_bang_command_has_no_call_of_it(
-        workspace: Path, paths: Paths) -> None:
+    workspace: Path, paths: Paths
+) -> None:
     server = ScriptedServer([Reply(content=["hello back"])])
     app = live_app(workspace, paths, server)
     async with app.run_test(size=(110, 40)) as pilot:
@@ -136,7 +150,8 @@ async def test_a_session_resumed_after_a_bang_command_has_no_call_of_it(
     store = SessionStore(paths.sessions_dir)
     session = load_session(store.files()[0])
     assert [e.data["call_id"] for e in session.events if e.type == "ToolCallStarted"] == [
-        "user-shell-2"]  # recorded, as what the user ran
+        "user-shell-2"
+    ]  # recorded, as what the user ran
     rebuilt = await rebuild_conversation(session, store=store)
     # The model's answer had no tool call: the !cmd's recorded call is not taken for one.
     assert [m["role"] for m in rebuilt.history] == ["system", "user", "assistant"]

@@ -32,22 +32,35 @@ def on_screen(app: SparkcodeApp) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
-async def test_steps_show_as_a_tool_card_and_the_answer_as_prose(workspace: Path,
-                                                                 paths: Paths) -> None:
+async def test_steps_show_as_a_tool_card_and_the_answer_as_prose(
+    workspace: Path, paths: Paths
+) -> None:
     # Cut into 3-character deltas: escapes arrive split, as tokens split them.
     server = ScriptedServer([Reply(content=chunks(CALL, 3)), Reply(content=chunks(ANSWER, 3))])
     target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
     built: list[LiveAgent] = []
 
     async def factory(request: SessionRequest) -> AgentPort:
-        session = await build_session(target, SessionOptions(
-            origin="tui", start_engine=False, transport=server.transport(), mcp=False,
-            knobs=AgentKnobs(structured_tools=True), permission_mode="full-auto"), paths)
+        session = await build_session(
+            target,
+            SessionOptions(
+                origin="tui",
+                start_engine=False,
+                transport=server.transport(),
+                mcp=False,
+                knobs=AgentKnobs(structured_tools=True),
+                permission_mode="full-auto",
+            ),
+            paths,
+        )
         built.append(LiveAgent(session))
         return built[-1]
 
-    app = SparkcodeApp(TuiSettings(workspace=workspace, paths=paths, model="m"),
-                       ScriptedEngine(current=READY), factory)
+    app = SparkcodeApp(
+        TuiSettings(workspace=workspace, paths=paths, model="m"),
+        ScriptedEngine(current=READY),
+        factory,
+    )
     expected = json.loads(ANSWER)["answer"]
     async with app.run_test(size=(100, 40)) as pilot:
         await type_line(pilot, "what is in README.md?")
@@ -56,7 +69,8 @@ async def test_steps_show_as_a_tool_card_and_the_answer_as_prose(workspace: Path
             assert [m.text for m in app.main.query(AssistantMessage)] == [expected]
             cards = list(app.main.query(ToolCard))
             assert [(c.tool, c.arguments, c.state) for c in cards] == [
-                ("read_file", {"path": "README.md"}, "done")]
+                ("read_file", {"path": "README.md"}, "done")
+            ]
             assert "# demo" in str(cards[0].query(".tool-result").first().render())
             await pilot.pause(0.2)  # the answer's stream buffer flushes
             drawn = on_screen(app)

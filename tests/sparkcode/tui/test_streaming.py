@@ -19,7 +19,8 @@ ANSWER = "".join(f"{i}. step {i} of the plan, with a few words to wrap\n\n" for 
 
 
 async def test_the_conversation_follows_a_growing_answer_to_its_end(
-        app_factory: AppFactory) -> None:
+    app_factory: AppFactory,
+) -> None:
     hold = asyncio.Event()
     app, _, _ = app_factory([answer_script(ANSWER, chunk=40, delay_s=0.01, hold=hold)])
     async with app.run_test(size=(80, 30)) as pilot:
@@ -30,15 +31,19 @@ async def test_the_conversation_follows_a_growing_answer_to_its_end(
             await pilot.pause(0.25)
             assert conversation.scroll_y == conversation.max_scroll_y
             assert conversation.vertical_scrollbar.position == conversation.scroll_y
-        await until(pilot, lambda: app.main.query_one(AssistantMessage).source == ANSWER,
-                    timeout=10)
+        await until(
+            pilot, lambda: app.main.query_one(AssistantMessage).source == ANSWER, timeout=10
+        )
         await pilot.pause(0.3)
         answer = app.main.query_one(AssistantMessage)
         assert answer.size.height == answer.get_content_height(
-            conversation.size, app.size, answer.size.width)
+            conversation.size, app.size, answer.size.width
+        )
         assert conversation.scroll_y == conversation.max_scroll_y
-        assert conversation.virtual_size.height == conversation.max_scroll_y + \
-            conversation.scrollable_content_region.height
+        assert (
+            conversation.virtual_size.height
+            == conversation.max_scroll_y + conversation.scrollable_content_region.height
+        )
         conversation.scroll_to(y=0, animate=False)  # the user reads back: no following
         hold.set()
         await until(pilot, lambda: not app.main.turn_running)

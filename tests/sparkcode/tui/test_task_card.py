@@ -24,43 +24,71 @@ def _nested(event: ev.Event) -> ev.TaskEvent:
 
 async def _explore(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
     yield ev.TurnStarted(turn=1, user_text=text)
-    yield ev.ToolCallStarted(call_id="t1", name="task",
-                             arguments={"prompt": "where is greet?"}, raw_arguments="{}")
+    yield ev.ToolCallStarted(
+        call_id="t1", name="task", arguments={"prompt": "where is greet?"}, raw_arguments="{}"
+    )
     yield _nested(ev.TurnStarted(turn=1, user_text="where is greet?"))
-    yield _nested(ev.RequestStarted(request=1, reasoning_effort="low",
-                                    thinking_token_budget=None, messages=2))
-    yield _nested(ev.ToolCallStarted(call_id="i1", name="grep", arguments={"pattern": "greet"},
-                                     raw_arguments="{}"))
+    yield _nested(
+        ev.RequestStarted(request=1, reasoning_effort="low", thinking_token_budget=None, messages=2)
+    )
+    yield _nested(
+        ev.ToolCallStarted(
+            call_id="i1", name="grep", arguments={"pattern": "greet"}, raw_arguments="{}"
+        )
+    )
     yield _nested(ev.ToolCallFinished(call_id="i1", name="grep", result="hello.py:1"))
-    yield _nested(ev.ToolCallStarted(call_id="i2", name="write_file",
-                                     arguments={"path": "x"}, raw_arguments="{}"))
-    yield _nested(ev.ApprovalResolved(call_id="i2", tool="write_file", approved=False,
-                                      by="mode", reason="read-only"))
-    yield _nested(ev.ToolCallFinished(call_id="i2", name="write_file", result="refused",
-                                      error="refused"))
-    yield _nested(ev.RequestStarted(request=2, reasoning_effort="low",
-                                    thinking_token_budget=None, messages=5))
+    yield _nested(
+        ev.ToolCallStarted(
+            call_id="i2", name="write_file", arguments={"path": "x"}, raw_arguments="{}"
+        )
+    )
+    yield _nested(
+        ev.ApprovalResolved(
+            call_id="i2", tool="write_file", approved=False, by="mode", reason="read-only"
+        )
+    )
+    yield _nested(
+        ev.ToolCallFinished(call_id="i2", name="write_file", result="refused", error="refused")
+    )
+    yield _nested(
+        ev.RequestStarted(request=2, reasoning_effort="low", thinking_token_budget=None, messages=5)
+    )
     yield _nested(ev.ContentDelta(text="greet is in hello.py"))
-    yield _nested(ev.TurnFinished(reason="stop", content="greet is in hello.py", requests=2,
-                                  prompt_tokens=1, completion_tokens=1))
+    yield _nested(
+        ev.TurnFinished(
+            reason="stop",
+            content="greet is in hello.py",
+            requests=2,
+            prompt_tokens=1,
+            completion_tokens=1,
+        )
+    )
     yield ev.ToolCallFinished(call_id="t1", name="task", result="greet is in hello.py")
-    yield ev.TurnFinished(reason="stop", content="", requests=1, prompt_tokens=1,
-                          completion_tokens=1)
+    yield ev.TurnFinished(
+        reason="stop", content="", requests=1, prompt_tokens=1, completion_tokens=1
+    )
 
 
 async def test_a_task_is_folded_inside_its_card(workspace: Path, paths: Paths) -> None:
     app, _ = app_with(workspace, paths, ScriptedAgent([_explore]))
     async with app.run_test(size=(100, 40)) as pilot:
         await type_line(pilot, "explain greet")
-        await until(pilot, lambda: any(c.tool == "task" and c.state == "done"
-                                       for c in app.main.query(ToolCard)))
+        await until(
+            pilot,
+            lambda: any(c.tool == "task" and c.state == "done" for c in app.main.query(ToolCard)),
+        )
         task = next(c for c in app.main.query(ToolCard) if c.tool == "task")
         activity = task.activity
         assert isinstance(activity, TaskActivity) and activity.collapsed
         assert activity.title == "explore: 2 requests, 2 tool calls, done"
         assert [(c.tool, c.state) for c in activity.cards.values()] == [
-            ("grep", "done"), ("write_file", "denied")]
+            ("grep", "done"),
+            ("write_file", "denied"),
+        ]
         assert activity.query_one(Collapsible.Contents).query(ToolCard)
         # The sub-conversation's answer is the task's result, not a message of its own.
-        assert not [c for c in app.main.query(ToolCard) if c.tool == "grep"
-                    and c.parent is app.main.query_one("Conversation")]
+        assert not [
+            c
+            for c in app.main.query(ToolCard)
+            if c.tool == "grep" and c.parent is app.main.query_one("Conversation")
+        ]

@@ -27,16 +27,20 @@ def todo_script(*lists: tuple[tuple[str, ev.TodoStatus], ...]) -> Any:
     async def run(agent: ScriptedAgent, text: str) -> AsyncIterator[ev.Event]:
         yield ev.TurnStarted(turn=agent.turns_run, user_text=text)
         for items in lists:
-            yield ev.TodoUpdated(items=tuple(ev.TodoItem(id=n, text=t, status=s)
-                                             for n, (t, s) in enumerate(items, start=1)))
+            yield ev.TodoUpdated(
+                items=tuple(
+                    ev.TodoItem(id=n, text=t, status=s) for n, (t, s) in enumerate(items, start=1)
+                )
+            )
         yield ev.ContentDelta(text="plan ready")
-        yield ev.TurnFinished(reason="stop", content="plan ready", requests=1, prompt_tokens=1,
-                              completion_tokens=1)
+        yield ev.TurnFinished(
+            reason="stop", content="plan ready", requests=1, prompt_tokens=1, completion_tokens=1
+        )
+
     return run
 
 
-async def test_plan_shows_the_todo_list_and_act_carries_it_out(app_factory: AppFactory
-                                                               ) -> None:
+async def test_plan_shows_the_todo_list_and_act_carries_it_out(app_factory: AppFactory) -> None:
     plan = todo_script((("read the code", "pending"), ("fix it", "pending")))
     act = todo_script((("read the code", "done"), ("fix it", "in_progress")))
     app, agent, _ = app_factory([plan, act])
@@ -59,8 +63,12 @@ async def test_plan_shows_the_todo_list_and_act_carries_it_out(app_factory: AppF
         notices = " ".join(texts(app, Notice))
         assert "approval mode: plan" in notices and "approval mode: ask" in notices
         await type_line(pilot, "/act")
-        await until(pilot, lambda: any("not in plan mode" in t for t in
-                                       [str(w.render()) for w in app.main.query("*")]))
+        await until(
+            pilot,
+            lambda: any(
+                "not in plan mode" in t for t in [str(w.render()) for w in app.main.query("*")]
+            ),
+        )
         await type_line(pilot, "/clear")
         await until(pilot, lambda: not panel.display)
 
@@ -71,26 +79,28 @@ def test_done_items_are_struck_through() -> None:
 
 
 async def test_a_resumed_session_shows_its_list_and_the_model_goes_on(
-        tmp_path: Path, paths: Paths) -> None:
+    tmp_path: Path, paths: Paths
+) -> None:
     """The whole path of ``sparkcode --resume ID``: the recorded list is on screen
     before the first prompt, and the real agent (against a scripted server) updates it."""
     ws = tmp_path / "ws"
     ws.mkdir()
     sid = await record_plan(ws, paths)
     rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=sid)
-    replies = [Reply(tool_calls=[("todo", json.dumps({"action": "update", "id": 2,
-                                                      "status": "done"}))]),
-               Reply(content=["all done"])]
+    replies = [
+        Reply(tool_calls=[("todo", json.dumps({"action": "update", "id": 2, "status": "done"}))]),
+        Reply(content=["all done"]),
+    ]
     with serve(replies) as server:
-        app = build_app(LaunchOptions(workspace=ws, endpoint=url(server), resume=rebuilt),
-                        paths)
+        app = build_app(LaunchOptions(workspace=ws, endpoint=url(server), resume=rebuilt), paths)
         async with app.run_test(size=(100, 36)) as pilot:
             panel = app.main.query_one("#todos", TodoPanel)
             await until(pilot, lambda: bool(panel.display))
-            assert str(panel.render()) == ("todo 1/2\n ● 1. read the code\n"
-                                           " ○ 2. fix the bug")
+            assert str(panel.render()) == ("todo 1/2\n ● 1. read the code\n ○ 2. fix the bug")
             await type_line(pilot, "do step 2")
-            await until(pilot, lambda: [w.text for w in app.main.query(AssistantMessage)][-1:]
-                        == ["all done"], timeout=20)
-            assert str(panel.render()) == ("todo 2/2\n ● 1. read the code\n"
-                                           " ● 2. fix the bug")
+            await until(
+                pilot,
+                lambda: [w.text for w in app.main.query(AssistantMessage)][-1:] == ["all done"],
+                timeout=20,
+            )
+            assert str(panel.render()) == ("todo 2/2\n ● 1. read the code\n ● 2. fix the bug")

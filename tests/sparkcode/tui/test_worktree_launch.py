@@ -23,18 +23,24 @@ from tests.support.scripted import Reply
 from .test_pilot import texts, type_line, until
 
 
-async def test_the_launched_app_works_in_the_worktree_and_lists_it(repo: Path,
-                                                                   paths: Paths) -> None:
+async def test_the_launched_app_works_in_the_worktree_and_lists_it(
+    repo: Path, paths: Paths
+) -> None:
     tree = open_worktree(repo, "tui")
     with serve([Reply(content=["hello from the worktree"])]) as server:
-        app = build_app(LaunchOptions(workspace=tree.workspace, endpoint=url(server),
-                                      worktree=tree), paths)
+        app = build_app(
+            LaunchOptions(workspace=tree.workspace, endpoint=url(server), worktree=tree), paths
+        )
         async with app.run_test(size=(140, 40)) as pilot:
             await type_line(pilot, "hi")
-            await until(pilot, lambda: not app.main.turn_running and bool(server.requests),
-                        timeout=10)
-            await until(pilot, lambda: any("works in the new worktree" in t
-                                           for t in texts(app, Notice)), timeout=10)
+            await until(
+                pilot, lambda: not app.main.turn_running and bool(server.requests), timeout=10
+            )
+            await until(
+                pilot,
+                lambda: any("works in the new worktree" in t for t in texts(app, Notice)),
+                timeout=10,
+            )
             assert app.main.workspace == tree.path
             await type_line(pilot, "/sessions")
             await until(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -48,7 +54,8 @@ async def test_the_launched_app_works_in_the_worktree_and_lists_it(repo: Path,
 
 
 def test_the_command_opens_the_worktree_and_says_how_to_merge_it_on_exit(
-        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     launched: list[LaunchOptions] = []
 
     class Ran:
@@ -69,6 +76,11 @@ def test_the_command_opens_the_worktree_and_says_how_to_merge_it_on_exit(
     assert f"git -C {repo} merge sparkcode/feat" in result.stderr
     assert "uncommitted changes" in result.stderr  # made.txt is not committed yet
     assert not (repo / "made.txt").exists()
-    head = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=path, text=True,
-                          capture_output=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--abbrev-ref", "HEAD"],
+        cwd=path,
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
     assert head == "sparkcode/feat"

@@ -27,8 +27,14 @@ from ._options import parse
 from ._paths import Checker
 from ._words import NotReadOnly, Word, split_commands
 
-__all__ = ["READ_ONLY_COMMANDS", "READ_ONLY_GIT", "NotReadOnly", "check_read_only",
-           "is_read_only_command", "split_commands"]
+__all__ = [
+    "READ_ONLY_COMMANDS",
+    "READ_ONLY_GIT",
+    "NotReadOnly",
+    "check_read_only",
+    "is_read_only_command",
+    "split_commands",
+]
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 
@@ -55,8 +61,10 @@ def is_read_only_command(command: str, workspace: Path) -> bool:
 def _check_command(words: list[Word], checker: Checker) -> None:
     head = words[0]
     if _ASSIGNMENT.match(head.text):
-        raise NotReadOnly(f"a variable assignment ({head.text.split('=')[0]}=...) can change "
-                          "what the command runs")
+        raise NotReadOnly(
+            f"a variable assignment ({head.text.split('=')[0]}=...) can change "
+            "what the command runs"
+        )
     name = head.text
     if "/" in name or head.glob or head.tilde:
         raise NotReadOnly(f"{name!r} names a program by path")

@@ -90,7 +90,7 @@ def parse(form: Form, name: str, words: list[Word], checker: Checker) -> None:
         w = words[i]
         t = w.text
         if t == "--":
-            operands.extend(words[i + 1:])
+            operands.extend(words[i + 1 :])
             break
         if t.startswith("--") and len(t) > 2:
             given, eq, val = t.partition("=")
@@ -110,7 +110,7 @@ def parse(form: Form, name: str, words: list[Word], checker: Checker) -> None:
                     raise NotReadOnly(f"{name} {opt} {_why(name, opt)}")
                 seen.append(opt)
                 if letter in short_valued:
-                    rest = t[j + 1:]
+                    rest = t[j + 1 :]
                     took_value(opt, value_of(opt, rest if rest else None))
                     break
                 if form.known_only and letter not in form.flags:
@@ -141,27 +141,38 @@ def _is_number(text: str, name: str) -> bool:
 
 FOLLOWS = "follows symlinks, which may lead outside the workspace"
 _WHY = {
-    "-o": "writes its output to a file", "--output": "writes its output to a file",
+    "-o": "writes its output to a file",
+    "--output": "writes its output to a file",
     "--compress-program": "runs a program",
     "sort -T": "writes temporary files into a directory",
     "--temporary-directory": "writes temporary files into a directory",
     "tree -R": "writes files into the directories it lists",
     "file -C": "compiles a magic file into the current directory",
     "--compile": "compiles a magic file into the current directory",
-    "file -z": "runs decompression programs", "--uncompress": "runs decompression programs",
-    "date -s": "sets the system clock", "--set": "sets the system clock",
+    "file -z": "runs decompression programs",
+    "--uncompress": "runs decompression programs",
+    "date -s": "sets the system clock",
+    "--set": "sets the system clock",
     "--pre": "runs a program on every file",
-    "rg -z": "runs decompression programs", "--search-zip": "runs decompression programs",
-    "-L": FOLLOWS, "-R": FOLLOWS, "tree -l": FOLLOWS, "--follow": FOLLOWS,
-    "--dereference": FOLLOWS, "--dereference-recursive": FOLLOWS, "--fromfile": "reads a "
-    "listing from a file", "--fromtabfile": "reads a listing from a file",
+    "rg -z": "runs decompression programs",
+    "--search-zip": "runs decompression programs",
+    "-L": FOLLOWS,
+    "-R": FOLLOWS,
+    "tree -l": FOLLOWS,
+    "--follow": FOLLOWS,
+    "--dereference": FOLLOWS,
+    "--dereference-recursive": FOLLOWS,
+    "--fromfile": "reads a listing from a file",
+    "--fromtabfile": "reads a listing from a file",
     "diff -r": "follows symlinks in the directories it compares",
     "--recursive": "follows symlinks in the directories it compares",
-    "sed -i": "edits files in place", "--in-place": "edits files in place",
+    "sed -i": "edits files in place",
+    "--in-place": "edits files in place",
     "sed -f": "reads its script from a file the rule cannot check",
     "--file": "reads its script from a file the rule cannot check",
     "printf -v": "assigns a shell variable",
-    "git describe --dirty": "refreshes the index", "--broken": "refreshes the index",
+    "git describe --dirty": "refreshes the index",
+    "--broken": "refreshes the index",
 }
 
 

@@ -23,8 +23,9 @@ class Checker:
     def __post_init__(self) -> None:
         self.root = self.workspace.resolve()
 
-    def path(self, text: str, *, what: str = "path", tilde: bool = False,
-             globbed: bool = False) -> None:
+    def path(
+        self, text: str, *, what: str = "path", tilde: bool = False, globbed: bool = False
+    ) -> None:
         """``text`` (a path argument) must resolve inside the workspace."""
         if text in ("", "-"):
             return
@@ -45,8 +46,9 @@ class Checker:
             except (OSError, RuntimeError):
                 raise NotReadOnly(f"the {what} {text!r} cannot be resolved") from None
             if resolved != self.root and not resolved.is_relative_to(self.root):
-                raise NotReadOnly(f"the {what} {text!r} resolves to {resolved}, outside the "
-                                  "workspace")
+                raise NotReadOnly(
+                    f"the {what} {text!r} resolves to {resolved}, outside the workspace"
+                )
 
     def word_path(self, word: Word, what: str = "path") -> None:
         self.path(word.text, what=what, tilde=word.tilde, globbed=word.glob)

@@ -83,7 +83,7 @@ def split_commands(command: str) -> list[list[Word]]:
             close = command.find("'", i + 1)
             if close < 0:
                 raise NotReadOnly("an unterminated quote")
-            word.text += command[i + 1:close]
+            word.text += command[i + 1 : close]
             i = close + 1
         elif c == '"':
             i += 1
@@ -95,8 +95,9 @@ def split_commands(command: str) -> list[list[Word]]:
                     i += 1
                     break
                 if d in "$`":
-                    raise NotReadOnly(f"'{d}' inside double quotes expands to text the rule "
-                                      "cannot see")
+                    raise NotReadOnly(
+                        f"'{d}' inside double quotes expands to text the rule cannot see"
+                    )
                 if d == "\\" and i + 1 < n and command[i + 1] in '"\\':
                     word.text += command[i + 1]
                     i += 2

@@ -15,14 +15,7 @@ from pathlib import Path
 import sparkcode.agent.scaffold as scaffold_pkg
 from sparkcode.agent import Agent, AgentSettings, ChatClient, Notice, Permissions
 from sparkcode.agent._calls import CheckedCall
-from sparkcode.agent.scaffold import (
-    DEFAULT_GUARDS,
-    Guard,
-    RequestPlan,
-    Scaffold,
-    Task,
-    ToolResult,
-)
+from sparkcode.agent.scaffold import DEFAULT_GUARDS, Guard, RequestPlan, Scaffold, Task, ToolResult
 from sparkcode.agent.tools import ToolContext, default_tools
 from sparkcode.config import Config
 from tests.support.scripted import Reply, ScriptedServer
@@ -58,15 +51,27 @@ class Shout(Guard):
 
 async def test_a_guard_plugged_into_the_policy_acts_at_each_point(workspace: Path) -> None:
     (workspace / "a.py").write_text("x = 1\n")
-    server = ScriptedServer([
-        Reply(tool_calls=[("read_file", json.dumps({"path": "a.py"})),
-                          ("bash", json.dumps({"command": "ls"}))]),
-        Reply(content=["x is 1"])])
+    server = ScriptedServer(
+        [
+            Reply(
+                tool_calls=[
+                    ("read_file", json.dumps({"path": "a.py"})),
+                    ("bash", json.dumps({"command": "ls"})),
+                ]
+            ),
+            Reply(content=["x is 1"]),
+        ]
+    )
     client = ChatClient("http://engine.test/v1", "m", transport=server.transport())
     settings = AgentSettings()
     policy = Scaffold.for_settings(settings, extra=[Shout])
-    agent = Agent(client, workspace, settings=settings, scaffold=policy,
-                  permissions=Permissions(Config(), mode="full-auto"))
+    agent = Agent(
+        client,
+        workspace,
+        settings=settings,
+        scaffold=policy,
+        permissions=Permissions(Config(), mode="full-auto"),
+    )
     events = [e async for e in agent.run_turn("what is x?")]
     shout = policy.guards[-1]
     assert isinstance(shout, Shout)
@@ -86,33 +91,50 @@ def test_the_default_policy_is_one_guard_per_module() -> None:
     assert all(m.startswith("sparkcode.agent.scaffold._") for m in modules)
     policy = Scaffold.for_settings(AgentSettings())
     assert [type(g) for g in policy.guards] == list(DEFAULT_GUARDS)
-    assert not policy.steps and Scaffold.for_settings(AgentSettings(
-        structured_tools=True)).steps
+    assert not policy.steps and Scaffold.for_settings(AgentSettings(structured_tools=True)).steps
 
 
 def test_the_turn_names_no_private_attribute_of_the_agent() -> None:
     """``_turn.py`` sees the conversation through public names only."""
     tree = ast.parse((AGENT / "_turn.py").read_text(encoding="utf-8"))
-    private = sorted({node.attr for node in ast.walk(tree)
-                      if isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                      and not node.attr.startswith("__")})
+    private = sorted(
+        {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        }
+    )
     assert private == []
-    protocol = next(n for n in tree.body if isinstance(n, ast.ClassDef)
-                    and n.name == "Conversation")
-    names = [str(getattr(n, "name", None) or getattr(getattr(n, "target", None), "id", ""))
-             for n in protocol.body]
+    protocol = next(
+        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Conversation"
+    )
+    names = [
+        str(getattr(n, "name", None) or getattr(getattr(n, "target", None), "id", ""))
+        for n in protocol.body
+    ]
     assert names and not [n for n in names if n.startswith("_")]
 
 
 def _call(name: str, **args: str) -> CheckedCall:
     tool = default_tools().get(name)
-    return CheckedCall(call_id="c", name=name, raw_arguments="{}", args=dict(args),
-                       history_arguments="{}", tool=tool)
+    return CheckedCall(
+        call_id="c",
+        name=name,
+        raw_arguments="{}",
+        args=dict(args),
+        history_arguments="{}",
+        tool=tool,
+    )
 
 
 def test_the_task_reads_the_message_and_follows_the_results() -> None:
-    task = Task.read("Rename helpers.py to textutil.py and add a test to test_b.py, "
-                     "then run the tests.", default_tools(), steps=False)
+    task = Task.read(
+        "Rename helpers.py to textutil.py and add a test to test_b.py, then run the tests.",
+        default_tools(),
+        steps=False,
+    )
     assert task.runs_asked and task.run_pending
     assert task.to_change == ("helpers.py", "textutil.py", "test_b.py")
     task.saw(ToolResult(_call("bash", command="git mv helpers.py textutil.py"), "ok"))
@@ -128,6 +150,7 @@ def test_a_result_ran_unless_it_says_it_did_not() -> None:
     assert ToolResult(_call("read_file", path="a"), "x = 1").ran
     for text in ("error: no", "refused: no", "not run: no"):
         assert not ToolResult(_call("read_file", path="a"), text).ran
-    unknown = CheckedCall(call_id="c", name="nope", raw_arguments="", args={},
-                          history_arguments="{}")
+    unknown = CheckedCall(
+        call_id="c", name="nope", raw_arguments="", args={}, history_arguments="{}"
+    )
     assert not ToolResult(unknown, "fine").ran
