@@ -237,6 +237,9 @@ def test_jobs_end_when_the_app_exits_or_is_signalled(workspace: Path, how: str) 
         cwd=workspace,
         stdout=subprocess.PIPE,
         text=True,
+        # A hangup as a terminal sends it: under nohup (SIGHUP ignored, inherited) the
+        # app rightly keeps ignoring it, and the child would sleep out its 60 s.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     assert child.stdout is not None
     pgid = int(child.stdout.readline())

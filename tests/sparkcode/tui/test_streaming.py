@@ -26,13 +26,14 @@ async def test_the_conversation_follows_a_growing_answer_to_its_end(
     async with app.run_test(size=(80, 30)) as pilot:
         conversation = app.main.conversation
         await type_line(pilot, "plan it")
-        await until(pilot, lambda: conversation.max_scroll_y > 20)
+        # Generous: under two engines' load in CI the first flushes took over 5 s.
+        await until(pilot, lambda: conversation.max_scroll_y > 20, timeout=30)
         for _ in range(3):  # mid-stream, after flushes that grew the answer
             await pilot.pause(0.25)
             assert conversation.scroll_y == conversation.max_scroll_y
             assert conversation.vertical_scrollbar.position == conversation.scroll_y
         await until(
-            pilot, lambda: app.main.query_one(AssistantMessage).source == ANSWER, timeout=10
+            pilot, lambda: app.main.query_one(AssistantMessage).source == ANSWER, timeout=30
         )
         await pilot.pause(0.3)
         answer = app.main.query_one(AssistantMessage)
