@@ -27,7 +27,9 @@ from typing import Any
 from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
 from sparkcode.agent._calls import check_call
 from sparkcode.agent.client import ToolCall
+from sparkcode.agent.lsp import Diagnostics, navigation_tools
 from sparkcode.agent.tools import ToolContext, WriteFile, default_tools
+from sparkcode.config import Config
 from tests.support.tiny_models import stdlib_sources, train_bpe
 
 TASK_PROMPT = "Write a short note into NOTES.md."
@@ -117,8 +119,11 @@ def conversation() -> Conversation:
     """The agent's two requests, built by the agent's own code where it matters:
     the history entry of the call comes from ``check_call`` (canonical, sorted
     JSON), the result from the real tool. vLLM turns the arguments string back
-    into a dict before rendering, and so does this."""
-    tools = default_tools()
+    into a dict before rendering, and so does this. The tools are the session's:
+    the navigation tools too where a language server is installed, as the builder
+    offers them (the model learnt the prompt without them and answered garbage)."""
+    hub = Diagnostics(Config().diagnostics, Path.cwd())
+    tools = default_tools(navigation=navigation_tools(hub))
     first = [
         {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
         {"role": "user", "content": TASK_PROMPT},
