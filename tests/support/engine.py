@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import load_profile
 from engine.supervisor import EngineStatus, Supervisor, running
+from tests.support.ports import free_port as free_port
 
 LOCK_PATH = Path(os.environ.get("SPARKCODE_TEST_ENGINE_LOCK", "/tmp/sparkcode-test-engine.lock"))
 
@@ -49,12 +49,6 @@ def stop_leftover_engine(paths: Paths) -> None:
     with contextlib.suppress(EngineStateError):
         if sup.record() is not None:
             sup.stop(grace=(1, 1))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 _held = 0

@@ -200,6 +200,8 @@ async def run_command(
             and (ctx.sandbox is not None or group_alive(proc.pid))
         )
         _kill_group(proc.pid)
+        if left_running:
+            await _until_gone(proc.pid)
         if not reader.done():
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(reader, 2.0)
@@ -226,3 +228,13 @@ async def run_command(
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+async def _until_gone(pgid: int, seconds: float = 3.0) -> None:
+    """Wait (at most ``seconds``) until group ``pgid`` has no live process: SIGKILL is
+    delivered at once but the kernel tears a process down later, and on a loaded
+    2-core machine a killed ``http.server`` was still listed (then a zombie) when the
+    result said it had ended; the next command reusing its port must find it free."""
+    deadline = time.monotonic() + seconds
+    while group_alive(pgid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)

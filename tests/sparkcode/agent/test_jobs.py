@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,13 +18,7 @@ import pytest
 
 from sparkcode.agent.tools import Bash, JobOutput, JobStop, JobTable, ToolContext, ToolError
 from sparkcode.agent.tools._jobs import OUTPUT_KEPT, READ_CAP
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.support.ports import free_port
 
 
 def alive(pid: int) -> bool:

@@ -28,7 +28,8 @@ from sparkcode.agent.tools import Bash, JobTable, Sandbox, ToolContext, find_bwr
 from sparkcode.agent.tools._shell import run_command
 from sparkcode.config import Config
 from sparkcode.start import SessionOptions, build_session, resolve_target
-from tests.sparkcode.agent.test_jobs import alive, by_cmdline, free_port, group_members
+from tests.sparkcode.agent.test_jobs import alive, by_cmdline, group_members
+from tests.support.ports import free_port
 from tests.support.scripted import Reply, ScriptedServer
 
 
