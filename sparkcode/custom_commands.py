@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .agent.skills import split_front_matter
+from .agent.extensions.skills import split_front_matter
 
 PROJECT_DIRS: tuple[str, ...] = (".sparkcode/commands", ".claude/commands")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")

@@ -22,7 +22,7 @@ intended change made at the intended place (in the file's own indentation and
 line ends); *wrong* means the tool wrote anything else; *refused* means it
 returned an error and left the file alone.
 Shared on purpose: ``bench/studies/edit_drift.py`` runs 900 cases for docs/agent.md's
-figure, ``tests/sparkcode/agent/test_edits.py`` a slice in CI.
+figure, ``tests/sparkcode/agent/tools/test_edits.py`` a slice in CI.
 """
 
 from __future__ import annotations

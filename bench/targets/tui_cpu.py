@@ -32,7 +32,7 @@ from pathlib import Path
 
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 from sparkcode.tui import SparkcodeApp, TuiSettings
 from sparkcode.tui.agent_port import AgentPort, SessionRequest
 from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine, chunks

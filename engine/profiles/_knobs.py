@@ -39,7 +39,7 @@ DegenerateMode = Literal["stop", "warn", "off"]
 DEGENERATE_MODES: tuple[DegenerateMode, ...] = ("stop", "warn", "off")
 StepNameKey = Literal["tool", "name"]
 EffortPlacement = Literal["request", "glm"]
-"""Where a request says its reasoning effort (``sparkcode.agent.effort.PLACEMENTS``)."""
+"""Where a request says its reasoning effort (``sparkcode.agent.core.effort.PLACEMENTS``)."""
 
 
 class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -86,7 +86,8 @@ class AgentKnobs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Attach the project (when its files fit in this many bytes) or the files the
     message names to each user message (a small model guesses paths)."""
     questions_read_only: bool | None = None
-    """A message that only asks (``sparkcode.agent.questions``) is offered no edit tool."""
+    """A message that only asks (``sparkcode.agent.scaffold.message_words``) is offered no
+    edit tool."""
     hidden_arguments: tuple[str, ...] | None = None
     """Optional tool arguments (``TOOL.ARG``) left out of the tools' specs."""
     results_as_user: bool | None = None

@@ -1,4 +1,4 @@
-"""``ask_user`` over ACP (:mod:`sparkcode.agent.asking`): the model's question goes to
+"""``ask_user`` over ACP (:mod:`sparkcode.agent.core.asking`): the model's question goes to
 the editor.
 
 A question with options is a ``session/request_permission`` whose permission options
@@ -28,7 +28,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from sparkcode.agent.asking import Answer, Asker, Question
+from sparkcode.agent.core.asking import Answer, Asker, Question
 
 DECLINE = "decline"
 NO_TYPED_ANSWER = "this editor takes no typed answer over ACP (no form elicitation)"

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import UserError
-from sparkcode.agent.events import Event
+from sparkcode.agent.core.events import Event
+from sparkcode.agent.core.undo import UndoError
 from sparkcode.agent.tools import JobError
-from sparkcode.agent.undo import UndoError
 from sparkcode.operations import AgentOps, Operation, OperationError
 from sparkcode.operations.export import export_transcript
 from sparkcode.replay import Rebuilt

@@ -48,9 +48,14 @@ from acp.schema import (
 from engine.errors import UserError
 from engine.paths import Paths
 from sparkcode.agent import AgentError, ApprovalDecision, ApprovalRequested, TurnFinished
-from sparkcode.agent.events import Event
-from sparkcode.agent.images import ImageAttachment, ImageError, image_from_bytes, refuse_text_only
-from sparkcode.agent.settings import ACT_PROMPT
+from sparkcode.agent.core.events import Event
+from sparkcode.agent.core.images import (
+    ImageAttachment,
+    ImageError,
+    image_from_bytes,
+    refuse_text_only,
+)
+from sparkcode.agent.core.settings import ACT_PROMPT
 from sparkcode.config import PermissionMode
 from sparkcode.operations import Operation
 from sparkcode.sessions import SessionStore

@@ -1,7 +1,7 @@
 """sparkcode's agent events as ACP ``session/update`` payloads (pure mapping).
 
 One :class:`UpdateMapper` per ACP session turns each
-:class:`~sparkcode.agent.events.Event` into zero or more updates: thinking and
+:class:`~sparkcode.agent.core.events.Event` into zero or more updates: thinking and
 answer deltas into ``agent_thought_chunk`` / ``agent_message_chunk``, a tool
 call into ``tool_call`` then ``tool_call_update`` (a file edit carries ``diff``
 content with the file's text before and after, so an editor shows its native

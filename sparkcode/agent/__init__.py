@@ -1,34 +1,35 @@
-"""The coding agent: an OpenAI-compatible streaming client, tools, and the loop.
+"""The coding agent, one folder per idea: ``wire/`` (the engine's streaming API),
+``core/`` (the conversation), ``scaffold/`` (the small-model mechanisms), ``tools/``,
+``lsp/`` (language servers) and ``extensions/`` (MCP, skills, instructions, hooks).
 
 Public surface (used by the TUI, ``sparkcode run`` and the session recorder):
 
-- :class:`ChatClient` (``client.py``): streaming chat completions over an httpx
+- :class:`ChatClient` (``wire/client.py``): streaming chat completions over an httpx
   transport the caller may wrap (recording) or replace (``MockTransport``).
-- :class:`Agent` / :class:`AgentSettings` (``loop.py``): ``run_turn(text)`` is an
+- :class:`Agent` / :class:`AgentSettings` (``core/loop.py``): ``run_turn(text)`` is an
   async generator of events; ``subscribe(cb)`` for observers; ``undo()``.
 - :class:`~.scaffold.Scaffold` (``scaffold/``): the small-model mechanisms, one guard
   module each, which a turn calls at named points (``Agent.scaffold``).
-- The events (``events.py``), :class:`MetricsPoller` (``metrics.py``),
-  :class:`UndoStore` (``undo.py``), :class:`Permissions` (``permissions.py``).
-- :func:`salvage` (``_salvage.py``): tool calls recovered from a reply's text; public
-  for the salvage study (``bench/studies/salvage_rate.py``) that measures it.
-"""
+- The events (``core/events.py``), :class:`MetricsPoller` (``wire/metrics.py``),
+  :class:`UndoStore` (``core/undo.py``), :class:`Permissions` (``core/permissions.py``).
+- :func:`salvage` (``scaffold/salvage.py``): tool calls recovered from a reply's text;
+  public for the salvage study (``bench/studies/salvage_rate.py``) that measures it."""
 
 from __future__ import annotations
 
-from ._calls import check_call
-from ._chat_types import TASK_HEADER, api_key_headers
-from ._gitlib import require_git
-from ._salvage import Salvage, recover, salvage
-from ._structured import RESULT_PREFIX
-from .client import ChatClient, ChatError, ChatResult, EngineGone, ModelCard
-from .events import *  # noqa: F403
-from .events import __all__ as _event_names
-from .loop import DEFAULT_SYSTEM_PROMPT, Agent, AgentSettings, Approver
-from .metrics import MetricsPoller, parse_metrics
-from .permissions import Permissions
+from .core.calls import check_call
+from .core.events import *  # noqa: F403
+from .core.events import __all__ as _event_names
+from .core.gitlib import require_git
+from .core.loop import DEFAULT_SYSTEM_PROMPT, Agent, AgentSettings, Approver
+from .core.permissions import Permissions
+from .core.undo import UndoError, UndoStore
+from .scaffold.salvage import Salvage, recover, salvage
+from .scaffold.structured import RESULT_PREFIX
 from .tools import ToolRegistry, default_tools
-from .undo import UndoError, UndoStore
+from .wire.chat_types import TASK_HEADER, api_key_headers
+from .wire.client import ChatClient, ChatError, ChatResult, EngineGone, ModelCard
+from .wire.metrics import MetricsPoller, parse_metrics
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -50,8 +50,8 @@ from sparkcode.agent import (
     TurnFinished,
     check_call,
 )
-from sparkcode.agent.client import ToolCall
 from sparkcode.agent.tools import Sandbox, ToolRegistry, find_bwrap
+from sparkcode.agent.wire.client import ToolCall
 from sparkcode.config import Config, DiagnosticsConfig
 from sparkcode.start import SessionOptions, StartTarget, build_session, resolve_target
 

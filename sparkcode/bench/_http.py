@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from engine.errors import UserError
-from sparkcode.agent.metrics import RUNNING, WAITING, parse_metrics
+from sparkcode.agent.wire.metrics import RUNNING, WAITING, parse_metrics
 
 from ._target import LiveTarget
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
-from sparkcode.agent.client import ChatClient, ChatError
+from sparkcode.agent.wire.client import ChatClient, ChatError
 
 from ._code import base_program, build_solution, plus_program
 from ._run import Context

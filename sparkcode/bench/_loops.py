@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.paths import Paths
-from sparkcode.agent.client import ChatClient, ChatError
+from sparkcode.agent.wire.client import ChatClient, ChatError
 from sparkcode.detect import DegenerationDetector, Verdict
 from sparkcode.sessions import start_recording
 

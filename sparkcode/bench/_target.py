@@ -18,7 +18,7 @@ from engine.paths import Paths
 from engine.profiles import AgentKnobs
 from engine.supervisor import Reuse
 from sparkcode.agent import ChatError, api_key_headers
-from sparkcode.agent.settings import AgentSettings, settings_from
+from sparkcode.agent.core.settings import AgentSettings, settings_from
 from sparkcode.sessions import engine_fingerprint
 from sparkcode.target import Target
 

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 
 from engine.errors import UserError
-from sparkcode.agent.client import ChatClient, ChatError
-from sparkcode.agent.metrics import (
+from sparkcode.agent.wire.client import ChatClient, ChatError
+from sparkcode.agent.wire.metrics import (
     ACCEPTED,
     DRAFT_TOKENS,
     DRAFTS,

@@ -1,4 +1,4 @@
-"""``sparkcode run``'s asker for ``ask_user`` (:mod:`sparkcode.agent.asking`): the
+"""``sparkcode run``'s asker for ``ask_user`` (:mod:`sparkcode.agent.core.asking`): the
 question on standard error and the answer read from the terminal; without a
 terminal nobody is asked and the model is told to decide itself."""
 
@@ -8,7 +8,7 @@ import asyncio
 import sys
 from typing import TextIO
 
-from sparkcode.agent.asking import Answer, Asker, Question, no_user, option_answer
+from sparkcode.agent.core.asking import Answer, Asker, Question, no_user, option_answer
 
 NO_TERMINAL = "no user at a terminal (sparkcode run)"
 

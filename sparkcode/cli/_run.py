@@ -7,7 +7,7 @@ early (max turns, a declined approval, a repeated-call loop, output cut by
 the length limit, a UserPromptSubmit hook refusing the prompt), 4 when the
 stream degenerated (looping or garbled text) and was stopped (``--degenerate
 warn`` only reports it), 5 when ``--output-schema``'s final answer is not JSON of the
-schema (``sparkcode.agent.output_schema``).
+schema (``sparkcode.agent.core.output_schema``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from sparkcode.agent import (
     UsageUpdate,
     event_to_json,
 )
-from sparkcode.agent.output_schema import OutputSchemaError, final_answer, load_schema
+from sparkcode.agent.core.output_schema import OutputSchemaError, final_answer, load_schema
 from sparkcode.agent.tools import TodoList
 from sparkcode.hooks import HookSpec
 from sparkcode.hooks.session import describe

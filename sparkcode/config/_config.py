@@ -186,7 +186,7 @@ class AgentTable(AgentKnobs, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """The default engine profile."""
     seed: Seed = "random"
     """The session seed every request's ``seed`` is derived from (see
-    :func:`sparkcode.agent.sampling.request_seed`); per user or per start, not
+    :func:`sparkcode.agent.wire.sampling.request_seed`); per user or per start, not
     per profile: a profile describes an engine, a seed a run."""
 
 

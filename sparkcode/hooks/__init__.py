@@ -5,7 +5,7 @@ their own (``_trust.py``, remembered per path).
 
 Three layers, one idea: this package's ``__init__`` is below the agent (``config.toml``
 is parsed into :class:`HookSpec` here, and the agent's runner takes them);
-running a hook is the agent's (:mod:`sparkcode.agent.hooks`: the loop calls it at its
+running a hook is the agent's (:mod:`sparkcode.agent.extensions.hooks`: the loop calls it at its
 events, and it yields the agent's ``HookRan`` event); which hooks a session runs (the
 project's only once trusted) and how a front says a run are above the agent, in the
 public :mod:`sparkcode.hooks.session`, which this ``__init__`` does not import: the

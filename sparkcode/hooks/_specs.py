@@ -20,7 +20,7 @@ A matcher is matched whole (``re.fullmatch``) against sparkcode's tool name and
 Claude Code's name for the same tool (``edit_file`` is also ``Edit``), so a
 ``.claude/settings.json`` written for Claude Code works unchanged; an empty
 matcher or ``*`` matches every tool. This module only reads and checks; running
-is :mod:`sparkcode.agent.hooks`.
+is :mod:`sparkcode.agent.extensions.hooks`.
 """
 
 from __future__ import annotations

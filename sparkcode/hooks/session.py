@@ -10,7 +10,7 @@ and the answer is remembered. Otherwise they are skipped with a note saying
 how to trust the project.
 
 Public and outside the package's ``__init__``: it needs the agent's runner
-(:mod:`sparkcode.agent.hooks`), which needs the declarations from the ``__init__``.
+(:mod:`sparkcode.agent.extensions.hooks`), which needs the declarations from the ``__init__``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from engine.paths import Paths
 
-from ..agent.events import HookRan
-from ..agent.hooks import HookContext, Hooks
+from ..agent.core.events import HookRan
+from ..agent.extensions.hooks import HookContext, Hooks
 from ._specs import HookConfigError, HookSpec, project_hooks
 from ._trust import TrustStore
 

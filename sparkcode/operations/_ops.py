@@ -2,7 +2,7 @@
 
 :class:`Ops` is the part of the agent the shared operations use. The TUI's
 ``AgentPort`` (the live agent and its scripted test double) has these methods;
-ACP, which holds the :class:`~sparkcode.agent.loop.Agent` itself, wraps it in
+ACP, which holds the :class:`~sparkcode.agent.core.loop.Agent` itself, wraps it in
 :class:`AgentOps`.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sparkcode.agent.context_report import context_report
-from sparkcode.agent.loop import Agent
+from sparkcode.agent.core.context_report import context_report
+from sparkcode.agent.core.loop import Agent
 from sparkcode.config import DEGENERATE_MODES
 
 

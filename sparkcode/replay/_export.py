@@ -4,7 +4,7 @@ by :func:`sparkcode.sessions.export.render_transcript`."""
 
 from __future__ import annotations
 
-from sparkcode.agent.events import Event
+from sparkcode.agent.core.events import Event
 from sparkcode.sessions import Session
 from sparkcode.sessions.export import TranscriptFormat, render_transcript
 

@@ -16,10 +16,16 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sparkcode.agent import events as ev
-from sparkcode.agent.client import ChatError, EngineGone, StreamParser, error_text, json_or_text
-from sparkcode.agent.images import content_text
-from sparkcode.agent.step_text import StepText
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.core.images import content_text
+from sparkcode.agent.scaffold.step_text import StepText
+from sparkcode.agent.wire.client import (
+    ChatError,
+    EngineGone,
+    StreamParser,
+    error_text,
+    json_or_text,
+)
 from sparkcode.sessions import Exchange, Session, SessionEvent, is_model_call
 
 MAX_GAP_S = 3.0

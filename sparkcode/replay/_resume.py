@@ -4,7 +4,7 @@ Every request body holds the whole history the agent had when it sent it, as
 the agent's own dicts serialised, so the history at the last request is that
 body's ``messages`` exactly. What the last request did not carry is rebuilt
 the way the agent built it: its recorded response is read back through the
-agent's own :class:`~sparkcode.agent.client.StreamParser` (content and tool calls)
+agent's own :class:`~sparkcode.agent.wire.client.StreamParser` (content and tool calls)
 and :func:`~sparkcode.agent.check_call`, tool results come from the
 recorded ``ToolCallFinished`` events, and an undo or redo recorded after it is
 applied. The first request of the resumed session therefore repeats the
@@ -27,13 +27,13 @@ from typing import Any, cast
 
 from engine.errors import UserError
 from sparkcode.agent import RESULT_PREFIX, check_call, recover
-from sparkcode.agent.client import ChatError, StreamParser, ToolCall
-from sparkcode.agent.context import SUMMARY_PREFIX
-from sparkcode.agent.events import TodoItem
-from sparkcode.agent.loop import stop_note
-from sparkcode.agent.rewind import TurnMark
+from sparkcode.agent.core.context import SUMMARY_PREFIX
+from sparkcode.agent.core.events import TodoItem
+from sparkcode.agent.core.loop import stop_note
+from sparkcode.agent.core.rewind import TurnMark
+from sparkcode.agent.core.user_shell import CALL_ID_PREFIX as USER_SHELL_PREFIX
 from sparkcode.agent.tools import default_tools
-from sparkcode.agent.user_shell import CALL_ID_PREFIX as USER_SHELL_PREFIX
+from sparkcode.agent.wire.client import ChatError, StreamParser, ToolCall
 from sparkcode.config import PERMISSION_MODES, PermissionMode
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
 

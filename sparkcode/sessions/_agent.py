@@ -16,7 +16,7 @@ from ._redact import Redactor
 from ._transport import RecordingTransport
 
 if TYPE_CHECKING:
-    from sparkcode.agent.events import Event
+    from sparkcode.agent.core.events import Event
 
 STREAM_EVENTS: frozenset[str] = frozenset({"ContentDelta", "ReasoningDelta", "UsageUpdate"})
 """Events derived from the recorded stream itself: not written twice."""
@@ -33,7 +33,7 @@ def event_recorder(recorder: SessionRecorder) -> Callable[[Event], None]:
     """An ``Agent.subscribe`` callback writing tool calls, results, approvals, undo...
     (a ``task`` call's sub-conversation as ``TaskEvent`` records)."""
 
-    from sparkcode.agent.events import TaskEvent, event_to_json
+    from sparkcode.agent.core.events import TaskEvent, event_to_json
 
     def on_event(event: Event) -> None:
         kind = event.event_type

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 
 from ._records import Exchange, Session
 from ._redact import Redactor

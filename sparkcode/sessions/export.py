@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from engine.errors import UserError
-from sparkcode.agent.events import Event
+from sparkcode.agent.core.events import Event
 
 from ._records import Session
 from ._render_html import render_html

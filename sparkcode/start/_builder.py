@@ -39,13 +39,13 @@ from ..agent import (
     UndoStore,
     require_git,
 )
-from ..agent.instructions import Instructions, load_instructions
+from ..agent.core.settings import settings_from
+from ..agent.extensions.instructions import Instructions, load_instructions
+from ..agent.extensions.mcp_tools import McpHub
+from ..agent.extensions.skills import load_skills, skill_tools
 from ..agent.lsp import Diagnostics, navigation_tools
-from ..agent.mcp_tools import McpHub
-from ..agent.sampling import new_session_seed
-from ..agent.settings import settings_from
-from ..agent.skills import load_skills, skill_tools
 from ..agent.tools import Tool, WebFetch, default_tools
+from ..agent.wire.sampling import new_session_seed
 from ..config import Config, PermissionMode, load_config
 from ..custom_commands import CustomCommands, load_commands
 from ..hooks.session import AskTrust, session_hooks
@@ -69,7 +69,8 @@ class StartTarget:
     endpoint, or the profile (a named one uses only an engine of its own, else any
     running engine)."""
     instructions: Instructions = field(default_factory=Instructions)
-    """AGENTS.md / CLAUDE.md, read once at start (:mod:`sparkcode.agent.instructions`)."""
+    """AGENTS.md / CLAUDE.md, read once at start
+    (:mod:`sparkcode.agent.extensions.instructions`)."""
     commands: CustomCommands = field(default_factory=CustomCommands)
     """The custom slash commands (:mod:`sparkcode.custom_commands`), read once at start."""
     vision: bool = False

@@ -21,7 +21,7 @@ from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import Profile
 
-from ..agent.client import ChatClient, ChatError
+from ..agent.wire.client import ChatClient, ChatError
 from ..target import Progress, Target
 
 

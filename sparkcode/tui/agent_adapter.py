@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
-from sparkcode.agent.asking import Asker
-from sparkcode.agent.events import Event
-from sparkcode.agent.images import ImageAttachment
+from sparkcode.agent.core.asking import Asker
+from sparkcode.agent.core.events import Event
+from sparkcode.agent.core.images import ImageAttachment
 from sparkcode.config import PERMISSION_MODES
 from sparkcode.hooks.session import AskTrust
 from sparkcode.operations import AgentOps

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from sparkcode.agent.events import Event
-from sparkcode.agent.images import ImageAttachment
+from sparkcode.agent.core.events import Event
+from sparkcode.agent.core.images import ImageAttachment
 from sparkcode.replay import Rebuilt
 
 

@@ -15,7 +15,7 @@ from textual.screen import Screen
 
 from engine.paths import Paths
 from engine.supervisor import EngineStatus
-from sparkcode.agent.instructions import Instructions
+from sparkcode.agent.extensions.instructions import Instructions
 from sparkcode.config import NotifyMode
 from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt

@@ -1,4 +1,4 @@
-"""The TUI's asker for ``ask_user`` (:mod:`sparkcode.agent.asking`).
+"""The TUI's asker for ``ask_user`` (:mod:`sparkcode.agent.core.asking`).
 
 The agent asks inside the turn's worker; the question becomes a
 :class:`~.widgets.question.QuestionCard` at the end of the conversation, which
@@ -16,7 +16,7 @@ from typing import Any
 from textual.app import App
 from textual.css.query import NoMatches
 
-from sparkcode.agent.asking import Answer, Asker, Question
+from sparkcode.agent.core.asking import Answer, Asker, Question
 
 from .messages import AttentionNeeded
 from .widgets.conversation import Conversation

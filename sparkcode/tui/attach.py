@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
-from sparkcode.agent.images import ImageAttachment, is_image_name, sniff
+from sparkcode.agent.core.images import ImageAttachment, is_image_name, sniff
 
 from .agent_port import AgentPort
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested, Event
-from sparkcode.agent.instructions import Instructions
+from sparkcode.agent.core.events import ApprovalDecision, ApprovalRequested, Event
+from sparkcode.agent.extensions.instructions import Instructions
 from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore

@@ -25,10 +25,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkcode.agent.agents_md import draft_agents_md
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
-from sparkcode.agent.instructions import FILE_NAMES
-from sparkcode.agent.loop import ACT_PROMPT
+from sparkcode.agent.core.events import ApprovalDecision, ApprovalRequested
+from sparkcode.agent.core.loop import ACT_PROMPT
+from sparkcode.agent.extensions.agents_md import draft_agents_md
+from sparkcode.agent.extensions.instructions import FILE_NAMES
 from sparkcode.custom_commands import CustomCommand, CustomCommands
 from sparkcode.hooks import project_hooks
 from sparkcode.operations import REGISTRY, Operation, OperationError, offered

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.paths import Paths
 from engine.profiles import render
-from sparkcode.agent.instructions import load_instructions
+from sparkcode.agent.extensions.instructions import load_instructions
 from sparkcode.replay import Rebuilt
 from sparkcode.start import StartTarget, resolve_target
 from sparkcode.worktree import Worktree, find_worktree

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.supervisor import EngineStatus
-from sparkcode.agent import events as ev
-from sparkcode.agent.images import ImageAttachment, load_image, refuse_text_only
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.core.images import ImageAttachment, load_image, refuse_text_only
+from sparkcode.agent.core.watch import StreamWatch
 from sparkcode.agent.tools import JobTable
-from sparkcode.agent.watch import StreamWatch
 from sparkcode.config import DegenerateMode
 
 TurnScript = Callable[["ScriptedAgent", str], AsyncIterator[ev.Event]]

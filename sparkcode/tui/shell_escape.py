@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from sparkcode.agent.user_shell import EMPTY
+from sparkcode.agent.core.user_shell import EMPTY
 
 from .agent_port import AgentPort
 from .turn import TurnRenderer

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from sparkcode.agent.events import MetricsUpdate, UsageUpdate
+from sparkcode.agent.core.events import MetricsUpdate, UsageUpdate
 
 
 @dataclass(frozen=True)

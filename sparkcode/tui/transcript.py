@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sparkcode.agent.images import content_text
-from sparkcode.agent.step_text import shown_text
+from sparkcode.agent.core.images import content_text
+from sparkcode.agent.scaffold.step_text import shown_text
 
 from .widgets.conversation import Conversation
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 from sparkcode.hooks.session import describe
 
 from .stats import StatsTracker
@@ -32,11 +32,11 @@ _OUTPUT = (ev.ReasoningDelta, ev.ContentDelta, ev.ToolCallStarted, ev.AgentError
 
 
 class TurnRenderer:
-    """Turns one stream of :mod:`sparkcode.agent.events` into widget updates.
+    """Turns one stream of :mod:`sparkcode.agent.core.events` into widget updates.
 
     It watches nothing itself: a degenerate stream is the agent's verdict
-    (:class:`~sparkcode.agent.watch.StreamWatch`, governed by ``/degenerate``),
-    drawn when its :class:`~sparkcode.agent.events.DegenerationDetected` arrives.
+    (:class:`~sparkcode.agent.core.watch.StreamWatch`, governed by ``/degenerate``),
+    drawn when its :class:`~sparkcode.agent.core.events.DegenerationDetected` arrives.
     """
 
     def __init__(

@@ -38,7 +38,7 @@ from sparkcode.agent import (
     ToolCallStarted,
     default_tools,
 )
-from sparkcode.agent.output_schema import OutputSchemaError, check_answer
+from sparkcode.agent.core.output_schema import OutputSchemaError, check_answer
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, RunRequest
 from sparkcode.replay import Target, model_turns, rerun
 from sparkcode.sessions import Exchange, Session, SessionStore

@@ -29,7 +29,7 @@ from engine.paths import Paths
 from engine.profiles import AgentKnobs
 from engine.supervisor import Supervisor
 from sparkcode.agent import UndoStore
-from sparkcode.agent.undo import UndoError
+from sparkcode.agent.core.undo import UndoError
 from sparkcode.cli._run import EXIT_ERROR, EXIT_OK, EXIT_STOPPED, RunRequest
 from sparkcode.sessions import SessionStore, load_session, model_turns_count
 from sparkcode.start import SessionOptions

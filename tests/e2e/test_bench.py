@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from engine.paths import Paths
 from engine.profiles import load_profile, render
 from engine.supervisor import Supervisor
-from sparkcode.agent.client import ChatClient
-from sparkcode.agent.metrics import MetricsPoller
+from sparkcode.agent.wire.client import ChatClient
+from sparkcode.agent.wire.metrics import MetricsPoller
 from sparkcode.cli import app
 from sparkcode.detect import detect_text
 from sparkcode.sessions import SessionStore, exchange_output, is_model_call

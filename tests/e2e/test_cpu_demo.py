@@ -18,9 +18,9 @@ import pytest
 from engine.models import convert_gguf, smollm2_gguf_path
 from engine.paths import Paths
 from engine.profiles import AgentKnobs
-from sparkcode.agent import events as ev
-from sparkcode.agent._structured import structured_outputs
-from sparkcode.agent.context import SUMMARY_PREFIX
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.core.context import SUMMARY_PREFIX
+from sparkcode.agent.scaffold.structured import structured_outputs
 from sparkcode.agent.tools import default_tools
 from sparkcode.cli._run import EXIT_DEGENERATE, EXIT_ERROR, EXIT_OK, RunRequest, run_headless
 from sparkcode.start import SessionOptions, build_session, resolve_target

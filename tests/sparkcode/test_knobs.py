@@ -16,7 +16,7 @@ from msgspec import inspect as mi
 from engine.errors import UserError
 from engine.profiles import KNOB_NAMES, AgentKnobs, check_knobs, overlay, parse_profile
 from sparkcode.agent import AgentSettings
-from sparkcode.agent.settings import KNOB_TO_SETTING
+from sparkcode.agent.core.settings import KNOB_TO_SETTING
 from sparkcode.config import Config, parse_config
 from sparkcode.start import Connection, SessionOptions, session_settings
 

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from sparkcode.agent import DEFAULT_SYSTEM_PROMPT
-from sparkcode.agent._calls import check_call
-from sparkcode.agent.client import ToolCall
+from sparkcode.agent.core.calls import check_call
 from sparkcode.agent.lsp import Diagnostics, navigation_tools
 from sparkcode.agent.tools import ToolContext, WriteFile, default_tools
+from sparkcode.agent.wire.client import ToolCall
 from sparkcode.config import Config
 from tests.support.tiny_models import stdlib_sources, train_bpe
 

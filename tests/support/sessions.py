@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from engine.paths import Paths
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.wire.client import ChatClient
 from sparkcode.sessions import SessionRecorder, start_recording
 
 

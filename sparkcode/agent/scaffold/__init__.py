@@ -2,7 +2,7 @@
 
 A capable model needs none of it (every mechanism is off by default); the small-model
 profiles turn them on (docs/agent.md "Small-model mode"). The conversation
-(``loop.py``, ``_turn.py``) knows none of them: it calls its :class:`Scaffold` at
+(``core/loop.py``, ``core/_turn.py``) knows none of them: it calls its :class:`Scaffold` at
 named points, and the policy hands each point to its guards, one module each:
 
 - ``_hidden.py``: optional arguments the model is not shown (``hidden_arguments``);

@@ -5,7 +5,7 @@ this guard only turns them on for the session."""
 
 from __future__ import annotations
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ..tools import ToolContext
 from ._guard import Guard
 

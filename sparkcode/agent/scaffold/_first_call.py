@@ -5,7 +5,7 @@ without an answer instead."""
 
 from __future__ import annotations
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ._guard import Guard, RequestPlan, Task
 
 

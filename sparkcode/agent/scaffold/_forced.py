@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ._guard import Guard, RequestPlan, Task
 
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._calls import CheckedCall
-from ..context import Message
-from ..events import Notice
-from ..questions import asks_a_run, files_to_change, kept_files
+from ..core.calls import CheckedCall
+from ..core.context import Message
+from ..core.events import Notice
 from ..tools import KeptFiles, ToolContext, ToolRegistry
+from .message_words import asks_a_run, files_to_change, kept_files
 
 SHELL_CHANGES = re.compile(r"\b(?:mv|rm|cp|touch|tee|sed\s+-i)\b|(?:^|[^\d&>])>{1,2}(?!&)")
 """A shell command that moves, removes or writes files (a redirection to a file, not

@@ -7,7 +7,7 @@ tools' error messages do not tell the model to set them.
 
 from __future__ import annotations
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ..tools import ToolContext
 from ._guard import Guard, Session
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..events import Notice
-from ..settings import AgentSettings
+from ..core.events import Notice
+from ..core.settings import AgentSettings
 from ..tools import ToolContext
 from ._guard import Guard, Task
 

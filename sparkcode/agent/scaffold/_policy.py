@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .._calls import CheckedCall
-from ..events import Notice
-from ..settings import AgentSettings
+from ..core.calls import CheckedCall
+from ..core.events import Notice
+from ..core.settings import AgentSettings
 from ..tools import ToolContext, ToolRegistry
 from ._edit_guards import EditGuards
 from ._first_call import FirstStepTool

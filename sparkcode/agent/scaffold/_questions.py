@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._calls import CheckedCall
-from ..events import Notice
-from ..questions import is_question
-from ..settings import AgentSettings
+from ..core.calls import CheckedCall
+from ..core.events import Notice
+from ..core.settings import AgentSettings
 from ..tools import ToolContext
 from ._guard import Guard, Task
+from .message_words import is_question
 from .prompts import QUESTION_NOTICE, QUESTION_REFUSAL
 
 QUESTION_LEAVES_OUT = frozenset({"edit"})

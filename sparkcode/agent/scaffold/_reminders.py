@@ -11,7 +11,7 @@ new error), or one naming the files the task still asks to change
 
 from __future__ import annotations
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ._guard import Guard, Task, ToolResult
 from .prompts import (
     CHANGED_REMINDER,

@@ -7,7 +7,7 @@ answering first (docs/experiments/2026-12-02-agent-suite.md)."""
 
 from __future__ import annotations
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ._guard import Guard, RequestPlan, Task
 
 RUN_BEFORE_ANSWER_REQUESTS = 4

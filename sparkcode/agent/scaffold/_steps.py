@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._structured import results_as_user, structured_outputs, tools_prompt
-from ..events import Notice
-from ..settings import AgentSettings
+from ..core.events import Notice
+from ..core.settings import AgentSettings
 from ..tools import ToolContext
 from ._guard import Guard, RequestPlan, Session, Task
+from .structured import results_as_user, structured_outputs, tools_prompt
 
 
 class StructuredSteps(Guard):

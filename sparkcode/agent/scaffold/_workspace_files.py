@@ -4,7 +4,7 @@ guesses paths (docs/experiments/2026-12-02-agent-suite.md)."""
 
 from __future__ import annotations
 
-from ..settings import AgentSettings
+from ..core.settings import AgentSettings
 from ..tools import workspace_listing
 from ._guard import Guard, Session
 from .prompts import WORKSPACE_FILES_HEADING

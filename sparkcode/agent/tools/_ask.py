@@ -1,7 +1,7 @@
 """``ask_user``: the model asks the person a question and gets the answer as the result.
 
 The tool checks the arguments and hands the question to :attr:`ToolContext.asker`
-(:mod:`sparkcode.agent.asking`, supplied by the front); a declined question, and
+(:mod:`sparkcode.agent.core.asking`, supplied by the front); a declined question, and
 a front with nobody to ask, are results that tell the model to go on by itself.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..asking import DECIDE, Question
+from ..core.asking import DECIDE, Question
 from ._base import Tool, ToolContext, ToolError, ToolOutput
 
 ASK_TOOL = "ask_user"

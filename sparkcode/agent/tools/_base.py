@@ -10,10 +10,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ..events import Event, TodoItem, TodoStatus
+from ..core.events import Event, TodoItem, TodoStatus
 
 if TYPE_CHECKING:
-    from ..asking import Asker
+    from ..core.asking import Asker
     from ._jobs import JobTable
     from ._sandbox import Sandbox
 
@@ -73,7 +73,7 @@ class TodoList:
 Explore = Callable[[str, str], AsyncIterator["Event | ToolOutput"]]
 """Runs a read-only sub-conversation for the ``task`` tool: given the prompt and the
 task call's ID it yields that conversation's events, then the tool's output
-(:class:`~sparkcode.agent.subagent.Explorer`)."""
+(:class:`~sparkcode.agent.core.subagent.Explorer`)."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._gitlib import git
+from ..core.gitlib import git
 from ._base import Preview, Tool, ToolContext, ToolError, ToolOutput, cap_output
 from ._confine import resolve_in_workspace
 

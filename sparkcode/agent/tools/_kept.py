@@ -1,6 +1,6 @@
 """Files a turn's message says not to change ("do not change the tests", "do not
 edit test_temps.py"): the edit tools refuse them for that turn (``[agent]
-keep_told_files``; the words are read by ``sparkcode.agent.questions.kept_files``).
+keep_told_files``; the words are read by ``sparkcode.agent.scaffold.message_words.kept_files``).
 
 Qwen2.5-Coder-1.5B edited the tests it was told not to change in the agent suite
 (fix-test-mean, docs/agent.md) and, in a tmux run on 2026-12-03, proposed two edits

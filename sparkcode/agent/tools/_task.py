@@ -2,7 +2,7 @@
 
 The tool only checks its arguments and hands the prompt to
 :attr:`ToolContext.explore`, which the agent sets
-(:class:`~sparkcode.agent.subagent.Explorer` runs the sub-conversation and
+(:class:`~sparkcode.agent.core.subagent.Explorer` runs the sub-conversation and
 yields its events, then the summary); inside a sub-conversation there is none,
 so a task cannot start another.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..events import Event
+from ..core.events import Event
 from ._base import Tool, ToolContext, ToolError, ToolOutput, cap_output
 
 TASK_TOOL = "task"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..events import TODO_STATUSES, TodoStatus
+from ..core.events import TODO_STATUSES, TodoStatus
 from ._base import Tool, ToolContext, ToolError, ToolOutput
 
 

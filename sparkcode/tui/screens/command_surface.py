@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Markdown
 
 from engine.errors import UserError
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+from sparkcode.agent.core.events import ApprovalDecision, ApprovalRequested
 from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore

@@ -16,9 +16,9 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
-from sparkcode.agent import events as ev
-from sparkcode.agent.images import ImageAttachment
-from sparkcode.agent.instructions import Instructions
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.core.images import ImageAttachment
+from sparkcode.agent.extensions.instructions import Instructions
 from sparkcode.hooks import TrustStore
 from sparkcode.replay import Rebuilt
 from sparkcode.sessions import SessionStore

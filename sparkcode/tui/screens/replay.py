@@ -86,7 +86,7 @@ class ReplayScreen(Screen[None]):
 
     @work(exclusive=True, group="replay")
     async def play(self) -> None:
-        from sparkcode.agent import events as ev
+        from sparkcode.agent.core import events as ev
 
         conversation = self.query_one(Conversation)
         async for event in play_events(self.session, speed=self.speed):

@@ -22,7 +22,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Static
 
-from sparkcode.agent.events import ApprovalDecision, ApprovalRequested
+from sparkcode.agent.core.events import ApprovalDecision, ApprovalRequested
 
 from .tool_card import diff_text
 

@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Button, Input, Static
 
-from sparkcode.agent.asking import Answer, Question, option_answer
+from sparkcode.agent.core.asking import Answer, Question, option_answer
 
 
 class QuestionCard(Vertical):

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from sparkcode.agent.events import TodoItem
+from sparkcode.agent.core.events import TodoItem
 
 _MARKS = {"pending": ("○", "dim"), "in_progress": ("◐", "bold yellow"), "done": ("●", "green")}
 

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Collapsible, Static
 
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 
 ToolState = Literal["running", "waiting", "done", "failed", "denied"]
 

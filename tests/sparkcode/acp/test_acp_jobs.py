@@ -12,7 +12,7 @@ import pytest
 from acp import text_block
 
 from tests.sparkcode.acp.client import EditorClient, spawn
-from tests.sparkcode.agent.test_jobs import by_cmdline
+from tests.sparkcode.agent.tools.test_jobs import by_cmdline
 from tests.support.http_server import serve, url
 from tests.support.scripted import Reply
 

@@ -1,6 +1,6 @@
 """``sparkcode run``'s ``ask_user``: with a terminal the question is printed on stderr
 and the answer read from stdin (a number picks an option, an empty line declines);
-the run's model gets it. Without one: tests/sparkcode/agent/test_ask_user.py."""
+the run's model gets it. Without one: tests/sparkcode/agent/core/test_ask_user.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkcode.agent.asking import Answer, Question
+from sparkcode.agent.core.asking import Answer, Question
 from sparkcode.cli._asking import NO_TERMINAL, run_asker
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.start import SessionOptions

@@ -18,7 +18,7 @@ import pytest
 
 from engine.errors import UserError
 from engine.profiles import AgentKnobs
-from sparkcode.agent.output_schema import FINAL_PROMPT
+from sparkcode.agent.core.output_schema import FINAL_PROMPT
 from sparkcode.cli._run import (
     EXIT_ERROR,
     EXIT_OK,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine.paths import Paths
-from sparkcode.agent.permissions import Permissions
+from sparkcode.agent.core.permissions import Permissions
 from sparkcode.agent.tools import BwrapStatus, default_tools
 from sparkcode.config import Config, ConfigError, PermissionRule, load_config, parse_config
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from engine.paths import Paths
 from sparkcode.agent import HookRan
-from sparkcode.agent.hooks import Hooks
+from sparkcode.agent.extensions.hooks import Hooks
 from sparkcode.hooks import HookSpec, TrustStore
 from sparkcode.hooks.session import session_hooks
-from tests.sparkcode.agent.test_loop import make_agent, of, run
+from tests.sparkcode.agent.core.test_loop import make_agent, of, run
 from tests.support.scripted import Reply, ScriptedServer
 
 

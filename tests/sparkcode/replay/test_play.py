@@ -8,8 +8,8 @@ from pathlib import Path
 from textual.widgets import DataTable, Static
 
 from engine.paths import Paths
-from sparkcode.agent import events as ev
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.wire.client import ChatClient
 from sparkcode.replay import play_events
 from sparkcode.sessions import SessionStore, event_recorder, load_session, start_recording
 from sparkcode.tui.screens.replay import ReplayApp, ReplayScreen

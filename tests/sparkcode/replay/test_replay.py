@@ -140,7 +140,7 @@ async def test_minimize_keeps_the_turn_the_flagged_one_depends_on(tmp_path: Path
 async def test_requests_the_server_refused_are_not_resent(tmp_path: Path) -> None:
     import httpx
 
-    from sparkcode.agent.client import ChatClient
+    from sparkcode.agent.wire.client import ChatClient
     from sparkcode.replay import model_turns
     from sparkcode.sessions import start_recording
 

@@ -111,7 +111,7 @@ import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.support.sessions import EchoServer
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.wire.client import ChatClient
 from engine.paths import Paths
 from sparkcode.sessions import start_recording
 

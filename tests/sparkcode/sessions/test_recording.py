@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from engine.paths import Paths
-from sparkcode.agent import events as ev
-from sparkcode.agent.client import ChatClient
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.wire.client import ChatClient
 from sparkcode.sessions import (
     REDACTED,
     SessionRecorder,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
-from sparkcode.agent.events import TodoItem
+from sparkcode.agent.core.events import TodoItem
 from sparkcode.cli._run import EXIT_OK, RunRequest, run_headless
 from sparkcode.replay import rebuild_conversation
 from sparkcode.sessions import SessionStore, load_session

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from textual.widgets import Static
 
-from sparkcode.agent import events as ev
-from sparkcode.agent.metrics import MetricsDelta, parse_metrics
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.wire.metrics import MetricsDelta, parse_metrics
 from sparkcode.tui import SparkcodeApp
 from sparkcode.tui.scripted import ScriptedAgent, ScriptedEngine
 from sparkcode.tui.stats import LiveStats, StatsTracker, format_stats

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import DataTable, Markdown
 
 from engine.paths import Paths
-from sparkcode.agent.instructions import load_instructions
+from sparkcode.agent.extensions.instructions import load_instructions
 from sparkcode.sessions import SessionStore
 from sparkcode.start import find_resume
 from sparkcode.tui import SparkcodeApp, TuiSettings

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.paths import Paths
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 from sparkcode.hooks import TrustStore
 from sparkcode.start import SessionOptions, build_session, resolve_target
 from sparkcode.tui import SparkcodeApp, TuiSettings

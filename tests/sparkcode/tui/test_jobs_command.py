@@ -10,7 +10,7 @@ from textual.widgets import Markdown
 
 from engine.paths import Paths
 from sparkcode.tui.widgets import ErrorMessage, Notice
-from tests.sparkcode.agent.test_jobs import by_cmdline, group_members
+from tests.sparkcode.agent.tools.test_jobs import by_cmdline, group_members
 from tests.support.scripted import Reply, ScriptedServer
 
 from .conftest import live_app

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from engine.errors import UserError
 from engine.paths import Paths
 from engine.profiles import load_profile
-from sparkcode.agent.events import MetricsUpdate, UsageUpdate
+from sparkcode.agent.core.events import MetricsUpdate, UsageUpdate
 from sparkcode.tui.commands import CommandError, parse_command
 from sparkcode.tui.completion import WorkspaceFiles, suggest_completion, unique_command
 from sparkcode.tui.engine_control import ExternalEndpoint, ManagedEngine, pagemath_line

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import Log, Markdown
 
 from engine.supervisor import EngineStatus, NodeStatus
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 from sparkcode.operations import EFFORTS
 from sparkcode.tui import SparkcodeApp
 from sparkcode.tui.screens.main import MainScreen

@@ -13,8 +13,8 @@ import pytest
 from textual.widgets import Static
 
 from engine.paths import Paths
+from sparkcode.agent.core.user_shell import EMPTY, context_text
 from sparkcode.agent.tools._sandbox import find_bwrap
-from sparkcode.agent.user_shell import EMPTY, context_text
 from sparkcode.replay import rebuild_conversation
 from sparkcode.sessions import SessionStore, load_session
 from sparkcode.tui.widgets import ErrorMessage, Notice, ToolCard

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.paths import Paths
 from engine.profiles import AgentKnobs
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 from sparkcode.replay import play_events
 from sparkcode.sessions import SessionStore, exchange_output, is_model_call
 from sparkcode.start import SessionOptions, build_session, resolve_target

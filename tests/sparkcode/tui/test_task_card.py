@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import Collapsible
 
 from engine.paths import Paths
-from sparkcode.agent import events as ev
+from sparkcode.agent.core import events as ev
 from sparkcode.tui.scripted import ScriptedAgent
 from sparkcode.tui.widgets import ToolCard
 from sparkcode.tui.widgets.tool_card import TaskActivity

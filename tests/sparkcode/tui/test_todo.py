@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import Paths
-from sparkcode.agent import events as ev
-from sparkcode.agent.loop import ACT_PROMPT
+from sparkcode.agent.core import events as ev
+from sparkcode.agent.core.loop import ACT_PROMPT
 from sparkcode.sessions import SessionStore
 from sparkcode.start import find_resume
 from sparkcode.tui.launch import LaunchOptions, build_app

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import sparkcode.agent.scaffold as scaffold_pkg
 from sparkcode.agent import Agent, AgentSettings, ChatClient, Notice, Permissions
-from sparkcode.agent._calls import CheckedCall
+from sparkcode.agent.core.calls import CheckedCall
 from sparkcode.agent.scaffold import DEFAULT_GUARDS, Guard, RequestPlan, Scaffold, Task, ToolResult
 from sparkcode.agent.tools import ToolContext, default_tools
 from sparkcode.config import Config
@@ -96,7 +96,7 @@ def test_the_default_policy_is_one_guard_per_module() -> None:
 
 def test_the_turn_names_no_private_attribute_of_the_agent() -> None:
     """``_turn.py`` sees the conversation through public names only."""
-    tree = ast.parse((AGENT / "_turn.py").read_text(encoding="utf-8"))
+    tree = ast.parse((AGENT / "core" / "_turn.py").read_text(encoding="utf-8"))
     private = sorted(
         {
             node.attr
