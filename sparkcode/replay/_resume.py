@@ -32,6 +32,7 @@ from sparkcode.agent.core.events import TodoItem
 from sparkcode.agent.core.loop import stop_note
 from sparkcode.agent.core.rewind import TurnMark
 from sparkcode.agent.core.user_shell import CALL_ID_PREFIX as USER_SHELL_PREFIX
+from sparkcode.agent.core.user_shell import context_text
 from sparkcode.agent.tools import default_tools
 from sparkcode.agent.wire.client import ChatError, StreamParser, ToolCall
 from sparkcode.config import PERMISSION_MODES, PermissionMode
@@ -73,6 +74,10 @@ class Rebuilt:
     """The ``reasoning_effort`` the last request sent: what its prompt was rendered with.
     The resumed agent pins it (``Agent.effort_pinned``), so that with the ``glm``
     placement its first request repeats the recorded prefix."""
+    pending_context: list[str] = field(default_factory=list)
+    """What the user's ``!cmd`` printed after the last request, not sent yet: the
+    resumed agent's next message carries it (``Agent.pending_context``), as the
+    recorded session's would have."""
 
     @property
     def system_prompt(self) -> str:
@@ -132,6 +137,15 @@ async def rebuild_conversation(
         rebuilt.turns = turn
         rebuilt.marks = [m for m in rebuilt.marks if m.turn <= turn]
         rebuilt.todos = _todos(session, store, 0, turn=turn)
+        if turn < rebuilt.total_turns:  # a fork before the end: the !cmd came later
+            rebuilt.pending_context = []
+    n = len(rebuilt.pending_context)
+    note = (
+        f"the output of {n} shell command{'s' if n != 1 else ''} you ran with ! was not "
+        "sent yet; it goes with your next message"
+    )
+    if n and note not in rebuilt.notes:
+        rebuilt.notes.append(note)
     return rebuilt
 
 
@@ -195,7 +209,34 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
     rebuilt.mode = recorded_mode(session)
     effort = body.get("reasoning_effort")
     rebuilt.reasoning_effort = effort if isinstance(effort, str) else None
+    rebuilt.pending_context = _unsent_shell_output(session, last)
     return rebuilt
+
+
+def _unsent_shell_output(session: Session, last: Exchange) -> list[str]:
+    """The ``!cmd`` outputs recorded after ``last`` (the session's last request): the
+    context texts the agent held for the next message (``user_shell.py``). A command
+    counts when its closing ``user_shell`` notice was recorded (a refused or declined
+    one closes with ``user_shell_refused`` and added nothing)."""
+    commands: dict[str, str] = {}
+    results: dict[str, str] = {}
+    finished: str | None = None
+    pending: list[str] = []
+    for event in session.events:
+        if event.t_ns <= last.t_ns:
+            continue
+        call_id = str(event.data.get("call_id", ""))
+        if event.type == "ToolCallStarted" and call_id.startswith(USER_SHELL_PREFIX):
+            arguments = event.data.get("arguments")
+            command = arguments.get("command") if isinstance(arguments, dict) else None
+            commands[call_id] = str(command or "")
+        elif event.type == "ToolCallFinished" and call_id in commands:
+            results[call_id] = str(event.data.get("result", ""))
+            finished = call_id
+        elif event.type == "Notice" and event.data.get("code") == "user_shell" and finished:
+            pending.append(context_text(commands[finished], results[finished]))
+            finished = None
+    return pending
 
 
 def recorded_mode(session: Session) -> PermissionMode | None:

@@ -296,6 +296,7 @@ async def build_session(target: StartTarget, options: SessionOptions, paths: Pat
         agent.turns = resume.turns
         agent.rewind.marks = [replace(m) for m in resume.marks]
         agent.todos.items = resume.todos  # the plan carries over with the conversation
+        agent.pending_context = list(resume.pending_context)  # an unsent !cmd's output
         notes += resume.notes
         if resume.system_prompt != prompt:
             notes.append(

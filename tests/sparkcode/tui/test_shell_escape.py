@@ -17,6 +17,7 @@ from sparkcode.agent.core.user_shell import EMPTY, context_text
 from sparkcode.agent.tools._sandbox import find_bwrap
 from sparkcode.replay import rebuild_conversation
 from sparkcode.sessions import SessionStore, load_session
+from sparkcode.start import SessionOptions, build_session, resolve_target
 from sparkcode.tui.widgets import ErrorMessage, Notice, ToolCard
 from sparkcode.tui.widgets.approval import ApprovalCard
 from tests.support.scripted import Reply, ScriptedServer
@@ -156,3 +157,54 @@ async def test_a_session_resumed_after_a_bang_command_has_no_call_of_it(
     # The model's answer had no tool call: the !cmd's recorded call is not taken for one.
     assert [m["role"] for m in rebuilt.history] == ["system", "user", "assistant"]
     assert "tool_calls" not in rebuilt.history[-1]
+
+
+async def test_an_unsent_bang_output_goes_with_the_resumed_sessions_next_message(
+    workspace: Path, paths: Paths
+) -> None:
+    """Quit after ``!cmd`` without sending: the resumed session's first message carries
+    what it printed, as the quit one's would have; a refused command adds nothing."""
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text('[permissions]\ndeny = ["bash:touch *"]\n')
+    server = ScriptedServer([Reply(content=["hello back"])])
+    app = live_app(workspace, paths, server)
+    async with app.run_test(size=(110, 40)) as pilot:
+        await type_line(pilot, "hello")
+        await until(pilot, lambda: len(server.requests) == 1 and not app.main.turn_running)
+        await type_line(pilot, "!echo kept-$((6 * 7))")
+        await until(pilot, lambda: any("its output goes" in t for t in texts(app, Notice)))
+        await type_line(pilot, "!touch refused-file")
+        await until(pilot, lambda: any("was not run" in t for t in texts(app, Notice)))
+    assert not (workspace / "refused-file").exists()
+    store = SessionStore(paths.sessions_dir)
+    session = load_session(store.files()[0])
+    rebuilt = await rebuild_conversation(session, store=store)
+    assert len(rebuilt.pending_context) == 1
+    assert rebuilt.pending_context[0].startswith(
+        "[I ran this shell command myself; its result follows]\n$ echo kept-$((6 * 7))\n"
+    )
+    assert "kept-42" in rebuilt.pending_context[0]
+    assert any("goes with your next message" in note for note in rebuilt.notes)
+    forked = await rebuild_conversation(session, turn=0, store=store)
+    assert forked.pending_context == []  # a fork before the command does not get it
+
+    resumed = ScriptedServer([Reply(content=["seen"])])
+    target = resolve_target(workspace, paths, endpoint="http://engine.test/v1")
+    agent_session = await build_session(
+        target,
+        SessionOptions(
+            origin="tui",
+            start_engine=False,
+            transport=resumed.transport(),
+            mcp=False,
+            resume=rebuilt,
+        ),
+        paths,
+    )
+    async for _ in agent_session.agent.run_turn("what did it print?"):
+        pass
+    last = resumed.requests[0]["messages"][-1]["content"]
+    assert last == rebuilt.pending_context[0] + "\n\nwhat did it print?"
+    assert resumed.requests[0]["messages"][:3] == server.requests[0]["messages"] + [
+        rebuilt.history[2]
+    ]
