@@ -6,7 +6,9 @@ are the answers (each ``allow_once``) and "Decline to answer" (``reject_once``),
 tied to the ``ask_user`` tool call. A question without options needs a typed answer,
 which only ACP's form elicitation (``elicitation/create``, unstable in the protocol)
 can take: it is asked so when the editor advertised ``elicitation.form`` at
-``initialize``; otherwise the model is told to ask again with options. A cancelled
+``initialize``; otherwise the model is told to ask again with options. Such an editor
+also gets "Answer in my own words" beside the options, which opens the same form (the
+TUI's card takes a typed answer too). A cancelled
 turn, a cancelled request and an editor that fails to answer all decline.
 """
 
@@ -31,6 +33,7 @@ from acp.schema import (
 from sparkcode.agent.core.asking import Answer, Asker, Question
 
 DECLINE = "decline"
+OWN_WORDS = "own-words"
 NO_TYPED_ANSWER = "this editor takes no typed answer over ACP (no form elicitation)"
 ASK_WITH_OPTIONS = (
     "call ask_user again with options to pick from, or decide yourself and state the assumption"
@@ -44,7 +47,7 @@ def acp_asker(client: Client, session_id: str, cancelled: asyncio.Event, *, form
 
     async def ask(question: Question) -> Answer:
         if question.options:
-            return await _pick(client, session_id, cancelled, question)
+            return await _pick(client, session_id, cancelled, question, form=form)
         if form:
             return await _typed(client, session_id, cancelled, question)
         return Answer.unavailable(NO_TYPED_ANSWER, ASK_WITH_OPTIONS)
@@ -53,12 +56,16 @@ def acp_asker(client: Client, session_id: str, cancelled: asyncio.Event, *, form
 
 
 async def _pick(
-    client: Client, session_id: str, cancelled: asyncio.Event, question: Question
+    client: Client, session_id: str, cancelled: asyncio.Event, question: Question, *, form: bool
 ) -> Answer:
     options = [
         PermissionOption(option_id=f"answer-{n}", name=text, kind="allow_once")
         for n, text in enumerate(question.options, 1)
     ]
+    if form:
+        options.append(
+            PermissionOption(option_id=OWN_WORDS, name="Answer in my own words", kind="allow_once")
+        )
     options.append(
         PermissionOption(option_id=DECLINE, name="Decline to answer", kind="reject_once")
     )
@@ -72,6 +79,8 @@ async def _pick(
         client.request_permission(session_id=session_id, tool_call=call, options=options), cancelled
     )
     outcome = answer.outcome if answer is not None else None
+    if form and isinstance(outcome, AllowedOutcome) and outcome.option_id == OWN_WORDS:
+        return await _typed(client, session_id, cancelled, question)
     if not isinstance(outcome, AllowedOutcome) or not outcome.option_id.startswith("answer-"):
         return Answer.declined()
     n = int(outcome.option_id.removeprefix("answer-"))

@@ -118,3 +118,33 @@ async def test_a_typed_answer_by_form_elicitation(workspace: Path, sparkcode_hom
     started = [u for u in client.of("tool_call") if u.title.startswith("ask_user")]
     assert mode.tool_call_id == started[0].tool_call_id
     assert client.permissions == []
+
+
+async def test_an_editor_with_forms_can_answer_a_question_with_options_in_its_own_words(
+    workspace: Path, sparkcode_home: Path
+) -> None:
+    client = FormEditor(answer="own-words", typed="both, pytest first")
+    replies = [ask("Which runner?", ["pytest", "unittest"]), Reply(content=["ok"])]
+    with serve(replies) as server:
+        async with spawn(
+            client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace, unstable=True
+        ) as (conn, _):
+            await conn.initialize(
+                protocol_version=1,
+                client_capabilities=ClientCapabilities(
+                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+                ),
+            )
+            sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("set up the tests")])
+        answers = results(server.requests)
+    assert answers[0].startswith("the user answered: both, pytest first")
+    ((_, options),) = client.permissions
+    assert [(o.option_id, o.name) for o in options] == [
+        ("answer-1", "pytest"),
+        ("answer-2", "unittest"),
+        ("own-words", "Answer in my own words"),
+        ("decline", "Decline to answer"),
+    ]
+    ((message, mode),) = client.elicited  # the typed answer, asked after the pick
+    assert message == "Which runner?" and mode.session_id == sid
