@@ -33,7 +33,7 @@ from sparkcode.agent.core.loop import stop_note
 from sparkcode.agent.core.rewind import TurnMark
 from sparkcode.agent.core.user_shell import CALL_ID_PREFIX as USER_SHELL_PREFIX
 from sparkcode.agent.core.user_shell import context_text
-from sparkcode.agent.tools import default_tools
+from sparkcode.agent.tools import Tool, ToolRegistry, default_tools
 from sparkcode.agent.wire.client import ChatError, StreamParser, ToolCall
 from sparkcode.config import PERMISSION_MODES, PermissionMode
 from sparkcode.sessions import FORMAT_VERSION, Exchange, Session, SessionStore, is_model_call
@@ -248,6 +248,43 @@ def recorded_mode(session: Session) -> PermissionMode | None:
     return None
 
 
+def _offered_tools(exchange: Exchange) -> ToolRegistry:
+    """The tools to check the last reply's calls against: the built-in ones, and those
+    the recorded request offered beside them (``definition``/``references``/``rename``,
+    MCP, skills, ``web_fetch``...) as their recorded schemas, so that such a call's
+    arguments are normalised as the agent normalised them (coerced, nulls dropped) and
+    the resumed prefix stays byte-identical."""
+    known = set(default_tools().names)
+    tools: list[Tool] = []
+    try:
+        offered = json.loads(exchange.body).get("tools") or []
+    except (ValueError, AttributeError):
+        offered = []
+    for spec in offered if isinstance(offered, list) else []:
+        function = spec.get("function") if isinstance(spec, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        schema = function.get("parameters")
+        schema = schema if isinstance(schema, dict) else {}
+        properties = schema.get("properties")
+        required = schema.get("required")
+        if function["name"] in known:
+            continue
+        known.add(function["name"])
+        tools.append(
+            Tool(
+                name=function["name"],
+                description=str(function.get("description") or ""),
+                parameters=properties if isinstance(properties, dict) else {},
+                kind="read",
+                required=tuple(r for r in required if isinstance(r, str))
+                if isinstance(required, list)
+                else (),
+            )
+        )
+    return default_tools(extra=tools)
+
+
 def _turn_finished_after(session: Session, exchange: Exchange) -> str | None:
     """The reason of the first TurnFinished recorded after ``exchange``, if any."""
     for event in session.events:
@@ -268,7 +305,7 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
     if finished in ("error", "cancelled"):
         # The agent keeps only the text of a failed or stopped stream.
         return [{"role": "assistant", "content": content}] if content else []
-    registry = default_tools()
+    registry = _offered_tools(last)
     after = [e for e in session.events if e.t_ns > last.t_ns]
     started = [
         e

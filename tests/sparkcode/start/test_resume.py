@@ -265,3 +265,25 @@ async def test_a_salvaged_call_at_the_end_is_rebuilt_as_the_agent_held_it(
     assert session.session_id is not None
     rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=session.session_id)
     assert rebuilt.history == history
+
+
+async def test_a_last_call_of_a_session_tool_is_rebuilt_as_the_agent_held_it(
+    ws: Path, paths: Paths
+) -> None:
+    """A tool that is not built in (a skill here; the navigation, MCP and web tools
+    alike) is checked against the schema the recorded request offered, so its
+    arguments are normalised as the agent normalised them (the null dropped)."""
+    skill = ws / ".agents/skills/alpha/SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: alpha\ndescription: The alpha way.\n---\n\nDo alpha.\n")
+    call = json.dumps({"name": "alpha", "why": None})
+    server = ScriptedServer([Reply(tool_calls=[("skill", call)]), Reply(content=["done"])])
+    session = await start(server, ws, paths, knobs=AgentKnobs(max_turns=1))
+    await turn(session, "use the alpha skill")
+    history = [dict(m) for m in session.agent.history]
+    await session.aclose()
+    assert history[2]["tool_calls"][0]["function"]["arguments"] == '{"name": "alpha"}'
+    assert "Do alpha." in str(history[3]["content"])
+    assert session.session_id is not None
+    rebuilt = await find_resume(SessionStore(paths.sessions_dir), ws, session_id=session.session_id)
+    assert rebuilt.history == history
