@@ -50,7 +50,7 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("send_now", "send_now", "ctrl+s", "screen", "Send now"),
     KeyAction("thinking", "toggle_thinking", "ctrl+t", "screen", "Thinking"),
     KeyAction("clear", "clear", "ctrl+l", "screen", "Clear"),
-    KeyAction("editor", "open_editor", "ctrl+g", "screen", "Editor", show=False),
+    KeyAction("editor", "open_editor", "ctrl+g", "screen", "Editor"),
     KeyAction("complete", "complete", "tab", "prompt", "Complete", show=False),
     KeyAction("unfold", "toggle_pastes", "ctrl+o", "prompt", "Unfold pastes", show=False),
 )
