@@ -195,7 +195,7 @@ async def _rebuild_all(session: Session, store: SessionStore | None, depth: int)
             "last complete turn"
         )
     else:
-        history += await _tail(session, last, finished)
+        history += await _tail(session, last, finished, body.get("tools"))
         history = _apply_rewinds(session, last, history)
     rebuilt = Rebuilt(
         session_id=session.id,
@@ -248,32 +248,26 @@ def recorded_mode(session: Session) -> PermissionMode | None:
     return None
 
 
-def _offered_tools(exchange: Exchange) -> ToolRegistry:
+def _offered_tools(offered: object) -> ToolRegistry:
     """The tools to check the last reply's calls against: the built-in ones, and those
-    the recorded request offered beside them (``definition``/``references``/``rename``,
-    MCP, skills, ``web_fetch``...) as their recorded schemas, so that such a call's
-    arguments are normalised as the agent normalised them (coerced, nulls dropped) and
-    the resumed prefix stays byte-identical."""
+    the recorded request offered beside them (``offered``, its ``tools``:
+    ``definition``/``references``/``rename``, MCP, skills, ``web_fetch``...) as their
+    recorded schemas, so that such a call's arguments are normalised as the agent
+    normalised them (coerced, nulls dropped) and the resumed prefix stays byte-identical."""
     known = set(default_tools().names)
     tools: list[Tool] = []
-    try:
-        offered = json.loads(exchange.body).get("tools") or []
-    except (ValueError, AttributeError):
-        offered = []
     for spec in offered if isinstance(offered, list) else []:
         function = spec.get("function") if isinstance(spec, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(function, dict) or not isinstance(name, str) or name in known:
             continue
+        known.add(name)
         schema = function.get("parameters")
-        schema = schema if isinstance(schema, dict) else {}
-        properties = schema.get("properties")
-        required = schema.get("required")
-        if function["name"] in known:
-            continue
-        known.add(function["name"])
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        required = schema.get("required") if isinstance(schema, dict) else None
         tools.append(
             Tool(
-                name=function["name"],
+                name=name,
                 description=str(function.get("description") or ""),
                 parameters=properties if isinstance(properties, dict) else {},
                 kind="read",
@@ -293,7 +287,9 @@ def _turn_finished_after(session: Session, exchange: Exchange) -> str | None:
     return None
 
 
-async def _tail(session: Session, last: Exchange, finished: str | None) -> list[Message]:
+async def _tail(
+    session: Session, last: Exchange, finished: str | None, offered: object
+) -> list[Message]:
     """What the agent appended after the last request: its answer and tool results.
 
     The calls are the ones read back from the stream; when the stream had none
@@ -305,7 +301,7 @@ async def _tail(session: Session, last: Exchange, finished: str | None) -> list[
     if finished in ("error", "cancelled"):
         # The agent keeps only the text of a failed or stopped stream.
         return [{"role": "assistant", "content": content}] if content else []
-    registry = _offered_tools(last)
+    registry = _offered_tools(offered)
     after = [e for e in session.events if e.t_ns > last.t_ns]
     started = [
         e

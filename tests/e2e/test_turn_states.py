@@ -26,7 +26,7 @@ import pytest
 from engine.profiles import TURN_STATE_UNIT, load_profile, render
 from engine.supervisor import tail_lines
 from tests.support.engine import RunningEngine, free_port, run_engine
-from tests.support.tiny_hybrid import build_tiny_qwen3_next
+from tests.support.tiny_hybrid import build_tiny_qwen3_next, words
 from tests.support.tiny_models import write_profile
 
 pytestmark = pytest.mark.engine
@@ -96,11 +96,6 @@ def cached(reply: dict[str, Any]) -> int:
 
 def output_ids(reply: dict[str, Any]) -> list[int]:
     return [int(t) for t in reply["choices"][0]["token_ids"]]
-
-
-def words(seed: int, n: int) -> list[int]:
-    """``n`` token ids of one made-up conversation (ids 5..904: no special tokens)."""
-    return [(i * 37 + seed * 101) % 900 + 5 for i in range(n)]
 
 
 def test_status_shows_the_feature_and_what_the_kept_states_change(engine: RunningEngine) -> None:

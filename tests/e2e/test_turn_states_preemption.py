@@ -29,7 +29,7 @@ import pytest
 
 from engine.supervisor import tail_lines
 from tests.support.engine import RunningEngine, free_port, run_engine
-from tests.support.tiny_hybrid import build_tiny_qwen3_next
+from tests.support.tiny_hybrid import build_tiny_qwen3_next, words
 from tests.support.tiny_models import write_profile
 
 pytestmark = pytest.mark.engine
@@ -92,11 +92,6 @@ def preemptions(engine: RunningEngine) -> float:
         for line in text.splitlines()
         if line.startswith("vllm:num_preemptions_total")
     )
-
-
-def words(seed: int, n: int) -> list[int]:
-    """``n`` token ids of one made-up conversation (ids 5..904: no special tokens)."""
-    return [(i * 37 + seed * 101) % 900 + 5 for i in range(n)]
 
 
 def test_states_kept_through_a_preemption_are_exact(engine: RunningEngine) -> None:

@@ -84,3 +84,8 @@ def build_tiny_qwen3_next(
     model.save_pretrained(model_dir, safe_serialization=True)
     build_tokenizer(model_dir)
     return model_dir
+
+
+def words(seed: int, n: int) -> list[int]:
+    """``n`` token ids of one made-up conversation (ids 5..904: no special tokens)."""
+    return [(i * 37 + seed * 101) % 900 + 5 for i in range(n)]

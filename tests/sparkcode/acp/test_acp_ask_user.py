@@ -27,6 +27,10 @@ from tests.support.scripted import Reply
 pytestmark = pytest.mark.slow
 
 
+FORMS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities()))
+"""An editor's capabilities when it takes form elicitations."""
+
+
 def ask(question: str, options: list[str] | None = None) -> Reply:
     args: dict[str, Any] = {"question": question}
     if options:
@@ -102,12 +106,7 @@ async def test_a_typed_answer_by_form_elicitation(workspace: Path, sparkcode_hom
         async with spawn(
             client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace, unstable=True
         ) as (conn, _):
-            await conn.initialize(
-                protocol_version=1,
-                client_capabilities=ClientCapabilities(
-                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
-                ),
-            )
+            await conn.initialize(protocol_version=1, client_capabilities=FORMS)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("rename the module")])
         answers = results(server.requests)
@@ -129,12 +128,7 @@ async def test_an_editor_with_forms_can_answer_a_question_with_options_in_its_ow
         async with spawn(
             client, "--endpoint", url(server), home=sparkcode_home, cwd=workspace, unstable=True
         ) as (conn, _):
-            await conn.initialize(
-                protocol_version=1,
-                client_capabilities=ClientCapabilities(
-                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
-                ),
-            )
+            await conn.initialize(protocol_version=1, client_capabilities=FORMS)
             sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
             await conn.prompt(session_id=sid, prompt=[text_block("set up the tests")])
         answers = results(server.requests)
