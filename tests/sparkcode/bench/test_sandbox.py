@@ -29,8 +29,12 @@ def test_an_endless_loop_is_stopped_by_the_cpu_limit() -> None:
 
 
 def test_a_sleeping_sample_is_stopped_by_the_wall_timeout() -> None:
-    out = run_program("import time\ntime.sleep(60)", Limits(cpu_s=2, wall_s=1.5))
-    assert out.status == "timeout" and out.wall_s < 5
+    # A sleeper spends no CPU, so only the wall clock can stop it. The bound is far below
+    # the sleep and far above the 1.5 s limit: a clean-clone run with two engines spinning
+    # both cores once took over 5 s to start and reap the sandbox.
+    out = run_program("import time\ntime.sleep(600)", Limits(cpu_s=2, wall_s=1.5))
+    assert out.status == "timeout" and out.returncode is None  # the wall clock, not SIGXCPU
+    assert 1.5 <= out.wall_s < 60
 
 
 def test_a_huge_allocation_fails_inside_the_sample() -> None:
