@@ -152,6 +152,30 @@ def _selects_agent_model_users(config: pytest.Config) -> bool:
     return False
 
 
+SUITE_FREE_BYTES = 2 << 30
+"""Free space the suite asks for where it writes. A clean-clone run on 2 cores peaked at
+0.3 GiB under pytest's temporary folder (sampled every 20 s, 2026-12-07); the rest is
+room for engine logs, compile caches and the trained agent model in ``.pytest_cache``."""
+
+
+def _check_disk(config: pytest.Config) -> None:
+    """Stop at once, naming the folder, when a disk the suite writes to is nearly full:
+    otherwise every engine fixture errors at setup with a library's traceback."""
+    import shutil
+    import tempfile
+
+    for where in dict.fromkeys([Path(tempfile.gettempdir()), Path(config.rootpath)]):
+        free = shutil.disk_usage(where).free
+        if free < SUITE_FREE_BYTES:
+            pytest.exit(
+                f"not enough disk space for the test suite in {where}: "
+                f"{free / (1 << 30):.1f} GiB free, it needs about "
+                f"{SUITE_FREE_BYTES / (1 << 30):.0f} GiB; free some space there "
+                "(or point TMPDIR at a larger disk)",
+                returncode=3,
+            )
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Train the e2e agent model in the background from the start of the session (it
     takes about a minute of CPU: tests/support/agent_model.py), one torch thread, into
@@ -159,6 +183,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     Only in the controlling process (not in an xdist worker), and only when the run
     includes a module that needs it."""
     config = session.config
+    if not hasattr(config, "workerinput"):
+        _check_disk(config)
     cache = getattr(config, "cache", None)
     if hasattr(config, "workerinput") or cache is None or not _selects_agent_model_users(config):
         return
