@@ -43,7 +43,12 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEngine]:
 
 
 def run(
-    engine: RunningEngine, workspace: Path, prompt: str, force_tool: str | None = None, **knobs: Any
+    engine: RunningEngine,
+    workspace: Path,
+    prompt: str,
+    force_tool: str | None = None,
+    force_tool_parameters: dict[str, Any] | None = None,
+    **knobs: Any,
 ) -> tuple[int, list[dict[str, Any]], str]:
     """One ``sparkcode run --auto --json`` turn, greedy, against the engine."""
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
@@ -60,6 +65,7 @@ def run(
                     record=False,
                     seed=1,
                     force_tool=force_tool,
+                    force_tool_parameters=force_tool_parameters,
                     knobs=AgentKnobs(temperature=0.0, **knobs),
                 ),
             ),
@@ -207,6 +213,47 @@ def test_an_mcp_tool_is_called_through_the_real_engine(
     args = calls[0]["arguments"]
     results = [e["result"] for e in events if e["type"] == "ToolCallFinished"]
     assert results == [str(args["a"] + args["b"])]  # computed by the MCP server
+
+
+def test_ask_user_from_the_real_engine_is_answered_without_a_terminal(
+    engine: RunningEngine, tmp_path: Path
+) -> None:
+    # `sparkcode run` with no terminal: nobody can be asked. The forced call is held by
+    # vLLM's grammar to a short question and two options (SmolLM2 alone rarely asks).
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["question", "options"],
+        "properties": {
+            "question": {"type": "string", "pattern": "^[A-Za-z][A-Za-z .,?]{0,50}$"},
+            "options": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "items": {"type": "string", "enum": ["main.py", "app.py"]},
+            },
+        },
+    }
+    code, events, err = run(
+        engine,
+        tmp_path,
+        "Ask me which file to open, main.py or app.py.",
+        force_tool="ask_user",
+        force_tool_parameters=schema,
+        max_turns=2,
+        max_tokens=96,
+    )
+    assert code != EXIT_ERROR, (err, events)
+    calls = [e for e in events if e["type"] == "ToolCallStarted"]
+    assert calls and calls[0]["name"] == "ask_user", events
+    assert set(calls[0]["arguments"]["options"]) <= {"main.py", "app.py"}
+    (asked,) = [e for e in events if e["type"] == "ToolCallFinished" and e["name"] == "ask_user"]
+    assert asked["error"] == (
+        "ask_user is not available: no user at a terminal (sparkcode run); "
+        "decide yourself and state the assumption"
+    ), asked
+    # The refusal went back to the model, which was asked for its next step.
+    assert len([e for e in events if e["type"] == "RequestStarted"]) == 2, events
 
 
 def test_bench_agent_runs_a_task_through_the_profile_end_to_end(
