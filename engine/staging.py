@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 GiB = 1 << 30
 
 HEADROOM = 64 << 20
-"""Bytes asked for beyond the tensors: tokenizer files, config, metadata (a few MB)."""
+"""Bytes asked for beyond ``need``: tokenizer files, config, metadata (a few MB)."""
 
 
 class DiskSpaceError(UserError):
@@ -38,7 +38,8 @@ def tensor_bytes(tensors: Mapping[str, torch.Tensor]) -> int:
 
 
 def require_free(directory: Path, need: int, what: str) -> None:
-    """Refuse before writing ``need`` bytes for ``what`` under ``directory`` if they won't fit.
+    """Refuse before writing ``need`` bytes (plus :data:`HEADROOM`) for ``what`` under
+    ``directory`` if they won't fit.
 
     ``directory`` may not exist yet: its nearest existing parent is on the same disk.
     """
@@ -46,6 +47,7 @@ def require_free(directory: Path, need: int, what: str) -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
+    need += HEADROOM
     if need > free:
         raise DiskSpaceError(
             f"not enough disk space in {directory} for {what}: it needs about "
@@ -64,7 +66,7 @@ def staged(target: Path, need: int = 0, what: str = "") -> Iterator[Path]:
     rename, so the whole copy must fit beside it.
     """
     if need:
-        require_free(target.parent, need + HEADROOM, what or target.name)
+        require_free(target.parent, need, what or target.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
